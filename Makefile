@@ -1,0 +1,14 @@
+# The two commands first; everything installs what it needs on first use.
+.PHONY: run test bench fmt clean-stack
+
+run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
+	@bash infra/stack.sh run
+
+test:   ## fmt, clippy, cfn-lint, sam validate and every test against real services
+	@bash infra/stack.sh test
+
+bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling
+	@bash infra/stack.sh bench
+
+fmt:
+	cargo fmt --all

@@ -1,0 +1,163 @@
+//! Event in, response out. Everything is parsed here, before any Redis key
+//! is built: the caller from the JWT claims, the sale id from the path, the
+//! `Idempotency-Key` header, the body. Bad input never reaches the domain.
+
+use lambda_http::{Body, Request, Response};
+use seckill_shared::domain::{IdempotencyKey, Quantity, SaleId};
+use seckill_shared::error::ApiError;
+use seckill_shared::http;
+use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
+use seckill_shared::purchase::{PurchaseRequest, PurchaseService};
+use serde::Deserialize;
+use std::convert::Infallible;
+
+/// The purchase body: `{"quantity": n}`, everything optional, nothing else.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PurchaseBody {
+    quantity: Option<Quantity>,
+}
+
+/// Handles one `POST /sales/{saleId}/purchase`. Never fails: every outcome,
+/// errors included, is a response of the contract.
+pub async fn handle<S, Q, C>(
+    service: &PurchaseService<S, Q, C>,
+    req: Request,
+) -> Result<Response<Body>, Infallible>
+where
+    S: StockStore,
+    Q: OrderQueue,
+    C: SaleCatalog,
+{
+    let parsed = match parse(&req) {
+        Ok(parsed) => parsed,
+        Err(err) => return Ok(http::error(&err)),
+    };
+    match service.purchase(&parsed).await {
+        Ok(accepted) => {
+            let mut response = http::json(202, &accepted.body());
+            let location = format!("/orders/{}", accepted.order_id);
+            if let Ok(value) = lambda_http::http::HeaderValue::from_str(&location) {
+                response
+                    .headers_mut()
+                    .insert(lambda_http::http::header::LOCATION, value);
+            }
+            tracing::info!(
+                sale_id = %parsed.sale_id,
+                order_id = %accepted.order_id,
+                replayed = accepted.replayed,
+                "purchase accepted"
+            );
+            Ok(response)
+        }
+        Err(err) => {
+            tracing::debug!(sale_id = %parsed.sale_id, %err, "purchase refused");
+            Ok(http::error(&ApiError::from(err)))
+        }
+    }
+}
+
+/// Turns the event into a purchase request, or the 4xx that explains why not.
+pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
+    let caller = http::caller(req)?;
+    let sale_id = SaleId::parse(&http::path_param(req, "saleId"))
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let idempotency_key = http::header(req, "idempotency-key")?
+        .map(IdempotencyKey::parse)
+        .transpose()
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let body = http::body_bytes(req)?;
+    let quantity = if body.iter().all(u8::is_ascii_whitespace) {
+        Quantity::ONE
+    } else {
+        serde_json::from_slice::<PurchaseBody>(body)
+            .map_err(|e| ApiError::InvalidRequest(body_error(&e)))?
+            .quantity
+            .unwrap_or(Quantity::ONE)
+    };
+    Ok(PurchaseRequest {
+        sale_id,
+        user_id: caller.user_id,
+        quantity,
+        idempotency_key,
+    })
+}
+
+/// A short, safe description of what is wrong with the body.
+fn body_error(err: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    match err.classify() {
+        Category::Syntax | Category::Eof | Category::Io => "body is not valid JSON".into(),
+        Category::Data => format!(
+            "body must be {{\"quantity\": n}} with n an integer from 1 to {}: {}",
+            Quantity::MAX,
+            strip_position(&err.to_string())
+        ),
+    }
+}
+
+fn strip_position(text: &str) -> &str {
+    text.split(" at line ").next().unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(path_sale: &str, body: &str, sub: Option<&str>) -> Request {
+        let claims = match sub {
+            Some(sub) => format!(
+                r#""authorizer": {{"jwt": {{"claims": {{"sub": "{sub}", "scope": "openid"}}, "scopes": null}}}},"#
+            ),
+            None => String::new(),
+        };
+        let raw = format!(
+            r#"{{
+              "version": "2.0", "routeKey": "POST /sales/{{saleId}}/purchase",
+              "rawPath": "/sales/x/purchase", "rawQueryString": "",
+              "headers": {{"content-type": "application/json"}},
+              "requestContext": {{
+                "accountId": "1", "apiId": "a", {claims}
+                "domainName": "d", "domainPrefix": "d",
+                "http": {{"method": "POST", "path": "/sales/x/purchase", "protocol": "HTTP/1.1",
+                         "sourceIp": "127.0.0.1", "userAgent": "t"}},
+                "requestId": "r", "routeKey": "POST /sales/{{saleId}}/purchase", "stage": "$default",
+                "time": "30/Nov/2026:03:00:00 +0000", "timeEpoch": 1
+              }},
+              "pathParameters": {{"saleId": {sale}}},
+              "body": {body}, "isBase64Encoded": false
+            }}"#,
+            sale = serde_json::json!(path_sale),
+            body = serde_json::json!(body),
+        );
+        lambda_http::request::from_str(&raw).unwrap()
+    }
+
+    #[test]
+    fn parses_a_good_request() {
+        let p = parse(&event("s1", r#"{"quantity": 2}"#, Some("u1"))).unwrap();
+        assert_eq!((p.sale_id.as_str(), p.user_id.as_str()), ("s1", "u1"));
+        assert_eq!(p.quantity.get(), 2);
+        let p = parse(&event("s1", "", Some("u1"))).unwrap();
+        assert_eq!(p.quantity.get(), 1);
+    }
+
+    #[test]
+    fn refuses_bad_input_with_400_or_401() {
+        let cases = [
+            ("s1", "{", Some("u1"), 400),
+            ("s1", r#"{"quantity": 0}"#, Some("u1"), 400),
+            ("s1", r#"{"quantity": 1.5}"#, Some("u1"), 400),
+            ("s1", r#"{"quantity": "1"}"#, Some("u1"), 400),
+            ("s1", r#"{"userId": "admin"}"#, Some("u1"), 400),
+            ("s{1}", "", Some("u1"), 400),
+            ("", "", Some("u1"), 400),
+            ("s1", "", None, 401),
+            ("s1", "", Some("a|b"), 401),
+        ];
+        for (sale, body, sub, status) in cases {
+            let err = parse(&event(sale, body, sub)).unwrap_err();
+            assert_eq!(err.status(), status, "{sale:?} {body:?} {sub:?}");
+        }
+    }
+}

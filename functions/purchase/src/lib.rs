@@ -1,0 +1,38 @@
+//! The `purchase` function: `POST /sales/{saleId}/purchase`.
+//!
+//! # Layout
+//!
+//! - `main.rs`: wires the clients once per execution environment and hands
+//!   them to the Lambda runtime.
+//! - [`handler`]: turns an API Gateway HTTP API event into a
+//!   [`PurchaseRequest`](seckill_shared::purchase::PurchaseRequest), calls the
+//!   shared domain, and turns the outcome into the contract's response.
+//! - [`wire`]: builds the live service from [`Config`]; the local stack uses
+//!   the same function, so local and Lambda differ only in `main.rs`.
+
+pub mod handler;
+
+use seckill_shared::aws;
+use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::config::Config;
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::ports::StoreError;
+use seckill_shared::purchase::PurchaseService;
+use seckill_shared::redis_store::RedisStock;
+use seckill_shared::sqs_queue::SqsQueue;
+
+/// The purchase service over the real adapters.
+pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
+
+/// Builds the live service. Connections are lazy: the function starts even
+/// when Redis is down, and answers 503 until it is back.
+pub async fn wire(config: &Config) -> Result<LivePurchase, StoreError> {
+    let sdk = aws::sdk_config(config.sqs_timeout).await;
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let queue = SqsQueue::new(aws::sqs(&sdk), &config.orders_queue_url);
+    let catalog = CachedCatalog::new(
+        DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),
+        config.sale_cache_ttl,
+    );
+    Ok(PurchaseService::new(stock, queue, catalog))
+}

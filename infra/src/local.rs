@@ -1,0 +1,145 @@
+//! Settings of the local stack and the `up` command: create what is missing
+//! on the emulator, load a demo sale, serve the API.
+
+use crate::emulator;
+use crate::gateway::{self, Gateway};
+use crate::token::TokenSettings;
+use seckill_shared::aws;
+use seckill_shared::clock;
+use seckill_shared::config::Config;
+use seckill_shared::domain::{Sale, SaleId};
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::ports::SaleCatalog;
+use seckill_shared::redis_store::RedisStock;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error(transparent)]
+    Setup(#[from] emulator::SetupError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Local names and addresses; each can be overridden from the environment.
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    /// `SECKILL_LISTEN` (default `127.0.0.1:3000`, the port `sam local start-api` uses).
+    pub listen: String,
+    /// `REDIS_URL` (default `redis://127.0.0.1:6379`).
+    pub redis_url: String,
+    /// `ORDERS_QUEUE_NAME` / `ORDERS_DLQ_NAME` (default `seckill-orders`, `seckill-orders-dlq`).
+    pub queue_name: String,
+    pub dlq_name: String,
+    /// `SALES_TABLE` / `ORDERS_TABLE` (default `seckill-sales`, `seckill-orders`).
+    pub sales_table: String,
+    pub orders_table: String,
+    /// `SECKILL_DEMO_SALE` (default `demo`; empty to skip the demo sale).
+    pub demo_sale: String,
+}
+
+impl LocalSettings {
+    pub fn from_env() -> Self {
+        let var = |name: &str, default: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        Self {
+            listen: var("SECKILL_LISTEN", "127.0.0.1:3000"),
+            redis_url: var("REDIS_URL", "redis://127.0.0.1:6379"),
+            queue_name: var("ORDERS_QUEUE_NAME", "seckill-orders"),
+            dlq_name: var("ORDERS_DLQ_NAME", "seckill-orders-dlq"),
+            sales_table: var("SALES_TABLE", "seckill-sales"),
+            orders_table: var("ORDERS_TABLE", "seckill-orders"),
+            demo_sale: std::env::var("SECKILL_DEMO_SALE").unwrap_or_else(|_| "demo".into()),
+        }
+    }
+}
+
+/// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
+pub fn demo_sale(id: &SaleId) -> Sale {
+    let now = clock::now_ms();
+    Sale {
+        sale_id: id.clone(),
+        name: "Demo flash sale".into(),
+        total_stock: 100,
+        start_ms: now - 1_000,
+        end_ms: now + 24 * 3_600_000,
+        per_user_limit: 1,
+        payment_window_seconds: 900,
+        shards: 1,
+        gate: false,
+    }
+}
+
+/// Creates queues and tables, loads the demo sale, and serves until Ctrl-C.
+pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
+    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
+    let queues = emulator::ensure_queues(&sqs, &settings.queue_name, &settings.dlq_name).await?;
+    emulator::ensure_tables(&db, &settings.sales_table, &settings.orders_table).await?;
+    let config = Config {
+        redis_url: settings.redis_url.clone(),
+        orders_queue_url: queues.orders_url.clone(),
+        sales_table: settings.sales_table.clone(),
+        orders_table: settings.orders_table.clone(),
+        ..Config::from_lookup(&|name| local_default(name, &settings, &queues.orders_url))
+            .map_err(|e| LocalError::Other(e.to_string()))?
+    };
+    if !settings.demo_sale.is_empty() {
+        let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;
+        let catalog = DynamoCatalog::new(db.clone(), &settings.sales_table);
+        catalog
+            .create_sale(&demo_sale(&id))
+            .await
+            .map_err(|e| LocalError::Other(e.to_string()))?;
+        let sale = catalog
+            .get_sale(&id)
+            .await
+            .map_err(|e| LocalError::Other(e.to_string()))?
+            .ok_or_else(|| LocalError::Other("demo sale vanished".into()))?;
+        let stock = RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2))
+            .map_err(|e| LocalError::Other(e.to_string()))?;
+        let loaded = stock
+            .load_sale(&sale, clock::now_ms(), false)
+            .await
+            .map_err(|e| LocalError::Other(e.to_string()))?;
+        tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
+    }
+    let service = purchase::wire(&config)
+        .await
+        .map_err(|e| LocalError::Other(e.to_string()))?;
+    let gateway = Arc::new(Gateway {
+        tokens: TokenSettings::from_env(),
+        purchase: service,
+    });
+    let listener = tokio::net::TcpListener::bind(&settings.listen)
+        .await
+        .map_err(|e| LocalError::Other(format!("cannot listen on {}: {e}", settings.listen)))?;
+    tracing::info!(
+        listen = %settings.listen,
+        queue = %queues.orders_url,
+        dlq = %queues.dlq_url,
+        "local API ready"
+    );
+    gateway::serve(listener, gateway, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}
+
+/// The environment as the functions would see it in Lambda, with local
+/// defaults for what `up` decides itself.
+fn local_default(name: &str, settings: &LocalSettings, queue_url: &str) -> Option<String> {
+    std::env::var(name).ok().or_else(|| match name {
+        "REDIS_URL" => Some(settings.redis_url.clone()),
+        "ORDERS_QUEUE_URL" => Some(queue_url.to_owned()),
+        "SALES_TABLE" => Some(settings.sales_table.clone()),
+        "ORDERS_TABLE" => Some(settings.orders_table.clone()),
+        _ => None,
+    })
+}

@@ -1,0 +1,93 @@
+//! `seckill-local`: run the stack on loopback, mint tokens, invoke a handler
+//! with an event file.
+//!
+//! ```text
+//! seckill-local up
+//! seckill-local token --user u1 [--admin] [--ttl SECONDS]
+//! seckill-local invoke purchase --event events/purchase.json
+//! ```
+
+use seckill_infra::local::{self, LocalSettings};
+use seckill_infra::token::TokenSettings;
+use seckill_shared::config::Config;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage:
+  seckill-local up
+  seckill-local token --user ID [--admin] [--ttl SECONDS]
+  seckill-local invoke purchase --event FILE";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    seckill_shared::telemetry::init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("up") => local::up(LocalSettings::from_env())
+            .await
+            .map_err(|e| e.to_string()),
+        Some("token") => token(&args[1..]),
+        Some("invoke") => invoke(&args[1..]).await,
+        _ => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("seckill-local: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn token(args: &[String]) -> Result<(), String> {
+    let user = flag(args, "--user").ok_or(USAGE)?;
+    seckill_shared::domain::UserId::parse(user).map_err(|e| e.to_string())?;
+    let ttl = match flag(args, "--ttl") {
+        Some(raw) => raw.parse().map_err(|_| "--ttl takes whole seconds")?,
+        None => 3_600,
+    };
+    let admin = args.iter().any(|a| a == "--admin");
+    let token = TokenSettings::from_env()
+        .mint(user, admin, ttl)
+        .map_err(|e| e.to_string())?;
+    println!("{token}");
+    Ok(())
+}
+
+/// Feeds one event file to a handler, with the configuration of the
+/// environment, and prints the response: `sam local invoke` without Docker.
+async fn invoke(args: &[String]) -> Result<(), String> {
+    let function = args.first().map(String::as_str).ok_or(USAGE)?;
+    let path = flag(args, "--event").ok_or(USAGE)?;
+    let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    match function {
+        "purchase" => {
+            let config = Config::from_env().map_err(|e| e.to_string())?;
+            let service = purchase::wire(&config).await.map_err(|e| e.to_string())?;
+            let request =
+                lambda_http::request::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
+            let response = match purchase::handler::handle(&service, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let (parts, body) = response.into_parts();
+            let body = match body {
+                lambda_http::Body::Text(t) => t,
+                lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+                _ => String::new(),
+            };
+            println!(
+                "{}",
+                serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
+            );
+            Ok(())
+        }
+        other => Err(format!("unknown function {other:?}; known: purchase")),
+    }
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The local stack's services: install what is missing, start Redis and the
+# AWS emulator on loopback, run a command against them, stop what we started
+# (also on failure or Ctrl-C).
+#
+#   infra/stack.sh run     # make run:  services + seckill-local up on 127.0.0.1:3000
+#   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, cargo test
+#   infra/stack.sh bench   # make bench
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+STATE="$ROOT/.stack/$$"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seckill/target}"
+# Local credentials for the emulator; nothing here reaches AWS.
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export SAM_CLI_TELEMETRY=0
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+ensure_tools() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    say "installing redis-server (Debian)"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
+  fi
+  if [ ! -x "$VENV/bin/moto_server" ] || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/sam" ]; then
+    say "installing moto[server], cfn-lint, aws-sam-cli into $VENV (PyPI)"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/infra/requirements.txt"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+port_busy() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Polls a condition until it holds or the deadline passes.
+wait_for() {
+  local what="$1" deadline=$((SECONDS + $2)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      say "$what did not come up; its log:"; tail -n 30 "$STATE/$what.log" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+PIDS=()
+stop_services() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$STATE"
+}
+
+# start_services REDIS_PORT MOTO_PORT
+start_services() {
+  mkdir -p "$STATE"
+  trap stop_services EXIT
+  trap 'exit 130' INT TERM
+  redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no \
+    --maxmemory-policy noeviction --dir "$STATE" >"$STATE/redis.log" 2>&1 &
+  PIDS+=($!)
+  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  PIDS+=($!)
+  wait_for redis 20 redis-cli -p "$1" ping
+  wait_for moto 60 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$2/moto-api/')"
+  export REDIS_URL="redis://127.0.0.1:$1"
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$2"
+  say "redis on $REDIS_URL, emulator on $AWS_ENDPOINT_URL"
+}
+
+cmd_run() {
+  ensure_tools
+  local redis_port=6379 moto_port=4566
+  if port_busy "$redis_port"; then redis_port=$(free_port); fi
+  if port_busy "$moto_port"; then
+    say "port $moto_port is taken; set AWS_ENDPOINT_URL's port free and retry"; exit 1
+  fi
+  if port_busy 3000; then say "port 3000 is taken (is another 'make run' up?)"; exit 1; fi
+  cargo build --profile local -p seckill-infra --bin seckill-local
+  start_services "$redis_port" "$moto_port"
+  local bin="$CARGO_TARGET_DIR/local/seckill-local"
+  RUST_LOG="${RUST_LOG:-info}" "$bin" up &
+  PIDS+=($!)
+  wait_for api 30 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:3000/health')"
+  local token; token=$("$bin" token --user alice)
+  cat <<MSG
+
+Seckill is up on http://127.0.0.1:3000 with a demo sale "demo" (100 units, 1 per buyer).
+Buy one (paste into another terminal):
+
+  curl -i -X POST http://127.0.0.1:3000/sales/demo/purchase \\
+    -H "Authorization: Bearer $token" \\
+    -H 'Content-Type: application/json' -d '{"quantity": 1}'
+
+More tokens: $bin token --user bob
+Ctrl-C stops the API, Redis and the emulator.
+MSG
+  wait "${PIDS[-1]}"
+}
+
+cmd_test() {
+  ensure_tools
+  say "cargo fmt --check"; cargo fmt --all -- --check
+  say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
+  say "cfn-lint"; "$VENV/bin/cfn-lint" template.yaml
+  say "sam validate"; "$VENV/bin/sam" validate --template template.yaml --region "$AWS_REGION"
+  say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
+  start_services "$(free_port)" "$(free_port)"
+  say "cargo test"
+  cargo test --workspace
+}
+
+cmd_bench() {
+  ensure_tools
+  cargo build --profile local -p seckill-infra --bin seckill-bench
+  start_services "$(free_port)" "$(free_port)"
+  "$CARGO_TARGET_DIR/local/seckill-bench" "$@"
+}
+
+case "${1:-}" in
+  run) shift; cmd_run "$@" ;;
+  test) shift; cmd_test "$@" ;;
+  bench) shift; cmd_bench "$@" ;;
+  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+esac

@@ -1,0 +1,31 @@
+-- load_sale.lua: put a sale into Redis, once.
+--
+-- KEYS[1] meta  KEYS[2] stock
+-- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs
+--
+-- If the sale is already loaded, its stock is never overwritten (that would
+-- sell it twice); only the window, limit, status and expiry are refreshed,
+-- so a changed endAt extends the keys.
+-- Replies: {"LOADED"} or {"REFRESHED", stockNow}
+
+local meta_key, stock_key = KEYS[1], KEYS[2]
+local total, start_ms, end_ms, limit, shards, status, version, expire_at =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+
+local stock = redis.call('GET', stock_key)
+local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
+  'status', status, 'expireAtMs', expire_at}
+
+if stock and redis.call('EXISTS', meta_key) == 1 then
+  redis.call('HSET', meta_key, unpack(fields))
+  redis.call('PEXPIREAT', meta_key, expire_at)
+  redis.call('PEXPIREAT', stock_key, expire_at)
+  return {'REFRESHED', stock}
+end
+
+redis.call('DEL', meta_key)
+redis.call('HSET', meta_key, 'total', total, 'shards', shards, 'version', version, unpack(fields))
+redis.call('SET', stock_key, total)
+redis.call('PEXPIREAT', meta_key, expire_at)
+redis.call('PEXPIREAT', stock_key, expire_at)
+return {'LOADED'}

@@ -1,0 +1,96 @@
+-- purchase.lua: the whole purchase decision, atomically.
+--
+-- KEYS[1] sale:{S}:meta        hash  total, startMs, endMs, perUserLimit, shards,
+--                                    status, version, expireAtMs, seq
+-- KEYS[2] sale:{S}:stock       int   units left
+-- KEYS[3] sale:{S}:buyers      hash  userId -> units held
+-- KEYS[4] sale:{S}:resv        hash  orderId -> reservation JSON
+-- KEYS[5] sale:{S}:userorders  hash  userId -> comma-separated orderIds
+-- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
+--
+-- Replies (all strings, first element is the outcome):
+--   {"OK", orderId, atMs, stockLeft}       reserved now
+--   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
+--   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"}
+--   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
+--
+-- Every number read from Redis goes through tonumber(): Redis stores strings,
+-- and "10" < "9" as strings.
+
+local meta_key, stock_key, buyers_key, resv_key, uorders_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local sale, user, idem = ARGV[1], ARGV[2], ARGV[4]
+local qty = tonumber(ARGV[3])
+if not qty or qty < 1 then
+  return redis.error_reply('ERR quantity must be a positive integer')
+end
+
+local m = redis.call('HMGET', meta_key,
+  'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs')
+local start_ms, end_ms, limit = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
+local stock = tonumber(redis.call('GET', stock_key))
+if not start_ms or not end_ms or not limit or not stock then
+  -- Unknown sale, not loaded yet, or keys lost: the caller decides which,
+  -- and never falls back to selling without Redis.
+  return {'MISSING'}
+end
+
+-- A retry with the same key gets its first answer, even after sell-out.
+local order_id
+if idem ~= '' then
+  order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31)
+  local existing = redis.call('HGET', resv_key, order_id)
+  if existing then
+    return {'REPLAY', order_id, existing}
+  end
+end
+
+if m[4] == 'PAUSED' then
+  return {'PAUSED'}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < start_ms then
+  return {'NOT_STARTED', m[1]}
+end
+if now >= end_ms then
+  return {'ENDED'}
+end
+
+local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
+if held + qty > limit then
+  return {'LIMIT', redis.call('HGET', uorders_key, user) or ''}
+end
+if stock < qty then
+  return {'SOLD_OUT', tostring(stock)}
+end
+
+if not order_id then
+  -- version changes on every load of the sale, so a sequence that restarts
+  -- after a rebuild never reproduces an order id that was already used.
+  local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
+  order_id = 'n' .. string.sub(
+    redis.sha1hex(sale .. '|' .. user .. '|' .. (m[5] or '0') .. '|' .. seq), 1, 31)
+end
+
+local left = redis.call('DECRBY', stock_key, qty)
+redis.call('HINCRBY', buyers_key, user, qty)
+redis.call('HSET', resv_key, order_id, cjson.encode({
+  userId = user, quantity = qty, atMs = tostring(now), state = 'QUEUED' }))
+local listed = redis.call('HGET', uorders_key, user)
+if listed and listed ~= '' then
+  redis.call('HSET', uorders_key, user, listed .. ',' .. order_id)
+else
+  redis.call('HSET', uorders_key, user, order_id)
+end
+
+-- Hashes created by a first purchase get the sale's expiry too.
+local expire_at = tonumber(m[6])
+if expire_at then
+  redis.call('PEXPIREAT', buyers_key, expire_at)
+  redis.call('PEXPIREAT', resv_key, expire_at)
+  redis.call('PEXPIREAT', uorders_key, expire_at)
+end
+
+return {'OK', order_id, tostring(now), tostring(left)}

@@ -1,0 +1,58 @@
+-- release.lua: give back the stock of a reservation that is proven unused.
+--
+-- KEYS as in purchase.lua (meta, stock, buyers, resv, userorders).
+-- ARGV[1] orderId
+--
+-- Only a reservation still in state QUEUED is released: once its order is
+-- written, its units belong to the order and only the unpaid-release path
+-- may return them. The stock goes back capped at the sale's total, so a
+-- double release can never create units.
+--
+-- Replies: {"RELEASED", stockNow} {"NOT_FOUND"} {"NOT_RELEASABLE", state} {"MISSING"}
+
+local meta_key, stock_key, buyers_key, resv_key, uorders_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local order_id = ARGV[1]
+
+local total = tonumber(redis.call('HGET', meta_key, 'total'))
+local stock = tonumber(redis.call('GET', stock_key))
+if not total or not stock then
+  return {'MISSING'}
+end
+
+local raw = redis.call('HGET', resv_key, order_id)
+if not raw then
+  return {'NOT_FOUND'}
+end
+local resv = cjson.decode(raw)
+if resv.state ~= 'QUEUED' then
+  return {'NOT_RELEASABLE', tostring(resv.state)}
+end
+local qty = tonumber(resv.quantity) or 0
+local user = tostring(resv.userId)
+
+redis.call('HDEL', resv_key, order_id)
+
+local held = redis.call('HINCRBY', buyers_key, user, -qty)
+if held <= 0 then
+  redis.call('HDEL', buyers_key, user)
+end
+
+local listed = redis.call('HGET', uorders_key, user)
+if listed then
+  local kept = {}
+  for id in string.gmatch(listed, '[^,]+') do
+    if id ~= order_id then
+      kept[#kept + 1] = id
+    end
+  end
+  if #kept == 0 then
+    redis.call('HDEL', uorders_key, user)
+  else
+    redis.call('HSET', uorders_key, user, table.concat(kept, ','))
+  end
+end
+
+local back = math.min(stock + qty, total)
+redis.call('SET', stock_key, back, 'KEEPTTL')
+return {'RELEASED', tostring(back)}

@@ -1,0 +1,123 @@
+//! Typed configuration, read once from the environment at cold start.
+//! Every name here is documented in the README and set in `template.yaml`.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    #[error("environment variable {name} is invalid: {why}")]
+    Invalid { name: &'static str, why: String },
+}
+
+/// Settings of the purchase path and the adapters it uses.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `REDIS_URL`: `redis://host:port` (or `rediss://` with TLS and AUTH).
+    pub redis_url: String,
+    /// `ORDERS_QUEUE_URL`: the SQS queue the winners go to.
+    pub orders_queue_url: String,
+    /// `SALES_TABLE`: the DynamoDB `sales` table.
+    pub sales_table: String,
+    /// `ORDERS_TABLE`: the DynamoDB `orders` table.
+    pub orders_table: String,
+    /// `REDIS_TIMEOUT_MS` (default 250): a Redis call slower than this fails
+    /// closed with 503 instead of holding the buyer.
+    pub redis_timeout: Duration,
+    /// `SQS_TIMEOUT_MS` (default 1500): bound of one SendMessage, retries included.
+    pub sqs_timeout: Duration,
+    /// `SALE_CACHE_SECONDS` (default 5): how long an execution environment
+    /// trusts what the `sales` table said about a sale missing from Redis.
+    pub sale_cache_ttl: Duration,
+}
+
+/// The environment, as a lookup function so tests can pass a map.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(env: Lookup<'_>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            redis_url: required(env, "REDIS_URL")?,
+            orders_queue_url: required(env, "ORDERS_QUEUE_URL")?,
+            sales_table: required(env, "SALES_TABLE")?,
+            orders_table: required(env, "ORDERS_TABLE")?,
+            redis_timeout: millis(env, "REDIS_TIMEOUT_MS", 250)?,
+            sqs_timeout: millis(env, "SQS_TIMEOUT_MS", 1_500)?,
+            sale_cache_ttl: Duration::from_secs(number(env, "SALE_CACHE_SECONDS", 5)?),
+        })
+    }
+}
+
+fn required(env: Lookup<'_>, name: &'static str) -> Result<String, ConfigError> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+fn number(env: Lookup<'_>, name: &'static str, default: u64) -> Result<u64, ConfigError> {
+    match env(name) {
+        None => Ok(default),
+        Some(raw) => raw.trim().parse().map_err(|_| ConfigError::Invalid {
+            name,
+            why: format!("{raw:?} is not a whole number"),
+        }),
+    }
+}
+
+fn millis(env: Lookup<'_>, name: &'static str, default: u64) -> Result<Duration, ConfigError> {
+    match number(env, name, default)? {
+        0 => Err(ConfigError::Invalid {
+            name,
+            why: "must be above 0".into(),
+        }),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn reads_required_and_defaults() {
+        let map = env(&[
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("ORDERS_QUEUE_URL", "http://q"),
+            ("SALES_TABLE", "sales"),
+            ("ORDERS_TABLE", "orders"),
+        ]);
+        let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
+        assert_eq!(cfg.redis_timeout, Duration::from_millis(250));
+        assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn names_what_is_missing_or_wrong() {
+        let map = env(&[("REDIS_URL", "redis://x")]);
+        let err = Config::from_lookup(&|k| map.get(k).cloned()).unwrap_err();
+        assert!(err.to_string().contains("ORDERS_QUEUE_URL"));
+        let map = env(&[
+            ("REDIS_URL", "redis://x"),
+            ("ORDERS_QUEUE_URL", "q"),
+            ("SALES_TABLE", "s"),
+            ("ORDERS_TABLE", "o"),
+            ("REDIS_TIMEOUT_MS", "fast"),
+        ]);
+        let err = Config::from_lookup(&|k| map.get(k).cloned()).unwrap_err();
+        assert!(err.to_string().contains("REDIS_TIMEOUT_MS"));
+    }
+}

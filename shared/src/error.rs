@@ -1,0 +1,135 @@
+//! The API's error codes and their one mapping to HTTP.
+//!
+//! Every handler turns its domain error into an [`ApiError`]; [`crate::http`]
+//! turns an `ApiError` into the response `{"code","message",...}`. No other
+//! place picks a status code, and no internal detail reaches the body.
+
+use crate::domain::OrderId;
+
+/// An error as the caller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("a valid bearer token is required")]
+    Unauthenticated,
+    #[error("this route needs the seckill/admin scope")]
+    Forbidden,
+    #[error("no such sale")]
+    SaleNotFound,
+    #[error("no such route")]
+    RouteNotFound,
+    #[error("the sale has not started yet")]
+    SaleNotStarted { retry_after_secs: Option<u64> },
+    #[error("the sale has ended")]
+    SaleEnded,
+    #[error("{message}")]
+    SoldOut { message: String },
+    #[error("you already hold the most units this sale allows")]
+    LimitExceeded { order_ids: Vec<OrderId> },
+    #[error("too many requests; retry later")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{message}")]
+    SalePaused {
+        message: String,
+        retry_after_secs: u64,
+    },
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::InvalidRequest(_) => 400,
+            Self::Unauthenticated => 401,
+            Self::Forbidden => 403,
+            Self::SaleNotFound | Self::RouteNotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::LimitExceeded { .. } => 409,
+            Self::SaleEnded | Self::SoldOut { .. } => 410,
+            Self::SaleNotStarted { .. } => 425,
+            Self::RateLimited { .. } => 429,
+            Self::Internal => 500,
+            Self::SalePaused { .. } => 503,
+        }
+    }
+
+    /// The machine-readable code of the design's contract.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidRequest(_) => "INVALID_REQUEST",
+            Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::SaleNotFound => "SALE_NOT_FOUND",
+            Self::RouteNotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::SaleNotStarted { .. } => "SALE_NOT_STARTED",
+            Self::SaleEnded => "SALE_ENDED",
+            Self::SoldOut { .. } => "SOLD_OUT",
+            Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
+            Self::RateLimited { .. } => "RATE_LIMITED",
+            Self::SalePaused { .. } => "SALE_PAUSED",
+            Self::Internal => "INTERNAL",
+        }
+    }
+
+    /// Seconds for the `Retry-After` header, where the contract has one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_secs }
+            | Self::SalePaused {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            Self::SaleNotStarted { retry_after_secs } => *retry_after_secs,
+            _ => None,
+        }
+    }
+
+    /// The JSON body: `{"code","message"}` plus the fields a code carries.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({
+            "code": self.code(),
+            "message": self.to_string(),
+        });
+        if let Self::LimitExceeded { order_ids } = self {
+            body["orderIds"] = serde_json::json!(order_ids);
+        }
+        body
+    }
+
+    pub fn paused(message: impl Into<String>) -> Self {
+        Self::SalePaused {
+            message: message.into(),
+            retry_after_secs: 2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_exceeded_carries_the_callers_orders() {
+        let err = ApiError::LimitExceeded {
+            order_ids: vec![OrderId::parse("o1").unwrap()],
+        };
+        assert_eq!(err.status(), 409);
+        assert_eq!(err.body()["orderIds"][0], "o1");
+        assert_eq!(err.body()["code"], "LIMIT_EXCEEDED");
+    }
+
+    #[test]
+    fn paused_and_rate_limited_say_when_to_retry() {
+        assert_eq!(ApiError::paused("x").retry_after_secs(), Some(2));
+        assert_eq!(ApiError::paused("x").status(), 503);
+        let rl = ApiError::RateLimited {
+            retry_after_secs: 3,
+        };
+        assert_eq!((rl.status(), rl.retry_after_secs()), (429, Some(3)));
+        assert_eq!(ApiError::SaleEnded.retry_after_secs(), None);
+    }
+}

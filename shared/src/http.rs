@@ -1,0 +1,110 @@
+//! HTTP helpers shared by the `lambda_http` functions: the caller's identity
+//! from the API Gateway JWT authorizer, the request body, and JSON responses.
+
+use crate::domain::UserId;
+use crate::error::ApiError;
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+
+/// Bodies above this are refused before parsing; no route needs more.
+pub const MAX_BODY_BYTES: usize = 4 * 1024;
+
+/// The admin scope of the design (claim `scope`, space separated).
+pub const ADMIN_SCOPE: &str = "seckill/admin";
+
+/// Who is calling, as API Gateway's JWT authorizer vouched for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user_id: UserId,
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    pub fn is_admin(&self) -> bool {
+        self.scopes.iter().any(|s| s == ADMIN_SCOPE)
+    }
+}
+
+/// The caller from `requestContext.authorizer.jwt.claims`. Never from the
+/// body or the query string.
+pub fn caller(req: &Request) -> Result<Caller, ApiError> {
+    let RequestContext::ApiGatewayV2(ctx) = req.request_context() else {
+        return Err(ApiError::Unauthenticated);
+    };
+    let jwt = ctx
+        .authorizer
+        .as_ref()
+        .and_then(|a| a.jwt.as_ref())
+        .ok_or(ApiError::Unauthenticated)?;
+    let sub = jwt.claims.get("sub").ok_or(ApiError::Unauthenticated)?;
+    let user_id = UserId::parse(sub).map_err(|_| ApiError::Unauthenticated)?;
+    let mut scopes: Vec<String> = jwt
+        .claims
+        .get("scope")
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    if let Some(extra) = &jwt.scopes {
+        scopes.extend(extra.iter().cloned());
+    }
+    Ok(Caller { user_id, scopes })
+}
+
+/// The body as bytes, refusing oversized ones. API Gateway may base64-encode
+/// a body; `lambda_http` has already decoded it into `Body::Binary`.
+pub fn body_bytes(req: &Request) -> Result<&[u8], ApiError> {
+    let bytes: &[u8] = match req.body() {
+        Body::Empty => &[],
+        Body::Text(t) => t.as_bytes(),
+        Body::Binary(b) => b,
+        _ => &[],
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::InvalidRequest(format!(
+            "body is larger than {MAX_BODY_BYTES} bytes"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A header's value as text, if present and printable.
+pub fn header<'a>(req: &'a Request, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match req.headers().get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| ApiError::InvalidRequest(format!("header {name} is not text"))),
+    }
+}
+
+/// A path parameter, or an empty string (which every id parser refuses).
+pub fn path_param(req: &Request, name: &str) -> String {
+    req.path_parameters()
+        .first(name)
+        .map(str::to_owned)
+        .unwrap_or_default()
+}
+
+/// A JSON response with the given status.
+pub fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Body::Text(body.to_string()));
+    *response.status_mut() = lambda_http::http::StatusCode::from_u16(status).unwrap_or_default();
+    response.headers_mut().insert(
+        lambda_http::http::header::CONTENT_TYPE,
+        lambda_http::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The one place an [`ApiError`] becomes a response.
+pub fn error(err: &ApiError) -> Response<Body> {
+    let mut response = json(err.status(), &err.body());
+    if let Some(secs) = err.retry_after_secs()
+        && let Ok(value) = lambda_http::http::HeaderValue::from_str(&secs.to_string())
+    {
+        response
+            .headers_mut()
+            .insert(lambda_http::http::header::RETRY_AFTER, value);
+    }
+    response
+}

@@ -1,0 +1,262 @@
+//! In-memory adapters of every port, for unit tests of domain logic. They
+//! follow the same rules as the Lua scripts, without the atomicity of Redis
+//! (a mutex stands in for it).
+
+use crate::clock;
+use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
+use crate::ports::{
+    CatalogError, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
+    SaleCatalog, SendError, StockStore, StoreError,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, Clone)]
+struct MemorySale {
+    sale: Sale,
+    stock: u32,
+    paused: bool,
+    seq: u64,
+    buyers: HashMap<String, u32>,
+    resv: HashMap<OrderId, (String, Reservation)>,
+}
+
+/// Stock store in memory. `unavailable` makes every call fail like a Redis outage.
+#[derive(Clone, Default)]
+pub struct MemoryStock {
+    sales: Arc<Mutex<HashMap<SaleId, MemorySale>>>,
+    pub unavailable: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl MemoryStock {
+    fn lock(&self) -> Result<MutexGuard<'_, HashMap<SaleId, MemorySale>>, StoreError> {
+        if self.unavailable.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("memory store switched off".into()));
+        }
+        self.sales
+            .lock()
+            .map_err(|_| StoreError::Unavailable("poisoned".into()))
+    }
+
+    pub fn load(&self, sale: Sale) {
+        if let Ok(mut sales) = self.sales.lock() {
+            sales.insert(
+                sale.sale_id.clone(),
+                MemorySale {
+                    stock: sale.total_stock,
+                    sale,
+                    paused: false,
+                    seq: 0,
+                    buyers: HashMap::new(),
+                    resv: HashMap::new(),
+                },
+            );
+        }
+    }
+
+    pub fn forget(&self, sale_id: &SaleId) {
+        if let Ok(mut sales) = self.sales.lock() {
+            sales.remove(sale_id);
+        }
+    }
+
+    pub fn pause(&self, sale_id: &SaleId) {
+        if let Ok(mut sales) = self.sales.lock()
+            && let Some(s) = sales.get_mut(sale_id)
+        {
+            s.paused = true;
+        }
+    }
+
+    pub fn stock_of(&self, sale_id: &SaleId) -> Option<u32> {
+        self.sales.lock().ok()?.get(sale_id).map(|s| s.stock)
+    }
+
+    pub fn reservations_of(&self, sale_id: &SaleId) -> usize {
+        self.sales
+            .lock()
+            .ok()
+            .and_then(|s| s.get(sale_id).map(|s| s.resv.len()))
+            .unwrap_or(0)
+    }
+}
+
+impl StockStore for MemoryStock {
+    async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
+        let mut sales = self.lock()?;
+        let Some(s) = sales.get_mut(req.sale_id) else {
+            return Ok(ReserveOutcome::SaleMissing);
+        };
+        let keyed_id = req
+            .idempotency_key
+            .map(|k| OrderId::parse(&format!("k-{}-{}", req.user_id, k)));
+        if let Some(Ok(id)) = &keyed_id
+            && let Some((_, r)) = s.resv.get(id)
+        {
+            return Ok(ReserveOutcome::Replayed(r.clone()));
+        }
+        if s.paused {
+            return Ok(ReserveOutcome::Paused);
+        }
+        let now = clock::now_ms();
+        match s.sale.phase_at(now) {
+            SalePhase::NotStarted => {
+                return Ok(ReserveOutcome::NotStarted {
+                    start_ms: s.sale.start_ms,
+                });
+            }
+            SalePhase::Ended => return Ok(ReserveOutcome::Ended),
+            SalePhase::Live => {}
+        }
+        let user = req.user_id.to_string();
+        let q = req.quantity.get();
+        let held = s.buyers.get(&user).copied().unwrap_or(0);
+        if held + q > s.sale.per_user_limit {
+            let mut order_ids: Vec<OrderId> = s
+                .resv
+                .iter()
+                .filter(|(_, (u, _))| *u == user)
+                .map(|(id, _)| id.clone())
+                .collect();
+            order_ids.sort();
+            return Ok(ReserveOutcome::LimitExceeded { order_ids });
+        }
+        if s.stock < q {
+            return Ok(ReserveOutcome::SoldOut { remaining: s.stock });
+        }
+        s.seq += 1;
+        let order_id = match keyed_id {
+            Some(id) => id,
+            None => OrderId::parse(&format!("n-{}-{}", req.user_id, s.seq)),
+        }
+        .map_err(|e| StoreError::Protocol(e.0))?;
+        s.stock -= q;
+        *s.buyers.entry(user.clone()).or_default() += q;
+        let resv = Reservation {
+            order_id: order_id.clone(),
+            quantity: req.quantity,
+            reserved_at_ms: now,
+            shard: 0,
+        };
+        s.resv.insert(order_id, (user, resv.clone()));
+        Ok(ReserveOutcome::Reserved(resv))
+    }
+
+    async fn release(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        let mut sales = self.lock()?;
+        let Some(s) = sales.get_mut(sale_id) else {
+            return Ok(ReleaseOutcome::SaleMissing);
+        };
+        let Some((user, resv)) = s.resv.remove(order_id) else {
+            return Ok(ReleaseOutcome::NotFound);
+        };
+        let q = resv.quantity.get();
+        if let Some(held) = s.buyers.get_mut(&user) {
+            *held = held.saturating_sub(q);
+            if *held == 0 {
+                s.buyers.remove(&user);
+            }
+        }
+        s.stock = (s.stock + q).min(s.sale.total_stock);
+        Ok(ReleaseOutcome::Released { stock: s.stock })
+    }
+}
+
+/// What a [`MemoryQueue`] does with the next sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueMode {
+    #[default]
+    Accept,
+    Reject,
+    Ambiguous,
+}
+
+#[derive(Clone, Default)]
+pub struct MemoryQueue {
+    pub sent: Arc<Mutex<Vec<OrderMessage>>>,
+    pub mode: Arc<Mutex<QueueMode>>,
+}
+
+impl MemoryQueue {
+    pub fn set_mode(&self, mode: QueueMode) {
+        if let Ok(mut m) = self.mode.lock() {
+            *m = mode;
+        }
+    }
+
+    pub fn messages(&self) -> Vec<OrderMessage> {
+        self.sent.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+impl OrderQueue for MemoryQueue {
+    async fn send(&self, message: &OrderMessage) -> Result<(), SendError> {
+        let mode = self.mode.lock().map(|m| *m).unwrap_or_default();
+        match mode {
+            QueueMode::Accept => {
+                if let Ok(mut sent) = self.sent.lock() {
+                    sent.push(message.clone());
+                }
+                Ok(())
+            }
+            QueueMode::Reject => Err(SendError::Rejected("memory queue rejects".into())),
+            QueueMode::Ambiguous => {
+                // Like a timeout after the request went out: it did arrive.
+                if let Ok(mut sent) = self.sent.lock() {
+                    sent.push(message.clone());
+                }
+                Err(SendError::Ambiguous("memory queue timed out".into()))
+            }
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct MemoryCatalog {
+    sales: Arc<Mutex<HashMap<SaleId, Sale>>>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl MemoryCatalog {
+    pub fn insert(&self, sale: Sale) {
+        if let Ok(mut sales) = self.sales.lock() {
+            sales.insert(sale.sale_id.clone(), sale);
+        }
+    }
+
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl SaleCatalog for MemoryCatalog {
+    async fn get_sale(&self, sale_id: &SaleId) -> Result<Option<Sale>, CatalogError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let sales = self
+            .sales
+            .lock()
+            .map_err(|_| CatalogError::Unavailable("poisoned".into()))?;
+        Ok(sales.get(sale_id).cloned())
+    }
+}
+
+/// A sale for tests: open from a minute ago for an hour.
+pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain::InvalidValue> {
+    let now = clock::now_ms();
+    Ok(Sale {
+        sale_id: SaleId::parse(id)?,
+        name: format!("test sale {id}"),
+        total_stock: stock,
+        start_ms: now - 60_000,
+        end_ms: now + 3_600_000,
+        per_user_limit: limit,
+        payment_window_seconds: 900,
+        shards: 1,
+        gate: false,
+    })
+}

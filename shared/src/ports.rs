@@ -1,0 +1,121 @@
+//! Ports: the traits where the domain meets Redis, SQS and DynamoDB.
+//! Real adapters live beside this file; [`crate::memory`] has in-memory ones.
+//!
+//! Futures are declared `Send` so services generic over these traits can be
+//! driven from a multi-threaded runtime.
+
+use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
+use std::future::Future;
+
+/// One purchase attempt, already parsed.
+#[derive(Debug, Clone, Copy)]
+pub struct ReserveRequest<'a> {
+    pub sale_id: &'a SaleId,
+    pub user_id: &'a UserId,
+    pub quantity: Quantity,
+    pub idempotency_key: Option<&'a IdempotencyKey>,
+}
+
+/// A reservation: what the purchase script recorded atomically with the
+/// deduction. It is the outbox: reconciliation finds reservations without an
+/// order and relays them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub order_id: OrderId,
+    pub quantity: Quantity,
+    pub reserved_at_ms: i64,
+    pub shard: u32,
+}
+
+/// Every answer the stock store can give to one purchase attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReserveOutcome {
+    /// Stock taken, buyer counted, reservation recorded.
+    Reserved(Reservation),
+    /// The same `Idempotency-Key` was reserved before: nothing changed.
+    Replayed(Reservation),
+    /// No keys for this sale: unknown, not loaded yet, or lost.
+    SaleMissing,
+    /// An operator paused the sale.
+    Paused,
+    NotStarted {
+        start_ms: i64,
+    },
+    Ended,
+    LimitExceeded {
+        order_ids: Vec<OrderId>,
+    },
+    SoldOut {
+        remaining: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// Stock returned (capped at the sale's total), buyer count lowered.
+    Released { stock: u32 },
+    /// No reservation with that id: already released, or never made.
+    NotFound,
+    /// The reservation moved past `QUEUED` (its order was written): its
+    /// stock is not ours to give back.
+    NotReleasable,
+    /// The sale's keys are gone; nothing was changed.
+    SaleMissing,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Connection refused, timed out, or Redis answered with an error.
+    /// The outcome of a write is unknown.
+    #[error("stock store unavailable: {0}")]
+    Unavailable(String),
+    /// The script answered something this code does not understand.
+    #[error("unexpected reply from the stock store: {0}")]
+    Protocol(String),
+}
+
+pub trait StockStore: Send + Sync {
+    fn reserve(
+        &self,
+        request: ReserveRequest<'_>,
+    ) -> impl Future<Output = Result<ReserveOutcome, StoreError>> + Send;
+
+    fn release(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+    ) -> impl Future<Output = Result<ReleaseOutcome, StoreError>> + Send;
+}
+
+/// How a send failed. The distinction decides whether stock may go back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The queue definitely did not take the message (it answered with an
+    /// error, or the request was never sent).
+    #[error("queue rejected the message: {0}")]
+    Rejected(String),
+    /// The message may or may not be on the queue (timeout, broken
+    /// connection after sending). Keep the reservation; reconcile decides.
+    #[error("queue outcome unknown: {0}")]
+    Ambiguous(String),
+}
+
+pub trait OrderQueue: Send + Sync {
+    fn send(&self, message: &OrderMessage) -> impl Future<Output = Result<(), SendError>> + Send;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("sale catalog unavailable: {0}")]
+    Unavailable(String),
+    #[error("sale item is malformed: {0}")]
+    Malformed(String),
+}
+
+/// The source of truth for which sales exist (the `sales` table).
+pub trait SaleCatalog: Send + Sync {
+    fn get_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<Sale>, CatalogError>> + Send;
+}

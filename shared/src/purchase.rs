@@ -1,0 +1,406 @@
+//! The purchase decision.
+//!
+//! 1. One atomic call to the stock store decides: window, status, the
+//!    caller's limit, the stock; on success it deducts, counts the buyer and
+//!    records the reservation (the outbox).
+//! 2. The order message goes to the queue.
+//! 3. Only a *definite* queue rejection gives the stock back. A timeout keeps
+//!    the reservation and still answers 202: reconciliation relays it, because
+//!    "timeout is not failure" and underselling briefly beats overselling.
+//!
+//! When the stock store has no keys for the sale, the catalog (cached per
+//! execution environment) tells an unknown sale (404) from a live one whose
+//! keys were lost (503, fail closed) without a database read per request.
+
+use crate::clock;
+use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
+use crate::error::ApiError;
+use crate::ports::{
+    OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
+    SendError, StockStore,
+};
+
+/// A purchase attempt, parsed at the edge.
+#[derive(Debug, Clone)]
+pub struct PurchaseRequest {
+    pub sale_id: SaleId,
+    pub user_id: UserId,
+    pub quantity: Quantity,
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+/// What the buyer is told on 202.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub order_id: OrderId,
+    pub sale_id: SaleId,
+    pub quantity: Quantity,
+    /// True when this answer replays an earlier one (same Idempotency-Key).
+    pub replayed: bool,
+}
+
+impl Accepted {
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "orderId": self.order_id,
+            "saleId": self.sale_id,
+            "quantity": self.quantity,
+            "status": "QUEUED",
+        })
+    }
+}
+
+/// Every way a purchase can be refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PurchaseError {
+    #[error("sale not found")]
+    NotFound,
+    #[error("sale not started")]
+    NotStarted { start_ms: i64 },
+    #[error("sale ended")]
+    Ended,
+    #[error("sold out ({remaining} left)")]
+    SoldOut { remaining: u32 },
+    #[error("limit exceeded")]
+    LimitExceeded { order_ids: Vec<OrderId> },
+    #[error("sale paused by an operator")]
+    Paused,
+    #[error("live sale has no keys in the stock store")]
+    KeysMissing,
+    #[error(transparent)]
+    Store(#[from] crate::ports::StoreError),
+    #[error(transparent)]
+    Catalog(#[from] crate::ports::CatalogError),
+    #[error("queue rejected the order; stock returned")]
+    QueueRejected,
+}
+
+impl From<PurchaseError> for ApiError {
+    fn from(err: PurchaseError) -> Self {
+        match err {
+            PurchaseError::NotFound => ApiError::SaleNotFound,
+            PurchaseError::NotStarted { start_ms } => {
+                let wait_ms = start_ms.saturating_sub(clock::now_ms()).max(0);
+                let secs = u64::try_from((wait_ms + 999) / 1000).unwrap_or(0).max(1);
+                ApiError::SaleNotStarted {
+                    retry_after_secs: Some(secs),
+                }
+            }
+            PurchaseError::Ended => ApiError::SaleEnded,
+            PurchaseError::SoldOut { remaining: 0 } => ApiError::SoldOut {
+                message: "sold out".into(),
+            },
+            PurchaseError::SoldOut { remaining } => ApiError::SoldOut {
+                message: format!("not enough stock left: {remaining} remaining"),
+            },
+            PurchaseError::LimitExceeded { order_ids } => ApiError::LimitExceeded { order_ids },
+            PurchaseError::Paused => ApiError::paused("the sale is paused"),
+            PurchaseError::KeysMissing => {
+                ApiError::paused("the sale is being restored; retry shortly")
+            }
+            PurchaseError::Store(_) | PurchaseError::Catalog(_) => {
+                ApiError::paused("the sale is temporarily unavailable; retry shortly")
+            }
+            PurchaseError::QueueRejected => ApiError::paused(
+                "your purchase could not be queued and was not taken; retry shortly",
+            ),
+        }
+    }
+}
+
+/// The purchase use case over its three ports.
+pub struct PurchaseService<S, Q, C> {
+    stock: S,
+    queue: Q,
+    catalog: C,
+}
+
+impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
+    pub fn new(stock: S, queue: Q, catalog: C) -> Self {
+        Self {
+            stock,
+            queue,
+            catalog,
+        }
+    }
+
+    pub fn stock(&self) -> &S {
+        &self.stock
+    }
+
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        let outcome = self
+            .stock
+            .reserve(ReserveRequest {
+                sale_id: &req.sale_id,
+                user_id: &req.user_id,
+                quantity: req.quantity,
+                idempotency_key: req.idempotency_key.as_ref(),
+            })
+            .await?;
+        match outcome {
+            ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
+            ReserveOutcome::Replayed(resv) => Ok(Accepted {
+                order_id: resv.order_id,
+                sale_id: req.sale_id.clone(),
+                quantity: resv.quantity,
+                replayed: true,
+            }),
+            ReserveOutcome::SaleMissing => Err(self.explain_missing(&req.sale_id).await),
+            ReserveOutcome::Paused => Err(PurchaseError::Paused),
+            ReserveOutcome::NotStarted { start_ms } => Err(PurchaseError::NotStarted { start_ms }),
+            ReserveOutcome::Ended => Err(PurchaseError::Ended),
+            ReserveOutcome::LimitExceeded { order_ids } => {
+                Err(PurchaseError::LimitExceeded { order_ids })
+            }
+            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
+        }
+    }
+
+    async fn hand_off(
+        &self,
+        req: &PurchaseRequest,
+        resv: Reservation,
+    ) -> Result<Accepted, PurchaseError> {
+        let message = OrderMessage {
+            v: OrderMessage::VERSION,
+            order_id: resv.order_id.clone(),
+            sale_id: req.sale_id.clone(),
+            user_id: req.user_id.clone(),
+            quantity: resv.quantity,
+            shard: resv.shard,
+            reserved_at: clock::rfc3339_ms(resv.reserved_at_ms),
+        };
+        let accepted = Accepted {
+            order_id: resv.order_id.clone(),
+            sale_id: req.sale_id.clone(),
+            quantity: resv.quantity,
+            replayed: false,
+        };
+        match self.queue.send(&message).await {
+            Ok(()) => Ok(accepted),
+            Err(SendError::Ambiguous(why)) => {
+                // The message may be on the queue. Giving the stock back now
+                // could sell it twice; the reservation stays and reconcile
+                // relays it if no order appears. The buyer's 202 is honest.
+                tracing::warn!(order_id = %resv.order_id, %why, "send outcome unknown; reservation kept for relay");
+                Ok(accepted)
+            }
+            Err(SendError::Rejected(why)) => {
+                match self.stock.release(&req.sale_id, &resv.order_id).await {
+                    Ok(ReleaseOutcome::Released { .. }) | Ok(ReleaseOutcome::NotFound) => {
+                        tracing::warn!(order_id = %resv.order_id, %why, "queue rejected the order; reservation released");
+                        Err(PurchaseError::QueueRejected)
+                    }
+                    Ok(other) => {
+                        // Keys vanished or the reservation moved on: it is the
+                        // outbox's now. Reconcile relays it, so it is accepted.
+                        tracing::error!(order_id = %resv.order_id, ?other, %why, "queue rejected; release not possible, left to reconcile");
+                        Ok(accepted)
+                    }
+                    Err(err) => {
+                        tracing::error!(order_id = %resv.order_id, %err, %why, "queue rejected and release failed; reservation left to reconcile");
+                        Ok(accepted)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn explain_missing(&self, sale_id: &SaleId) -> PurchaseError {
+        match self.catalog.get_sale(sale_id).await {
+            Ok(None) => PurchaseError::NotFound,
+            Ok(Some(sale)) => match sale.phase_at(clock::now_ms()) {
+                SalePhase::NotStarted => PurchaseError::NotStarted {
+                    start_ms: sale.start_ms,
+                },
+                SalePhase::Ended => PurchaseError::Ended,
+                SalePhase::Live => {
+                    tracing::error!(%sale_id, "live sale missing from the stock store; paused until rebuilt");
+                    PurchaseError::KeysMissing
+                }
+            },
+            Err(err) => PurchaseError::Catalog(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryCatalog, MemoryQueue, MemoryStock, QueueMode, test_sale};
+    use std::sync::atomic::Ordering;
+
+    struct World {
+        stock: MemoryStock,
+        queue: MemoryQueue,
+        catalog: MemoryCatalog,
+        service: PurchaseService<MemoryStock, MemoryQueue, MemoryCatalog>,
+    }
+
+    fn world() -> World {
+        let (stock, queue, catalog) = (
+            MemoryStock::default(),
+            MemoryQueue::default(),
+            MemoryCatalog::default(),
+        );
+        let service = PurchaseService::new(stock.clone(), queue.clone(), catalog.clone());
+        World {
+            stock,
+            queue,
+            catalog,
+            service,
+        }
+    }
+
+    fn request(sale: &str, user: &str, q: u64, key: Option<&str>) -> PurchaseRequest {
+        PurchaseRequest {
+            sale_id: SaleId::parse(sale).unwrap(),
+            user_id: UserId::parse(user).unwrap(),
+            quantity: Quantity::new(q).unwrap(),
+            idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
+        }
+    }
+
+    #[tokio::test]
+    async fn accepted_purchase_queues_one_message() {
+        let w = world();
+        w.stock.load(test_sale("s", 10, 2).unwrap());
+        let ok = w
+            .service
+            .purchase(&request("s", "u", 2, None))
+            .await
+            .unwrap();
+        assert_eq!(ok.quantity.get(), 2);
+        let sent = w.queue.messages();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].order_id, ok.order_id);
+        assert_eq!(w.stock.stock_of(&ok.sale_id), Some(8));
+    }
+
+    #[tokio::test]
+    async fn definite_rejection_returns_the_stock() {
+        let w = world();
+        w.stock.load(test_sale("s", 10, 1).unwrap());
+        w.queue.set_mode(QueueMode::Reject);
+        let err = w
+            .service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PurchaseError::QueueRejected));
+        let sale = SaleId::parse("s").unwrap();
+        assert_eq!(w.stock.stock_of(&sale), Some(10));
+        assert_eq!(w.stock.reservations_of(&sale), 0);
+        assert_eq!(ApiError::from(err).status(), 503);
+        // The buyer may try again once the queue is back.
+        w.queue.set_mode(QueueMode::Accept);
+        assert!(
+            w.service
+                .purchase(&request("s", "u", 1, None))
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn ambiguous_send_keeps_the_reservation_and_accepts() {
+        let w = world();
+        w.stock.load(test_sale("s", 10, 1).unwrap());
+        w.queue.set_mode(QueueMode::Ambiguous);
+        let ok = w
+            .service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .unwrap();
+        assert_eq!(w.stock.stock_of(&ok.sale_id), Some(9));
+        assert_eq!(w.stock.reservations_of(&ok.sale_id), 1);
+    }
+
+    #[tokio::test]
+    async fn idempotency_key_replays_the_first_answer() {
+        let w = world();
+        w.stock.load(test_sale("s", 10, 1).unwrap());
+        let first = w
+            .service
+            .purchase(&request("s", "u", 1, Some("k1")))
+            .await
+            .unwrap();
+        let again = w
+            .service
+            .purchase(&request("s", "u", 1, Some("k1")))
+            .await
+            .unwrap();
+        assert_eq!(first.body(), again.body());
+        assert!(again.replayed);
+        assert_eq!(w.queue.messages().len(), 1);
+        assert_eq!(w.stock.stock_of(&first.sale_id), Some(9));
+    }
+
+    #[tokio::test]
+    async fn missing_keys_are_explained_by_the_catalog() {
+        let w = world();
+        let err = w
+            .service
+            .purchase(&request("ghost", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PurchaseError::NotFound));
+
+        w.catalog.insert(test_sale("lost", 10, 1).unwrap());
+        let err = w
+            .service
+            .purchase(&request("lost", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PurchaseError::KeysMissing));
+        assert_eq!(ApiError::from(err).code(), "SALE_PAUSED");
+
+        let mut later = test_sale("later", 10, 1).unwrap();
+        later.start_ms += 3_600_000;
+        later.end_ms += 3_600_000;
+        w.catalog.insert(later);
+        let err = w
+            .service
+            .purchase(&request("later", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, PurchaseError::NotStarted { .. }));
+    }
+
+    #[tokio::test]
+    async fn store_outage_fails_closed() {
+        let w = world();
+        w.stock.load(test_sale("s", 10, 1).unwrap());
+        w.stock.unavailable.store(true, Ordering::SeqCst);
+        let err = w
+            .service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert_eq!(ApiError::from(err).status(), 503);
+        assert!(w.queue.messages().is_empty());
+        assert_eq!(w.catalog.reads(), 0, "no fallback to the database");
+    }
+
+    #[tokio::test]
+    async fn limit_and_sold_out() {
+        let w = world();
+        w.stock.load(test_sale("s", 1, 1).unwrap());
+        let ok = w
+            .service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .unwrap();
+        match w.service.purchase(&request("s", "u", 1, None)).await {
+            Err(PurchaseError::LimitExceeded { order_ids }) => assert_eq!(order_ids, [ok.order_id]),
+            other => panic!("expected limit, got {other:?}"),
+        }
+        let err = w
+            .service
+            .purchase(&request("s", "v", 1, None))
+            .await
+            .unwrap_err();
+        assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+    }
+}

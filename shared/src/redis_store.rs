@@ -1,0 +1,261 @@
+//! The stock store on Redis: every decision is one Lua script, run by
+//! EVALSHA with a fallback to loading the script on `NOSCRIPT` (so a
+//! `SCRIPT FLUSH` or a restarted server costs one extra round trip, once).
+//!
+//! Keys (one hash tag per sale, so a script touches one slot):
+//! `sale:{S}:meta`, `sale:{S}:stock`, `sale:{S}:buyers`, `sale:{S}:resv` as the
+//! design fixes them, plus `sale:{S}:userorders` (userId -> the caller's order
+//! ids) so a `409 LIMIT_EXCEEDED` can name them without a scan.
+
+use crate::domain::{OrderId, Quantity, Sale, SaleId};
+use crate::ports::{
+    ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+use serde::Deserialize;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+static PURCHASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/purchase.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/release.lua")));
+static LOAD_SALE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
+
+/// Keys outlive the sale's end by this much, so late reconciliation and
+/// order-status reads still find reservations.
+pub const KEY_TTL_AFTER_END_MS: i64 = 60 * 60 * 1000;
+
+/// The Redis key names of one sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaleKeys {
+    pub meta: String,
+    pub stock: String,
+    pub buyers: String,
+    pub resv: String,
+    pub user_orders: String,
+}
+
+impl SaleKeys {
+    pub fn new(sale_id: &SaleId) -> Self {
+        let key = |suffix: &str| format!("sale:{{{sale_id}}}:{suffix}");
+        Self {
+            meta: key("meta"),
+            stock: key("stock"),
+            buyers: key("buyers"),
+            resv: key("resv"),
+            user_orders: key("userorders"),
+        }
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.buyers,
+            &self.resv,
+            &self.user_orders,
+        ]
+    }
+}
+
+/// A reservation as the purchase script stores it (the value in `resv`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredReservation {
+    pub user_id: String,
+    pub quantity: u64,
+    pub at_ms: String,
+    pub state: String,
+}
+
+/// What `load_sale` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome {
+    Loaded,
+    /// Already there: stock untouched, window and expiry refreshed.
+    Refreshed {
+        stock: u32,
+    },
+}
+
+#[derive(Clone)]
+pub struct RedisStock {
+    conn: ConnectionManager,
+    timeout: Duration,
+}
+
+impl RedisStock {
+    /// Builds a lazily connecting, auto-reconnecting multiplexed connection:
+    /// one per execution environment, shared by all requests. Lazy so a
+    /// function starts (and answers 503) even while Redis is down.
+    pub fn connect_lazy(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(100));
+        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
+        Ok(Self { conn, timeout })
+    }
+
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut conn = self.conn.clone();
+        // The connection has its own response timeout; this outer bound also
+        // covers reconnect attempts, so a purchase never waits past it twice.
+        match tokio::time::timeout(self.timeout * 2, invocation.invoke_async(&mut conn)).await {
+            Ok(reply) => reply.map_err(unavailable),
+            Err(_) => Err(StoreError::Unavailable("timed out".into())),
+        }
+    }
+
+    /// Loads a sale (meta and stock) unless it is loaded; never overwrites
+    /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
+    pub async fn load_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+        paused: bool,
+    ) -> Result<LoadOutcome, StoreError> {
+        let keys = SaleKeys::new(&sale.sale_id);
+        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let args = [
+            sale.total_stock.to_string(),
+            sale.start_ms.to_string(),
+            sale.end_ms.to_string(),
+            sale.per_user_limit.to_string(),
+            sale.shards.to_string(),
+            String::from(if paused { "PAUSED" } else { "LIVE" }),
+            version.to_string(),
+            expire_at.to_string(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply: Vec<String> = self
+            .run(&LOAD_SALE, &[&keys.meta, &keys.stock], &args)
+            .await?;
+        match reply.as_slice() {
+            [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
+            [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {
+                stock: parse_u32(stock)?,
+            }),
+            other => Err(protocol(other)),
+        }
+    }
+}
+
+impl StockStore for RedisStock {
+    async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
+        let keys = SaleKeys::new(req.sale_id);
+        let quantity = req.quantity.get().to_string();
+        let idem = req.idempotency_key.map_or("", |k| k.as_str());
+        let args = [
+            req.sale_id.as_str(),
+            req.user_id.as_str(),
+            quantity.as_str(),
+            idem,
+        ];
+        let reply: Vec<String> = self.run(&PURCHASE, &keys.all(), &args).await?;
+        parse_reserve_reply(&reply, req.quantity)
+    }
+
+    async fn release(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let reply: Vec<String> = self
+            .run(&RELEASE, &keys.all(), &[order_id.as_str()])
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("RELEASED") => Ok(ReleaseOutcome::Released {
+                stock: parse_u32(reply.get(1).map_or("", String::as_str))?,
+            }),
+            Some("NOT_FOUND") => Ok(ReleaseOutcome::NotFound),
+            Some("NOT_RELEASABLE") => Ok(ReleaseOutcome::NotReleasable),
+            Some("MISSING") => Ok(ReleaseOutcome::SaleMissing),
+            _ => Err(protocol(&reply)),
+        }
+    }
+}
+
+fn parse_reserve_reply(
+    reply: &[String],
+    requested: Quantity,
+) -> Result<ReserveOutcome, StoreError> {
+    let strs: Vec<&str> = reply.iter().map(String::as_str).collect();
+    match strs.as_slice() {
+        ["OK", order_id, at_ms, _left] => Ok(ReserveOutcome::Reserved(Reservation {
+            order_id: parse_order_id(order_id)?,
+            quantity: requested,
+            reserved_at_ms: parse_i64(at_ms)?,
+            shard: 0,
+        })),
+        ["REPLAY", order_id, stored] => {
+            let stored: StoredReservation =
+                serde_json::from_str(stored).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            Ok(ReserveOutcome::Replayed(Reservation {
+                order_id: parse_order_id(order_id)?,
+                quantity: Quantity::new(stored.quantity)
+                    .map_err(|e| StoreError::Protocol(e.to_string()))?,
+                reserved_at_ms: parse_i64(&stored.at_ms)?,
+                shard: 0,
+            }))
+        }
+        ["MISSING"] => Ok(ReserveOutcome::SaleMissing),
+        ["PAUSED"] => Ok(ReserveOutcome::Paused),
+        ["NOT_STARTED", start_ms] => Ok(ReserveOutcome::NotStarted {
+            start_ms: parse_i64(start_ms)?,
+        }),
+        ["ENDED"] => Ok(ReserveOutcome::Ended),
+        ["LIMIT", listed] => Ok(ReserveOutcome::LimitExceeded {
+            order_ids: listed
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(parse_order_id)
+                .collect::<Result<_, _>>()?,
+        }),
+        ["SOLD_OUT", left] => Ok(ReserveOutcome::SoldOut {
+            // A negative stock would be a bug elsewhere; report it as none left.
+            remaining: parse_i64(left).map(|n| u32::try_from(n).unwrap_or(0))?,
+        }),
+        _ => Err(protocol(reply)),
+    }
+}
+
+fn unavailable(err: RedisError) -> StoreError {
+    StoreError::Unavailable(err.to_string())
+}
+
+fn protocol(reply: &[impl std::fmt::Debug]) -> StoreError {
+    StoreError::Protocol(format!("{reply:?}"))
+}
+
+fn parse_i64(raw: &str) -> Result<i64, StoreError> {
+    raw.parse()
+        .map_err(|_| StoreError::Protocol(format!("not a number: {raw:?}")))
+}
+
+fn parse_u32(raw: &str) -> Result<u32, StoreError> {
+    raw.parse()
+        .map_err(|_| StoreError::Protocol(format!("not a count: {raw:?}")))
+}
+
+fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
+    OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
+}
