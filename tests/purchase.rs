@@ -1,1 +1,460 @@
+//! The purchase contract, through the real handler, on a real Redis and the
+//! SQS/DynamoDB emulator: every outcome, the numeric edge cases, concurrency
+//! and bad input.
 
+use redis::AsyncCommands;
+use seckill_shared::domain::OrderMessage;
+use seckill_tests::{App, live_sale, purchase_event, unique};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+#[tokio::test]
+async fn accepted_purchase_is_reserved_and_queued() {
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+
+    let reply = app.purchase(id, "alice", r#"{"quantity": 1}"#).await;
+    assert_eq!(reply.status, 202, "{reply:?}");
+    let order_id = reply.body["orderId"].as_str().unwrap().to_owned();
+    assert_eq!(reply.body["saleId"], id);
+    assert_eq!(reply.body["quantity"], 1);
+    assert_eq!(reply.body["status"], "QUEUED");
+    assert_eq!(reply.headers["location"], format!("/orders/{order_id}"));
+
+    assert_eq!(app.stock(id).await, Some(4));
+    assert_eq!(app.buyers(id).await["alice"], 1);
+    let resv = app.reservations(id).await;
+    assert_eq!(resv[&order_id].user_id, "alice");
+    assert_eq!(resv[&order_id].state, "QUEUED");
+
+    let messages = app.drain_queue().await;
+    assert_eq!(messages.len(), 1);
+    let m: &OrderMessage = &messages[0];
+    assert_eq!(
+        (
+            m.v,
+            m.order_id.as_str(),
+            m.sale_id.as_str(),
+            m.user_id.as_str(),
+            m.quantity.get(),
+            m.shard
+        ),
+        (1, order_id.as_str(), id, "alice", 1, 0)
+    );
+    assert!(seckill_shared::clock::parse_rfc3339_ms(&m.reserved_at).is_some());
+}
+
+#[tokio::test]
+async fn retry_with_the_same_idempotency_key_gets_the_same_202() {
+    let app = App::spawn().await;
+    let sale = live_sale(5, 2);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let call = || {
+        purchase_event(
+            id,
+            Some("bob"),
+            r#"{"quantity": 1}"#,
+            &[("Idempotency-Key", "click-1")],
+        )
+    };
+
+    let first = app.call(call()).await;
+    let second = app.call(call()).await;
+    assert_eq!(first.status, 202);
+    assert_eq!(second.status, 202);
+    assert_eq!(first.body, second.body);
+    assert_eq!(app.stock(id).await, Some(4), "deducted once");
+    assert_eq!(app.buyers(id).await["bob"], 1);
+    assert_eq!(app.drain_queue().await.len(), 1, "queued once");
+
+    // A different key is a different purchase (limit 2 allows it).
+    let other = app
+        .call(purchase_event(
+            id,
+            Some("bob"),
+            "",
+            &[("Idempotency-Key", "click-2")],
+        ))
+        .await;
+    assert_eq!(other.status, 202);
+    assert_ne!(other.body["orderId"], first.body["orderId"]);
+}
+
+#[tokio::test]
+async fn over_the_limit_is_409_with_the_callers_orders() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 3);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+
+    let a = app.purchase(id, "carol", r#"{"quantity": 2}"#).await;
+    let b = app.purchase(id, "carol", r#"{"quantity": 1}"#).await;
+    assert_eq!((a.status, b.status), (202, 202));
+    let before = app.snapshot(id).await;
+    let refused = app.purchase(id, "carol", r#"{"quantity": 1}"#).await;
+    assert_eq!(refused.status, 409);
+    assert_eq!(refused.code(), "LIMIT_EXCEEDED");
+    let listed: HashSet<&str> = refused.body["orderIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let expected: HashSet<&str> = [
+        a.body["orderId"].as_str().unwrap(),
+        b.body["orderId"].as_str().unwrap(),
+    ]
+    .into();
+    assert_eq!(listed, expected);
+    assert_eq!(app.snapshot(id).await, before, "a refusal changes nothing");
+    assert_eq!(app.buyers(id).await["carol"], 3);
+}
+
+#[tokio::test]
+async fn sold_out_is_410() {
+    let app = App::spawn().await;
+    let sale = live_sale(1, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    assert_eq!(app.purchase(id, "u1", "").await.status, 202);
+    let before = app.snapshot(id).await;
+    let reply = app.purchase(id, "u2", "").await;
+    assert_eq!((reply.status, reply.code()), (410, "SOLD_OUT"));
+    assert_eq!(app.snapshot(id).await, before);
+    assert_eq!(app.stock(id).await, Some(0));
+}
+
+#[tokio::test]
+async fn not_started_is_425_and_ended_is_410() {
+    let app = App::spawn().await;
+    let mut early = live_sale(10, 1);
+    early.start_ms += 3_600_000;
+    early.end_ms += 3_600_000;
+    app.open_sale(&early).await;
+    let reply = app.purchase(early.sale_id.as_str(), "u1", "").await;
+    assert_eq!((reply.status, reply.code()), (425, "SALE_NOT_STARTED"));
+    let wait: u64 = reply.headers["retry-after"].parse().unwrap();
+    assert!((3_500..=3_601).contains(&wait), "retry-after {wait}");
+    assert_eq!(app.stock(early.sale_id.as_str()).await, Some(10));
+
+    // Ended ten minutes ago: the keys are still there and the script says so.
+    let mut late = live_sale(10, 1);
+    late.end_ms = seckill_shared::clock::now_ms() - 600_000;
+    late.start_ms = late.end_ms - 3_600_000;
+    app.open_sale(&late).await;
+    let reply = app.purchase(late.sale_id.as_str(), "u1", "").await;
+    assert_eq!((reply.status, reply.code()), (410, "SALE_ENDED"));
+    assert_eq!(app.stock(late.sale_id.as_str()).await, Some(10));
+
+    // Ended days ago: the keys expired with the sale, the catalog says so.
+    let mut old = live_sale(10, 1);
+    old.end_ms = seckill_shared::clock::now_ms() - 3 * 86_400_000;
+    old.start_ms = old.end_ms - 3_600_000;
+    app.open_sale(&old).await;
+    assert_eq!(
+        app.stock(old.sale_id.as_str()).await,
+        None,
+        "keys expire with the sale"
+    );
+    let reply = app.purchase(old.sale_id.as_str(), "u1", "").await;
+    assert_eq!((reply.status, reply.code()), (410, "SALE_ENDED"));
+    assert_eq!(app.queue_depth().await, 0);
+}
+
+#[tokio::test]
+async fn unknown_sale_is_404() {
+    let app = App::spawn().await;
+    let ghost = unique("ghost");
+    for _ in 0..3 {
+        let reply = app.purchase(&ghost, "u1", "").await;
+        assert_eq!((reply.status, reply.code()), (404, "SALE_NOT_FOUND"));
+    }
+    let keys: Vec<String> = app
+        .redis
+        .clone()
+        .keys(format!("sale:{{{ghost}}}:*"))
+        .await
+        .unwrap();
+    assert!(
+        keys.is_empty(),
+        "no key written for an unknown sale: {keys:?}"
+    );
+}
+
+#[tokio::test]
+async fn live_sale_without_redis_keys_is_503_paused() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 1);
+    // In the catalog, live, but never loaded (or lost by a Redis restart).
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    let reply = app.purchase(sale.sale_id.as_str(), "u1", "").await;
+    assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
+    assert!(reply.headers.contains_key("retry-after"));
+    assert_eq!(
+        app.stock(sale.sale_id.as_str()).await,
+        None,
+        "no fallback, no rebuild by a buyer"
+    );
+    assert_eq!(app.queue_depth().await, 0);
+}
+
+#[tokio::test]
+async fn operator_paused_sale_is_503() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 1);
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    app.service.stock().load_sale(&sale, 1, true).await.unwrap();
+    let reply = app.purchase(sale.sale_id.as_str(), "u1", "").await;
+    assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
+    assert_eq!(app.stock(sale.sale_id.as_str()).await, Some(10));
+}
+
+#[tokio::test]
+async fn definite_sqs_failure_is_503_with_the_stock_back() {
+    // A queue that does not exist: SQS answers QueueDoesNotExist, a definite
+    // rejection, so nothing can be on the queue and the stock must go back.
+    let app =
+        App::spawn_with(|c| c.orders_queue_url = format!("{}-missing", c.orders_queue_url)).await;
+    let sale = live_sale(3, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let before = app.snapshot(id).await;
+
+    let reply = app.purchase(id, "dave", "").await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (503, "SALE_PAUSED"),
+        "{reply:?}"
+    );
+    assert_eq!(app.stock(id).await, Some(3), "stock back");
+    assert!(app.buyers(id).await.is_empty(), "buyer count back");
+    assert!(app.reservations(id).await.is_empty(), "reservation gone");
+    // meta carries the purchase sequence, which moved; everything else is as before.
+    let after = app.snapshot(id).await;
+    for part in ["stock", "buyers", "resv", "userorders"] {
+        assert_eq!(after[part], before[part], "{part}");
+    }
+}
+
+#[tokio::test]
+async fn two_and_three_digit_stocks_compare_as_numbers() {
+    let app = App::spawn().await;
+    // "10" < "9" as strings: a script that compared strings would refuse this.
+    let ten = live_sale(10, 10);
+    app.open_sale(&ten).await;
+    let id = ten.sale_id.as_str();
+    assert_eq!(
+        app.purchase(id, "u1", r#"{"quantity": 9}"#).await.status,
+        202
+    );
+    assert_eq!(app.stock(id).await, Some(1));
+    assert_eq!(
+        app.purchase(id, "u2", r#"{"quantity": 2}"#).await.status,
+        410
+    );
+    assert_eq!(
+        app.purchase(id, "u2", r#"{"quantity": 1}"#).await.status,
+        202
+    );
+    assert_eq!(app.purchase(id, "u3", "").await.status, 410);
+    assert_eq!(app.stock(id).await, Some(0));
+
+    let hundred = live_sale(100, 100);
+    app.open_sale(&hundred).await;
+    let id = hundred.sale_id.as_str();
+    assert_eq!(
+        app.purchase(id, "u1", r#"{"quantity": 99}"#).await.status,
+        202
+    );
+    let reply = app.purchase(id, "u2", r#"{"quantity": 2}"#).await;
+    assert_eq!((reply.status, reply.code()), (410, "SOLD_OUT"));
+    assert_eq!(
+        app.purchase(id, "u2", r#"{"quantity": 1}"#).await.status,
+        202
+    );
+    assert_eq!(app.stock(id).await, Some(0));
+
+    // Limits of two digits too: 9 + 1 <= 10, 10 + 1 > 10.
+    let limit = live_sale(50, 10);
+    app.open_sale(&limit).await;
+    let id = limit.sale_id.as_str();
+    assert_eq!(
+        app.purchase(id, "u1", r#"{"quantity": 9}"#).await.status,
+        202
+    );
+    assert_eq!(
+        app.purchase(id, "u1", r#"{"quantity": 1}"#).await.status,
+        202
+    );
+    assert_eq!(
+        app.purchase(id, "u1", r#"{"quantity": 1}"#).await.status,
+        409
+    );
+    assert_eq!(app.buyers(id).await["u1"], 10);
+}
+
+#[tokio::test]
+async fn script_flush_mid_sale_does_not_break_purchases() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    assert_eq!(app.purchase(id, "u1", "").await.status, 202);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        app.purchase(id, "u2", "").await.status,
+        202,
+        "NOSCRIPT falls back to loading"
+    );
+    assert_eq!(app.stock(id).await, Some(8));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_buyers_for_a_hundred_units() {
+    let app = Arc::new(App::spawn().await);
+    let sale = live_sale(100, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+
+    let tasks: Vec<_> = (0..2_000)
+        .map(|n| {
+            let (app, id) = (app.clone(), id.clone());
+            tokio::spawn(async move { app.purchase(&id, &format!("buyer{n}"), "").await })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        match reply.status {
+            202 => accepted.push(reply.body["orderId"].as_str().unwrap().to_owned()),
+            410 => assert_eq!(reply.code(), "SOLD_OUT"),
+            other => panic!("unexpected {other}: {reply:?}"),
+        }
+    }
+    assert_eq!(accepted.len(), 100, "exactly the stock is sold");
+    let distinct: HashSet<&String> = accepted.iter().collect();
+    assert_eq!(distinct.len(), 100, "no duplicate order id");
+    assert_eq!(app.stock(&id).await, Some(0));
+    let resv = app.reservations(&id).await;
+    assert_eq!(resv.len(), 100);
+    assert!(accepted.iter().all(|o| resv.contains_key(o)));
+    let buyers = app.buyers(&id).await;
+    assert_eq!(buyers.len(), 100);
+    assert!(buyers.values().all(|&units| units == 1));
+
+    let messages = app.drain_queue().await;
+    assert_eq!(
+        messages.len(),
+        100,
+        "exactly one message per accepted order"
+    );
+    let queued: HashSet<String> = messages.iter().map(|m| m.order_id.to_string()).collect();
+    assert_eq!(queued, accepted.iter().cloned().collect::<HashSet<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_clicks_by_one_user_buy_once() {
+    let app = Arc::new(App::spawn().await);
+    let sale = live_sale(50, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    let tasks: Vec<_> = (0..500)
+        .map(|_| {
+            let (app, id) = (app.clone(), id.clone());
+            tokio::spawn(async move { app.purchase(&id, "eager", "").await })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for task in tasks {
+        statuses.push(task.await.unwrap().status);
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 202).count(), 1);
+    assert_eq!(statuses.iter().filter(|&&s| s == 409).count(), 499);
+    assert_eq!(app.stock(&id).await, Some(49));
+    assert_eq!(app.buyers(&id).await["eager"], 1);
+    assert_eq!(app.drain_queue().await.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_input_gets_400_or_401_and_changes_nothing() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 2);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let before = app.snapshot(id).await;
+
+    let big = format!(r#"{{"quantity": 1, "pad": "{}"}}"#, "x".repeat(4_200));
+    let bodies = [
+        ("malformed JSON", "{\"quantity\": ", 400),
+        ("quantity 0", r#"{"quantity": 0}"#, 400),
+        ("quantity -1", r#"{"quantity": -1}"#, 400),
+        ("quantity 1.5", r#"{"quantity": 1.5}"#, 400),
+        ("quantity as a string", r#"{"quantity": "1"}"#, 400),
+        ("quantity 10^12", r#"{"quantity": 1000000000000}"#, 400),
+        (
+            "unknown field",
+            r#"{"quantity": 1, "userId": "admin"}"#,
+            400,
+        ),
+        ("not an object", "[1]", 400),
+        ("body over 4 KiB", big.as_str(), 400),
+        ("above the per-user limit", r#"{"quantity": 3}"#, 409),
+    ];
+    for (what, body, status) in bodies {
+        let reply = app.purchase(id, "mallory", body).await;
+        assert_eq!(reply.status, status, "{what}: {reply:?}");
+        assert!(
+            reply.body["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}"
+        );
+        assert!(
+            !reply.body["message"].as_str().unwrap().contains("redis"),
+            "{what}: no internals"
+        );
+    }
+
+    let long = "a".repeat(65);
+    for bad_sale in ["a{b", "a}b", "{x}", "a*b", "a b", long.as_str(), ""] {
+        let reply = app.purchase(bad_sale, "mallory", "").await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (400, "INVALID_REQUEST"),
+            "sale id {bad_sale:?}"
+        );
+    }
+    for bad_key in ["has space", "{tag}", &"k".repeat(65)] {
+        let reply = app
+            .call(purchase_event(
+                id,
+                Some("mallory"),
+                "",
+                &[("Idempotency-Key", bad_key)],
+            ))
+            .await;
+        assert_eq!(reply.status, 400, "idempotency key {bad_key:?}");
+    }
+
+    let reply = app.call(purchase_event(id, None, "", &[])).await;
+    assert_eq!((reply.status, reply.code()), (401, "UNAUTHENTICATED"));
+    let reply = app
+        .call(purchase_event(id, Some("no|pipes"), "", &[]))
+        .await;
+    assert_eq!(reply.status, 401);
+
+    assert_eq!(app.snapshot(id).await, before, "Redis unchanged");
+    assert_eq!(app.queue_depth().await, 0, "queue unchanged");
+    let junk: Vec<String> = app.redis.clone().keys("sale:{a*").await.unwrap();
+    assert!(
+        junk.iter().all(|k| !k.contains(' ') && !k.contains("a{b")),
+        "{junk:?}"
+    );
+}

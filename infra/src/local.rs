@@ -77,6 +77,20 @@ pub fn demo_sale(id: &SaleId) -> Sale {
 
 /// Creates queues and tables, loads the demo sale, and serves until Ctrl-C.
 pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
+    let (gateway, listener) = prepare(&settings).await?;
+    gateway::serve(listener, gateway, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}
+
+/// Everything `up` does before serving: queues and tables on the emulator,
+/// the demo sale in DynamoDB and Redis, the wired functions, the bound port.
+/// Tests call it with port 0 and their own names.
+pub async fn prepare(
+    settings: &LocalSettings,
+) -> Result<(Arc<Gateway>, tokio::net::TcpListener), LocalError> {
     let sdk = aws::sdk_config(Duration::from_secs(10)).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
     let queues = emulator::ensure_queues(&sqs, &settings.queue_name, &settings.dlq_name).await?;
@@ -86,32 +100,27 @@ pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
         orders_queue_url: queues.orders_url.clone(),
         sales_table: settings.sales_table.clone(),
         orders_table: settings.orders_table.clone(),
-        ..Config::from_lookup(&|name| local_default(name, &settings, &queues.orders_url))
-            .map_err(|e| LocalError::Other(e.to_string()))?
+        ..Config::from_lookup(&|name| local_default(name, settings, &queues.orders_url))
+            .map_err(other)?
     };
     if !settings.demo_sale.is_empty() {
         let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;
         let catalog = DynamoCatalog::new(db.clone(), &settings.sales_table);
-        catalog
-            .create_sale(&demo_sale(&id))
-            .await
-            .map_err(|e| LocalError::Other(e.to_string()))?;
+        catalog.create_sale(&demo_sale(&id)).await.map_err(other)?;
         let sale = catalog
             .get_sale(&id)
             .await
-            .map_err(|e| LocalError::Other(e.to_string()))?
+            .map_err(other)?
             .ok_or_else(|| LocalError::Other("demo sale vanished".into()))?;
-        let stock = RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2))
-            .map_err(|e| LocalError::Other(e.to_string()))?;
+        let stock =
+            RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2)).map_err(other)?;
         let loaded = stock
             .load_sale(&sale, clock::now_ms(), false)
             .await
-            .map_err(|e| LocalError::Other(e.to_string()))?;
+            .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
-    let service = purchase::wire(&config)
-        .await
-        .map_err(|e| LocalError::Other(e.to_string()))?;
+    let service = purchase::wire(&config).await.map_err(other)?;
     let gateway = Arc::new(Gateway {
         tokens: TokenSettings::from_env(),
         purchase: service,
@@ -120,16 +129,16 @@ pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
         .await
         .map_err(|e| LocalError::Other(format!("cannot listen on {}: {e}", settings.listen)))?;
     tracing::info!(
-        listen = %settings.listen,
+        listen = %listener.local_addr().map_err(other)?,
         queue = %queues.orders_url,
         dlq = %queues.dlq_url,
         "local API ready"
     );
-    gateway::serve(listener, gateway, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
-    Ok(())
+    Ok((gateway, listener))
+}
+
+fn other(err: impl std::fmt::Display) -> LocalError {
+    LocalError::Other(err.to_string())
 }
 
 /// The environment as the functions would see it in Lambda, with local

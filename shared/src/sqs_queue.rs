@@ -46,11 +46,10 @@ impl OrderQueue for SqsQueue {
 }
 
 /// Sorts an SDK failure into definite or ambiguous. When in doubt: ambiguous.
-pub fn classify<E: StdError + 'static, R: std::fmt::Debug + 'static>(
-    err: SdkError<E, R>,
-) -> SendError
+pub fn classify<E, R>(err: SdkError<E, R>) -> SendError
 where
-    R: HasStatus,
+    E: StdError + 'static,
+    R: HasStatus + std::fmt::Debug + 'static,
 {
     let text = describe(&err);
     match &err {

@@ -1,1 +1,375 @@
-//! stub
+//! Test support: a `spawn_app`-style helper over the real services.
+//!
+//! `make test` starts a real `redis-server` and `moto_server` on free ports
+//! and exports `REDIS_URL` and `AWS_ENDPOINT_URL`. Every test gets its own
+//! queue, tables and sale ids, so tests run in parallel without sharing state.
+
+use lambda_http::{Body, Request};
+use purchase::LivePurchase;
+use redis::AsyncCommands;
+use seckill_infra::emulator;
+use seckill_shared::aws;
+use seckill_shared::clock;
+use seckill_shared::config::Config;
+use seckill_shared::domain::{OrderMessage, Sale, SaleId};
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::redis_store::{SaleKeys, StoredReservation};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
+
+/// A name no other test (or earlier run) uses: `[A-Za-z0-9_-]`, short.
+pub fn unique(prefix: &str) -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{n}-{nanos:x}", std::process::id())
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the suite with `make test`, which starts redis-server and moto_server")
+    })
+}
+
+/// One test's own slice of the stack.
+pub struct App {
+    pub config: Config,
+    pub service: Arc<LivePurchase>,
+    pub sqs: aws_sdk_sqs::Client,
+    pub db: aws_sdk_dynamodb::Client,
+    pub redis: redis::aio::MultiplexedConnection,
+    pub catalog: DynamoCatalog,
+}
+
+impl App {
+    /// A fresh queue (with DLQ), fresh tables, and the live purchase service on them.
+    pub async fn spawn() -> App {
+        Self::spawn_with(|_| {}).await
+    }
+
+    /// Like [`spawn`](Self::spawn), with a chance to change the config first
+    /// (for example to point at a queue that does not exist).
+    pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> App {
+        let redis_url = env("REDIS_URL");
+        env("AWS_ENDPOINT_URL");
+        let sdk = aws::sdk_config(Duration::from_secs(20)).await;
+        let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
+        let name = unique("t");
+        let queues = emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"))
+            .await
+            .unwrap();
+        let (sales, orders) = (format!("{name}-sales"), format!("{name}-orders"));
+        emulator::ensure_tables(&db, &sales, &orders).await.unwrap();
+        let mut config = Config {
+            redis_url: redis_url.clone(),
+            orders_queue_url: queues.orders_url,
+            sales_table: sales.clone(),
+            orders_table: orders,
+            // Generous: the emulator answers ~150 sends/s, and tests run in parallel.
+            redis_timeout: Duration::from_secs(2),
+            sqs_timeout: Duration::from_secs(20),
+            sale_cache_ttl: Duration::from_secs(5),
+        };
+        tweak(&mut config);
+        let service = Arc::new(purchase::wire(&config).await.unwrap());
+        let redis = redis::Client::open(redis_url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        App {
+            catalog: DynamoCatalog::new(db.clone(), &sales),
+            config,
+            service,
+            sqs,
+            db,
+            redis,
+        }
+    }
+
+    /// Writes the sale to the `sales` table and loads it into Redis.
+    pub async fn open_sale(&self, sale: &Sale) {
+        assert!(self.catalog.create_sale(sale).await.unwrap());
+        self.service
+            .stock()
+            .load_sale(sale, clock::now_ms(), false)
+            .await
+            .unwrap();
+    }
+
+    /// Sends a real-shaped event through the handler.
+    pub async fn call(&self, req: Request) -> Reply {
+        let response = purchase::handler::handle(&self.service, req).await.unwrap();
+        Reply::from(response)
+    }
+
+    pub async fn purchase(&self, sale: &str, user: &str, body: &str) -> Reply {
+        self.call(purchase_event(sale, Some(user), body, &[])).await
+    }
+
+    /// Everything Redis holds for a sale, to prove that bad input changed nothing.
+    pub async fn snapshot(&self, sale: &str) -> BTreeMap<String, String> {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        let mut conn = self.redis.clone();
+        let mut out = BTreeMap::new();
+        let stock: Option<String> = conn.get(&keys.stock).await.unwrap();
+        out.insert("stock".into(), format!("{stock:?}"));
+        for (name, key) in [
+            ("meta", &keys.meta),
+            ("buyers", &keys.buyers),
+            ("resv", &keys.resv),
+            ("userorders", &keys.user_orders),
+        ] {
+            let all: BTreeMap<String, String> = conn.hgetall(key).await.unwrap();
+            out.insert(name.into(), format!("{all:?}"));
+        }
+        out
+    }
+
+    pub async fn stock(&self, sale: &str) -> Option<i64> {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        self.redis.clone().get(&keys.stock).await.unwrap()
+    }
+
+    pub async fn reservations(&self, sale: &str) -> HashMap<String, StoredReservation> {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        let all: HashMap<String, String> = self.redis.clone().hgetall(&keys.resv).await.unwrap();
+        all.into_iter()
+            .map(|(k, v)| (k, serde_json::from_str(&v).unwrap()))
+            .collect()
+    }
+
+    pub async fn buyers(&self, sale: &str) -> HashMap<String, i64> {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        self.redis.clone().hgetall(&keys.buyers).await.unwrap()
+    }
+
+    /// Every message on the queue (received, left to reappear later).
+    pub async fn drain_queue(&self) -> Vec<OrderMessage> {
+        let mut out = Vec::new();
+        let mut empty_in_a_row = 0;
+        while empty_in_a_row < 2 {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.config.orders_queue_url)
+                .max_number_of_messages(10)
+                .visibility_timeout(300)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap();
+            let messages = got.messages.unwrap_or_default();
+            if messages.is_empty() {
+                empty_in_a_row += 1;
+            } else {
+                empty_in_a_row = 0;
+            }
+            for m in messages {
+                out.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+            }
+        }
+        out
+    }
+
+    /// Messages on the queue, visible or not, by the queue's own count.
+    pub async fn queue_depth(&self) -> u64 {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.config.orders_queue_url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default();
+        [
+            A::ApproximateNumberOfMessages,
+            A::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .map(|a| {
+            attrs
+                .get(a)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+    }
+}
+
+/// A sale open from a minute ago for an hour.
+pub fn live_sale(stock: u32, limit: u32) -> Sale {
+    seckill_shared::memory::test_sale(&unique("s"), stock, limit).unwrap()
+}
+
+/// The purchase event of `events/purchase.json`, with this sale, caller
+/// (`None` removes the authorizer) and body; `headers` are added or replaced.
+pub fn purchase_event(
+    sale: &str,
+    user: Option<&str>,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> Request {
+    let mut event: serde_json::Value = serde_json::from_str(PURCHASE_EVENT).unwrap();
+    event["pathParameters"]["saleId"] = sale.into();
+    event["rawPath"] = format!("/sales/{sale}/purchase").into();
+    event["requestContext"]["http"]["path"] = format!("/sales/{sale}/purchase").into();
+    match user {
+        Some(user) => event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = user.into(),
+        None => {
+            event["requestContext"]
+                .as_object_mut()
+                .unwrap()
+                .remove("authorizer");
+        }
+    }
+    let obj = event["headers"].as_object_mut().unwrap();
+    obj.remove("idempotency-key");
+    obj.remove("content-length");
+    for (name, value) in headers {
+        obj.insert(name.to_ascii_lowercase(), (*value).into());
+    }
+    event["body"] = body.into();
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
+/// A response, decoded.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: serde_json::Value,
+    pub headers: HashMap<String, String>,
+}
+
+impl Reply {
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+impl From<lambda_http::Response<Body>> for Reply {
+    fn from(response: lambda_http::Response<Body>) -> Self {
+        let (parts, body) = response.into_parts();
+        let text = match body {
+            Body::Text(t) => t,
+            Body::Binary(b) => String::from_utf8(b).unwrap(),
+            _ => String::new(),
+        };
+        Reply {
+            status: parts.status.as_u16(),
+            body: serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+                .collect(),
+        }
+    }
+}
+
+/// Polls `check` until it returns true or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The local stack of `seckill-local up`, started in-process on a free port
+/// with its own queue, tables and demo sale.
+pub struct LocalStack {
+    pub addr: std::net::SocketAddr,
+    pub demo_sale: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl LocalStack {
+    pub async fn start() -> LocalStack {
+        let name = unique("l");
+        let settings = seckill_infra::local::LocalSettings {
+            listen: "127.0.0.1:0".into(),
+            redis_url: env("REDIS_URL"),
+            queue_name: name.clone(),
+            dlq_name: format!("{name}-dlq"),
+            sales_table: format!("{name}-sales"),
+            orders_table: format!("{name}-orders"),
+            demo_sale: format!("{name}-demo"),
+        };
+        let (gateway, listener) = seckill_infra::local::prepare(&settings).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(seckill_infra::gateway::serve(listener, gateway, async {
+            let _ = stopped.await;
+        }));
+        LocalStack {
+            addr,
+            demo_sale: settings.demo_sale,
+            stop: Some(stop),
+        }
+    }
+
+    /// One HTTP/1.1 request over a fresh connection; returns status and JSON body.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, serde_json::Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+        (
+            status,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+}
+
+impl Drop for LocalStack {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -67,8 +67,14 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
         .transpose()
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let body = http::body_bytes(req)?;
-    let quantity = if body.iter().all(u8::is_ascii_whitespace) {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    let quantity = if first.is_none() {
         Quantity::ONE
+    } else if first != Some(&b'{') {
+        // serde would read `[1]` as a struct; the contract is an object.
+        return Err(ApiError::InvalidRequest(
+            "body must be a JSON object".into(),
+        ));
     } else {
         serde_json::from_slice::<PurchaseBody>(body)
             .map_err(|e| ApiError::InvalidRequest(body_error(&e)))?
