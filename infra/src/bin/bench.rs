@@ -1,1 +1,718 @@
-fn main() {}
+//! `seckill-bench` (`make bench`): purchase decisions per second and their
+//! latency, next to the ceiling Redis itself sets for the same decision.
+//!
+//! Every row of the one table it prints is measured in the same run, on the
+//! same Redis (the one `REDIS_URL` names; `infra/stack.sh bench` starts a
+//! fresh one and the AWS emulator on free ports):
+//!
+//! - **ceiling**: `redis-benchmark` running EVALSHA of the real purchase
+//!   script (`shared/lua/purchase.lua`) against a loaded sale, with 50
+//!   connections, then again pipelined (`-P 16`). No Rust code is in that
+//!   path: it is what the script and Redis can do on this machine.
+//! - **handler**: `purchase::handler::handle` called in-process with
+//!   real-shaped API Gateway v2 events (built from `events/purchase.json`
+//!   before the clock starts), 100,000 distinct buyers plus 10% retries with
+//!   the same `Idempotency-Key`, from many concurrent tasks; once with the
+//!   real SQS adapter on the emulator, once with a queue that drops messages.
+//!
+//! Every run sells one sale of `--stock` units at one per buyer, so after
+//! the first winners every call takes the sold-out path, in every row alike.
+//! The run fails (exit 1) unless each sale sold exactly its stock.
+//!
+//! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
+//! (256), `--skip-sqs`.
+
+use lambda_http::{Body, Request};
+use purchase::handler;
+use seckill_infra::emulator;
+use seckill_shared::aws;
+use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::clock;
+use seckill_shared::config::Config;
+use seckill_shared::domain::{OrderMessage, Sale};
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::memory::test_sale;
+use seckill_shared::ports::{OrderQueue, SaleCatalog, SendError, StockStore};
+use seckill_shared::purchase::PurchaseService;
+use seckill_shared::redis_store::{RedisStock, SaleKeys};
+use std::collections::{BTreeMap, HashSet};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const PURCHASE_LUA: &str = include_str!("../../../shared/lua/purchase.lua");
+const PURCHASE_EVENT: &str = include_str!("../../../events/purchase.json");
+
+/// redis-benchmark settings: fixed, so the ceiling is comparable across runs
+/// whatever `--requests` says.
+const CEILING_CLIENTS: u32 = 50;
+const CEILING_REQUESTS: u32 = 200_000;
+const CEILING_PIPELINE: u32 = 16;
+
+/// Generous bounds: the bench measures throughput, and a 503 from a tight
+/// timeout under a saturated 2-core box would only blur the figures.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+const SQS_TIMEOUT: Duration = Duration::from_secs(20);
+const SALE_CACHE_TTL: Duration = Duration::from_secs(5);
+
+struct Args {
+    requests: usize,
+    stock: u32,
+    concurrency: usize,
+    skip_sqs: bool,
+}
+
+impl Args {
+    fn parse() -> Result<Self, BoxError> {
+        let mut args = Self {
+            requests: 100_000,
+            stock: 1_000,
+            concurrency: 256,
+            skip_sqs: false,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| -> Result<u64, BoxError> {
+                let raw = it.next().ok_or(format!("{name} needs a value"))?;
+                match raw.parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(format!("{name}: {raw:?} is not a positive whole number").into()),
+                }
+            };
+            match arg.as_str() {
+                "--requests" => args.requests = usize::try_from(value("--requests")?)?,
+                "--stock" => args.stock = u32::try_from(value("--stock")?)?,
+                "--concurrency" => args.concurrency = usize::try_from(value("--concurrency")?)?,
+                "--skip-sqs" => args.skip_sqs = true,
+                "-h" | "--help" => {
+                    println!(
+                        "usage: seckill-bench [--requests N] [--stock N] [--concurrency N] [--skip-sqs]"
+                    );
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// A queue that takes every message and keeps none: the "queue step
+/// skipped" variant, so the handler and Redis are measured without the
+/// emulator's slow SendMessage.
+struct NullQueue;
+
+impl OrderQueue for NullQueue {
+    async fn send(&self, _message: &OrderMessage) -> Result<(), SendError> {
+        Ok(())
+    }
+}
+
+/// One row of the table.
+struct Row {
+    label: String,
+    requests: usize,
+    per_sec: f64,
+    /// p50, p99, p99.9 in microseconds, where measured.
+    p50: Option<f64>,
+    p99: Option<f64>,
+    p999: Option<f64>,
+}
+
+#[tokio::main]
+async fn main() -> Result<ExitCode, BoxError> {
+    let args = Args::parse()?;
+    let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
+    if std::env::var("AWS_ENDPOINT_URL").is_err() && !args.skip_sqs {
+        return Err("AWS_ENDPOINT_URL is not set (run through `make bench`)".into());
+    }
+    // Unique names, so a bench never meets another run's sale or queue.
+    let tag = format!("bench{}-{}", std::process::id(), clock::now_ms());
+
+    let client = redis::Client::open(redis_url.as_str())?;
+    let (host, port) = match client.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => {
+            return Err(format!("redis-benchmark needs a plain TCP Redis, not {other:?}").into());
+        }
+    };
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let redis_version = server_version(&mut conn).await?;
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(PURCHASE_LUA)
+        .query_async(&mut conn)
+        .await?;
+    let loader = RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?;
+
+    println!(
+        "seckill-bench: nproc={}, {}, redis-server {redis_version} at {host}:{port}, same Redis for every row",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        cpu_model().unwrap_or_else(|| "cpu unknown".into()),
+    );
+
+    let mut failures = Vec::new();
+    let mut rows = Vec::new();
+
+    // 1. The ceiling: the script alone, driven by redis-benchmark.
+    for pipeline in [None, Some(CEILING_PIPELINE)] {
+        let sale = test_sale(
+            &format!("{tag}-ceil{}", pipeline.unwrap_or(1)),
+            args.stock,
+            1,
+        )?;
+        loader.load_sale(&sale, clock::now_ms(), false).await?;
+        let row = ceiling(&host, port, &sha, &sale, pipeline).await?;
+        check_redis(&mut conn, &sale, &row.label, &mut failures).await?;
+        rows.push(row);
+    }
+
+    // 2. The handler in-process, on the same Redis.
+    let sdk = aws::sdk_config(SQS_TIMEOUT).await;
+    let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
+    let sales_table = format!("{tag}-sales");
+    emulator::ensure_tables(&db, &sales_table, &format!("{tag}-orders")).await?;
+    let catalog = DynamoCatalog::new(db.clone(), &sales_table);
+    let retries = args.requests / 10;
+    let plan = plan(args.requests, retries);
+    let retries = plan.iter().filter(|p| p.retry).count();
+    let template: serde_json::Value = serde_json::from_str(PURCHASE_EVENT)?;
+    let work = Workload {
+        catalog: &catalog,
+        template: &template,
+        plan: &plan,
+        concurrency: args.concurrency,
+    };
+    let mut notes = Vec::new();
+
+    let with_sqs = if args.skip_sqs {
+        None
+    } else {
+        let queues = emulator::ensure_queues(&sqs, &format!("{tag}-q"), &format!("{tag}-dlq"))
+            .await
+            .map_err(|e| format!("{e} (is AWS_ENDPOINT_URL up?)"))?;
+        let config = Config {
+            redis_url: redis_url.clone(),
+            orders_queue_url: queues.orders_url.clone(),
+            sales_table: sales_table.clone(),
+            orders_table: format!("{tag}-orders"),
+            redis_timeout: REDIS_TIMEOUT,
+            sqs_timeout: SQS_TIMEOUT,
+            sale_cache_ttl: SALE_CACHE_TTL,
+        };
+        let service = purchase::wire(&config).await?;
+        let sale = test_sale(&format!("{tag}-sqs"), args.stock, 1)?;
+        let label = "handler, with SQS (emulator)";
+        let stats = run_variant(label, service, &sale, &work, &mut notes).await?;
+        let queued = queue_depth(&sqs, &queues.orders_url).await?;
+        let winners = u64::from(args.stock);
+        if queued < winners {
+            // Invariant 4: a send without a definite answer keeps its 202 and
+            // its reservation; reconcile relays it. Not a bench failure.
+            notes.push(format!(
+                "  {label}: the queue holds {queued} of the {winners} winners' messages; the other {} sends got no definite answer from the emulator (timeouts), so their 202 stands and the reservation waits for reconcile to relay it",
+                winners - queued
+            ));
+        } else {
+            notes.push(format!(
+                "  {label}: the queue holds {queued} messages for {winners} winners"
+            ));
+        }
+        check_run(&stats, args.stock, label, &mut failures);
+        check_redis(&mut conn, &sale, label, &mut failures).await?;
+        Some((stats.row(label), stats.wall))
+    };
+
+    let null_service = PurchaseService::new(
+        RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?,
+        NullQueue,
+        CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
+    );
+    let sale = test_sale(&format!("{tag}-null"), args.stock, 1)?;
+    let label = "handler, queue step skipped";
+    let stats = run_variant(label, null_service, &sale, &work, &mut notes).await?;
+    check_run(&stats, args.stock, label, &mut failures);
+    check_redis(&mut conn, &sale, label, &mut failures).await?;
+    let without_sqs = stats.row(label);
+    let null_wall = stats.wall;
+
+    // 3. The table.
+    let base = rows.first().map_or(0.0, |r| r.per_sec);
+    let skipped = Row {
+        label: "handler, with SQS (emulator)".into(),
+        requests: 0,
+        per_sec: f64::NAN,
+        p50: None,
+        p99: None,
+        p999: None,
+    };
+    let caveat = match &with_sqs {
+        Some((_, sqs_wall)) => {
+            let extra = sqs_wall.saturating_sub(null_wall).as_secs_f64();
+            format!(
+                "Emulator caveat: the {} winners' SendMessage calls to moto dominate the \"with SQS\" row: they added {extra:.1} s to the run (about {:.0} SendMessage/s), and the first winners hold all {} tasks while they wait. It measures the emulator, not SQS; \"queue step skipped\" is the handler and Redis alone.",
+                args.stock,
+                f64::from(args.stock) / extra.max(0.001),
+                args.concurrency,
+            )
+        }
+        None => "The \"with SQS\" row was skipped; \"queue step skipped\" is the handler and Redis alone.".into(),
+    };
+    rows.push(with_sqs.map_or(skipped, |(row, _)| row));
+    rows.push(without_sqs);
+    println!();
+    println!(
+        "{:<36} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10}",
+        "run", "requests", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "x ceiling"
+    );
+    for row in &rows {
+        if row.requests == 0 {
+            println!("{:<36} skipped (--skip-sqs)", row.label);
+            continue;
+        }
+        println!(
+            "{:<36} {:>9} {:>12.0} {:>9} {:>9} {:>9} {:>10}",
+            row.label,
+            row.requests,
+            row.per_sec,
+            ms(row.p50),
+            ms(row.p99),
+            ms(row.p999),
+            format!("{:.2}", row.per_sec / base),
+        );
+    }
+    println!();
+    println!(
+        "Each row sells its own sale of {} units, 1 per buyer: after the first {} successful calls every call takes the sold-out path, in every row alike.",
+        args.stock, args.stock
+    );
+    println!(
+        "Ceiling rows: redis-benchmark, {CEILING_CLIENTS} connections, {CEILING_REQUESTS} EVALSHA of shared/lua/purchase.lua from random distinct buyers, no Rust in the path; its p50/p99 are its own client-side figures (it reports no p99.9)."
+    );
+    println!(
+        "Handler rows: purchase::handler::handle in-process on API Gateway v2 events built before timing, {} distinct buyers + {} retries with the same Idempotency-Key, {} concurrent tasks; latency is per handle() call.",
+        args.requests, retries, args.concurrency
+    );
+    println!("{caveat}");
+    for note in &notes {
+        println!("{note}");
+    }
+    if failures.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for failure in &failures {
+            println!("FAILED: {failure}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn ms(us: Option<f64>) -> String {
+    us.map_or_else(|| "-".into(), |us| format!("{:.2}", us / 1000.0))
+}
+
+async fn server_version(conn: &mut redis::aio::MultiplexedConnection) -> Result<String, BoxError> {
+    let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_owned())
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_owned())
+}
+
+/// Runs redis-benchmark against the loaded `sale` and reads its CSV line.
+async fn ceiling(
+    host: &str,
+    port: u16,
+    sha: &str,
+    sale: &Sale,
+    pipeline: Option<u32>,
+) -> Result<Row, BoxError> {
+    let keys = SaleKeys::new(&sale.sale_id);
+    let mut cmd = tokio::process::Command::new("redis-benchmark");
+    cmd.args(["-h", host, "-p", &port.to_string()])
+        .args(["-c", &CEILING_CLIENTS.to_string()])
+        .args(["-n", &CEILING_REQUESTS.to_string()])
+        // -r makes redis-benchmark replace __rand_int__ per call, so each
+        // call is a (nearly always) new buyer, as in a real sale.
+        .args(["-r", "100000000", "--csv"]);
+    if let Some(p) = pipeline {
+        cmd.args(["-P", &p.to_string()]);
+    }
+    // ARGV[4] is the Idempotency-Key; "" (an empty bulk string, which
+    // redis-benchmark passes through as is) means none.
+    cmd.args(["EVALSHA", sha, "5"])
+        .args([
+            &keys.meta,
+            &keys.stock,
+            &keys.buyers,
+            &keys.resv,
+            &keys.user_orders,
+        ])
+        .args([sale.sale_id.as_str(), "u__rand_int__", "1", ""]);
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("cannot run redis-benchmark: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "redis-benchmark failed ({}): {stdout} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let fields = parse_csv(&stdout).ok_or_else(|| format!("no CSV in: {stdout}"))?;
+    let get = |name: &str| fields.get(name).and_then(|v| v.parse::<f64>().ok());
+    let per_sec = get("rps").ok_or_else(|| format!("no rps in: {stdout}"))?;
+    let label = match pipeline {
+        None => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS}"),
+        Some(p) => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS} -P {p}"),
+    };
+    Ok(Row {
+        label,
+        requests: CEILING_REQUESTS as usize,
+        per_sec,
+        p50: get("p50_latency_ms").map(|v| v * 1000.0),
+        p99: get("p99_latency_ms").map(|v| v * 1000.0),
+        p999: None,
+    })
+}
+
+/// redis-benchmark 7's `--csv`: a header line, then one line per test, every
+/// field double-quoted. The test name holds no quote, so splitting is safe.
+fn parse_csv(text: &str) -> Option<BTreeMap<String, String>> {
+    let mut lines = text.lines().filter(|l| l.starts_with('"'));
+    let split = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('"')
+            .split("\",\"")
+            .map(str::to_owned)
+            .collect()
+    };
+    let header = split(lines.next()?);
+    let values = split(lines.next_back()?);
+    (header.len() == values.len()).then(|| header.into_iter().zip(values).collect())
+}
+
+/// Checks in Redis itself that the sale sold exactly its stock: the figures
+/// only mean something if the real decisions were made.
+async fn check_redis(
+    conn: &mut redis::aio::MultiplexedConnection,
+    sale: &Sale,
+    label: &str,
+    failures: &mut Vec<String>,
+) -> Result<(), BoxError> {
+    let keys = SaleKeys::new(&sale.sale_id);
+    let reservations: u64 = redis::cmd("HLEN")
+        .arg(&keys.resv)
+        .query_async(&mut *conn)
+        .await?;
+    let left: Option<i64> = redis::cmd("GET")
+        .arg(&keys.stock)
+        .query_async(&mut *conn)
+        .await?;
+    if reservations != u64::from(sale.total_stock) || left != Some(0) {
+        failures.push(format!(
+            "{label}: Redis holds {reservations} reservations and {} units left, expected {} and 0",
+            left.map_or_else(|| "no stock key, so no".into(), |n| n.to_string()),
+            sale.total_stock
+        ));
+    }
+    Ok(())
+}
+
+async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, BoxError> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?
+        .attributes
+        .unwrap_or_default();
+    let count = |name: A| {
+        attrs
+            .get(&name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(count(A::ApproximateNumberOfMessages) + count(A::ApproximateNumberOfMessagesNotVisible))
+}
+
+/// One planned request: which buyer, and whether it repeats an earlier one.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    user: usize,
+    retry: bool,
+}
+
+/// A small LCG (Knuth's MMIX constants): deterministic, so every run and
+/// every variant replays the same request order.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, bound: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        // The high bits of an LCG are the random ones.
+        let high = usize::try_from(self.0 >> 33).unwrap_or(0);
+        high % bound.max(1)
+    }
+}
+
+/// `buyers` distinct buyers in order, plus `retries` repeats of randomly
+/// chosen buyers, each landing after its original by up to a tenth of the
+/// run (a client that timed out and tried again).
+fn plan(buyers: usize, retries: usize) -> Vec<Planned> {
+    let mut rng = Lcg(0x5ec_c1de);
+    let spread = (buyers / 10).max(1);
+    let mut keyed: Vec<(usize, Planned)> = (0..buyers)
+        .map(|user| (2 * user, Planned { user, retry: false }))
+        .collect();
+    for _ in 0..retries {
+        let user = rng.next(buyers);
+        let at = (user + 1 + rng.next(spread)).min(buyers);
+        keyed.push((2 * at + 1, Planned { user, retry: true }));
+    }
+    keyed.sort_by_key(|(at, _)| *at);
+    keyed.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A stable, per-buyer Idempotency-Key, shaped like a client's random one.
+fn idempotency_key(user: usize) -> String {
+    // splitmix64's finaliser: a bijection, so keys never collide.
+    let mut z = (user as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    format!("{:016x}", z ^ (z >> 31))
+}
+
+/// Builds one Lambda request per planned call from `events/purchase.json`,
+/// the same way `lambda_http` would receive it from API Gateway.
+fn build_requests(
+    template: &serde_json::Value,
+    sale: &Sale,
+    plan: &[Planned],
+) -> Result<Vec<Request>, BoxError> {
+    let sale_id = sale.sale_id.as_str();
+    let path = format!("/sales/{sale_id}/purchase");
+    let mut event = template.clone();
+    let set = |event: &mut serde_json::Value, pointer: &str, value: String| {
+        let slot = event
+            .pointer_mut(pointer)
+            .ok_or_else(|| format!("events/purchase.json has no {pointer}"))?;
+        *slot = serde_json::Value::String(value);
+        Ok::<(), BoxError>(())
+    };
+    set(&mut event, "/pathParameters/saleId", sale_id.to_owned())?;
+    set(&mut event, "/rawPath", path.clone())?;
+    set(&mut event, "/requestContext/http/path", path)?;
+    plan.iter()
+        .enumerate()
+        .map(|(n, p)| {
+            let user = format!("u{}", p.user);
+            set(
+                &mut event,
+                "/requestContext/authorizer/jwt/claims/sub",
+                user,
+            )?;
+            set(
+                &mut event,
+                "/headers/idempotency-key",
+                idempotency_key(p.user),
+            )?;
+            set(
+                &mut event,
+                "/requestContext/requestId",
+                format!("bench-{n}"),
+            )?;
+            Ok(lambda_http::request::from_str(&event.to_string())?)
+        })
+        .collect()
+}
+
+/// What one handler run produced.
+struct Stats {
+    wall: Duration,
+    latencies_us: Vec<u32>,
+    statuses: BTreeMap<u16, usize>,
+    /// The orderId of every 202, replays included.
+    order_ids: Vec<String>,
+}
+
+impl Stats {
+    fn row(&self, label: &str) -> Row {
+        let n = self.latencies_us.len();
+        let mut sorted = self.latencies_us.clone();
+        sorted.sort_unstable();
+        Row {
+            label: label.into(),
+            requests: n,
+            per_sec: n as f64 / self.wall.as_secs_f64(),
+            p50: percentile(&sorted, 0.50),
+            p99: percentile(&sorted, 0.99),
+            p999: percentile(&sorted, 0.999),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted microseconds.
+fn percentile(sorted: &[u32], p: f64) -> Option<f64> {
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted
+        .get(rank.clamp(1, sorted.len().max(1)) - 1)
+        .map(|&us| f64::from(us))
+}
+
+/// What every handler variant shares: the catalog, the event template, the
+/// request plan and the concurrency.
+struct Workload<'a> {
+    catalog: &'a DynamoCatalog,
+    template: &'a serde_json::Value,
+    plan: &'a [Planned],
+    concurrency: usize,
+}
+
+/// Puts the sale in the catalog and Redis, builds its events, drives them
+/// through the handler and records one line of detail.
+async fn run_variant<Q, C>(
+    label: &str,
+    service: PurchaseService<RedisStock, Q, C>,
+    sale: &Sale,
+    work: &Workload<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Stats, BoxError>
+where
+    Q: OrderQueue + 'static,
+    C: SaleCatalog + 'static,
+{
+    work.catalog.create_sale(sale).await?;
+    // Loading through the service's own connection also opens it, so the
+    // first timed calls do not pay the connect.
+    service
+        .stock()
+        .load_sale(sale, clock::now_ms(), false)
+        .await?;
+    let started = Instant::now();
+    let requests = build_requests(work.template, sale, work.plan)?;
+    let built = started.elapsed();
+    let stats = drive(Arc::new(service), requests, work.concurrency).await?;
+    let fresh = stats.order_ids.iter().collect::<HashSet<_>>().len();
+    let replays = stats.order_ids.len() - fresh;
+    let others: Vec<String> = stats
+        .statuses
+        .iter()
+        .filter(|(s, _)| !matches!(s, 202 | 410))
+        .map(|(s, n)| format!("{s} x{n}"))
+        .collect();
+    notes.push(format!(
+        "  {label}: {} requests in {:.2} s ({} events built in {:.2} s, not timed): 202 x{} ({fresh} orders + {replays} replays to a retrying winner), 410 x{}, other: {}",
+        stats.latencies_us.len(),
+        stats.wall.as_secs_f64(),
+        work.plan.len(),
+        built.as_secs_f64(),
+        stats.statuses.get(&202).copied().unwrap_or(0),
+        stats.statuses.get(&410).copied().unwrap_or(0),
+        if others.is_empty() { "none".into() } else { others.join(", ") },
+    ));
+    Ok(stats)
+}
+
+/// `concurrency` tasks take the next request from a shared index until none
+/// is left, like that many buyers' connections each waiting for its answer.
+async fn drive<S, Q, C>(
+    service: Arc<PurchaseService<S, Q, C>>,
+    requests: Vec<Request>,
+    concurrency: usize,
+) -> Result<Stats, BoxError>
+where
+    S: StockStore + 'static,
+    Q: OrderQueue + 'static,
+    C: SaleCatalog + 'static,
+{
+    let total = requests.len();
+    // A slot per request so each task takes its request by value (the
+    // handler owns it) without a lock shared by all tasks.
+    let slots: Arc<Vec<Mutex<Option<Request>>>> =
+        Arc::new(requests.into_iter().map(|r| Mutex::new(Some(r))).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (service, slots, next) = (service.clone(), slots.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(total / concurrency + 1);
+                let mut statuses = BTreeMap::<u16, usize>::new();
+                let mut order_ids = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = slots.get(i) else { break };
+                    let Some(request) = slot.lock().ok().and_then(|mut s| s.take()) else {
+                        continue;
+                    };
+                    let t = Instant::now();
+                    let Ok(response) = handler::handle(&*service, request).await;
+                    latencies.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+                    let status = response.status().as_u16();
+                    *statuses.entry(status).or_default() += 1;
+                    if status == 202 {
+                        order_ids.push(order_id(response.body()).unwrap_or_default());
+                    }
+                }
+                (latencies, statuses, order_ids)
+            })
+        })
+        .collect();
+    let mut stats = Stats {
+        wall: Duration::ZERO,
+        latencies_us: Vec::with_capacity(total),
+        statuses: BTreeMap::new(),
+        order_ids: Vec::new(),
+    };
+    for worker in workers {
+        let (latencies, statuses, order_ids) = worker.await?;
+        stats.latencies_us.extend(latencies);
+        for (status, n) in statuses {
+            *stats.statuses.entry(status).or_default() += n;
+        }
+        stats.order_ids.extend(order_ids);
+    }
+    stats.wall = started.elapsed();
+    Ok(stats)
+}
+
+fn order_id(body: &Body) -> Option<String> {
+    let Body::Text(text) = body else { return None };
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    Some(value.get("orderId")?.as_str()?.to_owned())
+}
+
+/// Exactly `stock` distinct orders, every request answered.
+fn check_run(stats: &Stats, stock: u32, label: &str, failures: &mut Vec<String>) {
+    let fresh = stats.order_ids.iter().collect::<HashSet<_>>().len();
+    if fresh != stock as usize {
+        failures.push(format!(
+            "{label}: {fresh} distinct orders accepted, expected exactly {stock}"
+        ));
+    }
+    if stats.order_ids.iter().any(String::is_empty) {
+        failures.push(format!("{label}: a 202 without an orderId"));
+    }
+}
