@@ -458,3 +458,86 @@ async fn bad_input_gets_400_or_401_and_changes_nothing() {
         "{junk:?}"
     );
 }
+
+/// The purchase service with its SQS client pointed at `endpoint`.
+async fn service_with_sqs_at(app: &App, endpoint: &str) -> purchase::LivePurchase {
+    let sdk = seckill_shared::aws::loader(std::time::Duration::from_millis(800))
+        .endpoint_url(endpoint)
+        .load()
+        .await;
+    seckill_shared::purchase::PurchaseService::new(
+        seckill_shared::redis_store::RedisStock::connect_lazy(
+            &app.config.redis_url,
+            app.config.redis_timeout,
+        )
+        .unwrap(),
+        seckill_shared::sqs_queue::SqsQueue::new(
+            aws_sdk_sqs::Client::new(&sdk),
+            &app.config.orders_queue_url,
+        ),
+        seckill_shared::catalog_cache::CachedCatalog::new(
+            app.catalog.clone(),
+            app.config.sale_cache_ttl,
+        ),
+    )
+}
+
+#[tokio::test]
+async fn sqs_timeout_keeps_the_reservation_and_accepts() {
+    // A server that accepts connections and never answers: the send times
+    // out, the message may or may not have arrived, so the stock must stay
+    // reserved (reconcile relays it) and the buyer is told 202.
+    let black_hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", black_hole.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = black_hole.accept().await {
+            open.push(stream);
+        }
+    });
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let service = service_with_sqs_at(&app, &endpoint).await;
+
+    let reply = seckill_tests::Reply::from(
+        purchase::handler::handle(&service, purchase_event(id, Some("erin"), "", &[]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(reply.status, 202, "{reply:?}");
+    let order_id = reply.body["orderId"].as_str().unwrap();
+    assert_eq!(app.stock(id).await, Some(4), "stock stays reserved");
+    assert_eq!(app.reservations(id).await[order_id].state, "QUEUED");
+    held.abort();
+}
+
+#[tokio::test]
+async fn refused_connection_to_sqs_is_definite_and_returns_the_stock() {
+    // Nothing listens on this port: the request never left, so nothing can
+    // be on the queue and the stock goes back at once.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let service = service_with_sqs_at(&app, &format!("http://{closed}")).await;
+
+    let reply = seckill_tests::Reply::from(
+        purchase::handler::handle(&service, purchase_event(id, Some("frank"), "", &[]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (503, "SALE_PAUSED"),
+        "{reply:?}"
+    );
+    assert_eq!(app.stock(id).await, Some(5));
+    assert!(app.reservations(id).await.is_empty());
+    assert!(app.buyers(id).await.is_empty());
+}

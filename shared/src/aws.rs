@@ -6,22 +6,33 @@
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::{BehaviorVersion, ConfigLoader, SdkConfig};
 use std::time::Duration;
 
 /// Loads the shared SDK configuration with an overall bound per operation.
 pub async fn sdk_config(operation_timeout: Duration) -> SdkConfig {
+    loader(operation_timeout).load().await
+}
+
+/// The loader behind [`sdk_config`], for callers that must change one more
+/// setting (tests point it at an endpoint that refuses or never answers).
+pub fn loader(operation_timeout: Duration) -> ConfigLoader {
     let attempt = operation_timeout.mul_f64(0.45);
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(attempt.min(Duration::from_millis(500)))
         .operation_attempt_timeout(attempt)
         .operation_timeout(operation_timeout)
         .build();
+    // Two attempts with a short backoff: the SDK's default first backoff (up
+    // to 1 s) alone would outlast the operation bound, turning a definite
+    // failure of the first attempt (connection refused) into a timeout, which
+    // the purchase must treat as ambiguous.
+    let retry = RetryConfig::standard()
+        .with_max_attempts(2)
+        .with_initial_backoff(Duration::from_millis(25));
     aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(timeouts)
-        .retry_config(RetryConfig::standard().with_max_attempts(2))
-        .load()
-        .await
+        .retry_config(retry)
 }
 
 pub fn sqs(sdk: &SdkConfig) -> aws_sdk_sqs::Client {
