@@ -13,3 +13,11 @@ pub mod emulator;
 pub mod gateway;
 pub mod local;
 pub mod token;
+
+/// A local-stack setting: the variable if set and not empty, else the default.
+pub fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}

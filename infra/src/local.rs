@@ -41,12 +41,7 @@ pub struct LocalSettings {
 
 impl LocalSettings {
     pub fn from_env() -> Self {
-        let var = |name: &str, default: &str| {
-            std::env::var(name)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_owned())
-        };
+        let var = crate::env_or;
         Self {
             listen: var("SECKILL_LISTEN", "127.0.0.1:3000"),
             redis_url: var("REDIS_URL", "redis://127.0.0.1:6379"),

@@ -30,12 +30,7 @@ pub struct TokenSettings {
 
 impl TokenSettings {
     pub fn from_env() -> Self {
-        let var = |name: &str, default: &str| {
-            std::env::var(name)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_owned())
-        };
+        let var = crate::env_or;
         Self {
             secret: var("SECKILL_JWT_SECRET", DEFAULT_SECRET),
             issuer: var("SECKILL_JWT_ISSUER", DEFAULT_ISSUER),
