@@ -216,8 +216,10 @@ async fn operator_paused_sale_is_503() {
 async fn definite_sqs_failure_is_503_with_the_stock_back() {
     // A queue that does not exist: SQS answers QueueDoesNotExist, a definite
     // rejection, so nothing can be on the queue and the stock must go back.
-    let app =
-        App::spawn_with(|c| c.orders_queue_url = format!("{}-missing", c.orders_queue_url)).await;
+    let app = App::spawn_with(|c| {
+        c.orders_queue_url = c.orders_queue_url.as_ref().map(|u| format!("{u}-missing"))
+    })
+    .await;
     let sale = live_sale(3, 1);
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();
@@ -471,10 +473,7 @@ async fn service_with_sqs_at(app: &App, endpoint: &str) -> purchase::LivePurchas
             app.config.redis_timeout,
         )
         .unwrap(),
-        seckill_shared::sqs_queue::SqsQueue::new(
-            aws_sdk_sqs::Client::new(&sdk),
-            &app.config.orders_queue_url,
-        ),
+        seckill_shared::sqs_queue::SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), &app.queue_url),
         seckill_shared::catalog_cache::CachedCatalog::new(
             app.catalog.clone(),
             app.config.sale_cache_ttl,

@@ -28,10 +28,13 @@ pub struct Queues {
     pub dlq_url: String,
 }
 
+/// Creates the orders queue and its DLQ. `visibility_timeout_secs` is the
+/// template's 60 s in the stack; tests pass less so a retry comes quickly.
 pub async fn ensure_queues(
     sqs: &aws_sdk_sqs::Client,
     orders: &str,
     dlq: &str,
+    visibility_timeout_secs: u32,
 ) -> Result<Queues, SetupError> {
     let dlq_url = sqs
         .create_queue()
@@ -61,7 +64,7 @@ pub async fn ensure_queues(
         .queue_name(orders)
         .attributes(
             QueueAttributeName::VisibilityTimeout,
-            VISIBILITY_TIMEOUT_SECS.to_string(),
+            visibility_timeout_secs.to_string(),
         )
         .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
         .send()

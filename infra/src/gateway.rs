@@ -29,12 +29,14 @@ const MAX_GATEWAY_BODY: usize = 1024 * 1024;
 pub struct Gateway {
     pub tokens: TokenSettings,
     pub purchase: purchase::LivePurchase,
+    pub orders: orders_api::LiveQueries,
 }
 
+/// The function a route invokes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    Health,
     Purchase,
+    OrdersApi,
 }
 
 /// One route of the HTTP API, as `template.yaml` declares it.
@@ -51,13 +53,31 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/health",
-        target: Target::Health,
+        target: Target::OrdersApi,
         authorized: false,
     },
     Route {
         method: "POST",
         path: "/sales/{saleId}/purchase",
         target: Target::Purchase,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/sales/{saleId}",
+        target: Target::OrdersApi,
+        authorized: false,
+    },
+    Route {
+        method: "GET",
+        path: "/orders/{orderId}",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/orders/{orderId}/pay",
+        target: Target::OrdersApi,
         authorized: true,
     },
 ];
@@ -180,11 +200,12 @@ async fn handle(
         }
     };
     let response = match route.target {
-        Target::Health => seckill_shared::http::json(200, &serde_json::json!({"status": "ok"})),
-        Target::Purchase => match purchase::handler::handle(&gateway.purchase, request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        },
+        Target::Purchase => purchase::handler::handle(&gateway.purchase, request).await,
+        Target::OrdersApi => orders_api::handler::handle(&gateway.orders, request).await,
+    };
+    let response = match response {
+        Ok(response) => response,
+        Err(never) => match never {},
     };
     to_hyper(response)
 }
@@ -322,7 +343,13 @@ mod tests {
         assert!(match_route("POST", "/sales/a/purchase/x").is_none());
         assert_eq!(
             match_route("GET", "/health").unwrap().0.target,
-            Target::Health
+            Target::OrdersApi
         );
+        let (route, params) = match_route("POST", "/orders/o1/pay").unwrap();
+        assert_eq!(
+            (route.path, params["orderId"].as_str()),
+            ("/orders/{orderId}/pay", "o1")
+        );
+        assert!(match_route("GET", "/sales/s1").is_some_and(|(r, _)| !r.authorized));
     }
 }

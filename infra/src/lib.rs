@@ -5,11 +5,13 @@
 //! - [`gateway`]: the HTTP API stand-in (routes, JWT authorizer, v2 events).
 //! - [`token`]: local HS256 tokens (mint and verify).
 //! - [`emulator`]: creates the queue, DLQ and tables on the emulator.
+//! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
 //! - [`local`]: settings of the local stack and `up` (set-up, demo sale, serve).
 //! - `main.rs`: the `seckill-local` command line.
 //! - `bin/bench.rs`: `seckill-bench`, the purchase benchmark of `make bench`.
 
 pub mod emulator;
+pub mod event_source;
 pub mod gateway;
 pub mod local;
 pub mod token;

@@ -2,8 +2,10 @@
 //! on the emulator, load a demo sale, serve the API.
 
 use crate::emulator;
+use crate::event_source::{self, EventSource, EventSourceSettings};
 use crate::gateway::{self, Gateway};
 use crate::token::TokenSettings;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use seckill_shared::aws;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
@@ -11,6 +13,8 @@ use seckill_shared::domain::{Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::ports::SaleCatalog;
 use seckill_shared::redis_store::RedisStock;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +41,9 @@ pub struct LocalSettings {
     pub orders_table: String,
     /// `SECKILL_DEMO_SALE` (default `demo`; empty to skip the demo sale).
     pub demo_sale: String,
+    /// `ORDERS_VISIBILITY_TIMEOUT` (default 60, as in `template.yaml`): how
+    /// long a failed batch's records stay invisible before a retry.
+    pub visibility_timeout_secs: u32,
 }
 
 impl LocalSettings {
@@ -50,6 +57,9 @@ impl LocalSettings {
             sales_table: var("SALES_TABLE", "seckill-sales"),
             orders_table: var("ORDERS_TABLE", "seckill-orders"),
             demo_sale: std::env::var("SECKILL_DEMO_SALE").unwrap_or_else(|_| "demo".into()),
+            visibility_timeout_secs: var("ORDERS_VISIBILITY_TIMEOUT", "60")
+                .parse()
+                .unwrap_or(emulator::VISIBILITY_TIMEOUT_SECS),
         }
     }
 }
@@ -70,29 +80,87 @@ pub fn demo_sale(id: &SaleId) -> Sale {
     }
 }
 
-/// Creates queues and tables, loads the demo sale, and serves until Ctrl-C.
+/// Creates queues and tables, loads the demo sale, runs the order-writer on
+/// the queue and serves the API until Ctrl-C.
 pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
-    let (gateway, listener) = prepare(&settings).await?;
-    gateway::serve(listener, gateway, async {
+    let stack = prepare(&settings).await?;
+    let source = stack.start_order_writer();
+    gateway::serve(stack.listener, stack.gateway, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;
+    let counts = source.stop().await;
+    tracing::info!(?counts, "order-writer event source stopped");
     Ok(())
+}
+
+/// What `up` sets up before serving.
+pub struct PreparedStack {
+    pub gateway: Arc<Gateway>,
+    pub listener: tokio::net::TcpListener,
+    pub writer: Arc<order_writer::LiveWriter>,
+    pub sqs: aws_sdk_sqs::Client,
+    pub queues: emulator::Queues,
+    pub queue_arn: String,
+    pub config: Config,
+}
+
+impl PreparedStack {
+    /// The SQS event source of `template.yaml`, invoking the order-writer.
+    pub fn start_order_writer(&self) -> EventSource {
+        let settings = EventSourceSettings::template(
+            &self.queues.orders_url,
+            &self.queue_arn,
+            std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        );
+        EventSource::spawn(
+            self.sqs.clone(),
+            settings,
+            writer_handler(self.writer.clone()),
+        )
+    }
+}
+
+/// The order-writer's handler as the event source calls it: the same code
+/// Lambda runs, with an empty invocation context.
+pub fn writer_handler(
+    writer: Arc<order_writer::LiveWriter>,
+) -> impl Fn(SqsEvent) -> Pin<Box<dyn Future<Output = Result<SqsBatchResponse, String>> + Send>>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |event| {
+        let writer = writer.clone();
+        Box::pin(async move {
+            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+            order_writer::handler::handle(&writer, event)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// Everything `up` does before serving: queues and tables on the emulator,
 /// the demo sale in DynamoDB and Redis, the wired functions, the bound port.
 /// Tests call it with port 0 and their own names.
-pub async fn prepare(
-    settings: &LocalSettings,
-) -> Result<(Arc<Gateway>, tokio::net::TcpListener), LocalError> {
+pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalError> {
     let sdk = aws::sdk_config(Duration::from_secs(10)).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
-    let queues = emulator::ensure_queues(&sqs, &settings.queue_name, &settings.dlq_name).await?;
+    let queues = emulator::ensure_queues(
+        &sqs,
+        &settings.queue_name,
+        &settings.dlq_name,
+        settings.visibility_timeout_secs,
+    )
+    .await?;
+    let queue_arn = event_source::queue_arn(&sqs, &queues.orders_url)
+        .await
+        .map_err(LocalError::Other)?;
     emulator::ensure_tables(&db, &settings.sales_table, &settings.orders_table).await?;
     let config = Config {
         redis_url: settings.redis_url.clone(),
-        orders_queue_url: queues.orders_url.clone(),
+        orders_queue_url: Some(queues.orders_url.clone()),
         sales_table: settings.sales_table.clone(),
         orders_table: settings.orders_table.clone(),
         ..Config::from_lookup(&|name| local_default(name, settings, &queues.orders_url))
@@ -115,11 +183,12 @@ pub async fn prepare(
             .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
-    let service = purchase::wire(&config).await.map_err(other)?;
     let gateway = Arc::new(Gateway {
         tokens: TokenSettings::from_env(),
-        purchase: service,
+        purchase: purchase::wire(&config).await.map_err(other)?,
+        orders: orders_api::wire(&config).await.map_err(other)?,
     });
+    let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await
         .map_err(|e| LocalError::Other(format!("cannot listen on {}: {e}", settings.listen)))?;
@@ -129,7 +198,15 @@ pub async fn prepare(
         dlq = %queues.dlq_url,
         "local API ready"
     );
-    Ok((gateway, listener))
+    Ok(PreparedStack {
+        gateway,
+        listener,
+        writer,
+        sqs,
+        queues,
+        queue_arn,
+        config,
+    })
 }
 
 fn other(err: impl std::fmt::Display) -> LocalError {

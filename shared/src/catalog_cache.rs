@@ -58,6 +58,10 @@ impl<C: SaleCatalog> SaleCatalog for CachedCatalog<C> {
         self.remember(sale_id, fresh.clone());
         Ok(fresh)
     }
+
+    async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        self.inner.list_sales().await
+    }
 }
 
 #[cfg(test)]

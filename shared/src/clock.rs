@@ -10,16 +10,25 @@ pub fn now_ms() -> i64 {
     i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
-/// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-30T03:06:02.123Z`.
+/// RFC 3339 in UTC with exactly three fraction digits, e.g.
+/// `2026-11-30T03:06:02.123Z`. Fixed width on purpose: stored times are
+/// compared as strings in DynamoDB conditions and index ranges, and
+/// `...02Z` would sort after `...02.5Z`.
 pub fn rfc3339_ms(ms: i64) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    let Ok(at) = OffsetDateTime::from_unix_timestamp_nanos(nanos) else {
+    let secs = ms.div_euclid(1000);
+    let Ok(at) = OffsetDateTime::from_unix_timestamp(secs) else {
         return String::from("invalid-time");
     };
-    let at = at.replace_nanosecond((ms.rem_euclid(1000) as u32) * 1_000_000);
-    let at = at.unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    at.format(&Rfc3339)
-        .unwrap_or_else(|_| String::from("invalid-time"))
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        ms.rem_euclid(1000)
+    )
 }
 
 /// Parses an RFC 3339 time (any offset) into Unix milliseconds.
@@ -42,5 +51,7 @@ mod tests {
             Some(1_764_471_962_123)
         );
         assert_eq!(parse_rfc3339_ms("yesterday"), None);
+        assert_eq!(rfc3339_ms(1_764_471_962_000), "2025-11-30T03:06:02.000Z");
+        assert!(rfc3339_ms(1_764_471_962_000) < rfc3339_ms(1_764_471_962_500));
     }
 }

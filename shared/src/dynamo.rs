@@ -71,6 +71,35 @@ impl SaleCatalog for DynamoCatalog {
             })?;
         out.item.map(|item| sale_from_item(&item)).transpose()
     }
+
+    async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        let mut sales = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| {
+                    CatalogError::Unavailable(
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+                    )
+                })?;
+            for item in out.items() {
+                match sale_from_item(item) {
+                    Ok(sale) => sales.push(sale),
+                    Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
+                }
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(sales),
+            }
+        }
+    }
 }
 
 pub fn sale_to_item(sale: &Sale) -> Item {

@@ -36,6 +36,12 @@ pub enum ApiError {
     },
     #[error("method not allowed")]
     MethodNotAllowed,
+    #[error("no such order")]
+    OrderNotFound,
+    #[error("the payment window of this order has closed")]
+    OrderExpired,
+    #[error("{0}")]
+    OrderNotPayable(String),
     #[error("internal error")]
     Internal,
 }
@@ -46,9 +52,9 @@ impl ApiError {
             Self::InvalidRequest(_) => 400,
             Self::Unauthenticated => 401,
             Self::Forbidden => 403,
-            Self::SaleNotFound | Self::RouteNotFound => 404,
+            Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::LimitExceeded { .. } => 409,
+            Self::LimitExceeded { .. } | Self::OrderExpired | Self::OrderNotPayable(_) => 409,
             Self::SaleEnded | Self::SoldOut { .. } => 410,
             Self::SaleNotStarted { .. } => 425,
             Self::RateLimited { .. } => 429,
@@ -73,6 +79,9 @@ impl ApiError {
             Self::RateLimited { .. } => "RATE_LIMITED",
             Self::SalePaused { .. } => "SALE_PAUSED",
             Self::Internal => "INTERNAL",
+            Self::OrderNotFound => "ORDER_NOT_FOUND",
+            Self::OrderExpired => "ORDER_EXPIRED",
+            Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
         }
     }
 

@@ -15,6 +15,12 @@
 //!   `shared/lua/` and are compiled in with `include_str!`.
 //! - [`sqs_queue`]: the order queue on SQS, with definite/ambiguous failures.
 //! - [`dynamo`]: the sale catalog on DynamoDB (`sales` table items).
+//! - [`orders`]: order states, the order row, and the `OrderStore` port.
+//! - [`dynamo_orders`]: the `orders` table and the sale counters it moves.
+//! - [`order_queries`]: what the orders API answers: sale info, order
+//!   status (`QUEUED` from the reservation until the row exists), payment.
+//! - [`order_writer`]: a batch of queue messages in, orders out: grouped
+//!   per sale, one transaction per group, per-message fallback.
 //! - [`catalog_cache`]: a per-environment cache in front of the catalog, so an
 //!   unknown sale id costs at most one database read per TTL.
 //! - [`memory`]: in-memory adapters of every port, for unit tests.
@@ -28,9 +34,13 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod dynamo;
+pub mod dynamo_orders;
 pub mod error;
 pub mod http;
 pub mod memory;
+pub mod order_queries;
+pub mod order_writer;
+pub mod orders;
 pub mod ports;
 pub mod purchase;
 pub mod redis_store;

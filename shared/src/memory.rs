@@ -8,6 +8,7 @@ use crate::ports::{
     CatalogError, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
     SaleCatalog, SendError, StockStore, StoreError,
 };
+use crate::ports::{ReservationRecord, Resolution, StockView};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,6 +21,7 @@ struct MemorySale {
     seq: u64,
     buyers: HashMap<String, u32>,
     resv: HashMap<OrderId, (String, Reservation)>,
+    resolved: HashMap<OrderId, Resolution>,
 }
 
 /// Stock store in memory. `unavailable` makes every call fail like a Redis outage.
@@ -50,6 +52,7 @@ impl MemoryStock {
                     seq: 0,
                     buyers: HashMap::new(),
                     resv: HashMap::new(),
+                    resolved: HashMap::new(),
                 },
             );
         }
@@ -71,6 +74,16 @@ impl MemoryStock {
 
     pub fn stock_of(&self, sale_id: &SaleId) -> Option<u32> {
         self.sales.lock().ok()?.get(sale_id).map(|s| s.stock)
+    }
+
+    pub fn resolution_of(&self, sale_id: &SaleId, order_id: &OrderId) -> Option<Resolution> {
+        self.sales
+            .lock()
+            .ok()?
+            .get(sale_id)?
+            .resolved
+            .get(order_id)
+            .copied()
     }
 
     pub fn reservations_of(&self, sale_id: &SaleId) -> usize {
@@ -165,6 +178,56 @@ impl StockStore for MemoryStock {
         s.stock = (s.stock + q).min(s.sale.total_stock);
         Ok(ReleaseOutcome::Released { stock: s.stock })
     }
+
+    async fn resolve(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        resolution: Resolution,
+    ) -> Result<bool, StoreError> {
+        let mut sales = self.lock()?;
+        let Some(s) = sales.get_mut(sale_id) else {
+            return Ok(false);
+        };
+        let Some((user, resv)) = s.resv.get(order_id).cloned() else {
+            return Ok(false);
+        };
+        if resolution == Resolution::Rejected
+            && let Some(held) = s.buyers.get_mut(&user)
+        {
+            *held = held.saturating_sub(resv.quantity.get());
+        }
+        s.resolved.insert(order_id.clone(), resolution);
+        Ok(true)
+    }
+
+    async fn view(
+        &self,
+        sale_id: &SaleId,
+        order_id: Option<&OrderId>,
+    ) -> Result<Option<StockView>, StoreError> {
+        let sales = self.lock()?;
+        let Some(s) = sales.get(sale_id) else {
+            return Ok(None);
+        };
+        let reservation = order_id.and_then(|id| s.resv.get(id)).map(|(user, r)| {
+            let state = match s.resolved.get(&r.order_id) {
+                Some(resolution) => resolution.as_str(),
+                None => "QUEUED",
+            };
+            ReservationRecord {
+                user_id: user.clone(),
+                quantity: u64::from(r.quantity.get()),
+                at_ms: r.reserved_at_ms,
+                state: state.into(),
+            }
+        });
+        Ok(Some(StockView {
+            remaining: i64::from(s.stock),
+            paused: s.paused,
+            reservation,
+        }))
+    }
 }
 
 /// What a [`MemoryQueue`] does with the next sends.
@@ -242,6 +305,15 @@ impl SaleCatalog for MemoryCatalog {
             .lock()
             .map_err(|_| CatalogError::Unavailable("poisoned".into()))?;
         Ok(sales.get(sale_id).cloned())
+    }
+
+    async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let sales = self
+            .sales
+            .lock()
+            .map_err(|_| CatalogError::Unavailable("poisoned".into()))?;
+        Ok(sales.values().cloned().collect())
     }
 }
 

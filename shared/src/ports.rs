@@ -74,6 +74,43 @@ pub enum StoreError {
     Protocol(String),
 }
 
+/// What became of a reservation after the order-writer dealt with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The order row exists.
+    Written,
+    /// DynamoDB refused the units; the buyer holds nothing.
+    Rejected,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Written => "WRITTEN",
+            Self::Rejected => "REJECTED",
+        }
+    }
+}
+
+/// What Redis holds for a sale right now (read-only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StockView {
+    pub remaining: i64,
+    pub paused: bool,
+    /// The reservation asked for, if any.
+    pub reservation: Option<ReservationRecord>,
+}
+
+/// A reservation as stored by the purchase script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationRecord {
+    pub user_id: String,
+    pub quantity: u64,
+    pub at_ms: i64,
+    /// `QUEUED`, `WRITTEN` or `REJECTED`.
+    pub state: String,
+}
+
 pub trait StockStore: Send + Sync {
     fn reserve(
         &self,
@@ -85,6 +122,23 @@ pub trait StockStore: Send + Sync {
         sale_id: &SaleId,
         order_id: &OrderId,
     ) -> impl Future<Output = Result<ReleaseOutcome, StoreError>> + Send;
+
+    /// Marks a reservation written or rejected (see `resolve.lua`). Returns
+    /// false when there was no such reservation.
+    fn resolve(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        resolution: Resolution,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Remaining stock, status and optionally one reservation; `None` when
+    /// the sale has no keys.
+    fn view(
+        &self,
+        sale_id: &SaleId,
+        order_id: Option<&OrderId>,
+    ) -> impl Future<Output = Result<Option<StockView>, StoreError>> + Send;
 }
 
 /// How a send failed. The distinction decides whether stock may go back.
@@ -118,4 +172,7 @@ pub trait SaleCatalog: Send + Sync {
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<Sale>, CatalogError>> + Send;
+
+    /// Every sale (the table holds one small item per sale).
+    fn list_sales(&self) -> impl Future<Output = Result<Vec<Sale>, CatalogError>> + Send;
 }

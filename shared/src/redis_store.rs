@@ -11,6 +11,7 @@ use crate::domain::{OrderId, Quantity, Sale, SaleId};
 use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
+use crate::ports::{ReservationRecord, Resolution, StockView};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use serde::Deserialize;
@@ -21,6 +22,9 @@ static PURCHASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/purchase.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/release.lua")));
+static RESOLVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/resolve.lua")));
+static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/peek.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
 
@@ -189,6 +193,64 @@ impl StockStore for RedisStock {
             Some("NOT_FOUND") => Ok(ReleaseOutcome::NotFound),
             Some("NOT_RELEASABLE") => Ok(ReleaseOutcome::NotReleasable),
             Some("MISSING") => Ok(ReleaseOutcome::SaleMissing),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    async fn resolve(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        resolution: Resolution,
+    ) -> Result<bool, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let reply: Vec<String> = self
+            .run(
+                &RESOLVE,
+                &keys.all(),
+                &[order_id.as_str(), resolution.as_str()],
+            )
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("OK" | "SAME") => Ok(true),
+            Some("NOT_FOUND") => Ok(false),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    async fn view(
+        &self,
+        sale_id: &SaleId,
+        order_id: Option<&OrderId>,
+    ) -> Result<Option<StockView>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let order = order_id.map_or("", OrderId::as_str);
+        let reply: Vec<String> = self
+            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[order])
+            .await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["MISSING"] => Ok(None),
+            ["OK", stock, status, resv] => Ok(Some(StockView {
+                remaining: parse_i64(stock)?,
+                paused: *status == "PAUSED",
+                reservation: if resv.is_empty() {
+                    None
+                } else {
+                    let stored: StoredReservation = serde_json::from_str(resv)
+                        .map_err(|e| StoreError::Protocol(e.to_string()))?;
+                    Some(ReservationRecord {
+                        user_id: stored.user_id,
+                        quantity: stored.quantity,
+                        at_ms: parse_i64(&stored.at_ms)?,
+                        state: stored.state,
+                    })
+                },
+            })),
             _ => Err(protocol(&reply)),
         }
     }

@@ -19,6 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+/// Visibility timeout of test queues: a failed record comes back after this
+/// (the template says 60 s; a test cannot wait for five of those).
+pub const TEST_VISIBILITY_SECS: u32 = 1;
+
 const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
 
 /// A name no other test (or earlier run) uses: `[A-Za-z0-9_-]`, short.
@@ -41,6 +45,8 @@ fn env(name: &str) -> String {
 /// One test's own slice of the stack.
 pub struct App {
     pub config: Config,
+    /// The orders queue this test owns.
+    pub queue_url: String,
     pub service: Arc<LivePurchase>,
     pub sqs: aws_sdk_sqs::Client,
     pub db: aws_sdk_dynamodb::Client,
@@ -62,14 +68,15 @@ impl App {
         let sdk = aws::sdk_config(Duration::from_secs(20)).await;
         let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
         let name = unique("t");
-        let queues = emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"))
-            .await
-            .unwrap();
+        let queues =
+            emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"), TEST_VISIBILITY_SECS)
+                .await
+                .unwrap();
         let (sales, orders) = (format!("{name}-sales"), format!("{name}-orders"));
         emulator::ensure_tables(&db, &sales, &orders).await.unwrap();
         let mut config = Config {
             redis_url: redis_url.clone(),
-            orders_queue_url: queues.orders_url,
+            orders_queue_url: Some(queues.orders_url.clone()),
             sales_table: sales.clone(),
             orders_table: orders,
             // Generous: the emulator answers ~150 sends/s, and tests run in parallel.
@@ -85,6 +92,7 @@ impl App {
             .await
             .unwrap();
         App {
+            queue_url: queues.orders_url,
             catalog: DynamoCatalog::new(db.clone(), &sales),
             config,
             service,
@@ -159,7 +167,7 @@ impl App {
             let got = self
                 .sqs
                 .receive_message()
-                .queue_url(&self.config.orders_queue_url)
+                .queue_url(&self.queue_url)
                 .max_number_of_messages(10)
                 .visibility_timeout(300)
                 .wait_time_seconds(0)
@@ -185,7 +193,7 @@ impl App {
         let attrs = self
             .sqs
             .get_queue_attributes()
-            .queue_url(&self.config.orders_queue_url)
+            .queue_url(&self.queue_url)
             .attribute_names(A::ApproximateNumberOfMessages)
             .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
             .send()
@@ -297,10 +305,15 @@ where
 }
 
 /// The local stack of `seckill-local up`, started in-process on a free port
-/// with its own queue, tables and demo sale.
+/// with its own queue, tables and demo sale, the order-writer polling its
+/// queue like Lambda's event source mapping.
 pub struct LocalStack {
     pub addr: std::net::SocketAddr,
     pub demo_sale: String,
+    pub config: Config,
+    pub queues: emulator::Queues,
+    pub writer: Arc<order_writer::LiveWriter>,
+    pub source: Option<seckill_infra::event_source::EventSource>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -315,16 +328,26 @@ impl LocalStack {
             sales_table: format!("{name}-sales"),
             orders_table: format!("{name}-orders"),
             demo_sale: format!("{name}-demo"),
+            visibility_timeout_secs: TEST_VISIBILITY_SECS,
         };
-        let (gateway, listener) = seckill_infra::local::prepare(&settings).await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let stack = seckill_infra::local::prepare(&settings).await.unwrap();
+        let source = stack.start_order_writer();
+        let addr = stack.listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(seckill_infra::gateway::serve(listener, gateway, async {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(seckill_infra::gateway::serve(
+            stack.listener,
+            stack.gateway,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         LocalStack {
             addr,
             demo_sale: settings.demo_sale,
+            config: stack.config,
+            queues: stack.queues,
+            writer: stack.writer,
+            source: Some(source),
             stop: Some(stop),
         }
     }

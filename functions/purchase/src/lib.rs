@@ -14,22 +14,32 @@ pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::Config;
+use seckill_shared::config::{Config, ConfigError};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::RedisStock;
 use seckill_shared::sqs_queue::SqsQueue;
 
+/// Why the function could not be wired at cold start.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The purchase service over the real adapters.
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
 
 /// Builds the live service. Connections are lazy: the function starts even
 /// when Redis is down, and answers 503 until it is back.
-pub async fn wire(config: &Config) -> Result<LivePurchase, StoreError> {
+pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
+    let queue_url = config.queue_url()?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
-    let queue = SqsQueue::new(aws::sqs(&sdk), &config.orders_queue_url);
+    let queue = SqsQueue::new(aws::sqs(&sdk), queue_url);
     let catalog = CachedCatalog::new(
         DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),
         config.sale_cache_ttl,

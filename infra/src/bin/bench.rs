@@ -191,12 +191,17 @@ async fn main() -> Result<ExitCode, BoxError> {
     let with_sqs = if args.skip_sqs {
         None
     } else {
-        let queues = emulator::ensure_queues(&sqs, &format!("{tag}-q"), &format!("{tag}-dlq"))
-            .await
-            .map_err(|e| format!("{e} (is AWS_ENDPOINT_URL up?)"))?;
+        let queues = emulator::ensure_queues(
+            &sqs,
+            &format!("{tag}-q"),
+            &format!("{tag}-dlq"),
+            emulator::VISIBILITY_TIMEOUT_SECS,
+        )
+        .await
+        .map_err(|e| format!("{e} (is AWS_ENDPOINT_URL up?)"))?;
         let config = Config {
             redis_url: redis_url.clone(),
-            orders_queue_url: queues.orders_url.clone(),
+            orders_queue_url: Some(queues.orders_url.clone()),
             sales_table: sales_table.clone(),
             orders_table: format!("{tag}-orders"),
             redis_timeout: REDIS_TIMEOUT,

@@ -1,0 +1,78 @@
+//! `SqsEvent` in, `SqsBatchResponse` out. Every record is handed over on its
+//! own; the shared writer decides per record. Failures are reported by
+//! message id so SQS retries only those (and moves them to the DLQ after
+//! `maxReceiveCount`); a batch in which every record failed is an error.
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::order_writer::{OrderWriter, QueueRecord};
+use seckill_shared::orders::OrderStore;
+use seckill_shared::ports::{SaleCatalog, StockStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("all {0} records of the batch failed")]
+    AllFailed(usize),
+    #[error("a record has no messageId, so failures cannot be reported per record")]
+    MissingMessageId,
+}
+
+/// The one place a writer error becomes what Lambda records.
+impl From<WriterError> for Diagnostic {
+    fn from(err: WriterError) -> Self {
+        let error_type = match err {
+            WriterError::AllFailed(_) => "AllRecordsFailed",
+            WriterError::MissingMessageId => "MissingMessageId",
+        };
+        Diagnostic {
+            error_type: error_type.into(),
+            error_message: err.to_string(),
+        }
+    }
+}
+
+pub async fn handle<O, S, C>(
+    writer: &OrderWriter<O, S, C>,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, WriterError>
+where
+    O: OrderStore,
+    S: StockStore,
+    C: SaleCatalog,
+{
+    let records = event
+        .payload
+        .records
+        .into_iter()
+        .map(|r| {
+            Ok(QueueRecord {
+                message_id: r.message_id.ok_or(WriterError::MissingMessageId)?,
+                body: r.body.unwrap_or_default(),
+            })
+        })
+        .collect::<Result<Vec<_>, WriterError>>()?;
+    let report = writer.write_batch(&records).await;
+    tracing::info!(
+        records = records.len(),
+        written = report.written,
+        duplicates = report.duplicates,
+        rejected = report.rejected,
+        poison = report.poison,
+        transient = report.transient,
+        "batch done"
+    );
+    if !records.is_empty() && report.failed.len() >= records.len() {
+        return Err(WriterError::AllFailed(records.len()));
+    }
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = report
+        .failed
+        .into_iter()
+        .map(|id| {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id;
+            failure
+        })
+        .collect();
+    Ok(response)
+}

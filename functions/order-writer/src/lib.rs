@@ -1,0 +1,36 @@
+//! The `order-writer` function: batches of the orders queue become orders.
+//!
+//! # Layout
+//!
+//! - `main.rs`: wires the clients once and runs the Lambda runtime.
+//! - [`handler`]: `SqsEvent` in, `SqsBatchResponse` out (partial batch
+//!   failures); the work is [`OrderWriter`](seckill_shared::order_writer::OrderWriter).
+//! - [`wire`]: the live writer from [`Config`]; the local stack uses it too.
+
+pub mod handler;
+
+use seckill_shared::aws;
+use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::config::Config;
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::order_writer::OrderWriter;
+use seckill_shared::ports::StoreError;
+use seckill_shared::redis_store::RedisStock;
+use std::time::Duration;
+
+pub type LiveWriter = OrderWriter<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
+
+/// A sale's payment window rarely changes; the writer re-reads it this often.
+const SALE_CACHE: Duration = Duration::from_secs(30);
+
+pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
+    // DynamoDB transactions of up to 11 items: give them more time than a
+    // purchase's SendMessage, still well inside the function's timeout.
+    let sdk = aws::sdk_config(Duration::from_secs(4)).await;
+    let db = aws::dynamodb(&sdk);
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
+    let catalog = CachedCatalog::new(DynamoCatalog::new(db, &config.sales_table), SALE_CACHE);
+    Ok(OrderWriter::new(orders, stock, catalog))
+}

@@ -1,0 +1,93 @@
+//! Routes by the event's `routeKey` (what API Gateway matched), parses the
+//! path and the caller, and turns outcomes into the contract's responses.
+
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use seckill_shared::domain::{OrderId, SaleId};
+use seckill_shared::error::ApiError;
+use seckill_shared::http;
+use seckill_shared::order_queries::OrderQueries;
+use seckill_shared::orders::OrderStore;
+use seckill_shared::ports::{SaleCatalog, StockStore};
+use std::convert::Infallible;
+
+/// The routes this function serves, as `template.yaml` declares them.
+pub const ROUTES: [&str; 4] = [
+    "GET /health",
+    "GET /sales/{saleId}",
+    "GET /orders/{orderId}",
+    "POST /orders/{orderId}/pay",
+];
+
+pub async fn handle<O, S, C>(
+    queries: &OrderQueries<O, S, C>,
+    req: Request,
+) -> Result<Response<Body>, Infallible>
+where
+    O: OrderStore,
+    S: StockStore,
+    C: SaleCatalog,
+{
+    Ok(match route(queries, &req).await {
+        Ok(response) => response,
+        Err(err) => http::error(&err),
+    })
+}
+
+async fn route<O, S, C>(
+    queries: &OrderQueries<O, S, C>,
+    req: &Request,
+) -> Result<Response<Body>, ApiError>
+where
+    O: OrderStore,
+    S: StockStore,
+    C: SaleCatalog,
+{
+    let route_key = match req.request_context() {
+        RequestContext::ApiGatewayV2(ctx) => ctx.route_key.unwrap_or_default(),
+        _ => String::new(),
+    };
+    match route_key.as_str() {
+        "GET /health" => Ok(http::json(200, &serde_json::json!({"status": "ok"}))),
+        "GET /sales/{saleId}" => {
+            let sale_id = SaleId::parse(&http::path_param(req, "saleId"))
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            let view = queries
+                .sale_view(&sale_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            Ok(http::json(200, &view))
+        }
+        "GET /orders/{orderId}" => {
+            let caller = http::caller(req)?;
+            let order_id = order_id(req)?;
+            let order = queries
+                .order(&order_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(false))?;
+            Ok(http::json(200, &order.body()))
+        }
+        "POST /orders/{orderId}/pay" => {
+            let caller = http::caller(req)?;
+            let order_id = order_id(req)?;
+            // The body is ignored, but an oversized one is still refused.
+            http::body_bytes(req)?;
+            let order = queries
+                .pay(&order_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(false))?;
+            tracing::info!(%order_id, "order paid");
+            Ok(http::json(200, &order.body()))
+        }
+        _ => Err(ApiError::RouteNotFound),
+    }
+}
+
+fn order_id(req: &Request) -> Result<OrderId, ApiError> {
+    let raw = req
+        .path_parameters()
+        .first("orderId")
+        .map(str::to_owned)
+        .unwrap_or_default();
+    OrderId::parse(&raw).map_err(|e| ApiError::InvalidRequest(e.to_string()))
+}

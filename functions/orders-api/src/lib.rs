@@ -1,0 +1,39 @@
+//! The `orders-api` function: the buyer's read and pay routes.
+//!
+//! # Layout
+//!
+//! - `main.rs`: wires the clients once and runs the Lambda runtime.
+//! - [`handler`]: routes by the event's `routeKey` and translates to and from
+//!   [`OrderQueries`](seckill_shared::order_queries::OrderQueries).
+//! - [`wire`]: the live service from [`Config`]; the local stack uses it too.
+
+pub mod handler;
+
+use seckill_shared::aws;
+use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::config::Config;
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::order_queries::OrderQueries;
+use seckill_shared::ports::StoreError;
+use seckill_shared::redis_store::RedisStock;
+use std::time::Duration;
+
+pub type LiveQueries = OrderQueries<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
+
+pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
+    let sdk = aws::sdk_config(Duration::from_secs(2)).await;
+    let db = aws::dynamodb(&sdk);
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
+    let catalog = CachedCatalog::new(
+        DynamoCatalog::new(db, &config.sales_table),
+        config.sale_cache_ttl,
+    );
+    Ok(OrderQueries::new(
+        orders,
+        stock,
+        catalog,
+        config.sale_cache_ttl,
+    ))
+}

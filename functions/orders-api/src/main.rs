@@ -1,0 +1,16 @@
+//! Lambda entry point: wire once, serve many.
+
+use lambda_http::{Error, run, service_fn};
+use seckill_shared::{config::Config, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let queries = orders_api::wire(&config).await?;
+    let queries = &queries;
+    run(service_fn(move |req| {
+        orders_api::handler::handle(queries, req)
+    }))
+    .await
+}

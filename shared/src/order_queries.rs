@@ -1,0 +1,188 @@
+//! What the orders API answers: a sale's public view, an order's status for
+//! polling, and payment.
+//!
+//! An order is `QUEUED` while its reservation exists and its row does not.
+//! The order id alone does not name its sale, so a missing row is looked up
+//! in the reservations of the sales that can still have queued orders (live,
+//! or ended within the key TTL), a short list cached per environment.
+
+use crate::clock;
+use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
+use crate::error::ApiError;
+use crate::orders::{Order, OrderStatus, OrderStore, OrderStoreError, PayOutcome};
+use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
+use crate::redis_store::KEY_TTL_AFTER_END_MS;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("not found")]
+    NotFound,
+    #[error("order expired")]
+    Expired,
+    #[error("order not payable: {0}")]
+    NotPayable(&'static str),
+    #[error(transparent)]
+    Orders(#[from] OrderStoreError),
+    #[error(transparent)]
+    Stock(#[from] StoreError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+impl QueryError {
+    /// The API error, given what was looked for (a sale or an order).
+    pub fn into_api(self, looking_for_sale: bool) -> ApiError {
+        match self {
+            Self::NotFound if looking_for_sale => ApiError::SaleNotFound,
+            Self::NotFound => ApiError::OrderNotFound,
+            Self::Expired => ApiError::OrderExpired,
+            Self::NotPayable(why) => ApiError::OrderNotPayable(why.into()),
+            Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) => {
+                ApiError::paused("temporarily unavailable; retry shortly")
+            }
+        }
+    }
+}
+
+pub struct OrderQueries<O, S, C> {
+    orders: O,
+    stock: S,
+    catalog: C,
+    sale_list_ttl: Duration,
+    open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
+}
+
+impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
+    pub fn new(orders: O, stock: S, catalog: C, sale_list_ttl: Duration) -> Self {
+        Self {
+            orders,
+            stock,
+            catalog,
+            sale_list_ttl,
+            open_sales: Mutex::new(None),
+        }
+    }
+
+    /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
+    /// orders by the queue's delay).
+    pub async fn sale_view(&self, sale_id: &SaleId) -> Result<serde_json::Value, QueryError> {
+        let sale = self
+            .catalog
+            .get_sale(sale_id)
+            .await?
+            .ok_or(QueryError::NotFound)?;
+        // Redis down must not hide the sale's page: show what the table knows.
+        let live = self.stock.view(sale_id, None).await.ok().flatten();
+        let phase = sale.phase_at(clock::now_ms());
+        let (remaining, status) = match (phase, &live) {
+            (SalePhase::NotStarted, live) => (
+                live.as_ref()
+                    .map_or(i64::from(sale.total_stock), |l| l.remaining),
+                "UPCOMING",
+            ),
+            (SalePhase::Ended, live) => (live.as_ref().map_or(0, |l| l.remaining), "ENDED"),
+            (SalePhase::Live, None) => (0, "PAUSED"),
+            (SalePhase::Live, Some(l)) if l.paused => (l.remaining, "PAUSED"),
+            (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),
+            (SalePhase::Live, Some(l)) => (l.remaining, "LIVE"),
+        };
+        Ok(serde_json::json!({
+            "saleId": sale.sale_id,
+            "name": sale.name,
+            "startAt": clock::rfc3339_ms(sale.start_ms),
+            "endAt": clock::rfc3339_ms(sale.end_ms),
+            "totalStock": sale.total_stock,
+            "remaining": remaining.max(0),
+            "perUserLimit": sale.per_user_limit,
+            "status": status,
+        }))
+    }
+
+    /// `GET /orders/{orderId}`: only the owner sees it; anyone else gets the
+    /// same 404 as for an order that does not exist.
+    pub async fn order(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
+        if let Some(order) = self.orders.get(order_id).await? {
+            return if &order.user_id == caller {
+                Ok(order)
+            } else {
+                Err(QueryError::NotFound)
+            };
+        }
+        self.queued(order_id, caller)
+            .await?
+            .ok_or(QueryError::NotFound)
+    }
+
+    /// `POST /orders/{orderId}/pay`: paying twice is the same success.
+    pub async fn pay(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
+        match self.orders.pay(order_id, caller, clock::now_ms()).await? {
+            PayOutcome::Paid(order) | PayOutcome::AlreadyPaid(order) => Ok(order),
+            PayOutcome::Expired => Err(QueryError::Expired),
+            PayOutcome::NotPayable(OrderStatus::Rejected) => Err(QueryError::NotPayable(
+                "this order was rejected: no stock was left for it",
+            )),
+            PayOutcome::NotPayable(_) => Err(QueryError::NotPayable("this order cannot be paid")),
+            PayOutcome::NotFound => match self.queued(order_id, caller).await? {
+                Some(_) => Err(QueryError::NotPayable(
+                    "this order is still being created; pay once it is PENDING_PAYMENT",
+                )),
+                None => Err(QueryError::NotFound),
+            },
+        }
+    }
+
+    /// The caller's order as `QUEUED`, if a reservation for it exists.
+    async fn queued(
+        &self,
+        order_id: &OrderId,
+        caller: &UserId,
+    ) -> Result<Option<Order>, QueryError> {
+        for sale_id in self.open_sale_ids().await? {
+            let Some(view) = self.stock.view(&sale_id, Some(order_id)).await? else {
+                continue;
+            };
+            let Some(resv) = view.reservation else {
+                continue;
+            };
+            if resv.user_id != caller.as_str() || resv.state == "REJECTED" {
+                return Ok(None);
+            }
+            let quantity = Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?;
+            return Ok(Some(Order {
+                order_id: order_id.clone(),
+                sale_id,
+                user_id: caller.clone(),
+                quantity,
+                status: OrderStatus::Queued,
+                created_at_ms: resv.at_ms,
+                expires_at_ms: None,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Sales whose Redis keys may still hold reservations.
+    async fn open_sale_ids(&self) -> Result<Vec<SaleId>, QueryError> {
+        if let Ok(cached) = self.open_sales.lock()
+            && let Some((at, ids)) = cached.as_ref()
+            && at.elapsed() < self.sale_list_ttl
+        {
+            return Ok(ids.clone());
+        }
+        let now = clock::now_ms();
+        let ids: Vec<SaleId> = self
+            .catalog
+            .list_sales()
+            .await?
+            .into_iter()
+            .filter(|s: &Sale| s.end_ms + KEY_TTL_AFTER_END_MS > now)
+            .map(|s| s.sale_id)
+            .collect();
+        if let Ok(mut cached) = self.open_sales.lock() {
+            *cached = Some((Instant::now(), ids.clone()));
+        }
+        Ok(ids)
+    }
+}
