@@ -8,6 +8,7 @@ use lambda_http::{Body, Request};
 use purchase::LivePurchase;
 use redis::AsyncCommands;
 use seckill_infra::emulator;
+pub use seckill_infra::event_source::{EventSource, EventSourceSettings};
 use seckill_shared::aws;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
@@ -47,6 +48,7 @@ pub struct App {
     pub config: Config,
     /// The orders queue this test owns.
     pub queue_url: String,
+    pub dlq_url: String,
     pub service: Arc<LivePurchase>,
     pub sqs: aws_sdk_sqs::Client,
     pub db: aws_sdk_dynamodb::Client,
@@ -63,15 +65,23 @@ impl App {
     /// Like [`spawn`](Self::spawn), with a chance to change the config first
     /// (for example to point at a queue that does not exist).
     pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> App {
+        Self::spawn_full(TEST_VISIBILITY_SECS, tweak).await
+    }
+
+    /// With the queue's visibility timeout chosen by the test.
+    pub async fn spawn_full(visibility_secs: u32, tweak: impl FnOnce(&mut Config)) -> App {
+        // Logs only when asked for: `RUST_LOG=warn cargo test ... -- --nocapture`.
+        if std::env::var_os("RUST_LOG").is_some() {
+            seckill_shared::telemetry::init();
+        }
         let redis_url = env("REDIS_URL");
         env("AWS_ENDPOINT_URL");
         let sdk = aws::sdk_config(Duration::from_secs(20)).await;
         let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
         let name = unique("t");
-        let queues =
-            emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"), TEST_VISIBILITY_SECS)
-                .await
-                .unwrap();
+        let queues = emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"), visibility_secs)
+            .await
+            .unwrap();
         let (sales, orders) = (format!("{name}-sales"), format!("{name}-orders"));
         emulator::ensure_tables(&db, &sales, &orders).await.unwrap();
         let mut config = Config {
@@ -93,6 +103,7 @@ impl App {
             .unwrap();
         App {
             queue_url: queues.orders_url,
+            dlq_url: queues.dlq_url,
             catalog: DynamoCatalog::new(db.clone(), &sales),
             config,
             service,
@@ -185,6 +196,85 @@ impl App {
             }
         }
         out
+    }
+
+    /// The live order-writer on this test's tables.
+    pub async fn writer(&self) -> Arc<order_writer::LiveWriter> {
+        Arc::new(order_writer::wire(&self.config).await.unwrap())
+    }
+
+    /// `available` and `sold` of the sale item.
+    pub async fn sale_counters(&self, sale: &str) -> (i64, i64) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let item = self
+            .db
+            .get_item()
+            .table_name(&self.config.sales_table)
+            .key("saleId", AttributeValue::S(sale.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        let n = |name: &str| match item.get(name) {
+            Some(AttributeValue::N(v)) => v.parse::<i64>().unwrap(),
+            other => panic!("{name}: {other:?}"),
+        };
+        (n("available"), n("sold"))
+    }
+
+    /// Every order item of this test's table, by order id.
+    pub async fn orders(&self) -> HashMap<String, seckill_shared::orders::Order> {
+        let mut out = HashMap::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .db
+                .scan()
+                .table_name(&self.config.orders_table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                let order = seckill_shared::dynamo_orders::order_from_item(item).unwrap();
+                out.insert(order.order_id.to_string(), order);
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return out,
+            }
+        }
+    }
+
+    /// Visible plus in-flight messages of a queue.
+    pub async fn depth_of(&self, queue_url: &str) -> u64 {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let attrs = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default();
+        [
+            A::ApproximateNumberOfMessages,
+            A::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .map(|a| {
+            attrs
+                .get(a)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
     }
 
     /// Messages on the queue, visible or not, by the queue's own count.
@@ -395,4 +485,53 @@ impl Drop for LocalStack {
             let _ = stop.send(());
         }
     }
+}
+
+/// An order message body for `sale`, reserved at `reserved_at_ms`.
+pub fn order_body(
+    order: &str,
+    sale: &str,
+    user: &str,
+    quantity: u32,
+    reserved_at_ms: i64,
+) -> String {
+    serde_json::json!({
+        "v": 1, "orderId": order, "saleId": sale, "userId": user, "quantity": quantity,
+        "shard": 0, "reservedAt": clock::rfc3339_ms(reserved_at_ms),
+    })
+    .to_string()
+}
+
+/// A real-shaped SQS event of (messageId, body) records.
+pub fn sqs_event(records: &[(&str, &str)]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let records: Vec<serde_json::Value> = records
+        .iter()
+        .map(|(id, body)| {
+            serde_json::json!({
+                "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1764471962000",
+                               "SenderId": "AIDAEXAMPLE", "ApproximateFirstReceiveTimestamp": "1764471962001"},
+                "messageAttributes": {}, "md5OfBody": "0", "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:seckill-orders", "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap()
+}
+
+/// Runs the order-writer handler on an event, as Lambda would.
+pub async fn invoke_writer(
+    writer: &order_writer::LiveWriter,
+    event: aws_lambda_events::event::sqs::SqsEvent,
+) -> Result<Vec<String>, String> {
+    let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+    order_writer::handler::handle(writer, event)
+        .await
+        .map(|r| {
+            r.batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect()
+        })
+        .map_err(|e| e.to_string())
 }
