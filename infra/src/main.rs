@@ -5,6 +5,7 @@
 //! seckill-local up
 //! seckill-local token --user u1 [--admin] [--ttl SECONDS]
 //! seckill-local invoke purchase --event events/purchase.json
+//! seckill-local invoke order-writer --event events/order-writer.json
 //! ```
 
 use seckill_infra::local::{self, LocalSettings};
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   seckill-local up
   seckill-local token --user ID [--admin] [--ttl SECONDS]
-  seckill-local invoke purchase --event FILE";
+  seckill-local invoke purchase|orders-api|order-writer --event FILE";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -66,28 +67,53 @@ async fn invoke(args: &[String]) -> Result<(), String> {
     let function = args.first().map(String::as_str).ok_or(USAGE)?;
     let path = flag(args, "--event").ok_or(USAGE)?;
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    match function {
+    let config = Config::from_env().map_err(|e| e.to_string())?;
+    let printed = match function {
         "purchase" => {
-            let config = Config::from_env().map_err(|e| e.to_string())?;
             let service = purchase::wire(&config).await.map_err(|e| e.to_string())?;
-            let request =
-                lambda_http::request::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
-            let response = match purchase::handler::handle(&service, request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            let (parts, body) = response.into_parts();
-            let body = match body {
-                lambda_http::Body::Text(t) => t,
-                lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-                _ => String::new(),
-            };
-            println!(
-                "{}",
-                serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
-            );
-            Ok(())
+            let request = http_event(&raw, path)?;
+            let Ok(response) = purchase::handler::handle(&service, request).await;
+            http_result(response)
         }
-        other => Err(format!("unknown function {other:?}; known: purchase")),
-    }
+        "orders-api" => {
+            let queries = orders_api::wire(&config).await.map_err(|e| e.to_string())?;
+            let request = http_event(&raw, path)?;
+            let Ok(response) = orders_api::handler::handle(&queries, request).await;
+            http_result(response)
+        }
+        "order-writer" => {
+            let writer = order_writer::wire(&config)
+                .await
+                .map_err(|e| e.to_string())?;
+            let event = serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
+            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+            match order_writer::handler::handle(&writer, event).await {
+                Ok(response) => serde_json::to_value(response).map_err(|e| e.to_string())?,
+                Err(err) => {
+                    serde_json::json!({"errorType": "Error", "errorMessage": err.to_string()})
+                }
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown function {other:?}; known: purchase, orders-api, order-writer"
+            ));
+        }
+    };
+    println!("{printed}");
+    Ok(())
+}
+
+fn http_event(raw: &str, path: &str) -> Result<lambda_http::Request, String> {
+    lambda_http::request::from_str(raw).map_err(|e| format!("{path}: {e}"))
+}
+
+fn http_result(response: lambda_http::Response<lambda_http::Body>) -> serde_json::Value {
+    let (parts, body) = response.into_parts();
+    let body = match body {
+        lambda_http::Body::Text(t) => t,
+        lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+        _ => String::new(),
+    };
+    serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
 }
