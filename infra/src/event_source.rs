@@ -856,12 +856,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(500));
     }
 
-    /// Against a running emulator:
-    /// `AWS_ENDPOINT_URL=http://127.0.0.1:4622 AWS_ACCESS_KEY_ID=test
-    /// AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 cargo test -p
-    /// seckill-infra event_source -- --ignored`
+    /// Against the emulator `make test` starts (`AWS_ENDPOINT_URL`).
     #[tokio::test]
-    #[ignore = "needs the emulator at AWS_ENDPOINT_URL"]
     async fn emulator_partial_batch_failure() {
         let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(5)).await;
         let sqs = seckill_shared::aws::sqs(&sdk);
@@ -974,7 +970,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "needs the emulator at AWS_ENDPOINT_URL"]
     async fn emulator_long_poll_outlasts_a_short_client_timeout() {
         // The purchase path's clients time out within a second; a long poll
         // through such a client must still end as an empty receive.
@@ -998,7 +993,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "needs the emulator at AWS_ENDPOINT_URL"]
     async fn emulator_whole_batch_error_deletes_nothing() {
         let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(5)).await;
         let sqs = seckill_shared::aws::sqs(&sdk);
@@ -1041,7 +1035,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "needs the emulator at AWS_ENDPOINT_URL"]
     async fn emulator_stop_mid_window_hands_records_back() {
         let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(5)).await;
         let sqs = seckill_shared::aws::sqs(&sdk);
