@@ -133,7 +133,13 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         match self.orders.write_group(sale_id, &orders, &token).await {
             Ok(GroupWrite::Written) => {
                 for entry in entries {
-                    self.mark(entry, Resolution::Written).await;
+                    let span = message_span(entry);
+                    async {
+                        tracing::debug!("order written");
+                        self.mark(entry, Resolution::Written).await;
+                    }
+                    .instrument(span)
+                    .await;
                 }
                 report.written += entries.len();
                 tracing::info!(%sale_id, orders = entries.len(), "orders written in one transaction");
@@ -152,11 +158,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
     }
 
     async fn write_one(&self, entry: &Entry, order: &NewOrder, report: &mut BatchReport) {
-        let span = tracing::info_span!(
-            "order",
-            order_id = %entry.message.order_id,
-            message_id = %entry.message_ids.first().map_or("", String::as_str),
-        );
+        let span = message_span(entry);
         async {
             match self.orders.write_single(order).await {
                 Ok(SingleWrite::Written) => {
@@ -214,6 +216,15 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             }
         }
     }
+}
+
+/// One span per message, with the ids an operator searches the logs by.
+fn message_span(entry: &Entry) -> tracing::Span {
+    tracing::info_span!(
+        "order",
+        order_id = %entry.message.order_id,
+        message_id = %entry.message_ids.join(","),
+    )
 }
 
 fn fail_one(entry: &Entry, report: &mut BatchReport) {
