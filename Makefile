@@ -7,7 +7,7 @@ run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a de
 test:   ## fmt, clippy, cfn-lint, sam validate and every test against real services
 	@bash infra/stack.sh test
 
-bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling
+bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling; order-writer drain: writes per order
 	@bash infra/stack.sh bench
 
 fmt:

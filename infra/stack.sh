@@ -58,9 +58,15 @@ wait_for() {
 
 PIDS=()
 stop_services() {
-  local pid
+  local pid deadline=$((SECONDS + 5))
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # Polite first; whatever still runs after 5 s is killed, so a service that
+  # ignores SIGTERM can never hang `make test` on its way out.
+  for pid in "${PIDS[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$STATE"
 }
 
