@@ -30,6 +30,7 @@ pub struct Gateway {
     pub tokens: TokenSettings,
     pub purchase: purchase::LivePurchase,
     pub orders: orders_api::LiveQueries,
+    pub admin: Arc<seckill_shared::jobs::Jobs>,
 }
 
 /// The function a route invokes.
@@ -37,6 +38,7 @@ pub struct Gateway {
 pub enum Target {
     Purchase,
     OrdersApi,
+    AdminApi,
 }
 
 /// One route of the HTTP API, as `template.yaml` declares it.
@@ -78,6 +80,30 @@ pub const ROUTES: &[Route] = &[
         method: "POST",
         path: "/orders/{orderId}/pay",
         target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "PUT",
+        path: "/admin/sales/{saleId}",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/sales/{saleId}/prewarm",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/sales/{saleId}/reconcile",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/report",
+        target: Target::AdminApi,
         authorized: true,
     },
 ];
@@ -202,6 +228,7 @@ async fn handle(
     let response = match route.target {
         Target::Purchase => purchase::handler::handle(&gateway.purchase, request).await,
         Target::OrdersApi => orders_api::handler::handle(&gateway.orders, request).await,
+        Target::AdminApi => admin_api::handler::handle(&gateway.admin, request).await,
     };
     let response = match response {
         Ok(response) => response,

@@ -11,6 +11,7 @@ use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::jobs::Jobs;
 use seckill_shared::ports::SaleCatalog;
 use seckill_shared::redis_store::RedisStock;
 use std::future::Future;
@@ -85,10 +86,12 @@ pub fn demo_sale(id: &SaleId) -> Sale {
 pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
     let stack = prepare(&settings).await?;
     let source = stack.start_order_writer();
+    let schedules = stack.start_schedules();
     gateway::serve(stack.listener, stack.gateway, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;
+    schedules.abort();
     let counts = source.stop().await;
     tracing::info!(?counts, "order-writer event source stopped");
     Ok(())
@@ -99,6 +102,7 @@ pub struct PreparedStack {
     pub gateway: Arc<Gateway>,
     pub listener: tokio::net::TcpListener,
     pub writer: Arc<order_writer::LiveWriter>,
+    pub jobs: Arc<Jobs>,
     pub sqs: aws_sdk_sqs::Client,
     pub queues: emulator::Queues,
     pub queue_arn: String,
@@ -106,6 +110,20 @@ pub struct PreparedStack {
 }
 
 impl PreparedStack {
+    /// The schedules of `template.yaml`: prewarm and the unpaid release every
+    /// minute, each run bounded like the Lambda's timeout.
+    pub fn start_schedules(&self) -> tokio::task::JoinHandle<()> {
+        let jobs = self.jobs.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                run_job(&jobs, Job::Prewarm).await;
+                run_job(&jobs, Job::ReleaseUnpaid).await;
+            }
+        })
+    }
+
     /// The SQS event source of `template.yaml`, invoking the order-writer.
     pub fn start_order_writer(&self) -> EventSource {
         let settings = EventSourceSettings::template(
@@ -183,10 +201,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
+    let jobs = Arc::new(seckill_shared::jobs::wire(&config).await.map_err(other)?);
     let gateway = Arc::new(Gateway {
         tokens: TokenSettings::from_env(),
         purchase: purchase::wire(&config).await.map_err(other)?,
         orders: orders_api::wire(&config).await.map_err(other)?,
+        admin: jobs.clone(),
     });
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)
@@ -202,11 +222,55 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         gateway,
         listener,
         writer,
+        jobs,
         sqs,
         queues,
         queue_arn,
         config,
     })
+}
+
+/// A scheduled job of the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    Prewarm,
+    ReleaseUnpaid,
+}
+
+impl Job {
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "prewarm" => Some(Self::Prewarm),
+            "release-unpaid" => Some(Self::ReleaseUnpaid),
+            _ => None,
+        }
+    }
+}
+
+/// Runs one job the way its Lambda would (bounded by its timeout) and
+/// returns what it reported.
+pub async fn run_job(jobs: &Jobs, job: Job) -> serde_json::Value {
+    let now = clock::now_ms();
+    let result = match job {
+        Job::Prewarm => jobs.prewarm_all(now).await.map(|done| {
+            serde_json::json!({"sales": done.iter().map(|(id, o)| {
+                let mut body = o.body();
+                body["saleId"] = serde_json::json!(id);
+                body
+            }).collect::<Vec<_>>()})
+        }),
+        Job::ReleaseUnpaid => jobs
+            .release_unpaid(now, std::time::Instant::now() + Duration::from_secs(55))
+            .await
+            .map(|report| serde_json::to_value(report).unwrap_or_default()),
+    };
+    match result {
+        Ok(report) => report,
+        Err(err) => {
+            tracing::warn!(?job, %err, "scheduled job failed; the next tick retries");
+            serde_json::json!({"error": err.to_string()})
+        }
+    }
 }
 
 fn other(err: impl std::fmt::Display) -> LocalError {

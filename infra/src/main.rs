@@ -6,6 +6,7 @@
 //! seckill-local token --user u1 [--admin] [--ttl SECONDS]
 //! seckill-local invoke purchase --event events/purchase.json
 //! seckill-local invoke order-writer --event events/order-writer.json
+//! seckill-local run prewarm|release-unpaid
 //! ```
 
 use seckill_infra::local::{self, LocalSettings};
@@ -16,7 +17,8 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   seckill-local up
   seckill-local token --user ID [--admin] [--ttl SECONDS]
-  seckill-local invoke purchase|orders-api|order-writer --event FILE";
+  seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid --event FILE
+  seckill-local run prewarm|release-unpaid";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -28,6 +30,7 @@ async fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         Some("token") => token(&args[1..]),
         Some("invoke") => invoke(&args[1..]).await,
+        Some("run") => run(&args[1..]).await,
         _ => Err(USAGE.to_owned()),
     };
     match result {
@@ -94,9 +97,35 @@ async fn invoke(args: &[String]) -> Result<(), String> {
                 }
             }
         }
+        "admin-api" => {
+            let jobs = seckill_shared::jobs::wire(&config)
+                .await
+                .map_err(|e| e.to_string())?;
+            let request = http_event(&raw, path)?;
+            let Ok(response) = admin_api::handler::handle(&jobs, request).await;
+            http_result(response)
+        }
+        "prewarm" | "release-unpaid" => {
+            let jobs = seckill_shared::jobs::wire(&config)
+                .await
+                .map_err(|e| e.to_string())?;
+            let event: serde_json::Value =
+                serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
+            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+            let result = if function == "prewarm" {
+                prewarm::handler::handle(&jobs, event)
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                release_unpaid::handler::handle(&jobs, event)
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            result.unwrap_or_else(|e| serde_json::json!({"errorType": "Error", "errorMessage": e}))
+        }
         other => {
             return Err(format!(
-                "unknown function {other:?}; known: purchase, orders-api, order-writer"
+                "unknown function {other:?}; known: purchase, orders-api, order-writer, admin-api, prewarm, release-unpaid"
             ));
         }
     };
@@ -116,4 +145,16 @@ fn http_result(response: lambda_http::Response<lambda_http::Body>) -> serde_json
         _ => String::new(),
     };
     serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
+}
+
+/// Runs one scheduled job now against the local services.
+async fn run(args: &[String]) -> Result<(), String> {
+    let name = args.first().map(String::as_str).ok_or(USAGE)?;
+    let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
+    let config = Config::from_env().map_err(|e| e.to_string())?;
+    let jobs = seckill_shared::jobs::wire(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", local::run_job(&jobs, job).await);
+    Ok(())
 }

@@ -31,6 +31,9 @@ pub struct Config {
     /// `SALE_CACHE_SECONDS` (default 5): how long an execution environment
     /// trusts what the `sales` table said about a sale missing from Redis.
     pub sale_cache_ttl: Duration,
+    /// `PREWARM_LEAD_SECONDS` (default 600): how long before its start a
+    /// sale is loaded into Redis.
+    pub prewarm_lead: Duration,
 }
 
 /// The environment, as a lookup function so tests can pass a map.
@@ -57,6 +60,7 @@ impl Config {
             redis_timeout: millis(env, "REDIS_TIMEOUT_MS", 250)?,
             sqs_timeout: millis(env, "SQS_TIMEOUT_MS", 1_500)?,
             sale_cache_ttl: Duration::from_secs(number(env, "SALE_CACHE_SECONDS", 5)?),
+            prewarm_lead: Duration::from_secs(number(env, "PREWARM_LEAD_SECONDS", 600)?),
         })
     }
 }

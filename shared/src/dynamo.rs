@@ -55,6 +55,118 @@ impl DynamoCatalog {
     }
 }
 
+/// The counters the order-writer and the unpaid release move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaleCounters {
+    pub available: i64,
+    pub sold: i64,
+    pub version: i64,
+}
+
+/// What `upsert_sale` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upsert {
+    Created,
+    Updated,
+    /// The sale has started: its stock and shards can no longer change.
+    StartedStockChange,
+    /// Someone else changed it meanwhile; retry.
+    Conflict,
+}
+
+impl DynamoCatalog {
+    /// A sale with its counters, read consistently.
+    pub async fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, SaleCounters)>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let n = |name: &str| match item.get(name) {
+            Some(AttributeValue::N(v)) => v
+                .parse::<i64>()
+                .map_err(|_| CatalogError::Malformed(format!("{name} is not a number"))),
+            _ => Err(CatalogError::Malformed(format!("{name} missing"))),
+        };
+        let counters = SaleCounters {
+            available: n("available")?,
+            sold: n("sold")?,
+            version: n("version").unwrap_or(1),
+        };
+        Ok(Some((sale_from_item(&item)?, counters)))
+    }
+
+    /// Creates a sale, or updates its definition. Stock and shards of a sale
+    /// that has started cannot change (units may be held against them);
+    /// before the start a new total resets `available` to total minus sold.
+    pub async fn upsert_sale(&self, sale: &Sale, now_ms: i64) -> Result<Upsert, CatalogError> {
+        if self.create_sale(sale).await? {
+            return Ok(Upsert::Created);
+        }
+        let Some((current, counters)) = self.get_record(&sale.sale_id).await? else {
+            return Ok(Upsert::Conflict);
+        };
+        let started = now_ms >= current.start_ms;
+        if started && (current.total_stock != sale.total_stock || current.shards != sale.shards) {
+            return Ok(Upsert::StartedStockChange);
+        }
+        let item = sale_to_item(sale);
+        let get = |k: &str| item.get(k).cloned().unwrap_or(AttributeValue::Null(true));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale.sale_id.to_string()))
+            .update_expression(
+                "SET #n = :name, totalStock = :total, startAt = :start, endAt = :end, \
+                 perUserLimit = :limit, paymentWindowSeconds = :window, shards = :shards, \
+                 gate = :gate, available = :total - sold, version = version + :one",
+            )
+            .condition_expression("version = :version AND sold <= :total")
+            .expression_attribute_names("#n", "name")
+            .expression_attribute_values(":name", get("name"))
+            .expression_attribute_values(":total", get("totalStock"))
+            .expression_attribute_values(":start", get("startAt"))
+            .expression_attribute_values(":end", get("endAt"))
+            .expression_attribute_values(":limit", get("perUserLimit"))
+            .expression_attribute_values(":window", get("paymentWindowSeconds"))
+            .expression_attribute_values(":shards", get("shards"))
+            .expression_attribute_values(":gate", get("gate"))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(
+                ":version",
+                AttributeValue::N(counters.version.to_string()),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Upsert::Updated),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(Upsert::Conflict)
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+}
+
+fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> CatalogError {
+    CatalogError::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
+}
+
 impl SaleCatalog for DynamoCatalog {
     async fn get_sale(&self, sale_id: &SaleId) -> Result<Option<Sale>, CatalogError> {
         let out = self

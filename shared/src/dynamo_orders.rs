@@ -101,6 +101,71 @@ impl DynamoOrders {
     }
 }
 
+impl DynamoOrders {
+    /// Orders of a sale in one status (the `bySaleStatus` index), all pages.
+    pub async fn orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        status: OrderStatus,
+    ) -> Result<Vec<Order>, OrderStoreError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.orders_table)
+                .index_name("bySaleStatus")
+                .key_condition_expression("saleId = :sale AND #s = :status")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+                .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(transient)?;
+            for item in page.items() {
+                out.push(order_from_item(item)?);
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Up to `limit` orders of a sale still `PENDING_PAYMENT` whose payment
+    /// window closed at or before `now` (the sparse `pendingByExpiry` index).
+    pub async fn due_unpaid(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        limit: i32,
+    ) -> Result<Vec<OrderId>, OrderStoreError> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.orders_table)
+            .index_name("pendingByExpiry")
+            .key_condition_expression("pendingSaleId = :sale AND expiresAt <= :now")
+            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+            .expression_attribute_values(":now", AttributeValue::S(clock::rfc3339_ms(now_ms)))
+            .limit(limit)
+            .send()
+            .await
+            .map_err(transient)?;
+        page.items()
+            .iter()
+            .map(|item| match item.get("orderId") {
+                Some(AttributeValue::S(id)) => {
+                    OrderId::parse(id).map_err(|e| OrderStoreError::Malformed(e.0))
+                }
+                _ => Err(OrderStoreError::Malformed("orderId missing".into())),
+            })
+            .collect()
+    }
+}
+
 /// Codes of a cancelled transaction, or the error for any other failure.
 fn cancellation(
     err: SdkError<TransactWriteItemsError, aws_sdk_dynamodb::config::http::HttpResponse>,

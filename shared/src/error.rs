@@ -42,6 +42,12 @@ pub enum ApiError {
     OrderExpired,
     #[error("{0}")]
     OrderNotPayable(String),
+    #[error("the sale has started: its stock and shards can no longer change")]
+    SaleStarted,
+    #[error("the sale changed meanwhile; read it and retry")]
+    Conflict,
+    #[error("not implemented yet")]
+    NotImplemented,
     #[error("internal error")]
     Internal,
 }
@@ -54,7 +60,12 @@ impl ApiError {
             Self::Forbidden => 403,
             Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::LimitExceeded { .. } | Self::OrderExpired | Self::OrderNotPayable(_) => 409,
+            Self::LimitExceeded { .. }
+            | Self::OrderExpired
+            | Self::OrderNotPayable(_)
+            | Self::SaleStarted
+            | Self::Conflict => 409,
+            Self::NotImplemented => 501,
             Self::SaleEnded | Self::SoldOut { .. } => 410,
             Self::SaleNotStarted { .. } => 425,
             Self::RateLimited { .. } => 429,
@@ -82,6 +93,9 @@ impl ApiError {
             Self::OrderNotFound => "ORDER_NOT_FOUND",
             Self::OrderExpired => "ORDER_EXPIRED",
             Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
+            Self::SaleStarted => "SALE_STARTED",
+            Self::Conflict => "CONFLICT",
+            Self::NotImplemented => "NOT_IMPLEMENTED",
         }
     }
 

@@ -13,6 +13,7 @@
 //! - [`config`]: typed configuration, read once from the environment.
 //! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
 //!   `shared/lua/` and are compiled in with `include_str!`.
+//! - [`sale_spec`]: the admin's sale definition, validated field by field.
 //! - [`sqs_queue`]: the order queue on SQS, with definite/ambiguous failures.
 //! - [`dynamo`]: the sale catalog on DynamoDB (`sales` table items).
 //! - [`orders`]: order states, the order row, and the `OrderStore` port.
@@ -23,6 +24,8 @@
 //!   per sale, one transaction per group, per-message fallback.
 //! - [`catalog_cache`]: a per-environment cache in front of the catalog, so an
 //!   unknown sale id costs at most one database read per TTL.
+//! - [`jobs`]: the scheduled jobs: prewarm (load, refresh, rebuild a lost
+//!   sale) and the unpaid release.
 //! - [`memory`]: in-memory adapters of every port, for unit tests.
 //! - [`aws`]: building SDK clients once, with timeouts fit for a hot path.
 //! - [`telemetry`]: tracing set-up (JSON in Lambda, readable locally).
@@ -37,6 +40,7 @@ pub mod dynamo;
 pub mod dynamo_orders;
 pub mod error;
 pub mod http;
+pub mod jobs;
 pub mod memory;
 pub mod order_queries;
 pub mod order_writer;
@@ -44,5 +48,6 @@ pub mod orders;
 pub mod ports;
 pub mod purchase;
 pub mod redis_store;
+pub mod sale_spec;
 pub mod sqs_queue;
 pub mod telemetry;

@@ -25,6 +25,11 @@ static RELEASE: LazyLock<Script> =
 static RESOLVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/resolve.lua")));
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/peek.lua")));
+static REBUILD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/rebuild.lua")));
+static RETURN_UNITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/return_units.lua")));
+static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
 
@@ -159,6 +164,142 @@ impl RedisStock {
             }),
             other => Err(protocol(other)),
         }
+    }
+}
+
+/// A buyer as the source of truth knows them, for a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldUnits {
+    pub user_id: String,
+    pub units: u64,
+    pub order_ids: Vec<String>,
+}
+
+/// What `return_units` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    Returned {
+        stock: i64,
+    },
+    /// Returned before: nothing changed.
+    Already,
+    /// The sale has no keys; a rebuild reads the units from DynamoDB.
+    SaleMissing,
+}
+
+impl RedisStock {
+    /// Loads a sale with its stock and buyers from DynamoDB unless it is
+    /// there (`rebuild.lua`). Returns true if this call loaded it.
+    pub async fn rebuild_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+        stock: i64,
+        buyers: &[HeldUnits],
+    ) -> Result<bool, StoreError> {
+        let keys = SaleKeys::new(&sale.sale_id);
+        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let mut args = vec![
+            sale.total_stock.to_string(),
+            sale.start_ms.to_string(),
+            sale.end_ms.to_string(),
+            sale.per_user_limit.to_string(),
+            sale.shards.to_string(),
+            "LIVE".to_owned(),
+            version.to_string(),
+            expire_at.to_string(),
+            stock.max(0).to_string(),
+        ];
+        for b in buyers {
+            args.push(b.user_id.clone());
+            args.push(b.units.to_string());
+            args.push(b.order_ids.join(","));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply: Vec<String> = self
+            .run(
+                &REBUILD,
+                &[&keys.meta, &keys.stock, &keys.buyers, &keys.user_orders],
+                &args,
+            )
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("LOADED") => Ok(true),
+            Some("EXISTS") => Ok(false),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    /// Gives an expired order's units back (`return_units.lua`).
+    pub async fn return_units(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &str,
+        quantity: u32,
+    ) -> Result<Returned, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let (quantity, now) = (quantity.to_string(), crate::clock::now_ms().to_string());
+        let reply: Vec<String> = self
+            .run(
+                &RETURN_UNITS,
+                &keys.all(),
+                &[order_id.as_str(), user_id, &quantity, &now],
+            )
+            .await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["RETURNED", stock] => Ok(Returned::Returned {
+                stock: parse_i64(stock)?,
+            }),
+            ["SAME"] => Ok(Returned::Already),
+            ["MISSING"] => Ok(Returned::SaleMissing),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    /// A lock with an owner token and an expiry (`SET NX PX`), on the sale's
+    /// hash tag. Returns false when someone else holds it.
+    pub async fn try_lock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let key = format!("sale:{{{sale_id}}}:lock:{name}");
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut conn = self.conn.clone();
+        let reply: Option<String> = tokio::time::timeout(
+            self.timeout * 2,
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .query_async(&mut conn),
+        )
+        .await
+        .map_err(|_| StoreError::Unavailable("timed out".into()))?
+        .map_err(unavailable)?;
+        Ok(reply.is_some())
+    }
+
+    /// Releases a lock taken with `token`; someone else's is left alone.
+    pub async fn unlock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        let key = format!("sale:{{{sale_id}}}:lock:{name}");
+        let _: i64 = self.run(&UNLOCK, &[&key], &[token]).await?;
+        Ok(())
     }
 }
 

@@ -93,6 +93,7 @@ impl App {
             redis_timeout: Duration::from_secs(2),
             sqs_timeout: Duration::from_secs(20),
             sale_cache_ttl: Duration::from_secs(5),
+            prewarm_lead: Duration::from_secs(600),
         };
         tweak(&mut config);
         let service = Arc::new(purchase::wire(&config).await.unwrap());
@@ -196,6 +197,78 @@ impl App {
             }
         }
         out
+    }
+
+    /// Receives every message on the queue and deletes it, as the
+    /// event source does after a successful batch.
+    pub async fn take_messages(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        loop {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            if got.is_empty() {
+                return out;
+            }
+            for m in got {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle.clone().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                out.push((m.message_id.unwrap(), m.body.unwrap()));
+            }
+        }
+    }
+
+    /// Drains the queue through the order-writer: every message written.
+    pub async fn write_queued_orders(&self) {
+        let messages = self.take_messages().await;
+        if messages.is_empty() {
+            return;
+        }
+        let records: Vec<(&str, &str)> = messages
+            .iter()
+            .map(|(id, body)| (id.as_str(), body.as_str()))
+            .collect();
+        let writer = self.writer().await;
+        for chunk in records.chunks(10) {
+            let failures = invoke_writer(&writer, sqs_event(chunk)).await.unwrap();
+            assert!(failures.is_empty(), "{failures:?}");
+        }
+    }
+
+    /// The scheduled jobs on this test's tables and queue.
+    pub async fn jobs(&self) -> seckill_shared::jobs::Jobs {
+        seckill_shared::jobs::wire(&self.config).await.unwrap()
+    }
+
+    /// Deletes every Redis key of a sale, as a Redis restart would. (Not
+    /// FLUSHALL: other tests share the server.)
+    pub async fn lose_redis_keys(&self, sale: &str) {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        let _: () = self
+            .redis
+            .clone()
+            .del(&[
+                &keys.meta,
+                &keys.stock,
+                &keys.buyers,
+                &keys.resv,
+                &keys.user_orders,
+            ])
+            .await
+            .unwrap();
     }
 
     /// The live order-writer on this test's tables.

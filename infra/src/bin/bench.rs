@@ -227,6 +227,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             redis_timeout: REDIS_TIMEOUT,
             sqs_timeout: SQS_TIMEOUT,
             sale_cache_ttl: SALE_CACHE_TTL,
+            prewarm_lead: Duration::from_secs(600),
         };
         let service = purchase::wire(&config).await?;
         let sale = test_sale(&format!("{tag}-sqs"), args.stock, 1)?;
@@ -862,6 +863,7 @@ async fn drain(
         redis_timeout: REDIS_TIMEOUT,
         sqs_timeout: SQS_TIMEOUT,
         sale_cache_ttl: SALE_CACHE_TTL,
+        prewarm_lead: Duration::from_secs(600),
     };
     let writer = Arc::new(order_writer::wire(&config).await?);
     let mut settings =

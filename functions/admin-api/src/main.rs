@@ -1,0 +1,13 @@
+//! Lambda entry point: wire once, serve many.
+
+use lambda_http::{Error, run, service_fn};
+use seckill_shared::{config::Config, jobs, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let jobs = jobs::wire(&config).await?;
+    let jobs = &jobs;
+    run(service_fn(move |req| admin_api::handler::handle(jobs, req))).await
+}

@@ -1,0 +1,16 @@
+//! Lambda entry point: wire once, serve many.
+
+use lambda_runtime::{Error, run, service_fn};
+use seckill_shared::{config::Config, jobs, telemetry};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    telemetry::init();
+    let config = Config::from_env()?;
+    let jobs = jobs::wire(&config).await?;
+    let jobs = &jobs;
+    run(service_fn(move |event| {
+        prewarm::handler::handle(jobs, event)
+    }))
+    .await
+}

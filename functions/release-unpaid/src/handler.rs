@@ -1,0 +1,48 @@
+//! A schedule tick in, the release report out.
+
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::clock;
+use seckill_shared::jobs::{JobError, Jobs};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Time kept back from the Lambda deadline to finish the order in hand.
+const MARGIN: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ReleaseError(#[from] JobError);
+
+/// The one place a job error becomes what Lambda records.
+impl From<ReleaseError> for Diagnostic {
+    fn from(err: ReleaseError) -> Self {
+        Diagnostic {
+            error_type: "ReleaseFailed".into(),
+            error_message: err.to_string(),
+        }
+    }
+}
+
+pub async fn handle(
+    jobs: &Jobs,
+    event: LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, ReleaseError> {
+    let deadline = deadline_of(&event.context);
+    let report = jobs.release_unpaid(clock::now_ms(), deadline).await?;
+    tracing::info!(?report, "unpaid release done");
+    Ok(serde_json::to_value(&report).unwrap_or_default())
+}
+
+/// The invocation's deadline (epoch ms in the context) as an `Instant`,
+/// less a margin. A context without one (local runs) gets a minute.
+fn deadline_of(context: &lambda_runtime::Context) -> Instant {
+    let now = Instant::now();
+    let deadline_ms = context.deadline;
+    if deadline_ms == 0 {
+        return now + Duration::from_secs(60);
+    }
+    let wall_now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let left = Duration::from_millis(deadline_ms.saturating_sub(wall_now));
+    now + left.saturating_sub(MARGIN)
+}

@@ -1,0 +1,35 @@
+-- rebuild.lua: load a sale into Redis from the source of truth, once.
+--
+-- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] userorders
+-- ARGV[1..8]: total, startMs, endMs, perUserLimit, shards, status, version,
+--             expireAtMs
+-- ARGV[9]:    stock (the sale item's `available`: total minus units held by
+--             PENDING_PAYMENT and PAID orders)
+-- ARGV[10..]: triples userId, units held, comma-separated orderIds
+--
+-- Only when the sale is absent: live stock is never overwritten (that would
+-- sell it twice), so concurrent runs load it exactly once.
+-- Replies: {"LOADED"} or {"EXISTS"}
+
+local meta_key, stock_key, buyers_key, uorders_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if redis.call('EXISTS', meta_key) == 1 or redis.call('EXISTS', stock_key) == 1 then
+  return {'EXISTS'}
+end
+local expire_at = ARGV[8]
+redis.call('HSET', meta_key, 'total', ARGV[1], 'startMs', ARGV[2], 'endMs', ARGV[3],
+  'perUserLimit', ARGV[4], 'shards', ARGV[5], 'status', ARGV[6], 'version', ARGV[7],
+  'expireAtMs', expire_at)
+redis.call('SET', stock_key, tonumber(ARGV[9]))
+redis.call('DEL', buyers_key, uorders_key)
+local i = 10
+while ARGV[i] do
+  redis.call('HSET', buyers_key, ARGV[i], tonumber(ARGV[i + 1]))
+  if ARGV[i + 2] ~= '' then
+    redis.call('HSET', uorders_key, ARGV[i], ARGV[i + 2])
+  end
+  i = i + 3
+end
+for _, key in ipairs({meta_key, stock_key, buyers_key, uorders_key}) do
+  redis.call('PEXPIREAT', key, expire_at)
+end
+return {'LOADED'}

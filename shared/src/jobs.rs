@@ -1,0 +1,320 @@
+//! The scheduled jobs that keep Redis and DynamoDB in step around a sale:
+//! prewarm (load sales before they start; rebuild a running sale whose keys
+//! vanished) and the unpaid release (expire orders past their payment
+//! window and give their units back).
+
+use crate::domain::{SaleId, SalePhase};
+use crate::dynamo::DynamoCatalog;
+use crate::dynamo_orders::DynamoOrders;
+use crate::orders::{ExpireOutcome, OrderStatus, OrderStore, OrderStoreError};
+use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
+use crate::redis_store::{HeldUnits, RedisStock, Returned};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Payment windows are at most 24 h, so no order of a sale that ended longer
+/// ago than that can still be pending.
+const PENDING_HORIZON_MS: i64 = 24 * 3_600_000;
+/// Orders expired per query; the job loops until none are due or time is up.
+const RELEASE_CHUNK: i32 = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Orders(#[from] OrderStoreError),
+    #[error("queue attributes unavailable: {0}")]
+    Queue(String),
+}
+
+/// What prewarm did for one sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrewarmOutcome {
+    NotFound,
+    /// Starts later than the lead time.
+    NotDue,
+    Ended,
+    /// Already loaded: window, limit and expiry refreshed, stock untouched.
+    Refreshed,
+    /// Loaded now, from the sale item and its orders.
+    Loaded {
+        stock: i64,
+        buyers: usize,
+    },
+    /// Running and missing from Redis, but order messages are still in
+    /// flight: rebuilding now could count their units twice or not at all.
+    WaitingForQueue {
+        in_flight: u64,
+    },
+    /// Another run holds the lock.
+    Busy,
+}
+
+impl PrewarmOutcome {
+    pub fn body(&self) -> serde_json::Value {
+        match self {
+            Self::Loaded { stock, buyers } => {
+                serde_json::json!({"outcome": "LOADED", "stock": stock, "buyers": buyers})
+            }
+            Self::WaitingForQueue { in_flight } => {
+                serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight})
+            }
+            other => serde_json::json!({"outcome": match other {
+                Self::NotFound => "NOT_FOUND",
+                Self::NotDue => "NOT_DUE",
+                Self::Ended => "ENDED",
+                Self::Refreshed => "REFRESHED",
+                _ => "BUSY",
+            }}),
+        }
+    }
+}
+
+/// What one unpaid-release run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseReport {
+    pub expired: usize,
+    pub units_returned: u64,
+    /// Expired in DynamoDB while the sale had no Redis keys: the rebuild
+    /// reads the units from the sale item.
+    pub redis_missing: usize,
+    pub errors: Vec<String>,
+    /// Stopped at the deadline with orders possibly still due.
+    pub stopped_early: bool,
+}
+
+pub struct Jobs {
+    stock: RedisStock,
+    catalog: DynamoCatalog,
+    orders: DynamoOrders,
+    /// The orders queue, to tell whether messages are in flight.
+    queue: Option<(aws_sdk_sqs::Client, String)>,
+    lead: Duration,
+}
+
+impl Jobs {
+    pub fn new(
+        stock: RedisStock,
+        catalog: DynamoCatalog,
+        orders: DynamoOrders,
+        queue: Option<(aws_sdk_sqs::Client, String)>,
+        lead: Duration,
+    ) -> Self {
+        Self {
+            stock,
+            catalog,
+            orders,
+            queue,
+            lead,
+        }
+    }
+
+    pub fn catalog(&self) -> &DynamoCatalog {
+        &self.catalog
+    }
+
+    /// Prewarm every sale that needs it.
+    pub async fn prewarm_all(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<(SaleId, PrewarmOutcome)>, JobError> {
+        let mut done = Vec::new();
+        for sale in self.catalog.list_sales().await? {
+            if sale.end_ms <= now_ms {
+                continue;
+            }
+            let outcome = self.prewarm_sale(&sale.sale_id, now_ms).await?;
+            if outcome != PrewarmOutcome::NotDue {
+                tracing::info!(sale_id = %sale.sale_id, ?outcome, "prewarm");
+            }
+            done.push((sale.sale_id, outcome));
+        }
+        Ok(done)
+    }
+
+    /// Loads one sale if it starts within the lead time or is running and
+    /// missing; exactly once under concurrent runs.
+    pub async fn prewarm_sale(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> Result<PrewarmOutcome, JobError> {
+        let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
+            return Ok(PrewarmOutcome::NotFound);
+        };
+        let lead_ms = i64::try_from(self.lead.as_millis()).unwrap_or(i64::MAX);
+        if sale.phase_at(now_ms) == SalePhase::Ended {
+            return Ok(PrewarmOutcome::Ended);
+        }
+        if now_ms < sale.start_ms.saturating_sub(lead_ms) {
+            return Ok(PrewarmOutcome::NotDue);
+        }
+        if self.stock.view(sale_id, None).await?.is_some() {
+            self.stock.load_sale(&sale, now_ms, false).await?;
+            return Ok(PrewarmOutcome::Refreshed);
+        }
+        let token = format!("prewarm-{now_ms}-{}", std::process::id());
+        if !self
+            .stock
+            .try_lock(sale_id, "prewarm", &token, Duration::from_secs(30))
+            .await?
+        {
+            return Ok(PrewarmOutcome::Busy);
+        }
+        let outcome = self
+            .load_from_truth(&sale, counters.available, now_ms)
+            .await;
+        if let Err(err) = self.stock.unlock(sale_id, "prewarm", &token).await {
+            // It expires by itself; the next run just waits a little.
+            tracing::warn!(%sale_id, %err, "could not release the prewarm lock");
+        }
+        outcome
+    }
+
+    async fn load_from_truth(
+        &self,
+        sale: &crate::domain::Sale,
+        available: i64,
+        now_ms: i64,
+    ) -> Result<PrewarmOutcome, JobError> {
+        if sale.phase_at(now_ms) == SalePhase::Live {
+            let in_flight = self.in_flight().await?;
+            if in_flight > 0 {
+                tracing::warn!(sale_id = %sale.sale_id, in_flight, "live sale missing from Redis; waiting for the queue to drain before rebuilding");
+                return Ok(PrewarmOutcome::WaitingForQueue { in_flight });
+            }
+        }
+        let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
+        for status in [OrderStatus::PendingPayment, OrderStatus::Paid] {
+            for order in self.orders.orders_of_sale(&sale.sale_id, status).await? {
+                let entry = held
+                    .entry(order.user_id.to_string())
+                    .or_insert_with(|| HeldUnits {
+                        user_id: order.user_id.to_string(),
+                        units: 0,
+                        order_ids: Vec::new(),
+                    });
+                entry.units += u64::from(order.quantity.get());
+                entry.order_ids.push(order.order_id.to_string());
+            }
+        }
+        let buyers: Vec<HeldUnits> = held.into_values().collect();
+        if self
+            .stock
+            .rebuild_sale(sale, now_ms, available, &buyers)
+            .await?
+        {
+            Ok(PrewarmOutcome::Loaded {
+                stock: available,
+                buyers: buyers.len(),
+            })
+        } else {
+            Ok(PrewarmOutcome::Refreshed)
+        }
+    }
+
+    /// Messages on the orders queue, visible, in flight or delayed. Unknown
+    /// (no queue configured) counts as in flight: never rebuild blind.
+    async fn in_flight(&self) -> Result<u64, JobError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let Some((sqs, url)) = &self.queue else {
+            return Ok(u64::MAX);
+        };
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(|e| JobError::Queue(crate::sqs_queue::describe(&e)))?
+            .attributes
+            .unwrap_or_default();
+        Ok(attrs.values().filter_map(|v| v.parse::<u64>().ok()).sum())
+    }
+
+    /// Expires every order past its payment window, in chunks, until none is
+    /// due or `deadline` comes (then the next run goes on). Harmless to re-run:
+    /// each expiry is conditional, and so is giving the units back.
+    pub async fn release_unpaid(
+        &self,
+        now_ms: i64,
+        deadline: Instant,
+    ) -> Result<ReleaseReport, JobError> {
+        let mut report = ReleaseReport::default();
+        for sale in self.catalog.list_sales().await? {
+            if sale.end_ms + PENDING_HORIZON_MS < now_ms {
+                continue;
+            }
+            loop {
+                if Instant::now() >= deadline {
+                    report.stopped_early = true;
+                    return Ok(report);
+                }
+                let due = self
+                    .orders
+                    .due_unpaid(&sale.sale_id, now_ms, RELEASE_CHUNK)
+                    .await?;
+                if due.is_empty() {
+                    break;
+                }
+                let mut progressed = false;
+                for order_id in due {
+                    match self.orders.expire(&order_id, now_ms).await {
+                        Ok(ExpireOutcome::Expired(order)) => {
+                            progressed = true;
+                            report.expired += 1;
+                            report.units_returned += u64::from(order.quantity.get());
+                            match self
+                                .stock
+                                .return_units(
+                                    &order.sale_id,
+                                    &order.order_id,
+                                    order.user_id.as_str(),
+                                    order.quantity.get(),
+                                )
+                                .await
+                            {
+                                Ok(Returned::SaleMissing) => report.redis_missing += 1,
+                                Ok(_) => {}
+                                Err(err) => report.errors.push(format!("{order_id}: {err}")),
+                            }
+                            tracing::info!(%order_id, sale_id = %order.sale_id, "unpaid order expired; units returned");
+                        }
+                        // Paid meanwhile, or expired by a concurrent run.
+                        Ok(_) => {}
+                        Err(err) => report.errors.push(format!("{order_id}: {err}")),
+                    }
+                }
+                if !progressed {
+                    // Everything due was taken by someone else or failed; the
+                    // index may lag: leave the rest to the next run.
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// The jobs over the live adapters, from the function's configuration.
+pub async fn wire(config: &crate::config::Config) -> Result<Jobs, StoreError> {
+    let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
+    let db = crate::aws::dynamodb(&sdk);
+    let queue = config
+        .orders_queue_url
+        .clone()
+        .map(|url| (crate::aws::sqs(&sdk), url));
+    Ok(Jobs::new(
+        RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?,
+        DynamoCatalog::new(db.clone(), &config.sales_table),
+        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
+        queue,
+        config.prewarm_lead,
+    ))
+}

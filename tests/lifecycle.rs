@@ -1,0 +1,344 @@
+//! The sale lifecycle: the admin API, prewarm (once, from the truth, never
+//! over live stock), the unpaid release, and a sale that loses its Redis keys
+//! mid-flight.
+
+use seckill_infra::token::TokenSettings;
+use seckill_shared::clock;
+use seckill_shared::jobs::PrewarmOutcome;
+use seckill_shared::orders::OrderStatus;
+use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn sale_json(total: u64, start_ms: i64, end_ms: i64) -> serde_json::Value {
+    serde_json::json!({
+        "name": "Lamp", "totalStock": total,
+        "startAt": clock::rfc3339_ms(start_ms), "endAt": clock::rfc3339_ms(end_ms),
+        "perUserLimit": 1, "paymentWindowSeconds": 900, "shards": 1, "gate": false,
+    })
+}
+
+#[tokio::test]
+async fn admin_api_validates_authorizes_and_guards_started_sales() {
+    let stack = LocalStack::start().await;
+    let tokens = TokenSettings::from_env();
+    let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
+    let buyer = format!("Bearer {}", tokens.mint("bob", false, 300).unwrap());
+    let now = clock::now_ms();
+    let id = unique("adm");
+    let path = format!("/admin/sales/{id}");
+    let good = sale_json(100, now + 3_600_000, now + 7_200_000);
+
+    let bad_fields: [(&str, serde_json::Value); 9] = [
+        ("totalStock", serde_json::json!(0)),
+        ("totalStock", serde_json::json!("100")),
+        ("perUserLimit", serde_json::json!(0)),
+        ("shards", serde_json::json!(65)),
+        ("paymentWindowSeconds", serde_json::json!(30)),
+        ("paymentWindowSeconds", serde_json::json!(100_000)),
+        ("startAt", serde_json::json!("soon")),
+        ("name", serde_json::json!("")),
+        ("gate", serde_json::json!(1)),
+    ];
+    for (field, value) in bad_fields {
+        let mut body = good.clone();
+        body[field] = value.clone();
+        let (status, reply) = stack
+            .request(
+                "PUT",
+                &path,
+                &[("authorization", &admin)],
+                &body.to_string(),
+            )
+            .await;
+        assert_eq!(status, 400, "{field}={value}: {reply}");
+        assert!(
+            reply["message"].as_str().unwrap().contains(field),
+            "{field}: {reply}"
+        );
+    }
+    let mut backwards = good.clone();
+    backwards["endAt"] = backwards["startAt"].clone();
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &path,
+            &[("authorization", &admin)],
+            &backwards.to_string(),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(reply["message"].as_str().unwrap().contains("startAt"));
+    // None of that created the sale.
+    let (status, _) = stack.request("GET", &format!("/sales/{id}"), &[], "").await;
+    assert_eq!(status, 404);
+
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &path,
+            &[("authorization", &buyer)],
+            &good.to_string(),
+        )
+        .await;
+    assert_eq!((status, reply["code"].as_str()), (403, Some("FORBIDDEN")));
+    let (status, _) = stack.request("PUT", &path, &[], &good.to_string()).await;
+    assert_eq!(status, 401);
+
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &path,
+            &[("authorization", &admin)],
+            &good.to_string(),
+        )
+        .await;
+    assert_eq!(status, 201, "{reply}");
+    assert_eq!(
+        (reply["available"].as_i64(), reply["sold"].as_i64()),
+        (Some(100), Some(0))
+    );
+    let mut more = good.clone();
+    more["totalStock"] = serde_json::json!(150);
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &path,
+            &[("authorization", &admin)],
+            &more.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["available"].as_i64()),
+        (200, Some(150)),
+        "{reply}"
+    );
+
+    // A started sale: stock and shards are frozen, its end may move.
+    let started = unique("adm");
+    let started_path = format!("/admin/sales/{started}");
+    let running = sale_json(10, now - 60_000, now + 3_600_000);
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &started_path,
+            &[("authorization", &admin)],
+            &running.to_string(),
+        )
+        .await;
+    assert_eq!(status, 201, "{reply}");
+    assert_eq!(
+        reply["prewarm"]["outcome"], "LOADED",
+        "a running sale is loaded at once"
+    );
+    let mut restock = running.clone();
+    restock["totalStock"] = serde_json::json!(20);
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &started_path,
+            &[("authorization", &admin)],
+            &restock.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["code"].as_str()),
+        (409, Some("SALE_STARTED"))
+    );
+    let mut longer = running.clone();
+    longer["endAt"] = serde_json::json!(clock::rfc3339_ms(now + 7_200_000));
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &started_path,
+            &[("authorization", &admin)],
+            &longer.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (status, reply["prewarm"]["outcome"].as_str()),
+        (200, Some("REFRESHED"))
+    );
+
+    let (status, reply) = stack
+        .request(
+            "POST",
+            &format!("{started_path}/prewarm"),
+            &[("authorization", &admin)],
+            "",
+        )
+        .await;
+    assert_eq!(
+        (status, reply["outcome"].as_str()),
+        (200, Some("REFRESHED"))
+    );
+    let (status, _) = stack
+        .request(
+            "POST",
+            "/admin/sales/nothing-here/prewarm",
+            &[("authorization", &admin)],
+            "",
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_prewarms_load_once() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(250, 1);
+    sale.start_ms = clock::now_ms() + 60_000;
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    let jobs = Arc::new(app.jobs().await);
+    let now = clock::now_ms();
+    let runs: Vec<_> = (0..10)
+        .map(|_| {
+            let (jobs, id) = (jobs.clone(), sale.sale_id.clone());
+            tokio::spawn(async move { jobs.prewarm_sale(&id, now).await.unwrap() })
+        })
+        .collect();
+    let mut loaded = 0;
+    for run in runs {
+        match run.await.unwrap() {
+            PrewarmOutcome::Loaded { stock, .. } => {
+                loaded += 1;
+                assert_eq!(stock, 250);
+            }
+            PrewarmOutcome::Busy | PrewarmOutcome::Refreshed => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(loaded, 1, "loaded exactly once");
+    assert_eq!(app.stock(sale.sale_id.as_str()).await, Some(250));
+
+    // Not due yet: a sale far in the future is left alone.
+    let mut later = live_sale(5, 1);
+    later.start_ms = clock::now_ms() + 86_400_000;
+    later.end_ms = later.start_ms + 3_600_000;
+    assert!(app.catalog.create_sale(&later).await.unwrap());
+    assert_eq!(
+        jobs.prewarm_sale(&later.sale_id, clock::now_ms())
+            .await
+            .unwrap(),
+        PrewarmOutcome::NotDue
+    );
+    assert_eq!(app.stock(later.sale_id.as_str()).await, None);
+}
+
+#[tokio::test]
+async fn lost_keys_pause_the_sale_until_the_queue_drains_then_rebuild_from_the_truth() {
+    let app = App::spawn().await;
+    let sale = live_sale(20, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    for n in 0..10 {
+        assert_eq!(app.purchase(id, &format!("b{n}"), "").await.status, 202);
+    }
+    // Redis restarts empty mid-sale.
+    app.lose_redis_keys(id).await;
+    let started = Instant::now();
+    let reply = app.purchase(id, "late", "").await;
+    assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "503 at once, no hang"
+    );
+
+    let jobs = app.jobs().await;
+    match jobs
+        .prewarm_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+    {
+        PrewarmOutcome::WaitingForQueue { in_flight } => assert_eq!(in_flight, 10),
+        other => panic!("rebuilt while orders were in flight: {other:?}"),
+    }
+    assert_eq!(app.stock(id).await, None);
+
+    app.write_queued_orders().await;
+    match jobs
+        .prewarm_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+    {
+        PrewarmOutcome::Loaded { stock, buyers } => assert_eq!((stock, buyers), (10, 10)),
+        other => panic!("expected a rebuild: {other:?}"),
+    }
+    assert_eq!(app.stock(id).await, Some(10), "total minus units held");
+    // The first buyers hold their limit; ten new buyers get the rest, no more.
+    for n in 0..10 {
+        let reply = app.purchase(id, &format!("b{n}"), "").await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (409, "LIMIT_EXCEEDED"),
+            "b{n}"
+        );
+    }
+    let mut accepted = 0;
+    for n in 0..15 {
+        if app.purchase(id, &format!("c{n}"), "").await.status == 202 {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 10);
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 20);
+    let mut users: Vec<&str> = orders.values().map(|o| o.user_id.as_str()).collect();
+    users.sort_unstable();
+    users.dedup();
+    assert_eq!(users.len(), 20, "no user over the limit");
+    assert_eq!(app.sale_counters(id).await, (0, 20), "no oversell");
+}
+
+#[tokio::test]
+async fn unpaid_orders_expire_and_their_units_sell_again() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(1, 1);
+    sale.payment_window_seconds = 1;
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+
+    assert_eq!(app.purchase(id, "slow", "").await.status, 202);
+    app.write_queued_orders().await;
+    assert_eq!(app.purchase(id, "other", "").await.code(), "SOLD_OUT");
+    let order = app.orders().await.into_values().next().unwrap();
+    let expires_at = order.expires_at_ms.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() > expires_at
+        })
+        .await
+    );
+
+    let jobs = app.jobs().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = jobs
+        .release_unpaid(clock::now_ms(), deadline)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.expired, report.units_returned),
+        (1, 1),
+        "{report:?}"
+    );
+    assert!(report.errors.is_empty(), "{report:?}");
+    // Re-running is harmless.
+    let again = jobs
+        .release_unpaid(clock::now_ms(), deadline)
+        .await
+        .unwrap();
+    assert_eq!(again.expired, 0);
+
+    let stored = app.orders().await.remove(order.order_id.as_str()).unwrap();
+    assert_eq!(stored.status, OrderStatus::Expired);
+    assert_eq!(app.stock(id).await, Some(1), "unit back in Redis");
+    assert_eq!(app.sale_counters(id).await, (1, 0), "and in DynamoDB");
+    assert!(!app.buyers(id).await.contains_key("slow"));
+
+    // Someone else buys the unit; DynamoDB and Redis agree afterwards.
+    assert_eq!(app.purchase(id, "other", "").await.status, 202);
+    app.write_queued_orders().await;
+    assert_eq!(app.stock(id).await, Some(0));
+    assert_eq!(app.sale_counters(id).await, (0, 1));
+}
