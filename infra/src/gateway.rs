@@ -30,7 +30,7 @@ pub struct Gateway {
     pub tokens: TokenSettings,
     pub purchase: purchase::LivePurchase,
     pub orders: orders_api::LiveQueries,
-    pub admin: Arc<seckill_shared::jobs::Jobs>,
+    pub admin: Arc<admin_api::Admin>,
 }
 
 /// The function a route invokes.

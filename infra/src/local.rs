@@ -11,7 +11,6 @@ use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::jobs::Jobs;
 use seckill_shared::ports::SaleCatalog;
 use seckill_shared::redis_store::RedisStock;
 use std::future::Future;
@@ -102,7 +101,7 @@ pub struct PreparedStack {
     pub gateway: Arc<Gateway>,
     pub listener: tokio::net::TcpListener,
     pub writer: Arc<order_writer::LiveWriter>,
-    pub jobs: Arc<Jobs>,
+    pub admin: Arc<admin_api::Admin>,
     pub sqs: aws_sdk_sqs::Client,
     pub queues: emulator::Queues,
     pub queue_arn: String,
@@ -111,15 +110,18 @@ pub struct PreparedStack {
 
 impl PreparedStack {
     /// The schedules of `template.yaml`: prewarm and the unpaid release every
-    /// minute, each run bounded like the Lambda's timeout.
+    /// minute, reconcile every five.
     pub fn start_schedules(&self) -> tokio::task::JoinHandle<()> {
-        let jobs = self.jobs.clone();
+        let admin = self.admin.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(60));
-            loop {
+            for minute in 0u64.. {
                 tick.tick().await;
-                run_job(&jobs, Job::Prewarm).await;
-                run_job(&jobs, Job::ReleaseUnpaid).await;
+                run_job(&admin, Job::Prewarm).await;
+                run_job(&admin, Job::ReleaseUnpaid).await;
+                if minute % 5 == 0 {
+                    run_job(&admin, Job::Reconcile).await;
+                }
             }
         })
     }
@@ -179,6 +181,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
     let config = Config {
         redis_url: settings.redis_url.clone(),
         orders_queue_url: Some(queues.orders_url.clone()),
+        orders_dlq_url: Some(queues.dlq_url.clone()),
         sales_table: settings.sales_table.clone(),
         orders_table: settings.orders_table.clone(),
         ..Config::from_lookup(&|name| local_default(name, settings, &queues.orders_url))
@@ -201,12 +204,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
-    let jobs = Arc::new(seckill_shared::jobs::wire(&config).await.map_err(other)?);
+    let admin = Arc::new(admin_api::wire(&config).await.map_err(other)?);
     let gateway = Arc::new(Gateway {
         tokens: TokenSettings::from_env(),
         purchase: purchase::wire(&config).await.map_err(other)?,
         orders: orders_api::wire(&config).await.map_err(other)?,
-        admin: jobs.clone(),
+        admin: admin.clone(),
     });
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)
@@ -222,7 +225,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         gateway,
         listener,
         writer,
-        jobs,
+        admin,
         sqs,
         queues,
         queue_arn,
@@ -235,6 +238,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
 pub enum Job {
     Prewarm,
     ReleaseUnpaid,
+    Reconcile,
 }
 
 impl Job {
@@ -242,6 +246,7 @@ impl Job {
         match name {
             "prewarm" => Some(Self::Prewarm),
             "release-unpaid" => Some(Self::ReleaseUnpaid),
+            "reconcile" => Some(Self::Reconcile),
             _ => None,
         }
     }
@@ -249,8 +254,9 @@ impl Job {
 
 /// Runs one job the way its Lambda would (bounded by its timeout) and
 /// returns what it reported.
-pub async fn run_job(jobs: &Jobs, job: Job) -> serde_json::Value {
+pub async fn run_job(admin: &admin_api::Admin, job: Job) -> serde_json::Value {
     let now = clock::now_ms();
+    let jobs = &admin.jobs;
     let result = match job {
         Job::Prewarm => jobs.prewarm_all(now).await.map(|done| {
             serde_json::json!({"sales": done.iter().map(|(id, o)| {
@@ -263,6 +269,11 @@ pub async fn run_job(jobs: &Jobs, job: Job) -> serde_json::Value {
             .release_unpaid(now, std::time::Instant::now() + Duration::from_secs(55))
             .await
             .map(|report| serde_json::to_value(report).unwrap_or_default()),
+        Job::Reconcile => admin
+            .reconciler
+            .reconcile_all(now)
+            .await
+            .map(|reports| serde_json::to_value(reports).unwrap_or_default()),
     };
     match result {
         Ok(report) => report,

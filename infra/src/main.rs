@@ -6,7 +6,7 @@
 //! seckill-local token --user u1 [--admin] [--ttl SECONDS]
 //! seckill-local invoke purchase --event events/purchase.json
 //! seckill-local invoke order-writer --event events/order-writer.json
-//! seckill-local run prewarm|release-unpaid
+//! seckill-local run prewarm|release-unpaid|reconcile
 //! ```
 
 use seckill_infra::local::{self, LocalSettings};
@@ -18,7 +18,7 @@ const USAGE: &str = "usage:
   seckill-local up
   seckill-local token --user ID [--admin] [--ttl SECONDS]
   seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid --event FILE
-  seckill-local run prewarm|release-unpaid";
+  seckill-local run prewarm|release-unpaid|reconcile";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -98,11 +98,9 @@ async fn invoke(args: &[String]) -> Result<(), String> {
             }
         }
         "admin-api" => {
-            let jobs = seckill_shared::jobs::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
+            let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
             let request = http_event(&raw, path)?;
-            let Ok(response) = admin_api::handler::handle(&jobs, request).await;
+            let Ok(response) = admin_api::handler::handle(&admin, request).await;
             http_result(response)
         }
         "prewarm" | "release-unpaid" => {
@@ -152,9 +150,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     let name = args.first().map(String::as_str).ok_or(USAGE)?;
     let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
     let config = Config::from_env().map_err(|e| e.to_string())?;
-    let jobs = seckill_shared::jobs::wire(&config)
-        .await
-        .map_err(|e| e.to_string())?;
-    println!("{}", local::run_job(&jobs, job).await);
+    let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
+    println!("{}", local::run_job(&admin, job).await);
     Ok(())
 }

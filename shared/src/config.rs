@@ -19,6 +19,8 @@ pub struct Config {
     /// `ORDERS_QUEUE_URL`: the SQS queue the winners go to. Only the
     /// functions that send (purchase, reconcile) have it.
     pub orders_queue_url: Option<String>,
+    /// `ORDERS_DLQ_URL`: the orders queue's DLQ, which reconcile reports on.
+    pub orders_dlq_url: Option<String>,
     /// `SALES_TABLE`: the DynamoDB `sales` table.
     pub sales_table: String,
     /// `ORDERS_TABLE`: the DynamoDB `orders` table.
@@ -55,6 +57,7 @@ impl Config {
         Ok(Self {
             redis_url: required(env, "REDIS_URL")?,
             orders_queue_url: env("ORDERS_QUEUE_URL").filter(|v| !v.trim().is_empty()),
+            orders_dlq_url: env("ORDERS_DLQ_URL").filter(|v| !v.trim().is_empty()),
             sales_table: required(env, "SALES_TABLE")?,
             orders_table: required(env, "ORDERS_TABLE")?,
             redis_timeout: millis(env, "REDIS_TIMEOUT_MS", 250)?,

@@ -163,6 +163,40 @@ impl DynamoCatalog {
     }
 }
 
+impl DynamoCatalog {
+    /// Keeps the last reconciliation report (JSON) on the sale item.
+    pub async fn store_report(&self, sale_id: &str, json: &str) -> Result<(), CatalogError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_owned()))
+            .update_expression("SET lastReport = :r")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":r", AttributeValue::S(json.to_owned()))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// The last reconciliation report, if any.
+    pub async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("lastReport")
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(out.item.and_then(|item| match item.get("lastReport") {
+            Some(AttributeValue::S(json)) => Some(json.clone()),
+            _ => None,
+        }))
+    }
+}
+
 fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> CatalogError {
     CatalogError::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
 }

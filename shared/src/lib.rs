@@ -11,6 +11,8 @@
 //! - [`error`]: the API error codes and their one mapping to HTTP.
 //! - [`http`]: JSON responses and the API Gateway claims helpers.
 //! - [`config`]: typed configuration, read once from the environment.
+//! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
+//!   provably safe; report the rest (`OVERSELL_RISK` is never auto-fixed).
 //! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
 //!   `shared/lua/` and are compiled in with `include_str!`.
 //! - [`sale_spec`]: the admin's sale definition, validated field by field.
@@ -47,6 +49,7 @@ pub mod order_writer;
 pub mod orders;
 pub mod ports;
 pub mod purchase;
+pub mod reconcile;
 pub mod redis_store;
 pub mod sale_spec;
 pub mod sqs_queue;

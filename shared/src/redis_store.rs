@@ -29,6 +29,10 @@ static REBUILD: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rebuild.lua")));
 static RETURN_UNITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/return_units.lua")));
+static SNAPSHOT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
+static SET_BUYER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
@@ -175,6 +179,15 @@ pub struct HeldUnits {
     pub order_ids: Vec<String>,
 }
 
+/// A sale's Redis state at one instant (`snapshot.lua`).
+#[derive(Debug, Clone, Default)]
+pub struct RedisSnapshot {
+    pub stock: i64,
+    pub total: i64,
+    pub buyers: std::collections::HashMap<String, i64>,
+    pub reservations: std::collections::HashMap<String, StoredReservation>,
+}
+
 /// What `return_units` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Returned {
@@ -260,6 +273,66 @@ impl RedisStock {
             ["MISSING"] => Ok(Returned::SaleMissing),
             _ => Err(protocol(&reply)),
         }
+    }
+
+    /// Everything Redis holds for a sale, or `None` when it has no keys.
+    pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let reply: redis::Value = self
+            .run(
+                &SNAPSHOT,
+                &[&keys.meta, &keys.stock, &keys.buyers, &keys.resv],
+                &[],
+            )
+            .await?;
+        let redis::Value::Array(parts) = reply else {
+            return Err(StoreError::Protocol("snapshot is not a list".into()));
+        };
+        let text = |v: &redis::Value| -> Result<String, StoreError> {
+            redis::from_redis_value::<String>(v.clone())
+                .map_err(|e| StoreError::Protocol(e.to_string()))
+        };
+        let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
+            redis::from_redis_value::<Vec<String>>(v.clone())
+                .map_err(|e| StoreError::Protocol(e.to_string()))
+        };
+        match parts.as_slice() {
+            [tag] if text(tag)? == "MISSING" => Ok(None),
+            [_, stock, total, buyers, resv] => {
+                let mut snap = RedisSnapshot {
+                    stock: parse_i64(&text(stock)?)?,
+                    total: parse_i64(&text(total)?)?,
+                    ..RedisSnapshot::default()
+                };
+                for pair in flat(buyers)?.chunks(2) {
+                    if let [user, units] = pair {
+                        snap.buyers.insert(user.clone(), parse_i64(units)?);
+                    }
+                }
+                for pair in flat(resv)?.chunks(2) {
+                    if let [id, raw] = pair {
+                        let stored: StoredReservation = serde_json::from_str(raw)
+                            .map_err(|e| StoreError::Protocol(e.to_string()))?;
+                        snap.reservations.insert(id.clone(), stored);
+                    }
+                }
+                Ok(Some(snap))
+            }
+            _ => Err(StoreError::Protocol("unexpected snapshot".into())),
+        }
+    }
+
+    /// Lowers a buyer's count to `units` (never raises it).
+    pub async fn lower_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &str,
+        units: i64,
+    ) -> Result<i64, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let units = units.to_string();
+        self.run(&SET_BUYER, &[&keys.buyers], &[user_id, &units])
+            .await
     }
 
     /// A lock with an owner token and an expiry (`SET NX PX`), on the sale's

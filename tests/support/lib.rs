@@ -87,6 +87,7 @@ impl App {
         let mut config = Config {
             redis_url: redis_url.clone(),
             orders_queue_url: Some(queues.orders_url.clone()),
+            orders_dlq_url: Some(queues.dlq_url.clone()),
             sales_table: sales.clone(),
             orders_table: orders,
             // Generous: the emulator answers ~150 sends/s, and tests run in parallel.

@@ -9,7 +9,7 @@ use seckill_shared::domain::SaleId;
 use seckill_shared::dynamo::Upsert;
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::jobs::{Jobs, PrewarmOutcome};
+use seckill_shared::jobs::PrewarmOutcome;
 use seckill_shared::sale_spec;
 use std::convert::Infallible;
 
@@ -21,14 +21,15 @@ pub const ROUTES: [&str; 4] = [
     "GET /admin/sales/{saleId}/report",
 ];
 
-pub async fn handle(jobs: &Jobs, req: Request) -> Result<Response<Body>, Infallible> {
-    Ok(match route(jobs, &req).await {
+pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
+    Ok(match route(admin, &req).await {
         Ok(response) => response,
         Err(err) => http::error(&err),
     })
 }
 
-async fn route(jobs: &Jobs, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, ApiError> {
+    let jobs = &admin.jobs;
     let caller = http::caller(req)?;
     if !caller.is_admin() {
         return Err(ApiError::Forbidden);
@@ -79,14 +80,38 @@ async fn route(jobs: &Jobs, req: &Request) -> Result<Response<Body>, ApiError> {
                 }
             }
         }
-        "POST /admin/sales/{saleId}/reconcile" | "GET /admin/sales/{saleId}/report" => {
-            Err(ApiError::NotImplemented)
+        "POST /admin/sales/{saleId}/reconcile" => {
+            let report = admin
+                .reconciler
+                .reconcile_sale(&sale_id, now)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            tracing::info!(%sale_id, actor = %caller.user_id, violations = report.violations.len(), "reconcile on demand");
+            Ok(http::json(
+                200,
+                &serde_json::to_value(&report).unwrap_or_default(),
+            ))
+        }
+        "GET /admin/sales/{saleId}/report" => {
+            let raw = jobs
+                .catalog()
+                .last_report(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let report: serde_json::Value =
+                serde_json::from_str(&raw).map_err(|_| ApiError::Internal)?;
+            Ok(http::json(200, &report))
         }
         _ => Err(ApiError::RouteNotFound),
     }
 }
 
-async fn sale_body(jobs: &Jobs, sale_id: &SaleId) -> Result<serde_json::Value, ApiError> {
+async fn sale_body(
+    jobs: &seckill_shared::jobs::Jobs,
+    sale_id: &SaleId,
+) -> Result<serde_json::Value, ApiError> {
     let (sale, counters) = jobs
         .catalog()
         .get_record(sale_id)

@@ -1,13 +1,16 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_http::{Error, run, service_fn};
-use seckill_shared::{config::Config, jobs, telemetry};
+use seckill_shared::{config::Config, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
     let config = Config::from_env()?;
-    let jobs = jobs::wire(&config).await?;
-    let jobs = &jobs;
-    run(service_fn(move |req| admin_api::handler::handle(jobs, req))).await
+    let admin = admin_api::wire(&config).await?;
+    let admin = &admin;
+    run(service_fn(move |req| {
+        admin_api::handler::handle(admin, req)
+    }))
+    .await
 }

@@ -222,6 +222,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         let config = Config {
             redis_url: redis_url.clone(),
             orders_queue_url: Some(queues.orders_url.clone()),
+            orders_dlq_url: None,
             sales_table: sales_table.clone(),
             orders_table: format!("{tag}-orders"),
             redis_timeout: REDIS_TIMEOUT,
@@ -858,6 +859,7 @@ async fn drain(
     let config = Config {
         redis_url: env.redis_url.to_owned(),
         orders_queue_url: Some(queues.orders_url.clone()),
+        orders_dlq_url: None,
         sales_table: sales_table.clone(),
         orders_table: orders_table.clone(),
         redis_timeout: REDIS_TIMEOUT,

@@ -1,0 +1,33 @@
+//! A schedule tick in, the reports out (each is also stored on its sale item
+//! for `GET /admin/sales/{saleId}/report`).
+
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::clock;
+use seckill_shared::jobs::JobError;
+use seckill_shared::reconcile::Reconciler;
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ReconcileError(#[from] JobError);
+
+/// The one place a job error becomes what Lambda records.
+impl From<ReconcileError> for Diagnostic {
+    fn from(err: ReconcileError) -> Self {
+        Diagnostic {
+            error_type: "ReconcileFailed".into(),
+            error_message: err.to_string(),
+        }
+    }
+}
+
+pub async fn handle(
+    reconciler: &Reconciler,
+    _event: LambdaEvent<serde_json::Value>,
+) -> Result<serde_json::Value, ReconcileError> {
+    let reports = reconciler.reconcile_all(clock::now_ms()).await?;
+    let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
+    if violations > 0 {
+        tracing::error!(violations, "reconcile found invariant violations");
+    }
+    Ok(serde_json::to_value(&reports).unwrap_or_default())
+}
