@@ -5,7 +5,7 @@
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::jobs::PrewarmOutcome;
-use seckill_shared::orders::OrderStatus;
+use seckill_shared::orders::{OrderStatus, OrderStore};
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -341,4 +341,99 @@ async fn unpaid_orders_expire_and_their_units_sell_again() {
     app.write_queued_orders().await;
     assert_eq!(app.stock(id).await, Some(0));
     assert_eq!(app.sale_counters(id).await, (0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(50, 1);
+    sale.payment_window_seconds = 1;
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    for n in 0..50 {
+        assert_eq!(app.purchase(id, &format!("r{n}"), "").await.status, 202);
+    }
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 50);
+    let store = Arc::new(seckill_shared::dynamo_orders::DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    ));
+    let jobs = Arc::new(app.jobs().await);
+    // 50 payments fired around each order's deadline, against release runs
+    // looping over the same deadline.
+    let payers: Vec<_> = orders
+        .values()
+        .map(|order| {
+            let store = store.clone();
+            let (order_id, user) = (order.order_id.clone(), order.user_id.clone());
+            // Spread from 20 ms before to 20 ms after the deadline.
+            let spread: i64 = order.order_id.as_str().bytes().map(i64::from).sum::<i64>() % 41 - 20;
+            let at = order.expires_at_ms.unwrap() + spread;
+            tokio::spawn(async move {
+                while clock::now_ms() < at {
+                    tokio::task::yield_now().await;
+                }
+                store.pay(&order_id, &user, clock::now_ms()).await.unwrap()
+            })
+        })
+        .collect();
+    let last_deadline = orders
+        .values()
+        .filter_map(|o| o.expires_at_ms)
+        .max()
+        .unwrap();
+    let releaser = {
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            let mut expired = 0;
+            while clock::now_ms() < last_deadline + 300 {
+                let report = jobs
+                    .release_unpaid(clock::now_ms(), Instant::now() + Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                expired += report.expired;
+            }
+            expired
+        })
+    };
+    let mut paid = 0;
+    for payer in payers {
+        if matches!(
+            payer.await.unwrap(),
+            seckill_shared::orders::PayOutcome::Paid(_)
+        ) {
+            paid += 1;
+        }
+    }
+    let expired = releaser.await.unwrap();
+    let orders = app.orders().await;
+    let stored_paid = orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Paid)
+        .count();
+    let stored_expired = orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Expired)
+        .count();
+    assert_eq!(
+        (stored_paid, stored_expired),
+        (paid, expired),
+        "one winner per order"
+    );
+    assert_eq!(paid + expired, 50);
+    assert!(
+        paid > 0 && expired > 0,
+        "both sides won some: {paid} paid, {expired} expired"
+    );
+    let (available, sold) = app.sale_counters(id).await;
+    assert_eq!((available, sold), (50 - paid as i64, paid as i64));
+    assert_eq!(
+        app.stock(id).await,
+        Some(available),
+        "Redis and DynamoDB agree: no unit twice"
+    );
+    println!("race: {paid} paid, {expired} expired");
 }

@@ -1,6 +1,7 @@
 -- load_sale.lua: put a sale into Redis, once.
 --
--- KEYS[1] meta  KEYS[2] stock
+-- KEYS[1] meta  KEYS[2] stock  KEYS[3..] the sale's other keys (buyers,
+-- resv, userorders), whose expiry follows the sale's end too
 -- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
@@ -18,8 +19,10 @@ local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
 
 if stock and redis.call('EXISTS', meta_key) == 1 then
   redis.call('HSET', meta_key, unpack(fields))
-  redis.call('PEXPIREAT', meta_key, expire_at)
-  redis.call('PEXPIREAT', stock_key, expire_at)
+  -- A changed endAt moves every key's expiry, not just these two.
+  for _, key in ipairs(KEYS) do
+    redis.call('PEXPIREAT', key, expire_at)
+  end
   return {'REFRESHED', stock}
 end
 

@@ -114,6 +114,12 @@ impl Reconciler {
         &self.catalog
     }
 
+    /// The same reconciler with other grace and maximum ages.
+    pub fn with_settings(mut self, settings: ReconcileSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// Reconciles every sale that is running or ended within the key TTL.
     pub async fn reconcile_all(&self, now_ms: i64) -> Result<Vec<ReconcileReport>, JobError> {
         let mut reports = Vec::new();
@@ -295,6 +301,7 @@ impl Reconciler {
             }
         }
         self.store(&report).await;
+        println!("{}", emf_line(&report, now_ms));
         tracing::info!(
             sale_id = %sale_id,
             violations = report.violations.len(),
@@ -434,6 +441,29 @@ impl Reconciler {
             tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
         }
     }
+}
+
+/// The report's counts as one CloudWatch embedded-metric-format line:
+/// printed to stdout, which Lambda sends to CloudWatch Logs, where it becomes
+/// the metrics `ReconcileViolations` and `ReconcileRepairs` per sale.
+pub fn emf_line(report: &ReconcileReport, now_ms: i64) -> String {
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": now_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": "Seckill",
+                "Dimensions": [["SaleId"]],
+                "Metrics": [
+                    {"Name": "ReconcileViolations", "Unit": "Count"},
+                    {"Name": "ReconcileRepairs", "Unit": "Count"},
+                ],
+            }],
+        },
+        "SaleId": report.sale_id,
+        "ReconcileViolations": report.violations.len(),
+        "ReconcileRepairs": report.repairs.len(),
+    })
+    .to_string()
 }
 
 fn holds_units(status: OrderStatus) -> bool {

@@ -158,9 +158,7 @@ impl RedisStock {
             expire_at.to_string(),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<String> = self
-            .run(&LOAD_SALE, &[&keys.meta, &keys.stock], &args)
-            .await?;
+        let reply: Vec<String> = self.run(&LOAD_SALE, &keys.all(), &args).await?;
         match reply.as_slice() {
             [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
             [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {

@@ -477,12 +477,19 @@ pub struct LocalStack {
     pub config: Config,
     pub queues: emulator::Queues,
     pub writer: Arc<order_writer::LiveWriter>,
+    pub admin: Arc<admin_api::Admin>,
     pub source: Option<seckill_infra::event_source::EventSource>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl LocalStack {
     pub async fn start() -> LocalStack {
+        Self::start_with(TEST_VISIBILITY_SECS, None).await
+    }
+
+    /// With the queue's visibility timeout and the event source's number of
+    /// pollers chosen by the test (`None`: the template's).
+    pub async fn start_with(visibility_secs: u32, pollers: Option<usize>) -> LocalStack {
         let name = unique("l");
         let settings = seckill_infra::local::LocalSettings {
             listen: "127.0.0.1:0".into(),
@@ -492,10 +499,25 @@ impl LocalStack {
             sales_table: format!("{name}-sales"),
             orders_table: format!("{name}-orders"),
             demo_sale: format!("{name}-demo"),
-            visibility_timeout_secs: TEST_VISIBILITY_SECS,
+            visibility_timeout_secs: visibility_secs,
         };
         let stack = seckill_infra::local::prepare(&settings).await.unwrap();
-        let source = stack.start_order_writer();
+        let source = match pollers {
+            None => stack.start_order_writer(),
+            Some(n) => {
+                let mut es = EventSourceSettings::template(
+                    &stack.queues.orders_url,
+                    &stack.queue_arn,
+                    "us-east-1",
+                );
+                es.maximum_concurrency = n;
+                EventSource::spawn(
+                    stack.sqs.clone(),
+                    es,
+                    seckill_infra::local::writer_handler(stack.writer.clone()),
+                )
+            }
+        };
         let addr = stack.listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(seckill_infra::gateway::serve(
@@ -511,6 +533,7 @@ impl LocalStack {
             config: stack.config,
             queues: stack.queues,
             writer: stack.writer,
+            admin: stack.admin,
             source: Some(source),
             stop: Some(stop),
         }

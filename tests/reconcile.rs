@@ -1,0 +1,361 @@
+//! Reconciliation on a real Redis and the emulator, with time injected: the
+//! outbox relay after a crash between Redis and SQS, giving up on a
+//! reservation that never became an order, refusing to "fix" an oversell
+//! risk, and a whole sale run end to end that reconciles clean.
+
+use redis::AsyncCommands;
+use seckill_infra::token::TokenSettings;
+use seckill_shared::clock;
+use seckill_shared::domain::{Quantity, UserId};
+use seckill_shared::orders::OrderStatus;
+use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
+use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
+use seckill_shared::redis_store::SaleKeys;
+use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
+use std::time::Duration;
+
+async fn reconciler(app: &App) -> Reconciler {
+    seckill_shared::reconcile::wire(&app.config)
+        .await
+        .unwrap()
+        .with_settings(ReconcileSettings {
+            grace: Duration::from_secs(60),
+            max_age: Duration::from_secs(3_600),
+        })
+}
+
+/// Reserves in Redis and sends nothing: a purchase that crashed between the
+/// script and SendMessage.
+async fn reserve_only(app: &App, sale: &str, user: &str) -> (String, i64) {
+    let sale_id = seckill_shared::domain::SaleId::parse(sale).unwrap();
+    let user_id = UserId::parse(user).unwrap();
+    let outcome = app
+        .service
+        .stock()
+        .reserve(ReserveRequest {
+            sale_id: &sale_id,
+            user_id: &user_id,
+            quantity: Quantity::ONE,
+            idempotency_key: None,
+        })
+        .await
+        .unwrap();
+    match outcome {
+        ReserveOutcome::Reserved(r) => (r.order_id.to_string(), r.reserved_at_ms),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn crash_between_redis_and_sqs_is_relayed_exactly_once() {
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let (order_id, at) = reserve_only(&app, id, "ghost").await;
+    let reconciler = reconciler(&app).await;
+
+    // Within the grace period the reservation may still be on its way.
+    let report = reconciler
+        .reconcile_sale(&sale.sale_id, at + 10_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.repairs.is_empty(), "{:?}", report.repairs);
+    assert_eq!(app.queue_depth().await, 0);
+
+    // Past it, and reconcile runs twice: two relays, one order.
+    for minutes in [2, 3] {
+        let report = reconciler
+            .reconcile_sale(&sale.sale_id, at + minutes * 60_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            report
+                .repairs
+                .iter()
+                .any(|r| r.kind == "RELAYED" && r.order_id.as_deref() == Some(&order_id)),
+            "{:?}",
+            report.repairs
+        );
+    }
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 1);
+    assert_eq!(orders[&order_id].status, OrderStatus::PendingPayment);
+    assert_eq!(app.sale_counters(id).await, (4, 1), "stock taken once");
+    assert_eq!(app.reservations(id).await[&order_id].state, "WRITTEN");
+
+    let report = reconciler
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert!(
+        report.repairs.is_empty(),
+        "nothing left to repair: {:?}",
+        report.repairs
+    );
+}
+
+#[tokio::test]
+async fn a_reservation_that_never_became_an_order_is_released_and_recorded() {
+    let app = App::spawn().await;
+    let sale = live_sale(3, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // Its message went to the DLQ for good (here: was never sent at all).
+    let (order_id, at) = reserve_only(&app, id, "unlucky").await;
+    assert_eq!(app.stock(id).await, Some(2));
+    let reconciler = reconciler(&app).await;
+
+    let report = reconciler
+        .reconcile_sale(&sale.sale_id, at + 2 * 3_600_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "RELEASED_FAILED"),
+        "{:?}",
+        report.repairs
+    );
+    assert_eq!(app.stock(id).await, Some(3), "stock back");
+    assert!(!app.buyers(id).await.contains_key("unlucky"));
+    let orders = app.orders().await;
+    assert_eq!(
+        orders[&order_id].status,
+        OrderStatus::Rejected,
+        "recorded as failed"
+    );
+
+    // The message redriven from the DLQ later cannot take the unit back.
+    let body = seckill_tests::order_body(&order_id, id, "unlucky", 1, at);
+    let failures = seckill_tests::invoke_writer(
+        &*app.writer().await,
+        seckill_tests::sqs_event(&[("late", &body)]),
+    )
+    .await
+    .unwrap();
+    assert!(failures.is_empty());
+    assert_eq!(app.sale_counters(id).await, (3, 0));
+    assert_eq!(app.orders().await[&order_id].status, OrderStatus::Rejected);
+}
+
+#[tokio::test]
+async fn oversell_risk_is_reported_never_fixed() {
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // Redis believes in more units than DynamoDB has.
+    let keys = SaleKeys::new(&sale.sale_id);
+    let _: () = app.redis.clone().set(&keys.stock, 9).await.unwrap();
+    let report = reconciler(&app)
+        .await
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.violations.iter().any(|v| v.code == "OVERSELL_RISK"),
+        "{:?}",
+        report.violations
+    );
+    assert_eq!(app.stock(id).await, Some(9), "not auto-fixed");
+    // The report is kept for the admin API.
+    let stored = app
+        .catalog
+        .last_report(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stored.contains("OVERSELL_RISK"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_sale_run_reconciles_clean() {
+    // One poller and a visibility timeout longer than a batch: see the drain
+    // test in orders.rs for the emulator's limits this works around.
+    let stack = LocalStack::start_with(15, Some(1)).await;
+    let tokens = TokenSettings::from_env();
+    let admin = format!("Bearer {}", tokens.mint("ops", true, 600).unwrap());
+    let sale = unique("run");
+    let now = clock::now_ms();
+    let definition = serde_json::json!({
+        "name": "Full run", "totalStock": 200,
+        "startAt": clock::rfc3339_ms(now + 3_000), "endAt": clock::rfc3339_ms(now + 3_600_000),
+        "perUserLimit": 1, "paymentWindowSeconds": 60,
+    });
+    let (status, body) = stack
+        .request(
+            "PUT",
+            &format!("/admin/sales/{sale}"),
+            &[("authorization", &admin)],
+            &definition.to_string(),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    // Prewarmed by the scheduler's job (it starts within the lead time).
+    seckill_infra::local::run_job(&stack.admin, seckill_infra::local::Job::Prewarm).await;
+    let path = format!("/sales/{sale}/purchase");
+    let (status, body) = stack
+        .request(
+            "POST",
+            &path,
+            &[(
+                "authorization",
+                &format!("Bearer {}", tokens.mint("early", false, 60).unwrap()),
+            )],
+            "",
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (425, Some("SALE_NOT_STARTED"))
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            clock::now_ms() > now + 3_000
+        })
+        .await
+    );
+
+    // 2,000 buyers for 200 units, 16 at a time over HTTP.
+    let stack = std::sync::Arc::new(stack);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (stack, next, path) = (stack.clone(), next.clone(), path.clone());
+            tokio::spawn(async move {
+                let tokens = TokenSettings::from_env();
+                let mut won = Vec::new();
+                loop {
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if n >= 2_000 {
+                        return won;
+                    }
+                    let user = format!("buyer{n}");
+                    let auth = format!("Bearer {}", tokens.mint(&user, false, 600).unwrap());
+                    let (status, body) = stack
+                        .request("POST", &path, &[("authorization", &auth)], "")
+                        .await;
+                    match status {
+                        202 => won.push((user, auth, body["orderId"].as_str().unwrap().to_owned())),
+                        410 => {}
+                        other => panic!("{other}: {body}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for w in workers {
+        winners.extend(w.await.unwrap());
+    }
+    assert_eq!(winners.len(), 200);
+
+    // Every order written by the event source, then 150 of 200 pay.
+    let all_pending = eventually(Duration::from_secs(120), || {
+        let (stack, winners) = (&stack, &winners);
+        async move {
+            let (_, auth, order) = &winners[winners.len() - 1];
+            let (_, first) = stack
+                .request(
+                    "GET",
+                    &format!("/orders/{}", winners[0].2),
+                    &[("authorization", &winners[0].1)],
+                    "",
+                )
+                .await;
+            let (_, last) = stack
+                .request(
+                    "GET",
+                    &format!("/orders/{order}"),
+                    &[("authorization", auth)],
+                    "",
+                )
+                .await;
+            first["status"] == "PENDING_PAYMENT" && last["status"] == "PENDING_PAYMENT"
+        }
+    })
+    .await;
+    assert!(all_pending);
+    for (_, auth, order) in winners.iter().take(150) {
+        let paid = eventually(Duration::from_secs(60), || async {
+            let (status, body) = stack
+                .request(
+                    "POST",
+                    &format!("/orders/{order}/pay"),
+                    &[("authorization", auth)],
+                    "",
+                )
+                .await;
+            status == 200 && body["status"] == "PAID"
+        })
+        .await;
+        assert!(paid, "{order}");
+    }
+
+    // The payment window passes (time injected): the release job expires the 50.
+    let later = clock::now_ms() + 61_000;
+    let report = stack
+        .admin
+        .jobs
+        .release_unpaid(later, std::time::Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.expired, report.units_returned),
+        (50, 50),
+        "{report:?}"
+    );
+
+    let sale_id = seckill_shared::domain::SaleId::parse(&sale).unwrap();
+    let (view_status, view) = stack
+        .request("GET", &format!("/sales/{sale}"), &[], "")
+        .await;
+    assert_eq!(
+        (view_status, view["remaining"].as_i64()),
+        (200, Some(50)),
+        "{view}"
+    );
+    let (_, counters) = stack
+        .admin
+        .jobs
+        .catalog()
+        .get_record(&sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (counters.available, counters.sold),
+        (50, 150),
+        "DynamoDB agrees with Redis"
+    );
+
+    let report = stack
+        .admin
+        .reconciler
+        .reconcile_sale(&sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(report.orders.get("PAID"), Some(&150));
+    assert_eq!(report.orders.get("EXPIRED"), Some(&50));
+    let (status, stored) = stack
+        .request(
+            "GET",
+            &format!("/admin/sales/{sale}/report"),
+            &[("authorization", &admin)],
+            "",
+        )
+        .await;
+    assert_eq!(
+        (status, stored["violations"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{stored}"
+    );
+}
