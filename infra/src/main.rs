@@ -17,7 +17,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage:
   seckill-local up
   seckill-local token --user ID [--admin] [--ttl SECONDS]
-  seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid --event FILE
+  seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid|reconcile --event FILE
   seckill-local run prewarm|release-unpaid|reconcile";
 
 #[tokio::main]
@@ -121,9 +121,22 @@ async fn invoke(args: &[String]) -> Result<(), String> {
             };
             result.unwrap_or_else(|e| serde_json::json!({"errorType": "Error", "errorMessage": e}))
         }
+        "reconcile" => {
+            let reconciler = seckill_shared::reconcile::wire(&config)
+                .await
+                .map_err(|e| e.to_string())?;
+            let event: serde_json::Value =
+                serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
+            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+            ::reconcile::handler::handle(&reconciler, event)
+                .await
+                .unwrap_or_else(
+                    |e| serde_json::json!({"errorType": "Error", "errorMessage": e.to_string()}),
+                )
+        }
         other => {
             return Err(format!(
-                "unknown function {other:?}; known: purchase, orders-api, order-writer, admin-api, prewarm, release-unpaid"
+                "unknown function {other:?}; known: purchase, orders-api, order-writer, admin-api, prewarm, release-unpaid, reconcile"
             ));
         }
     };

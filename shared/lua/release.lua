@@ -9,6 +9,8 @@
 -- double release can never create units.
 --
 -- Replies: {"RELEASED", stockNow} {"NOT_FOUND"} {"NOT_RELEASABLE", state} {"MISSING"}
+--
+-- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -33,25 +35,7 @@ local user = tostring(resv.userId)
 
 redis.call('HDEL', resv_key, order_id)
 
-local held = redis.call('HINCRBY', buyers_key, user, -qty)
-if held <= 0 then
-  redis.call('HDEL', buyers_key, user)
-end
-
-local listed = redis.call('HGET', uorders_key, user)
-if listed then
-  local kept = {}
-  for id in string.gmatch(listed, '[^,]+') do
-    if id ~= order_id then
-      kept[#kept + 1] = id
-    end
-  end
-  if #kept == 0 then
-    redis.call('HDEL', uorders_key, user)
-  else
-    redis.call('HSET', uorders_key, user, table.concat(kept, ','))
-  end
-end
+drop_holding(buyers_key, uorders_key, user, qty, order_id)
 
 local back = math.min(stock + qty, total)
 redis.call('SET', stock_key, back, 'KEEPTTL')

@@ -11,6 +11,8 @@
 -- the stock is NOT returned to Redis: Redis over-counted it to begin with.
 --
 -- Replies: {"OK"} {"SAME"} {"NOT_FOUND"}
+--
+-- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -29,26 +31,7 @@ if resv.state == state or resv.state == 'REJECTED' then
 end
 
 if state == 'REJECTED' then
-  local user = tostring(resv.userId)
-  local qty = tonumber(resv.quantity) or 0
-  local held = redis.call('HINCRBY', buyers_key, user, -qty)
-  if held <= 0 then
-    redis.call('HDEL', buyers_key, user)
-  end
-  local listed = redis.call('HGET', uorders_key, user)
-  if listed then
-    local kept = {}
-    for id in string.gmatch(listed, '[^,]+') do
-      if id ~= order_id then
-        kept[#kept + 1] = id
-      end
-    end
-    if #kept == 0 then
-      redis.call('HDEL', uorders_key, user)
-    else
-      redis.call('HSET', uorders_key, user, table.concat(kept, ','))
-    end
-  end
+  drop_holding(buyers_key, uorders_key, tostring(resv.userId), tonumber(resv.quantity) or 0, order_id)
 end
 
 resv.state = state

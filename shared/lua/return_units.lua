@@ -8,6 +8,8 @@
 -- a marker if the sale was rebuilt without it), so a second run returns
 -- nothing. Stock goes back capped at the total.
 -- Replies: {"RETURNED", stockNow} {"SAME"} {"MISSING"}
+--
+-- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -29,24 +31,7 @@ else
   resv = {userId = user, quantity = qty, atMs = now}
 end
 
-local held = redis.call('HINCRBY', buyers_key, user, -qty)
-if held <= 0 then
-  redis.call('HDEL', buyers_key, user)
-end
-local listed = redis.call('HGET', uorders_key, user)
-if listed then
-  local kept = {}
-  for id in string.gmatch(listed, '[^,]+') do
-    if id ~= order_id then
-      kept[#kept + 1] = id
-    end
-  end
-  if #kept == 0 then
-    redis.call('HDEL', uorders_key, user)
-  else
-    redis.call('HSET', uorders_key, user, table.concat(kept, ','))
-  end
-end
+drop_holding(buyers_key, uorders_key, user, qty, order_id)
 
 resv.state = 'EXPIRED'
 redis.call('HSET', resv_key, order_id, cjson.encode(resv))

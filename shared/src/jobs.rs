@@ -220,22 +220,13 @@ impl Jobs {
     /// Messages on the orders queue, visible, in flight or delayed. Unknown
     /// (no queue configured) counts as in flight: never rebuild blind.
     async fn in_flight(&self) -> Result<u64, JobError> {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
         let Some((sqs, url)) = &self.queue else {
             return Ok(u64::MAX);
         };
-        let attrs = sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
-            .send()
+        let depth = crate::sqs_queue::depth(sqs, url)
             .await
-            .map_err(|e| JobError::Queue(crate::sqs_queue::describe(&e)))?
-            .attributes
-            .unwrap_or_default();
-        Ok(attrs.values().filter_map(|v| v.parse::<u64>().ok()).sum())
+            .map_err(JobError::Queue)?;
+        Ok(depth.total())
     }
 
     /// Expires every order past its payment window, in chunks, until none is

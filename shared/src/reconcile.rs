@@ -415,23 +415,10 @@ impl Reconciler {
 
     /// (visible, in flight) of a queue.
     async fn depth(&self, url: &str) -> Result<(u64, u64), JobError> {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
-        let attrs = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .send()
+        let depth = crate::sqs_queue::depth(&self.sqs, url)
             .await
-            .map_err(|e| JobError::Queue(crate::sqs_queue::describe(&e)))?
-            .attributes
-            .unwrap_or_default();
-        let n = |a: A| attrs.get(&a).and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok((
-            n(A::ApproximateNumberOfMessages),
-            n(A::ApproximateNumberOfMessagesNotVisible),
-        ))
+            .map_err(JobError::Queue)?;
+        Ok((depth.visible + depth.delayed, depth.in_flight))
     }
 
     /// The last report is kept on the sale item for the admin API.

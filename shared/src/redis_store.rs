@@ -20,15 +20,27 @@ use std::time::Duration;
 
 static PURCHASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/purchase.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/release.lua")));
-static RESOLVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/resolve.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/holdings.lua"),
+        include_str!("../lua/release.lua")
+    ))
+});
+static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/holdings.lua"),
+        include_str!("../lua/resolve.lua")
+    ))
+});
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/peek.lua")));
 static REBUILD: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/rebuild.lua")));
-static RETURN_UNITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/return_units.lua")));
+static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/holdings.lua"),
+        include_str!("../lua/return_units.lua")
+    ))
+});
 static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
 static SET_BUYER: LazyLock<Script> =

@@ -66,6 +66,42 @@ where
     }
 }
 
+/// How many messages a queue holds, by its own approximate counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub visible: u64,
+    pub in_flight: u64,
+    pub delayed: u64,
+}
+
+impl QueueDepth {
+    pub fn total(self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// The queue's depth (`GetQueueAttributes`).
+pub async fn depth(client: &Client, queue_url: &str) -> Result<QueueDepth, String> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attrs = client
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?
+        .attributes
+        .unwrap_or_default();
+    let n = |a: A| attrs.get(&a).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Ok(QueueDepth {
+        visible: n(A::ApproximateNumberOfMessages),
+        in_flight: n(A::ApproximateNumberOfMessagesNotVisible),
+        delayed: n(A::ApproximateNumberOfMessagesDelayed),
+    })
+}
+
 /// The HTTP status of a raw response, so [`classify`] stays generic.
 pub trait HasStatus {
     fn status_code(&self) -> u16;
