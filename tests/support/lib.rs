@@ -325,58 +325,15 @@ impl App {
 
     /// Visible plus in-flight messages of a queue.
     pub async fn depth_of(&self, queue_url: &str) -> u64 {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
-        let attrs = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(queue_url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .send()
+        let depth = seckill_shared::sqs_queue::depth(&self.sqs, queue_url)
             .await
-            .unwrap()
-            .attributes
-            .unwrap_or_default();
-        [
-            A::ApproximateNumberOfMessages,
-            A::ApproximateNumberOfMessagesNotVisible,
-        ]
-        .iter()
-        .map(|a| {
-            attrs
-                .get(a)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
+            .unwrap();
+        depth.visible + depth.in_flight
     }
 
     /// Messages on the queue, visible or not, by the queue's own count.
     pub async fn queue_depth(&self) -> u64 {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
-        let attrs = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&self.queue_url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await
-            .unwrap()
-            .attributes
-            .unwrap_or_default();
-        [
-            A::ApproximateNumberOfMessages,
-            A::ApproximateNumberOfMessagesNotVisible,
-        ]
-        .iter()
-        .map(|a| {
-            attrs
-                .get(a)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
+        self.depth_of(&self.queue_url).await
     }
 }
 
