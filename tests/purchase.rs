@@ -472,7 +472,8 @@ async fn service_with_sqs_at(app: &App, endpoint: &str) -> purchase::LivePurchas
             &app.config.redis_url,
             app.config.redis_timeout,
         )
-        .unwrap(),
+        .unwrap()
+        .with_rate_limits(app.config.rate_limits),
         seckill_shared::sqs_queue::SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), &app.queue_url),
         seckill_shared::catalog_cache::CachedCatalog::new(
             app.catalog.clone(),

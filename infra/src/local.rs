@@ -44,6 +44,8 @@ pub struct LocalSettings {
     /// `ORDERS_VISIBILITY_TIMEOUT` (default 60, as in `template.yaml`): how
     /// long a failed batch's records stay invisible before a retry.
     pub visibility_timeout_secs: u32,
+    /// Replaces the `RATE_*` settings of the environment (tests).
+    pub rate_limits: Option<seckill_shared::config::RateLimits>,
 }
 
 impl LocalSettings {
@@ -60,6 +62,7 @@ impl LocalSettings {
             visibility_timeout_secs: var("ORDERS_VISIBILITY_TIMEOUT", "60")
                 .parse()
                 .unwrap_or(emulator::VISIBILITY_TIMEOUT_SECS),
+            rate_limits: None,
         }
     }
 }
@@ -186,6 +189,10 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         orders_table: settings.orders_table.clone(),
         ..Config::from_lookup(&|name| local_default(name, settings, &queues.orders_url))
             .map_err(other)?
+    };
+    let config = Config {
+        rate_limits: settings.rate_limits.unwrap_or(config.rate_limits),
+        ..config
     };
     if !settings.demo_sale.is_empty() {
         let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;

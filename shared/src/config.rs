@@ -11,6 +11,30 @@ pub enum ConfigError {
     Invalid { name: &'static str, why: String },
 }
 
+/// Token-bucket defaults of the purchase rate limiter; a sale's meta hash
+/// may override them (`rlUserRate`, `rlUserBurst`, `rlIpRate`, `rlIpBurst`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimits {
+    /// `RATE_USER_PER_SEC` (default 2) and `RATE_USER_BURST` (default 5).
+    pub user_per_sec: f64,
+    pub user_burst: f64,
+    /// `RATE_IP_PER_SEC` (default 200) and `RATE_IP_BURST` (default 400):
+    /// generous, because carrier NAT puts many buyers behind one address.
+    pub ip_per_sec: f64,
+    pub ip_burst: f64,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            user_per_sec: 2.0,
+            user_burst: 5.0,
+            ip_per_sec: 200.0,
+            ip_burst: 400.0,
+        }
+    }
+}
+
 /// Settings of the purchase path and the adapters it uses.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -36,6 +60,7 @@ pub struct Config {
     /// `PREWARM_LEAD_SECONDS` (default 600): how long before its start a
     /// sale is loaded into Redis.
     pub prewarm_lead: Duration,
+    pub rate_limits: RateLimits,
 }
 
 /// The environment, as a lookup function so tests can pass a map.
@@ -64,8 +89,31 @@ impl Config {
             sqs_timeout: millis(env, "SQS_TIMEOUT_MS", 1_500)?,
             sale_cache_ttl: Duration::from_secs(number(env, "SALE_CACHE_SECONDS", 5)?),
             prewarm_lead: Duration::from_secs(number(env, "PREWARM_LEAD_SECONDS", 600)?),
+            rate_limits: rate_limits(env)?,
         })
     }
+}
+
+fn rate_limits(env: Lookup<'_>) -> Result<RateLimits, ConfigError> {
+    let d = RateLimits::default();
+    let rate = |name: &'static str, default: f64| -> Result<f64, ConfigError> {
+        match env(name) {
+            None => Ok(default),
+            Some(raw) => match raw.trim().parse::<f64>() {
+                Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+                _ => Err(ConfigError::Invalid {
+                    name,
+                    why: format!("{raw:?} is not a positive number"),
+                }),
+            },
+        }
+    };
+    Ok(RateLimits {
+        user_per_sec: rate("RATE_USER_PER_SEC", d.user_per_sec)?,
+        user_burst: rate("RATE_USER_BURST", d.user_burst)?,
+        ip_per_sec: rate("RATE_IP_PER_SEC", d.ip_per_sec)?,
+        ip_burst: rate("RATE_IP_BURST", d.ip_burst)?,
+    })
 }
 
 fn required(env: Lookup<'_>, name: &'static str) -> Result<String, ConfigError> {

@@ -49,6 +49,21 @@ pub fn caller(req: &Request) -> Result<Caller, ApiError> {
     Ok(Caller { user_id, scopes })
 }
 
+/// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`),
+/// if it looks like an IPv4 or IPv6 address; anything else is ignored rather
+/// than put into a Redis field.
+pub fn source_ip(req: &Request) -> Option<String> {
+    let RequestContext::ApiGatewayV2(ctx) = req.request_context() else {
+        return None;
+    };
+    let ip = ctx.http.source_ip?;
+    let plausible = (2..=45).contains(&ip.len())
+        && ip
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':');
+    plausible.then_some(ip)
+}
+
 /// The body as bytes, refusing oversized ones. API Gateway may base64-encode
 /// a body; `lambda_http` has already decoded it into `Body::Binary`.
 pub fn body_bytes(req: &Request) -> Result<&[u8], ApiError> {

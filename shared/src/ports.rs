@@ -111,6 +111,21 @@ pub struct ReservationRecord {
     pub state: String,
 }
 
+/// The token buckets' answer for one purchase attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Allowed,
+    Limited { retry_after_ms: u64 },
+}
+
+/// Who is knocking, for the rate limiter.
+#[derive(Debug, Clone, Copy)]
+pub struct Knock<'a> {
+    pub sale_id: &'a SaleId,
+    pub user_id: &'a UserId,
+    pub source_ip: Option<&'a str>,
+}
+
 pub trait StockStore: Send + Sync {
     fn reserve(
         &self,
@@ -139,6 +154,10 @@ pub trait StockStore: Send + Sync {
         sale_id: &SaleId,
         order_id: Option<&OrderId>,
     ) -> impl Future<Output = Result<Option<StockView>, StoreError>> + Send;
+
+    /// The per-user and per-IP token buckets (`ratelimit.lua`).
+    fn admit(&self, knock: Knock<'_>)
+    -> impl Future<Output = Result<Admission, StoreError>> + Send;
 }
 
 /// How a send failed. The distinction decides whether stock may go back.

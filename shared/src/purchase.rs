@@ -15,6 +15,7 @@
 use crate::clock;
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
+use crate::ports::{Admission, Knock, StoreError};
 use crate::ports::{
     OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
     SendError, StockStore,
@@ -27,6 +28,8 @@ pub struct PurchaseRequest {
     pub user_id: UserId,
     pub quantity: Quantity,
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The caller's address as API Gateway saw it, for the per-IP bucket.
+    pub source_ip: Option<String>,
 }
 
 /// What the buyer is told on 202.
@@ -73,6 +76,8 @@ pub enum PurchaseError {
     Catalog(#[from] crate::ports::CatalogError),
     #[error("queue rejected the order; stock returned")]
     QueueRejected,
+    #[error("rate limited")]
+    RateLimited { retry_after_ms: u64 },
 }
 
 impl From<PurchaseError> for ApiError {
@@ -101,6 +106,9 @@ impl From<PurchaseError> for ApiError {
             PurchaseError::Store(_) | PurchaseError::Catalog(_) => {
                 ApiError::paused("the sale is temporarily unavailable; retry shortly")
             }
+            PurchaseError::RateLimited { retry_after_ms } => ApiError::RateLimited {
+                retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
+            },
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
             ),
@@ -113,6 +121,8 @@ pub struct PurchaseService<S, Q, C> {
     stock: S,
     queue: Q,
     catalog: C,
+    /// Times the rate limiter failed and the purchase went ahead without it.
+    limiter_failures: std::sync::atomic::AtomicU64,
 }
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
@@ -121,6 +131,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             stock,
             queue,
             catalog,
+            limiter_failures: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -128,7 +139,39 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         &self.stock
     }
 
+    /// How often the rate limiter failed open in this environment.
+    pub fn limiter_failures(&self) -> u64 {
+        self.limiter_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The rate limiter: fails open when only its own key is broken (logged
+    /// and counted), but Redis out of reach fails the purchase closed at once.
+    async fn admit(&self, req: &PurchaseRequest) -> Result<(), PurchaseError> {
+        let knock = Knock {
+            sale_id: &req.sale_id,
+            user_id: &req.user_id,
+            source_ip: req.source_ip.as_deref(),
+        };
+        match self.stock.admit(knock).await {
+            Ok(Admission::Allowed) => Ok(()),
+            Ok(Admission::Limited { retry_after_ms }) => {
+                Err(PurchaseError::RateLimited { retry_after_ms })
+            }
+            Err(StoreError::Protocol(why)) => {
+                let failures = self
+                    .limiter_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                tracing::warn!(sale_id = %req.sale_id, %why, failures, "rate limiter failed; letting the purchase through");
+                Ok(())
+            }
+            Err(err) => Err(PurchaseError::Store(err)),
+        }
+    }
+
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        self.admit(req).await?;
         let outcome = self
             .stock
             .reserve(ReserveRequest {
@@ -259,6 +302,7 @@ mod tests {
             user_id: UserId::parse(user).unwrap(),
             quantity: Quantity::new(q).unwrap(),
             idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
+            source_ip: None,
         }
     }
 

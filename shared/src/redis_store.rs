@@ -8,10 +8,10 @@
 //! ids) so a `409 LIMIT_EXCEEDED` can name them without a scan.
 
 use crate::domain::{OrderId, Quantity, Sale, SaleId};
+use crate::ports::{Admission, Knock, ReservationRecord, Resolution, StockView};
 use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
-use crate::ports::{ReservationRecord, Resolution, StockView};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use serde::Deserialize;
@@ -45,6 +45,8 @@ static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
 static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
+static RATE_LIMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/ratelimit.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
@@ -106,10 +108,13 @@ pub enum LoadOutcome {
     },
 }
 
+pub use crate::config::RateLimits;
+
 #[derive(Clone)]
 pub struct RedisStock {
     conn: ConnectionManager,
     timeout: Duration,
+    limits: RateLimits,
 }
 
 impl RedisStock {
@@ -124,7 +129,17 @@ impl RedisStock {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100));
         let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
-        Ok(Self { conn, timeout })
+        Ok(Self {
+            conn,
+            timeout,
+            limits: RateLimits::default(),
+        })
+    }
+
+    /// The same store with other rate-limit defaults.
+    pub fn with_rate_limits(mut self, limits: RateLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     async fn run<T: redis::FromRedisValue>(
@@ -478,6 +493,35 @@ impl StockStore for RedisStock {
             _ => Err(protocol(&reply)),
         }
     }
+
+    async fn admit(&self, knock: Knock<'_>) -> Result<Admission, StoreError> {
+        let sale = knock.sale_id;
+        let rl_key = format!("sale:{{{sale}}}:ratelimit");
+        let meta_key = format!("sale:{{{sale}}}:meta");
+        let user = format!("u:{}", knock.user_id);
+        let ip = knock
+            .source_ip
+            .map(|ip| format!("ip:{ip}"))
+            .unwrap_or_default();
+        let l = self.limits;
+        let args = [
+            user,
+            ip,
+            l.user_per_sec.to_string(),
+            l.user_burst.to_string(),
+            l.ip_per_sec.to_string(),
+            l.ip_burst.to_string(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply: Vec<i64> = self.run(&RATE_LIMIT, &[&rl_key, &meta_key], &args).await?;
+        match reply.as_slice() {
+            [1, _] => Ok(Admission::Allowed),
+            [0, wait] => Ok(Admission::Limited {
+                retry_after_ms: u64::try_from(*wait).unwrap_or(1_000),
+            }),
+            _ => Err(protocol(&reply)),
+        }
+    }
 }
 
 fn parse_reserve_reply(
@@ -524,8 +568,19 @@ fn parse_reserve_reply(
     }
 }
 
+/// Redis out of reach (refused, dropped, timed out) is `Unavailable`; Redis
+/// answering with an error (a wrong type, a script error) is `Protocol`.
+/// The difference decides whether the rate limiter may fail open.
 fn unavailable(err: RedisError) -> StoreError {
-    StoreError::Unavailable(err.to_string())
+    if err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+    {
+        StoreError::Unavailable(err.to_string())
+    } else {
+        StoreError::Protocol(err.to_string())
+    }
 }
 
 fn protocol(reply: &[impl std::fmt::Debug]) -> StoreError {

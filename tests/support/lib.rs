@@ -24,6 +24,17 @@ use std::time::Duration;
 /// (the template says 60 s; a test cannot wait for five of those).
 pub const TEST_VISIBILITY_SECS: u32 = 1;
 
+/// Limits that never bite: most tests are about the stock decision, send
+/// thousands of buyers from one address, or click 500 times as one buyer.
+/// The limiter's own tests set tight limits.
+pub const GENEROUS_LIMITS: seckill_shared::config::RateLimits =
+    seckill_shared::config::RateLimits {
+        user_per_sec: 10_000.0,
+        user_burst: 10_000.0,
+        ip_per_sec: 1_000_000.0,
+        ip_burst: 1_000_000.0,
+    };
+
 const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
 
 /// A name no other test (or earlier run) uses: `[A-Za-z0-9_-]`, short.
@@ -95,6 +106,11 @@ impl App {
             sqs_timeout: Duration::from_secs(20),
             sale_cache_ttl: Duration::from_secs(5),
             prewarm_lead: Duration::from_secs(600),
+            // These tests are about the stock decision: thousands of buyers
+            // arrive from the event file's one address, and one buyer's
+            // 500 clicks must reach the limit check. The limiter's own test
+            // sets tight limits.
+            rate_limits: GENEROUS_LIMITS,
         };
         tweak(&mut config);
         let service = Arc::new(purchase::wire(&config).await.unwrap());
@@ -373,6 +389,20 @@ pub fn purchase_event(
     lambda_http::request::from_str(&event.to_string()).unwrap()
 }
 
+/// The purchase event as sent from `ip`.
+pub fn purchase_event_from(sale: &str, user: &str, ip: &str) -> Request {
+    let mut event: serde_json::Value = serde_json::from_str(PURCHASE_EVENT).unwrap();
+    event["pathParameters"]["saleId"] = sale.into();
+    event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = user.into();
+    event["requestContext"]["http"]["sourceIp"] = ip.into();
+    event["headers"]["x-forwarded-for"] = ip.into();
+    let headers = event["headers"].as_object_mut().unwrap();
+    headers.remove("idempotency-key");
+    headers.remove("content-length");
+    event["body"] = serde_json::Value::Null;
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
 /// A response, decoded.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -457,6 +487,8 @@ impl LocalStack {
             orders_table: format!("{name}-orders"),
             demo_sale: format!("{name}-demo"),
             visibility_timeout_secs: visibility_secs,
+            // Every request of these tests comes from 127.0.0.1.
+            rate_limits: Some(GENEROUS_LIMITS),
         };
         let stack = seckill_infra::local::prepare(&settings).await.unwrap();
         let source = match pollers {

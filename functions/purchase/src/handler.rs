@@ -86,6 +86,7 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
         user_id: caller.user_id,
         quantity,
         idempotency_key,
+        source_ip: http::source_ip(req),
     })
 }
 

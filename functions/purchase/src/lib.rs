@@ -38,7 +38,8 @@ pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<Dyna
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
-    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?
+        .with_rate_limits(config.rate_limits);
     let queue = SqsQueue::new(aws::sqs(&sdk), queue_url);
     let catalog = CachedCatalog::new(
         DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),

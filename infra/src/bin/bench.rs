@@ -58,6 +58,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// 100,000 buyers arrive from the event file's one address: the per-IP
+/// bucket must not be what is measured. The limiter script still runs (one
+/// round trip per purchase, as in production).
+const UNLIMITED: seckill_shared::config::RateLimits = seckill_shared::config::RateLimits {
+    user_per_sec: 1e9,
+    user_burst: 1e9,
+    ip_per_sec: 1e9,
+    ip_burst: 1e9,
+};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const PURCHASE_LUA: &str = include_str!("../../../shared/lua/purchase.lua");
@@ -229,6 +239,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             sqs_timeout: SQS_TIMEOUT,
             sale_cache_ttl: SALE_CACHE_TTL,
             prewarm_lead: Duration::from_secs(600),
+            rate_limits: UNLIMITED,
         };
         let service = purchase::wire(&config).await?;
         let sale = test_sale(&format!("{tag}-sqs"), args.stock, 1)?;
@@ -254,7 +265,8 @@ async fn main() -> Result<ExitCode, BoxError> {
     };
 
     let null_service = PurchaseService::new(
-        RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?,
+        // The same limits as the SQS row: the limiter runs, it does not limit.
+        RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
         NullQueue,
         CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
     );
@@ -866,6 +878,7 @@ async fn drain(
         sqs_timeout: SQS_TIMEOUT,
         sale_cache_ttl: SALE_CACHE_TTL,
         prewarm_lead: Duration::from_secs(600),
+        rate_limits: UNLIMITED,
     };
     let writer = Arc::new(order_writer::wire(&config).await?);
     let mut settings =
