@@ -12,6 +12,11 @@
 -- Rates and bursts are numbers (tonumber), never compared as strings.
 
 local rl_key, meta_key = KEYS[1], KEYS[2]
+-- No buckets for a sale Redis does not hold: junk sale ids must not create
+-- keys (the purchase script answers them), and a lost sale fails closed there.
+if redis.call('EXISTS', meta_key) == 0 then
+  return {1, 0}
+end
 local o = redis.call('HMGET', meta_key, 'rlUserRate', 'rlUserBurst', 'rlIpRate', 'rlIpBurst')
 local user_rate = tonumber(o[1]) or tonumber(ARGV[3])
 local user_burst = tonumber(o[2]) or tonumber(ARGV[4])
