@@ -104,13 +104,6 @@ fn purchase_requests_never_panic_and_refusals_are_4xx() {
         } else {
             vec![]
         };
-        // Header values must be valid HTTP header text to reach the function at all.
-        if headers
-            .iter()
-            .any(|(_, v)| v.bytes().any(|b| b < 0x20 || b >= 0x7f))
-        {
-            continue;
-        }
         let req = purchase_event(&sale, user.as_deref(), &body, &headers);
         match purchase::handler::parse(&req) {
             Ok(p) => {
