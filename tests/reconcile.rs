@@ -37,6 +37,7 @@ async fn reserve_only(app: &App, sale: &str, user: &str) -> (String, i64) {
             user_id: &user_id,
             quantity: Quantity::ONE,
             idempotency_key: None,
+            gate_nonce: None,
         })
         .await
         .unwrap();

@@ -72,6 +72,18 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
+        path: "/sales/{saleId}/challenge",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/sales/{saleId}/challenge",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
         path: "/orders/{orderId}",
         target: Target::OrdersApi,
         authorized: true,

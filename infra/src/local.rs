@@ -67,6 +67,9 @@ impl LocalSettings {
     }
 }
 
+/// The local stack's gate key unless `GATE_SECRET` says otherwise.
+pub const DEFAULT_GATE_SECRET: &str = "seckill-local-gate-secret-not-for-production";
+
 /// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
 pub fn demo_sale(id: &SaleId) -> Sale {
     let now = clock::now_ms();
@@ -303,6 +306,8 @@ fn local_default(name: &str, settings: &LocalSettings, queue_url: &str) -> Optio
         "ORDERS_QUEUE_URL" => Some(queue_url.to_owned()),
         "SALES_TABLE" => Some(settings.sales_table.clone()),
         "ORDERS_TABLE" => Some(settings.orders_table.clone()),
+        // Documented in the README; a deployed stack sets its own.
+        "GATE_SECRET" => Some(DEFAULT_GATE_SECRET.to_owned()),
         _ => None,
     })
 }

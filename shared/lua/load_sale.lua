@@ -2,7 +2,8 @@
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3..] the sale's other keys (buyers,
 -- resv, userorders), whose expiry follows the sale's end too
--- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs
+-- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs,
+--       gate (1 or 0)
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
 -- sell it twice); only the window, limit, status and expiry are refreshed,
@@ -10,12 +11,12 @@
 -- Replies: {"LOADED"} or {"REFRESHED", stockNow}
 
 local meta_key, stock_key = KEYS[1], KEYS[2]
-local total, start_ms, end_ms, limit, shards, status, version, expire_at =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local total, start_ms, end_ms, limit, shards, status, version, expire_at, gate =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] or '0'
 
 local stock = redis.call('GET', stock_key)
 local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
-  'status', status, 'expireAtMs', expire_at}
+  'status', status, 'expireAtMs', expire_at, 'gate', gate}
 
 if stock and redis.call('EXISTS', meta_key) == 1 then
   redis.call('HSET', meta_key, unpack(fields))

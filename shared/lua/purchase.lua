@@ -6,27 +6,30 @@
 -- KEYS[3] sale:{S}:buyers      hash  userId -> units held
 -- KEYS[4] sale:{S}:resv        hash  orderId -> reservation JSON
 -- KEYS[5] sale:{S}:userorders  hash  userId -> comma-separated orderIds
+-- KEYS[6] sale:{S}:gateused    hash  pass nonce -> time used (gated sales)
 -- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
+-- ARGV[5] the nonce of a verified gate pass, or "" (checked only when meta
+--         says gate = 1; the signature and expiry were checked before)
 --
 -- Replies (all strings, first element is the outcome):
 --   {"OK", orderId, atMs, stockLeft}       reserved now
 --   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
---   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"}
+--   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"} {"GATE"}
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
 --
 -- Every number read from Redis goes through tonumber(): Redis stores strings,
 -- and "10" < "9" as strings.
 
-local meta_key, stock_key, buyers_key, resv_key, uorders_key =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local sale, user, idem = ARGV[1], ARGV[2], ARGV[4]
+local meta_key, stock_key, buyers_key, resv_key, uorders_key, gate_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local sale, user, idem, nonce = ARGV[1], ARGV[2], ARGV[4], ARGV[5] or ''
 local qty = tonumber(ARGV[3])
 if not qty or qty < 1 then
   return redis.error_reply('ERR quantity must be a positive integer')
 end
 
 local m = redis.call('HMGET', meta_key,
-  'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs')
+  'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs', 'gate')
 local start_ms, end_ms, limit = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
 local stock = tonumber(redis.call('GET', stock_key))
 if not start_ms or not end_ms or not limit or not stock then
@@ -58,6 +61,12 @@ if now >= end_ms then
   return {'ENDED'}
 end
 
+-- A gated sale sells only to a verified pass, and each pass buys once.
+local gated = m[7] == '1'
+if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
+  return {'GATE'}
+end
+
 local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
 if held + qty > limit then
   return {'LIMIT', redis.call('HGET', uorders_key, user) or ''}
@@ -85,12 +94,19 @@ else
   redis.call('HSET', uorders_key, user, order_id)
 end
 
+if gated then
+  redis.call('HSET', gate_key, nonce, tostring(now))
+end
+
 -- Hashes created by a first purchase get the sale's expiry too.
 local expire_at = tonumber(m[6])
 if expire_at then
   redis.call('PEXPIREAT', buyers_key, expire_at)
   redis.call('PEXPIREAT', resv_key, expire_at)
   redis.call('PEXPIREAT', uorders_key, expire_at)
+  if gated then
+    redis.call('PEXPIREAT', gate_key, expire_at)
+  end
 end
 
 return {'OK', order_id, tostring(now), tostring(left)}

@@ -61,6 +61,9 @@ pub struct Config {
     /// sale is loaded into Redis.
     pub prewarm_lead: Duration,
     pub rate_limits: RateLimits,
+    /// `GATE_SECRET`: the HMAC key of the sale gate's questions and passes.
+    /// Without it, gated sales sell to nobody (and say so at cold start).
+    pub gate_secret: Option<String>,
 }
 
 /// The environment, as a lookup function so tests can pass a map.
@@ -90,6 +93,7 @@ impl Config {
             sale_cache_ttl: Duration::from_secs(number(env, "SALE_CACHE_SECONDS", 5)?),
             prewarm_lead: Duration::from_secs(number(env, "PREWARM_LEAD_SECONDS", 600)?),
             rate_limits: rate_limits(env)?,
+            gate_secret: env("GATE_SECRET").filter(|v| !v.is_empty()),
         })
     }
 }

@@ -48,6 +48,10 @@ pub enum ApiError {
     Conflict,
     #[error("not implemented yet")]
     NotImplemented,
+    #[error(
+        "this sale needs a pass: answer the question at /sales/{{saleId}}/challenge and send the token as X-Sale-Token"
+    )]
+    GateRequired,
     #[error("internal error")]
     Internal,
 }
@@ -57,7 +61,7 @@ impl ApiError {
         match self {
             Self::InvalidRequest(_) => 400,
             Self::Unauthenticated => 401,
-            Self::Forbidden => 403,
+            Self::Forbidden | Self::GateRequired => 403,
             Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::LimitExceeded { .. }
@@ -96,6 +100,7 @@ impl ApiError {
             Self::SaleStarted => "SALE_STARTED",
             Self::Conflict => "CONFLICT",
             Self::NotImplemented => "NOT_IMPLEMENTED",
+            Self::GateRequired => "GATE_REQUIRED",
         }
     }
 

@@ -9,6 +9,7 @@
 //! - [`purchase`]: the purchase decision: reserve in the stock store, hand
 //!   the order to the queue, release only what is proven unsent.
 //! - [`error`]: the API error codes and their one mapping to HTTP.
+//! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
 //! - [`http`]: JSON responses and the API Gateway claims helpers.
 //! - [`config`]: typed configuration, read once from the environment.
 //! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
@@ -41,6 +42,7 @@ pub mod domain;
 pub mod dynamo;
 pub mod dynamo_orders;
 pub mod error;
+pub mod gate;
 pub mod http;
 pub mod jobs;
 pub mod memory;

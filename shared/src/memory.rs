@@ -122,6 +122,9 @@ impl StockStore for MemoryStock {
             SalePhase::Ended => return Ok(ReserveOutcome::Ended),
             SalePhase::Live => {}
         }
+        if s.sale.gate && req.gate_nonce.is_none() {
+            return Ok(ReserveOutcome::GateRequired);
+        }
         let user = req.user_id.to_string();
         let q = req.quantity.get();
         let held = s.buyers.get(&user).copied().unwrap_or(0);

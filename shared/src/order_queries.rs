@@ -29,6 +29,16 @@ pub enum QueryError {
     Stock(#[from] StoreError),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    #[error("this sale has no gate")]
+    NoGate,
+    #[error("questions are handed out from shortly before the start")]
+    GateNotOpen { start_ms: i64 },
+    #[error("the sale has ended")]
+    SaleEnded,
+    #[error("wrong answer")]
+    WrongAnswer,
+    #[error("the gate is not configured")]
+    GateUnavailable,
 }
 
 impl QueryError {
@@ -39,7 +49,18 @@ impl QueryError {
             Self::NotFound => ApiError::OrderNotFound,
             Self::Expired => ApiError::OrderExpired,
             Self::NotPayable(why) => ApiError::OrderNotPayable(why.into()),
-            Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) => {
+            Self::NoGate => ApiError::InvalidRequest("this sale has no gate".into()),
+            Self::GateNotOpen { start_ms } => {
+                let wait = (start_ms - crate::gate::OPENS_BEFORE_START_MS - clock::now_ms()).max(0);
+                ApiError::SaleNotStarted {
+                    retry_after_secs: Some(u64::try_from(wait / 1000 + 1).unwrap_or(1)),
+                }
+            }
+            Self::SaleEnded => ApiError::SaleEnded,
+            Self::WrongAnswer => {
+                ApiError::InvalidRequest("wrong answer; ask for the question again".into())
+            }
+            Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
                 ApiError::paused("temporarily unavailable; retry shortly")
             }
         }
@@ -52,6 +73,7 @@ pub struct OrderQueries<O, S, C> {
     catalog: C,
     sale_list_ttl: Duration,
     open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
+    gate: Option<crate::gate::Gate>,
 }
 
 impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
@@ -62,7 +84,71 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             catalog,
             sale_list_ttl,
             open_sales: Mutex::new(None),
+            gate: None,
         }
+    }
+
+    /// The same service with the sale gate's key.
+    pub fn with_gate(mut self, gate: crate::gate::Gate) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// A gated sale that is open for questions, and the gate.
+    async fn gated(&self, sale_id: &SaleId, now_ms: i64) -> Result<&crate::gate::Gate, QueryError> {
+        let sale = self
+            .catalog
+            .get_sale(sale_id)
+            .await?
+            .ok_or(QueryError::NotFound)?;
+        if !sale.gate {
+            return Err(QueryError::NoGate);
+        }
+        if now_ms < sale.start_ms - crate::gate::OPENS_BEFORE_START_MS {
+            return Err(QueryError::GateNotOpen {
+                start_ms: sale.start_ms,
+            });
+        }
+        if now_ms >= sale.end_ms {
+            return Err(QueryError::SaleEnded);
+        }
+        self.gate.as_ref().ok_or(QueryError::GateUnavailable)
+    }
+
+    /// `GET /sales/{saleId}/challenge`.
+    pub async fn challenge(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+    ) -> Result<serde_json::Value, QueryError> {
+        let now = clock::now_ms();
+        let c = self
+            .gated(sale_id, now)
+            .await?
+            .challenge(sale_id, caller, now);
+        Ok(serde_json::json!({
+            "question": c.question,
+            "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
+        }))
+    }
+
+    /// `POST /sales/{saleId}/challenge` with `{"answer": n}`.
+    pub async fn answer(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+        answer: i64,
+    ) -> Result<serde_json::Value, QueryError> {
+        let now = clock::now_ms();
+        let gate = self.gated(sale_id, now).await?;
+        let nonce = nonce_from(now, caller);
+        let pass = gate
+            .answer(sale_id, caller, answer, now, nonce)
+            .map_err(|_| QueryError::WrongAnswer)?;
+        Ok(serde_json::json!({
+            "token": pass.token,
+            "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
+        }))
     }
 
     /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
@@ -185,4 +271,22 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         }
         Ok(ids)
     }
+}
+
+/// A pass nonce: unique per issue (time, caller, a process counter).
+fn nonce_from(now_ms: i64, caller: &UserId) -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static ISSUED: AtomicU64 = AtomicU64::new(0);
+    let n = ISSUED.fetch_add(1, Ordering::Relaxed);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in caller
+        .as_str()
+        .bytes()
+        .chain(now_ms.to_le_bytes())
+        .chain(n.to_le_bytes())
+        .chain(u64::from(std::process::id()).to_le_bytes())
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }

@@ -14,6 +14,9 @@ pub struct ReserveRequest<'a> {
     pub user_id: &'a UserId,
     pub quantity: Quantity,
     pub idempotency_key: Option<&'a IdempotencyKey>,
+    /// The nonce of a gate pass whose signature, binding and expiry were
+    /// verified; the script checks it was not used before.
+    pub gate_nonce: Option<&'a str>,
 }
 
 /// A reservation: what the purchase script recorded atomically with the
@@ -42,6 +45,8 @@ pub enum ReserveOutcome {
         start_ms: i64,
     },
     Ended,
+    /// A gated sale and no valid, unused pass.
+    GateRequired,
     LimitExceeded {
         order_ids: Vec<OrderId>,
     },

@@ -30,6 +30,8 @@ pub struct PurchaseRequest {
     pub idempotency_key: Option<IdempotencyKey>,
     /// The caller's address as API Gateway saw it, for the per-IP bucket.
     pub source_ip: Option<String>,
+    /// The `X-Sale-Token` header, for gated sales.
+    pub sale_token: Option<String>,
 }
 
 /// What the buyer is told on 202.
@@ -78,6 +80,8 @@ pub enum PurchaseError {
     QueueRejected,
     #[error("rate limited")]
     RateLimited { retry_after_ms: u64 },
+    #[error("gate pass missing, invalid or used")]
+    GateRequired,
 }
 
 impl From<PurchaseError> for ApiError {
@@ -106,6 +110,7 @@ impl From<PurchaseError> for ApiError {
             PurchaseError::Store(_) | PurchaseError::Catalog(_) => {
                 ApiError::paused("the sale is temporarily unavailable; retry shortly")
             }
+            PurchaseError::GateRequired => ApiError::GateRequired,
             PurchaseError::RateLimited { retry_after_ms } => ApiError::RateLimited {
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
             },
@@ -123,6 +128,8 @@ pub struct PurchaseService<S, Q, C> {
     catalog: C,
     /// Times the rate limiter failed and the purchase went ahead without it.
     limiter_failures: std::sync::atomic::AtomicU64,
+    /// The sale gate's key; without one, gated sales sell to nobody.
+    gate: Option<crate::gate::Gate>,
 }
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
@@ -132,7 +139,14 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             queue,
             catalog,
             limiter_failures: std::sync::atomic::AtomicU64::new(0),
+            gate: None,
         }
+    }
+
+    /// The same service with the sale gate's key.
+    pub fn with_gate(mut self, gate: crate::gate::Gate) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     pub fn stock(&self) -> &S {
@@ -172,6 +186,15 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
         self.admit(req).await?;
+        // A pass that fails verification counts as no pass: the script
+        // refuses only when the sale is gated, so ungated sales ignore it.
+        let nonce = match (&self.gate, &req.sale_token) {
+            (Some(gate), Some(token)) => gate
+                .verify(&req.sale_id, &req.user_id, token, clock::now_ms())
+                .map_err(|why| tracing::debug!(%why, "gate pass refused"))
+                .ok(),
+            _ => None,
+        };
         let outcome = self
             .stock
             .reserve(ReserveRequest {
@@ -179,6 +202,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 user_id: &req.user_id,
                 quantity: req.quantity,
                 idempotency_key: req.idempotency_key.as_ref(),
+                gate_nonce: nonce.as_deref(),
             })
             .await?;
         match outcome {
@@ -193,6 +217,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             ReserveOutcome::Paused => Err(PurchaseError::Paused),
             ReserveOutcome::NotStarted { start_ms } => Err(PurchaseError::NotStarted { start_ms }),
             ReserveOutcome::Ended => Err(PurchaseError::Ended),
+            ReserveOutcome::GateRequired => Err(PurchaseError::GateRequired),
             ReserveOutcome::LimitExceeded { order_ids } => {
                 Err(PurchaseError::LimitExceeded { order_ids })
             }
@@ -303,6 +328,7 @@ mod tests {
             quantity: Quantity::new(q).unwrap(),
             idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
             source_ip: None,
+            sale_token: None,
         }
     }
 

@@ -63,6 +63,8 @@ pub struct SaleKeys {
     pub buyers: String,
     pub resv: String,
     pub user_orders: String,
+    /// Nonces of gate passes already used (gated sales only).
+    pub gate_used: String,
 }
 
 impl SaleKeys {
@@ -74,7 +76,21 @@ impl SaleKeys {
             buyers: key("buyers"),
             resv: key("resv"),
             user_orders: key("userorders"),
+            gate_used: key("gateused"),
         }
+    }
+
+    /// The keys of the purchase script (and of a refresh, which moves
+    /// every key's expiry).
+    fn with_gate(&self) -> [&str; 6] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.buyers,
+            &self.resv,
+            &self.user_orders,
+            &self.gate_used,
+        ]
     }
 
     fn all(&self) -> [&str; 5] {
@@ -183,9 +199,10 @@ impl RedisStock {
             String::from(if paused { "PAUSED" } else { "LIVE" }),
             version.to_string(),
             expire_at.to_string(),
+            String::from(if sale.gate { "1" } else { "0" }),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<String> = self.run(&LOAD_SALE, &keys.all(), &args).await?;
+        let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &args).await?;
         match reply.as_slice() {
             [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
             [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {
@@ -247,6 +264,7 @@ impl RedisStock {
             version.to_string(),
             expire_at.to_string(),
             stock.max(0).to_string(),
+            String::from(if sale.gate { "1" } else { "0" }),
         ];
         for b in buyers {
             args.push(b.user_id.clone());
@@ -411,8 +429,9 @@ impl StockStore for RedisStock {
             req.user_id.as_str(),
             quantity.as_str(),
             idem,
+            req.gate_nonce.unwrap_or(""),
         ];
-        let reply: Vec<String> = self.run(&PURCHASE, &keys.all(), &args).await?;
+        let reply: Vec<String> = self.run(&PURCHASE, &keys.with_gate(), &args).await?;
         parse_reserve_reply(&reply, req.quantity)
     }
 
@@ -553,6 +572,7 @@ fn parse_reserve_reply(
             start_ms: parse_i64(start_ms)?,
         }),
         ["ENDED"] => Ok(ReserveOutcome::Ended),
+        ["GATE"] => Ok(ReserveOutcome::GateRequired),
         ["LIMIT", listed] => Ok(ReserveOutcome::LimitExceeded {
             order_ids: listed
                 .split(',')

@@ -35,6 +35,9 @@ pub const GENEROUS_LIMITS: seckill_shared::config::RateLimits =
         ip_burst: 1_000_000.0,
     };
 
+/// The gate key of the test stacks.
+pub const TEST_GATE_SECRET: &str = "test-gate-secret";
+
 const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
 
 /// A name no other test (or earlier run) uses: `[A-Za-z0-9_-]`, short.
@@ -111,6 +114,7 @@ impl App {
             // 500 clicks must reach the limit check. The limiter's own test
             // sets tight limits.
             rate_limits: GENEROUS_LIMITS,
+            gate_secret: Some(TEST_GATE_SECRET.into()),
         };
         tweak(&mut config);
         let service = Arc::new(purchase::wire(&config).await.unwrap());

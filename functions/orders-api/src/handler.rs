@@ -12,9 +12,11 @@ use seckill_shared::ports::{SaleCatalog, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 4] = [
+pub const ROUTES: [&str; 6] = [
     "GET /health",
     "GET /sales/{saleId}",
+    "GET /sales/{saleId}/challenge",
+    "POST /sales/{saleId}/challenge",
     "GET /orders/{orderId}",
     "POST /orders/{orderId}/pay",
 ];
@@ -58,6 +60,30 @@ where
                 .map_err(|e| e.into_api(true))?;
             Ok(http::json(200, &view))
         }
+        "GET /sales/{saleId}/challenge" => {
+            let caller = http::caller(req)?;
+            let sale_id = sale_id(req)?;
+            let question = queries
+                .challenge(&sale_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            Ok(http::json(200, &question))
+        }
+        "POST /sales/{saleId}/challenge" => {
+            let caller = http::caller(req)?;
+            let sale_id = sale_id(req)?;
+            let body: serde_json::Value = serde_json::from_slice(http::body_bytes(req)?)
+                .map_err(|_| ApiError::InvalidRequest("body must be {\"answer\": n}".into()))?;
+            let answer = body
+                .get("answer")
+                .and_then(serde_json::Value::as_i64)
+                .ok_or_else(|| ApiError::InvalidRequest("answer must be an integer".into()))?;
+            let pass = queries
+                .answer(&sale_id, &caller.user_id, answer)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            Ok(http::json(200, &pass))
+        }
         "GET /orders/{orderId}" => {
             let caller = http::caller(req)?;
             let order_id = order_id(req)?;
@@ -81,6 +107,11 @@ where
         }
         _ => Err(ApiError::RouteNotFound),
     }
+}
+
+fn sale_id(req: &Request) -> Result<SaleId, ApiError> {
+    SaleId::parse(&http::path_param(req, "saleId"))
+        .map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 
 fn order_id(req: &Request) -> Result<OrderId, ApiError> {

@@ -30,10 +30,9 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
         DynamoCatalog::new(db, &config.sales_table),
         config.sale_cache_ttl,
     );
-    Ok(OrderQueries::new(
-        orders,
-        stock,
-        catalog,
-        config.sale_cache_ttl,
-    ))
+    let queries = OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl);
+    Ok(match &config.gate_secret {
+        Some(secret) => queries.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
+        None => queries,
+    })
 }

@@ -66,6 +66,15 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
         .map(IdempotencyKey::parse)
         .transpose()
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let sale_token = http::header(req, "x-sale-token")?
+        .map(|t| {
+            if t.len() <= 1024 {
+                Ok(t.to_owned())
+            } else {
+                Err(ApiError::InvalidRequest("X-Sale-Token is too long".into()))
+            }
+        })
+        .transpose()?;
     let body = http::body_bytes(req)?;
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     let quantity = if first.is_none() {
@@ -87,6 +96,7 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
         quantity,
         idempotency_key,
         source_ip: http::source_ip(req),
+        sale_token,
     })
 }
 

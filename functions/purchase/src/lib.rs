@@ -45,5 +45,12 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),
         config.sale_cache_ttl,
     );
-    Ok(PurchaseService::new(stock, queue, catalog))
+    let service = PurchaseService::new(stock, queue, catalog);
+    Ok(match &config.gate_secret {
+        Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
+        None => {
+            tracing::warn!("GATE_SECRET is not set: gated sales will refuse every purchase");
+            service
+        }
+    })
 }

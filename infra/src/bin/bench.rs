@@ -240,6 +240,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             sale_cache_ttl: SALE_CACHE_TTL,
             prewarm_lead: Duration::from_secs(600),
             rate_limits: UNLIMITED,
+            gate_secret: None,
         };
         let service = purchase::wire(&config).await?;
         let sale = test_sale(&format!("{tag}-sqs"), args.stock, 1)?;
@@ -879,6 +880,7 @@ async fn drain(
         sale_cache_ttl: SALE_CACHE_TTL,
         prewarm_lead: Duration::from_secs(600),
         rate_limits: UNLIMITED,
+        gate_secret: None,
     };
     let writer = Arc::new(order_writer::wire(&config).await?);
     let mut settings =
