@@ -421,10 +421,22 @@ async fn pay_and_expire_race_has_one_winner() {
             s1.pay(&o1, &user_id, clock::now_ms()).await.unwrap()
         });
         let expire = tokio::spawn(async move {
-            // The scheduler's view: expire as soon as it is due.
+            // The scheduler's view: expire as soon as it is due, and keep
+            // trying while the order is still pending (on a loaded machine
+            // one call can outlast the deadline); give up once it is not.
+            let give_up = reserved_at + 15_000;
             loop {
                 match s2.expire(&o2, clock::now_ms()).await.unwrap() {
-                    ExpireOutcome::NotExpirable if clock::now_ms() < reserved_at + 1_200 => {
+                    ExpireOutcome::NotExpirable if clock::now_ms() < give_up => {
+                        let due = clock::now_ms() >= reserved_at + 1_000;
+                        let pending = s2
+                            .get(&o2)
+                            .await
+                            .unwrap()
+                            .is_some_and(|o| o.status == OrderStatus::PendingPayment);
+                        if due && !pending {
+                            return ExpireOutcome::NotExpirable;
+                        }
                         tokio::task::yield_now().await;
                     }
                     other => return other,
