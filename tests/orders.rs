@@ -401,8 +401,9 @@ async fn pay_and_expire_race_has_one_winner() {
     ));
     let (mut paid, mut expired) = (0, 0);
     for round in 0..50 {
-        // Due 40 ms from now: pay and expire are fired around the deadline.
-        let reserved_at = clock::now_ms() - 1_000 + 40;
+        // Due 300 ms from now (time for the write): pay and expire are fired
+        // around the deadline.
+        let reserved_at = clock::now_ms() - 1_000 + 300;
         let order = format!("r{round}");
         let user = format!("u{round}");
         let body = order_body(&order, id, &user, 1, reserved_at);
@@ -416,8 +417,12 @@ async fn pay_and_expire_race_has_one_winner() {
         let user_id = UserId::parse(&user).unwrap();
         let (s1, s2) = (store.clone(), store.clone());
         let (o1, o2) = (order_id.clone(), order_id.clone());
+        // Paid from 10 ms before to 10 ms after the deadline.
+        let pay_at = reserved_at + 1_000 + (round % 21) - 10;
         let pay = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(35)).await;
+            while clock::now_ms() < pay_at {
+                tokio::task::yield_now().await;
+            }
             s1.pay(&o1, &user_id, clock::now_ms()).await.unwrap()
         });
         let expire = tokio::spawn(async move {
@@ -468,6 +473,7 @@ async fn pay_and_expire_race_has_one_winner() {
     );
     assert_eq!(paid + expired, 50);
     println!("pay/expire race: {paid} paid, {expired} expired");
+    assert!(paid > 0 && expired > 0, "both sides won some rounds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
