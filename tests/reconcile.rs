@@ -38,6 +38,7 @@ async fn reserve_only(app: &App, sale: &str, user: &str) -> (String, i64) {
             quantity: Quantity::ONE,
             idempotency_key: None,
             gate_nonce: None,
+            source_ip: None,
         })
         .await
         .unwrap();

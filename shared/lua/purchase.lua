@@ -10,11 +10,17 @@
 -- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
 -- ARGV[5] the nonce of a verified gate pass, or "" (checked only when meta
 --         says gate = 1; the signature and expiry were checked before)
+-- KEYS[7] sale:{S}:ratelimit and ARGV[6..11] user field, ip field, user
+--         rate/s, user burst, ip rate/s, ip burst: the rate limiter
+--         (ratelimit.lua, prepended), checked first. Without KEYS[7] there
+--         is no limit.
 --
 -- Replies (all strings, first element is the outcome):
 --   {"OK", orderId, atMs, stockLeft}       reserved now
 --   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
 --   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"} {"GATE"}
+--   {"RATE_LIMITED", retryAfterMs}
+-- When the limiter failed open, the reply is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
 --
 -- Every number read from Redis goes through tonumber(): Redis stores strings,
@@ -38,41 +44,60 @@ if not start_ms or not end_ms or not limit or not stock then
   return {'MISSING'}
 end
 
+-- The rate limiter first; a sale Redis does not hold has no buckets (junk
+-- ids create no keys). Its failure lets the purchase through, flagged.
+local lf = nil
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if KEYS[7] then
+  local allowed, wait, failed = rate_limit(KEYS[7], meta_key, ARGV[6], ARGV[7],
+    ARGV[8], ARGV[9], ARGV[10], ARGV[11], now)
+  if failed then
+    lf = 'LF'
+  elseif not allowed then
+    return {'RATE_LIMITED', tostring(wait)}
+  end
+end
+local function reply(r)
+  if lf then
+    table.insert(r, 1, lf)
+  end
+  return r
+end
+
 -- A retry with the same key gets its first answer, even after sell-out.
 local order_id
 if idem ~= '' then
   order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31)
   local existing = redis.call('HGET', resv_key, order_id)
   if existing then
-    return {'REPLAY', order_id, existing}
+    return reply({'REPLAY', order_id, existing})
   end
 end
 
 if m[4] == 'PAUSED' then
-  return {'PAUSED'}
+  return reply({'PAUSED'})
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < start_ms then
-  return {'NOT_STARTED', m[1]}
+  return reply({'NOT_STARTED', m[1]})
 end
 if now >= end_ms then
-  return {'ENDED'}
+  return reply({'ENDED'})
 end
 
 -- A gated sale sells only to a verified pass, and each pass buys once.
 local gated = m[7] == '1'
 if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
-  return {'GATE'}
+  return reply({'GATE'})
 end
 
 local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
 if held + qty > limit then
-  return {'LIMIT', redis.call('HGET', uorders_key, user) or ''}
+  return reply({'LIMIT', redis.call('HGET', uorders_key, user) or ''})
 end
 if stock < qty then
-  return {'SOLD_OUT', tostring(stock)}
+  return reply({'SOLD_OUT', tostring(stock)})
 end
 
 if not order_id then
@@ -109,4 +134,4 @@ if expire_at then
   end
 end
 
-return {'OK', order_id, tostring(now), tostring(left)}
+return reply({'OK', order_id, tostring(now), tostring(left)})

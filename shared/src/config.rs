@@ -35,8 +35,9 @@ impl Default for RateLimits {
     }
 }
 
-/// Settings of the purchase path and the adapters it uses.
-#[derive(Debug, Clone)]
+/// Settings of the purchase path and the adapters it uses. `Debug` hides
+/// the secrets: the gate key, and the password a `REDIS_URL` may carry.
+#[derive(Clone)]
 pub struct Config {
     /// `REDIS_URL`: `redis://host:port` (or `rediss://` with TLS and AUTH).
     pub redis_url: String,
@@ -64,6 +65,39 @@ pub struct Config {
     /// `GATE_SECRET`: the HMAC key of the sale gate's questions and passes.
     /// Without it, gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("redis_url", &redact_url(&self.redis_url))
+            .field("orders_queue_url", &self.orders_queue_url)
+            .field("orders_dlq_url", &self.orders_dlq_url)
+            .field("sales_table", &self.sales_table)
+            .field("orders_table", &self.orders_table)
+            .field("redis_timeout", &self.redis_timeout)
+            .field("sqs_timeout", &self.sqs_timeout)
+            .field("sale_cache_ttl", &self.sale_cache_ttl)
+            .field("prewarm_lead", &self.prewarm_lead)
+            .field("rate_limits", &self.rate_limits)
+            .field(
+                "gate_secret",
+                &self.gate_secret.as_ref().map(|_| "<secret>"),
+            )
+            .finish()
+    }
+}
+
+/// `rediss://user:password@host:port` without the password.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:<secret>{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// The environment, as a lookup function so tests can pass a map.
@@ -170,6 +204,27 @@ mod tests {
         let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
         assert_eq!(cfg.redis_timeout, Duration::from_millis(250));
         assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let map = env(&[
+            ("REDIS_URL", "rediss://default:hunter2@cache.example:6379"),
+            ("SALES_TABLE", "s"),
+            ("ORDERS_TABLE", "o"),
+            ("GATE_SECRET", "correct-horse-battery-staple"),
+        ]);
+        let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("correct-horse"),
+            "{shown}"
+        );
+        assert!(shown.contains("cache.example"));
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
     }
 
     #[test]

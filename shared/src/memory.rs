@@ -4,11 +4,11 @@
 
 use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
-use crate::ports::{Admission, Knock, ReservationRecord, Resolution, StockView};
 use crate::ports::{
     CatalogError, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
     SaleCatalog, SendError, StockStore, StoreError,
 };
+use crate::ports::{ReservationRecord, Resolution, StockView};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -230,11 +230,6 @@ impl StockStore for MemoryStock {
             paused: s.paused,
             reservation,
         }))
-    }
-
-    /// No limit in memory: the domain tests are about the decision.
-    async fn admit(&self, _knock: Knock<'_>) -> Result<Admission, StoreError> {
-        Ok(Admission::Allowed)
     }
 }
 

@@ -15,7 +15,6 @@
 use crate::clock;
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
-use crate::ports::{Admission, Knock, StoreError};
 use crate::ports::{
     OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
     SendError, StockStore,
@@ -126,8 +125,6 @@ pub struct PurchaseService<S, Q, C> {
     stock: S,
     queue: Q,
     catalog: C,
-    /// Times the rate limiter failed and the purchase went ahead without it.
-    limiter_failures: std::sync::atomic::AtomicU64,
     /// The sale gate's key; without one, gated sales sell to nobody.
     gate: Option<crate::gate::Gate>,
 }
@@ -138,7 +135,6 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             stock,
             queue,
             catalog,
-            limiter_failures: std::sync::atomic::AtomicU64::new(0),
             gate: None,
         }
     }
@@ -155,37 +151,10 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 
     /// How often the rate limiter failed open in this environment.
     pub fn limiter_failures(&self) -> u64 {
-        self.limiter_failures
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The rate limiter: fails open when only its own key is broken (logged
-    /// and counted), but Redis out of reach fails the purchase closed at once.
-    async fn admit(&self, req: &PurchaseRequest) -> Result<(), PurchaseError> {
-        let knock = Knock {
-            sale_id: &req.sale_id,
-            user_id: &req.user_id,
-            source_ip: req.source_ip.as_deref(),
-        };
-        match self.stock.admit(knock).await {
-            Ok(Admission::Allowed) => Ok(()),
-            Ok(Admission::Limited { retry_after_ms }) => {
-                Err(PurchaseError::RateLimited { retry_after_ms })
-            }
-            Err(StoreError::Protocol(why)) => {
-                let failures = self
-                    .limiter_failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                    + 1;
-                tracing::warn!(sale_id = %req.sale_id, %why, failures, "rate limiter failed; letting the purchase through");
-                Ok(())
-            }
-            Err(err) => Err(PurchaseError::Store(err)),
-        }
+        self.stock.limiter_failures()
     }
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
-        self.admit(req).await?;
         // A pass that fails verification counts as no pass: the script
         // refuses only when the sale is gated, so ungated sales ignore it.
         let nonce = match (&self.gate, &req.sale_token) {
@@ -203,6 +172,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 quantity: req.quantity,
                 idempotency_key: req.idempotency_key.as_ref(),
                 gate_nonce: nonce.as_deref(),
+                source_ip: req.source_ip.as_deref(),
             })
             .await?;
         match outcome {
@@ -218,6 +188,9 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             ReserveOutcome::NotStarted { start_ms } => Err(PurchaseError::NotStarted { start_ms }),
             ReserveOutcome::Ended => Err(PurchaseError::Ended),
             ReserveOutcome::GateRequired => Err(PurchaseError::GateRequired),
+            ReserveOutcome::RateLimited { retry_after_ms } => {
+                Err(PurchaseError::RateLimited { retry_after_ms })
+            }
             ReserveOutcome::LimitExceeded { order_ids } => {
                 Err(PurchaseError::LimitExceeded { order_ids })
             }

@@ -8,18 +8,23 @@
 //! ids) so a `409 LIMIT_EXCEEDED` can name them without a scan.
 
 use crate::domain::{OrderId, Quantity, Sale, SaleId};
-use crate::ports::{Admission, Knock, ReservationRecord, Resolution, StockView};
 use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
+use crate::ports::{ReservationRecord, Resolution, StockView};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use serde::Deserialize;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-static PURCHASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/purchase.lua")));
+/// The purchase script as it runs: the rate limiter's function, then the
+/// decision. One EVALSHA, one round trip.
+pub const PURCHASE_SOURCE: &str = concat!(
+    include_str!("../lua/ratelimit.lua"),
+    include_str!("../lua/purchase.lua")
+);
+static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../lua/holdings.lua"),
@@ -45,8 +50,6 @@ static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
 static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
-static RATE_LIMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/ratelimit.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
@@ -65,6 +68,8 @@ pub struct SaleKeys {
     pub user_orders: String,
     /// Nonces of gate passes already used (gated sales only).
     pub gate_used: String,
+    /// The rate limiter's token buckets.
+    pub rate_limit: String,
 }
 
 impl SaleKeys {
@@ -77,6 +82,7 @@ impl SaleKeys {
             resv: key("resv"),
             user_orders: key("userorders"),
             gate_used: key("gateused"),
+            rate_limit: key("ratelimit"),
         }
     }
 
@@ -131,6 +137,7 @@ pub struct RedisStock {
     conn: ConnectionManager,
     timeout: Duration,
     limits: RateLimits,
+    limiter_failures: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RedisStock {
@@ -149,6 +156,7 @@ impl RedisStock {
             conn,
             timeout,
             limits: RateLimits::default(),
+            limiter_failures: std::sync::Arc::default(),
         })
     }
 
@@ -424,15 +432,47 @@ impl StockStore for RedisStock {
         let keys = SaleKeys::new(req.sale_id);
         let quantity = req.quantity.get().to_string();
         let idem = req.idempotency_key.map_or("", |k| k.as_str());
+        let (user_field, ip_field) = (
+            format!("u:{}", req.user_id),
+            req.source_ip
+                .map(|ip| format!("ip:{ip}"))
+                .unwrap_or_default(),
+        );
+        let l = self.limits;
+        let limits = [
+            l.user_per_sec.to_string(),
+            l.user_burst.to_string(),
+            l.ip_per_sec.to_string(),
+            l.ip_burst.to_string(),
+        ];
         let args = [
             req.sale_id.as_str(),
             req.user_id.as_str(),
             quantity.as_str(),
             idem,
             req.gate_nonce.unwrap_or(""),
+            &user_field,
+            &ip_field,
+            &limits[0],
+            &limits[1],
+            &limits[2],
+            &limits[3],
         ];
-        let reply: Vec<String> = self.run(&PURCHASE, &keys.with_gate(), &args).await?;
-        parse_reserve_reply(&reply, req.quantity)
+        let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
+        let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
+        let reply: Vec<String> = self.run(&PURCHASE, &keys, &args).await?;
+        let reply = match reply.split_first() {
+            Some((flag, rest)) if flag == "LF" => {
+                let n = self
+                    .limiter_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                tracing::warn!(sale_id = %req.sale_id, failures = n, "rate limiter failed open (its key is broken); purchase decided without it");
+                rest
+            }
+            _ => reply.as_slice(),
+        };
+        parse_reserve_reply(reply, req.quantity)
     }
 
     async fn release(
@@ -513,33 +553,9 @@ impl StockStore for RedisStock {
         }
     }
 
-    async fn admit(&self, knock: Knock<'_>) -> Result<Admission, StoreError> {
-        let sale = knock.sale_id;
-        let rl_key = format!("sale:{{{sale}}}:ratelimit");
-        let meta_key = format!("sale:{{{sale}}}:meta");
-        let user = format!("u:{}", knock.user_id);
-        let ip = knock
-            .source_ip
-            .map(|ip| format!("ip:{ip}"))
-            .unwrap_or_default();
-        let l = self.limits;
-        let args = [
-            user,
-            ip,
-            l.user_per_sec.to_string(),
-            l.user_burst.to_string(),
-            l.ip_per_sec.to_string(),
-            l.ip_burst.to_string(),
-        ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<i64> = self.run(&RATE_LIMIT, &[&rl_key, &meta_key], &args).await?;
-        match reply.as_slice() {
-            [1, _] => Ok(Admission::Allowed),
-            [0, wait] => Ok(Admission::Limited {
-                retry_after_ms: u64::try_from(*wait).unwrap_or(1_000),
-            }),
-            _ => Err(protocol(&reply)),
-        }
+    fn limiter_failures(&self) -> u64 {
+        self.limiter_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -573,6 +589,9 @@ fn parse_reserve_reply(
         }),
         ["ENDED"] => Ok(ReserveOutcome::Ended),
         ["GATE"] => Ok(ReserveOutcome::GateRequired),
+        ["RATE_LIMITED", wait] => Ok(ReserveOutcome::RateLimited {
+            retry_after_ms: u64::try_from(parse_i64(wait)?).unwrap_or(1_000),
+        }),
         ["LIMIT", listed] => Ok(ReserveOutcome::LimitExceeded {
             order_ids: listed
                 .split(',')

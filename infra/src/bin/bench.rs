@@ -70,7 +70,8 @@ const UNLIMITED: seckill_shared::config::RateLimits = seckill_shared::config::Ra
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-const PURCHASE_LUA: &str = include_str!("../../../shared/lua/purchase.lua");
+/// The purchase script exactly as the handler runs it (limiter included).
+const PURCHASE_LUA: &str = seckill_shared::redis_store::PURCHASE_SOURCE;
 const PURCHASE_EVENT: &str = include_str!("../../../events/purchase.json");
 
 /// redis-benchmark settings: fixed, so the ceiling is comparable across runs
@@ -408,17 +409,34 @@ async fn ceiling(
     if let Some(p) = pipeline {
         cmd.args(["-P", &p.to_string()]);
     }
-    // ARGV[4] is the Idempotency-Key; "" (an empty bulk string, which
-    // redis-benchmark passes through as is) means none.
-    cmd.args(["EVALSHA", sha, "5"])
+    // The same keys and arguments as the handler sends: ARGV[4] is the
+    // Idempotency-Key and ARGV[5] the gate pass nonce ("" is none; an empty
+    // bulk string passes through redis-benchmark as is), then the rate
+    // limiter's fields and limits (unlimited, as in the handler rows; no
+    // address, as the buyers are random).
+    cmd.args(["EVALSHA", sha, "7"])
         .args([
             &keys.meta,
             &keys.stock,
             &keys.buyers,
             &keys.resv,
             &keys.user_orders,
+            &keys.gate_used,
+            &keys.rate_limit,
         ])
-        .args([sale.sale_id.as_str(), "u__rand_int__", "1", ""]);
+        .args([
+            sale.sale_id.as_str(),
+            "u__rand_int__",
+            "1",
+            "",
+            "",
+            "u:u__rand_int__",
+            "",
+            "1000000000",
+            "1000000000",
+            "1000000000",
+            "1000000000",
+        ]);
     let out = cmd
         .output()
         .await
