@@ -511,6 +511,34 @@ async fn sqs_timeout_keeps_the_reservation_and_accepts() {
     assert_eq!(app.stock(id).await, Some(4), "stock stays reserved");
     assert_eq!(app.reservations(id).await[order_id].state, "QUEUED");
     held.abort();
+
+    // Invariant 3, end to end: that 202 still ends as an order. Reconcile
+    // (two minutes later, time injected) relays the reservation, and the
+    // order-writer writes it.
+    let at = app.reservations(id).await[order_id]
+        .at_ms
+        .parse::<i64>()
+        .unwrap();
+    let report = seckill_shared::reconcile::wire(&app.config)
+        .await
+        .unwrap()
+        .reconcile_sale(&sale.sale_id, at + 120_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "RELAYED"),
+        "{:?}",
+        report.repairs
+    );
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 1);
+    assert!(
+        orders.contains_key(order_id),
+        "the accepted order id was written"
+    );
+    assert_eq!(app.sale_counters(id).await, (4, 1));
 }
 
 #[tokio::test]

@@ -1082,8 +1082,13 @@ mod tests {
         while in_flight().await != "1" && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Past a few empty receives, the window still holds the record.
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        // An absence over a span cannot be polled for: for 2.5 s (a few empty
+        // receives; the window is 30 s) the record must stay undelivered.
+        let watch_until = Instant::now() + Duration::from_millis(2_500);
+        while Instant::now() < watch_until {
+            assert_eq!(source.stats().snapshot().invocations, 0);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(source.stats().snapshot().invocations, 0);
         let counts = source.stop().await;
         assert_eq!(counts.invocations, 0);

@@ -10,8 +10,8 @@
 -- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
 -- ARGV[5] the nonce of a verified gate pass, or "" (checked only when meta
 --         says gate = 1; the signature and expiry were checked before)
--- KEYS[7] sale:{S}:ratelimit and ARGV[6..11] user field, ip field, user
---         rate/s, user burst, ip rate/s, ip burst: the rate limiter
+-- KEYS[7] sale:{S}:ratelimit and ARGV[6..10] source address ("" when
+--         unknown), user rate/s, user burst, ip rate/s, ip burst: the limiter
 --         (ratelimit.lua, prepended), checked first. Without KEYS[7] there
 --         is no limit.
 --
@@ -50,8 +50,12 @@ local lf = nil
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if KEYS[7] then
-  local allowed, wait, failed = rate_limit(KEYS[7], meta_key, ARGV[6], ARGV[7],
-    ARGV[8], ARGV[9], ARGV[10], ARGV[11], now)
+  local ip_field = ''
+  if ARGV[6] and ARGV[6] ~= '' then
+    ip_field = 'ip:' .. ARGV[6]
+  end
+  local allowed, wait, failed = rate_limit(KEYS[7], meta_key, 'u:' .. user, ip_field,
+    ARGV[7], ARGV[8], ARGV[9], ARGV[10], now)
   if failed then
     lf = 'LF'
   elseif not allowed then

@@ -34,8 +34,6 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
-    #[error("method not allowed")]
-    MethodNotAllowed,
     #[error("no such order")]
     OrderNotFound,
     #[error("the payment window of this order has closed")]
@@ -46,8 +44,6 @@ pub enum ApiError {
     SaleStarted,
     #[error("the sale changed meanwhile; read it and retry")]
     Conflict,
-    #[error("not implemented yet")]
-    NotImplemented,
     #[error(
         "this sale needs a pass: answer the question at /sales/{{saleId}}/challenge and send the token as X-Sale-Token"
     )]
@@ -63,13 +59,11 @@ impl ApiError {
             Self::Unauthenticated => 401,
             Self::Forbidden | Self::GateRequired => 403,
             Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
-            Self::MethodNotAllowed => 405,
             Self::LimitExceeded { .. }
             | Self::OrderExpired
             | Self::OrderNotPayable(_)
             | Self::SaleStarted
             | Self::Conflict => 409,
-            Self::NotImplemented => 501,
             Self::SaleEnded | Self::SoldOut { .. } => 410,
             Self::SaleNotStarted { .. } => 425,
             Self::RateLimited { .. } => 429,
@@ -86,7 +80,6 @@ impl ApiError {
             Self::Forbidden => "FORBIDDEN",
             Self::SaleNotFound => "SALE_NOT_FOUND",
             Self::RouteNotFound => "NOT_FOUND",
-            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::SaleNotStarted { .. } => "SALE_NOT_STARTED",
             Self::SaleEnded => "SALE_ENDED",
             Self::SoldOut { .. } => "SOLD_OUT",
@@ -99,7 +92,6 @@ impl ApiError {
             Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
             Self::SaleStarted => "SALE_STARTED",
             Self::Conflict => "CONFLICT",
-            Self::NotImplemented => "NOT_IMPLEMENTED",
             Self::GateRequired => "GATE_REQUIRED",
         }
     }

@@ -136,7 +136,8 @@ pub use crate::config::RateLimits;
 pub struct RedisStock {
     conn: ConnectionManager,
     timeout: Duration,
-    limits: RateLimits,
+    /// The limits as script arguments, formatted once, not per purchase.
+    limit_args: std::sync::Arc<[String; 4]>,
     limiter_failures: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -155,14 +156,14 @@ impl RedisStock {
         Ok(Self {
             conn,
             timeout,
-            limits: RateLimits::default(),
+            limit_args: limit_args(RateLimits::default()),
             limiter_failures: std::sync::Arc::default(),
         })
     }
 
     /// The same store with other rate-limit defaults.
     pub fn with_rate_limits(mut self, limits: RateLimits) -> Self {
-        self.limits = limits;
+        self.limit_args = limit_args(limits);
         self
     }
 
@@ -432,31 +433,17 @@ impl StockStore for RedisStock {
         let keys = SaleKeys::new(req.sale_id);
         let quantity = req.quantity.get().to_string();
         let idem = req.idempotency_key.map_or("", |k| k.as_str());
-        let (user_field, ip_field) = (
-            format!("u:{}", req.user_id),
-            req.source_ip
-                .map(|ip| format!("ip:{ip}"))
-                .unwrap_or_default(),
-        );
-        let l = self.limits;
-        let limits = [
-            l.user_per_sec.to_string(),
-            l.user_burst.to_string(),
-            l.ip_per_sec.to_string(),
-            l.ip_burst.to_string(),
-        ];
         let args = [
             req.sale_id.as_str(),
             req.user_id.as_str(),
             quantity.as_str(),
             idem,
             req.gate_nonce.unwrap_or(""),
-            &user_field,
-            &ip_field,
-            &limits[0],
-            &limits[1],
-            &limits[2],
-            &limits[3],
+            req.source_ip.unwrap_or(""),
+            &self.limit_args[0],
+            &self.limit_args[1],
+            &self.limit_args[2],
+            &self.limit_args[3],
         ];
         let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
         let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
@@ -557,6 +544,15 @@ impl StockStore for RedisStock {
         self.limiter_failures
             .load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+fn limit_args(l: RateLimits) -> std::sync::Arc<[String; 4]> {
+    std::sync::Arc::new([
+        l.user_per_sec.to_string(),
+        l.user_burst.to_string(),
+        l.ip_per_sec.to_string(),
+        l.ip_burst.to_string(),
+    ])
 }
 
 fn parse_reserve_reply(

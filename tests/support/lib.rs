@@ -455,6 +455,8 @@ where
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
+        // The cadence of the poll, not a wait for the outcome: the loop ends
+        // as soon as `check` holds, or at the deadline.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -411,9 +411,9 @@ async fn ceiling(
     }
     // The same keys and arguments as the handler sends: ARGV[4] is the
     // Idempotency-Key and ARGV[5] the gate pass nonce ("" is none; an empty
-    // bulk string passes through redis-benchmark as is), then the rate
-    // limiter's fields and limits (unlimited, as in the handler rows; no
-    // address, as the buyers are random).
+    // bulk string passes through redis-benchmark as is), then the source
+    // address (none: the buyers are random) and the limiter's limits
+    // (unlimited, as in the handler rows).
     cmd.args(["EVALSHA", sha, "7"])
         .args([
             &keys.meta,
@@ -430,7 +430,6 @@ async fn ceiling(
             "1",
             "",
             "",
-            "u:u__rand_int__",
             "",
             "1000000000",
             "1000000000",
