@@ -12,6 +12,8 @@
 //! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
 //! - [`http`]: JSON responses and the API Gateway claims helpers.
 //! - [`config`]: typed configuration, read once from the environment.
+//! - [`invariants`]: the design's invariants over one sale's Redis, queue
+//!   and DynamoDB state; reconcile, the chaos scenarios and the bench use it.
 //! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
 //!   provably safe; report the rest (`OVERSELL_RISK` is never auto-fixed).
 //! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
@@ -44,6 +46,7 @@ pub mod dynamo_orders;
 pub mod error;
 pub mod gate;
 pub mod http;
+pub mod invariants;
 pub mod jobs;
 pub mod memory;
 pub mod order_queries;

@@ -14,17 +14,19 @@
 //!   them back (the release crashed between its two steps);
 //! - a buyer count above what the buyer provably holds is lowered.
 //!
-//! Anything that could mean oversell is reported as `OVERSELL_RISK` and never
+//! The violations are [`crate::invariants::check`] of what was read, before
+//! any repair. Anything that could mean oversell is reported as `OVERSELL_RISK` and never
 //! fixed automatically.
 
 use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use crate::dynamo::DynamoCatalog;
 use crate::dynamo_orders::DynamoOrders;
+use crate::invariants::{self, InvariantChecker, SaleState};
 use crate::jobs::JobError;
-use crate::orders::{NewOrder, Order, OrderStatus, OrderStore};
+use crate::orders::{NewOrder, OrderStatus, OrderStore};
 use crate::ports::{OrderQueue, Resolution, StockStore};
-use crate::redis_store::{RedisStock, Returned};
+use crate::redis_store::{RedisSnapshot, RedisStock, Returned};
 use crate::sqs_queue::SqsQueue;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -47,11 +49,7 @@ impl Default for ReconcileSettings {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Violation {
-    pub code: &'static str,
-    pub detail: String,
-}
+pub use crate::invariants::Violation;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Repair {
@@ -80,12 +78,8 @@ pub struct ReconcileReport {
 }
 
 pub struct Reconciler {
-    stock: RedisStock,
-    catalog: DynamoCatalog,
-    orders: DynamoOrders,
+    checker: InvariantChecker,
     queue: SqsQueue,
-    sqs: aws_sdk_sqs::Client,
-    dlq_url: Option<String>,
     settings: ReconcileSettings,
 }
 
@@ -99,19 +93,28 @@ impl Reconciler {
         dlq_url: Option<String>,
         settings: ReconcileSettings,
     ) -> Self {
-        Self {
+        let checker = InvariantChecker::new(
             stock,
             catalog,
             orders,
-            queue,
             sqs,
+            queue.queue_url().to_owned(),
             dlq_url,
+        );
+        Self {
+            checker,
+            queue,
             settings,
         }
     }
 
+    /// The invariant checker over the same stores.
+    pub fn checker(&self) -> &InvariantChecker {
+        &self.checker
+    }
+
     pub fn catalog(&self) -> &DynamoCatalog {
-        &self.catalog
+        self.checker.catalog()
     }
 
     /// The same reconciler with other grace and maximum ages.
@@ -123,7 +126,7 @@ impl Reconciler {
     /// Reconciles every sale that is running or ended within the key TTL.
     pub async fn reconcile_all(&self, now_ms: i64) -> Result<Vec<ReconcileReport>, JobError> {
         let mut reports = Vec::new();
-        for sale in crate::ports::SaleCatalog::list_sales(&self.catalog).await? {
+        for sale in crate::ports::SaleCatalog::list_sales(self.catalog()).await? {
             let open = now_ms >= sale.start_ms
                 && now_ms < sale.end_ms + crate::redis_store::KEY_TTL_AFTER_END_MS;
             if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
@@ -139,68 +142,78 @@ impl Reconciler {
         sale_id: &SaleId,
         now_ms: i64,
     ) -> Result<Option<ReconcileReport>, JobError> {
-        let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
+        let Some(state) = self.checker.observe(sale_id).await? else {
             return Ok(None);
         };
         let mut report = ReconcileReport {
             sale_id: sale_id.to_string(),
             at: clock::rfc3339_ms(now_ms),
-            total_stock: i64::from(sale.total_stock),
-            available: counters.available,
-            sold: counters.sold,
+            total_stock: i64::from(state.sale.total_stock),
+            available: state.counters.available,
+            sold: state.counters.sold,
+            queue_visible: state.queue_visible,
+            queue_in_flight: state.queue_in_flight,
+            dlq_visible: state.dlq_visible,
+            redis_loaded: state.redis.is_some(),
+            redis_stock: state.redis.as_ref().map(|s| s.stock),
+            // Judged on what was read, before any repair changes it.
+            violations: invariants::check(&state),
             ..ReconcileReport::default()
         };
-        (report.queue_visible, report.queue_in_flight) = self.depth(self.queue.queue_url()).await?;
-        if let Some(dlq) = &self.dlq_url {
-            report.dlq_visible = self.depth(dlq).await?.0;
-        }
-
-        let mut rows: HashMap<String, Order> = HashMap::new();
         for status in [
             OrderStatus::PendingPayment,
             OrderStatus::Paid,
             OrderStatus::Expired,
             OrderStatus::Rejected,
         ] {
-            let found = self.orders.orders_of_sale(sale_id, status).await?;
-            report.orders.insert(status.as_str().into(), found.len());
-            rows.extend(found.into_iter().map(|o| (o.order_id.to_string(), o)));
+            report.orders.insert(status.as_str().into(), 0);
         }
-        let mut held_by_user: HashMap<String, i64> = HashMap::new();
-        for o in rows.values().filter(|o| holds_units(o.status)) {
-            *held_by_user.entry(o.user_id.to_string()).or_default() += i64::from(o.quantity.get());
+        for o in state.rows.values() {
+            *report.orders.entry(o.status.as_str().into()).or_default() += 1;
         }
-        self.check_database(&sale, &report.clone(), &held_by_user, &mut report);
+        if let Some(snap) = &state.redis {
+            for r in snap.reservations.values() {
+                *report.reservations.entry(r.state.clone()).or_default() += 1;
+            }
+            self.repair(&state, snap, now_ms, &mut report).await;
+        }
+        self.store(&report).await;
+        println!("{}", emf_line(&report, now_ms));
+        tracing::info!(
+            sale_id = %sale_id,
+            violations = report.violations.len(),
+            repairs = report.repairs.len(),
+            "reconciled"
+        );
+        Ok(Some(report))
+    }
 
-        let Some(snap) = self.stock.snapshot(sale_id).await? else {
-            report.redis_loaded = false;
-            self.store(&report).await;
-            return Ok(Some(report));
-        };
-        report.redis_loaded = true;
-        report.redis_stock = Some(snap.stock);
-        for r in snap.reservations.values() {
-            *report.reservations.entry(r.state.clone()).or_default() += 1;
-        }
-
+    /// Only the provably safe repairs; see the module documentation.
+    async fn repair(
+        &self,
+        state: &SaleState,
+        snap: &RedisSnapshot,
+        now_ms: i64,
+        report: &mut ReconcileReport,
+    ) {
+        let sale = &state.sale;
+        let sale_id = &sale.sale_id;
+        let stock = self.checker.stock();
         let grace = millis(self.settings.grace);
         let max_age = millis(self.settings.max_age);
-        let mut queued_units = 0i64;
         let mut queued_by_user: HashMap<String, i64> = HashMap::new();
         for (order_id, resv) in &snap.reservations {
-            let row = rows.get(order_id);
             let at_ms = resv.at_ms.parse::<i64>().unwrap_or(now_ms);
-            match (resv.state.as_str(), row) {
+            match (resv.state.as_str(), state.rows.get(order_id)) {
                 ("QUEUED", None) => {
                     let age = now_ms - at_ms;
                     if age > max_age {
-                        self.give_up(&sale, order_id, resv, &mut report).await;
+                        self.give_up(sale, order_id, resv, report).await;
                     } else {
-                        queued_units += i64::try_from(resv.quantity).unwrap_or(0);
                         *queued_by_user.entry(resv.user_id.clone()).or_default() +=
                             i64::try_from(resv.quantity).unwrap_or(0);
                         if age > grace {
-                            self.relay(&sale, order_id, resv, &mut report).await;
+                            self.relay(sale, order_id, resv, report).await;
                         }
                     }
                 }
@@ -211,8 +224,7 @@ impl Reconciler {
                         Resolution::Written
                     };
                     if let Ok(id) = OrderId::parse(order_id)
-                        && self
-                            .stock
+                        && stock
                             .resolve(sale_id, &id, resolution)
                             .await
                             .unwrap_or(false)
@@ -228,14 +240,17 @@ impl Reconciler {
             }
         }
         // Expired in DynamoDB, units never given back to Redis.
-        for order in rows.values().filter(|o| o.status == OrderStatus::Expired) {
-            let state = snap
+        for order in state
+            .rows
+            .values()
+            .filter(|o| o.status == OrderStatus::Expired)
+        {
+            let resv_state = snap
                 .reservations
                 .get(order.order_id.as_str())
                 .map(|r| r.state.as_str());
-            if state != Some("EXPIRED") {
-                match self
-                    .stock
+            if resv_state != Some("EXPIRED") {
+                match stock
                     .return_units(
                         sale_id,
                         &order.order_id,
@@ -257,92 +272,19 @@ impl Reconciler {
                 }
             }
         }
-        // Buyer counts above what the buyer provably holds.
+        // Buyer counts above what the buyer provably holds are lowered (a
+        // count below is an OVERSELL_RISK the checker reported).
+        let held_by_user = state.held_by_user();
         for (user, &count) in &snap.buyers {
             let provable = held_by_user.get(user).copied().unwrap_or(0)
                 + queued_by_user.get(user).copied().unwrap_or(0);
-            if count > provable {
-                if let Ok(now) = self.stock.lower_buyer(sale_id, user, provable).await {
-                    report.repairs.push(Repair {
-                        kind: "BUYER_CLEARED",
-                        order_id: None,
-                        detail: format!("{user}: {count} -> {now}"),
-                    });
-                }
-            } else if count < provable {
-                report.violations.push(Violation {
-                    code: "OVERSELL_RISK",
-                    detail: format!(
-                        "{user} holds {provable} units but Redis counts {count}: the limit check could let them buy more"
-                    ),
-                });
-            }
-        }
-        // Redis must never offer units DynamoDB does not have. Only judged
-        // when nothing is in flight (otherwise the numbers are moving).
-        if report.queue_visible + report.queue_in_flight == 0 {
-            let offered = snap.stock + queued_units;
-            if offered > counters.available {
-                report.violations.push(Violation {
-                    code: "OVERSELL_RISK",
-                    detail: format!(
-                        "Redis offers {} units plus {queued_units} queued, DynamoDB has {} available",
-                        snap.stock, counters.available
-                    ),
-                });
-            } else if offered < counters.available {
-                report.violations.push(Violation {
-                    code: "STOCK_DRIFT",
-                    detail: format!(
-                        "Redis offers {offered} units (stock {} + queued {queued_units}) but DynamoDB has {} available: underselling",
-                        snap.stock, counters.available
-                    ),
-                });
-            }
-        }
-        self.store(&report).await;
-        println!("{}", emf_line(&report, now_ms));
-        tracing::info!(
-            sale_id = %sale_id,
-            violations = report.violations.len(),
-            repairs = report.repairs.len(),
-            "reconciled"
-        );
-        Ok(Some(report))
-    }
-
-    fn check_database(
-        &self,
-        sale: &Sale,
-        seen: &ReconcileReport,
-        held_by_user: &HashMap<String, i64>,
-        report: &mut ReconcileReport,
-    ) {
-        let held: i64 = held_by_user.values().sum();
-        let total = i64::from(sale.total_stock);
-        if held > total || seen.sold > total {
-            report.violations.push(Violation {
-                code: "OVERSELL",
-                detail: format!(
-                    "orders hold {held} units, sold {}, total {total}",
-                    seen.sold
-                ),
-            });
-        }
-        if seen.sold != held || seen.available + seen.sold != total {
-            report.violations.push(Violation {
-                code: "COUNTS_DISAGREE",
-                detail: format!(
-                    "sale item available {} + sold {} vs total {total}; orders hold {held}",
-                    seen.available, seen.sold
-                ),
-            });
-        }
-        for (user, &units) in held_by_user {
-            if units > i64::from(sale.per_user_limit) {
-                report.violations.push(Violation {
-                    code: "USER_OVER_LIMIT",
-                    detail: format!("{user} holds {units} > {}", sale.per_user_limit),
+            if count > provable
+                && let Ok(now) = stock.lower_buyer(sale_id, user, provable).await
+            {
+                report.repairs.push(Repair {
+                    kind: "BUYER_CLEARED",
+                    order_id: None,
+                    detail: format!("{user}: {count} -> {now}"),
                 });
             }
         }
@@ -389,7 +331,7 @@ impl Reconciler {
         let order = NewOrder::new(message, at_ms, sale.payment_window_seconds);
         // The row first: once it exists as REJECTED, a late redelivery of the
         // message is a duplicate and cannot take the units back.
-        if let Err(err) = self.orders.write_rejected(&order).await {
+        if let Err(err) = self.checker.orders().write_rejected(&order).await {
             report.violations.push(Violation {
                 code: "REPAIR_FAILED",
                 detail: format!("give up {order_id}: {err}"),
@@ -397,7 +339,7 @@ impl Reconciler {
             return;
         }
         let id = order.message.order_id.clone();
-        match self.stock.release(&sale.sale_id, &id).await {
+        match self.checker.stock().release(&sale.sale_id, &id).await {
             Ok(outcome) => {
                 tracing::warn!(%order_id, ?outcome, "reservation older than the maximum age released and recorded as failed");
                 report.repairs.push(Repair {
@@ -413,18 +355,10 @@ impl Reconciler {
         }
     }
 
-    /// (visible, in flight) of a queue.
-    async fn depth(&self, url: &str) -> Result<(u64, u64), JobError> {
-        let depth = crate::sqs_queue::depth(&self.sqs, url)
-            .await
-            .map_err(JobError::Queue)?;
-        Ok((depth.visible + depth.delayed, depth.in_flight))
-    }
-
     /// The last report is kept on the sale item for the admin API.
     async fn store(&self, report: &ReconcileReport) {
         let json = serde_json::to_string(report).unwrap_or_default();
-        if let Err(err) = self.catalog.store_report(&report.sale_id, &json).await {
+        if let Err(err) = self.catalog().store_report(&report.sale_id, &json).await {
             tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
         }
     }
@@ -451,10 +385,6 @@ pub fn emf_line(report: &ReconcileReport, now_ms: i64) -> String {
         "ReconcileRepairs": report.repairs.len(),
     })
     .to_string()
-}
-
-fn holds_units(status: OrderStatus) -> bool {
-    matches!(status, OrderStatus::PendingPayment | OrderStatus::Paid)
 }
 
 fn millis(d: Duration) -> i64 {

@@ -1,0 +1,566 @@
+//! The design's invariants, checked over one sale's state in Redis, the queue
+//! and DynamoDB. Reconcile runs the same checks before it repairs anything;
+//! the chaos scenarios and the benchmark end with them.
+//!
+//! [`InvariantChecker::observe`] reads the state; [`check`] is pure, so the
+//! rules are unit-tested on hand-built states. The codes:
+//!
+//! - `OVERSELL`: orders hold, or the sale item counts, more than the stock.
+//! - `USER_OVER_LIMIT`: a buyer holds (rows) or is counted (Redis) above the
+//!   per-user limit.
+//! - `COUNTS_DISAGREE`: the sale item's `available + sold` is not the stock,
+//!   or `sold` is not what the orders hold.
+//! - `OVERSELL_RISK`: Redis could sell more than DynamoDB has: negative
+//!   stock, a buyer counted below what they provably hold, or more units
+//!   offered than available.
+//! - `STOCK_DRIFT`: Redis offers fewer units than DynamoDB has (undersell).
+//! - `LOST_ORDER`: a purchase answered `202` whose order is nowhere: no row,
+//!   no reservation, no message (only checkable by whoever saw the `202`).
+//!
+//! The stock comparison is made only while nothing is in the queue, because
+//! in-flight messages move both sides.
+
+use crate::domain::{OrderId, Sale, SaleId};
+use crate::dynamo::{DynamoCatalog, SaleCounters};
+use crate::dynamo_orders::DynamoOrders;
+use crate::jobs::JobError;
+use crate::orders::{Order, OrderStatus};
+use crate::redis_store::{RedisSnapshot, RedisStock, StoredReservation};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Violation {
+    pub code: &'static str,
+    pub detail: String,
+}
+
+/// One sale as the three stores see it, read at (about) the same moment.
+#[derive(Debug, Clone)]
+pub struct SaleState {
+    pub sale: Sale,
+    pub counters: SaleCounters,
+    /// Every order row of the sale, by order id.
+    pub rows: HashMap<String, Order>,
+    /// `None` when Redis does not hold the sale (never loaded, or lost).
+    pub redis: Option<RedisSnapshot>,
+    pub queue_visible: u64,
+    pub queue_in_flight: u64,
+    pub dlq_visible: u64,
+}
+
+impl SaleState {
+    /// Units each buyer holds in DynamoDB (pending payment or paid).
+    pub fn held_by_user(&self) -> HashMap<String, i64> {
+        let mut held: HashMap<String, i64> = HashMap::new();
+        for o in self.rows.values().filter(|o| holds_units(o.status)) {
+            *held.entry(o.user_id.to_string()).or_default() += i64::from(o.quantity.get());
+        }
+        held
+    }
+
+    /// Reservations still `QUEUED` with no row yet: accepted, on their way.
+    pub fn queued_without_row(&self) -> impl Iterator<Item = (&String, &StoredReservation)> {
+        self.redis
+            .iter()
+            .flat_map(|snap| snap.reservations.iter())
+            .filter(|(id, r)| r.state == "QUEUED" && !self.rows.contains_key(*id))
+    }
+
+    /// Units of `EXPIRED` rows that Redis has not been given back yet (the
+    /// release crashed between its two steps; reconcile returns them).
+    pub fn owed_to_redis(&self) -> i64 {
+        let Some(snap) = &self.redis else { return 0 };
+        self.rows
+            .values()
+            .filter(|o| o.status == OrderStatus::Expired)
+            .filter(|o| {
+                snap.reservations
+                    .get(o.order_id.as_str())
+                    .map(|r| r.state.as_str())
+                    != Some("EXPIRED")
+            })
+            .map(|o| i64::from(o.quantity.get()))
+            .sum()
+    }
+
+    /// Whether the queue is quiet enough for the stock comparison.
+    pub fn queue_quiet(&self) -> bool {
+        self.queue_visible + self.queue_in_flight == 0
+    }
+}
+
+/// Every invariant the state violates.
+pub fn check(state: &SaleState) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let sale = &state.sale;
+    let total = i64::from(sale.total_stock);
+    let limit = i64::from(sale.per_user_limit);
+    let held_by_user = state.held_by_user();
+    let held: i64 = held_by_user.values().sum();
+    let SaleCounters {
+        available, sold, ..
+    } = state.counters;
+
+    if held > total || sold > total {
+        out.push(violation(
+            "OVERSELL",
+            format!("orders hold {held} units, sold {sold}, total {total}"),
+        ));
+    }
+    if sold != held || available + sold != total {
+        out.push(violation(
+            "COUNTS_DISAGREE",
+            format!(
+                "sale item available {available} + sold {sold} vs total {total}; orders hold {held}"
+            ),
+        ));
+    }
+    let mut over: Vec<_> = held_by_user.iter().filter(|(_, u)| **u > limit).collect();
+    over.sort();
+    for (user, units) in over {
+        out.push(violation(
+            "USER_OVER_LIMIT",
+            format!("{user} holds {units} > {limit}"),
+        ));
+    }
+
+    let Some(snap) = &state.redis else {
+        return out;
+    };
+    if snap.stock < 0 {
+        out.push(violation(
+            "OVERSELL_RISK",
+            format!("Redis stock is {}", snap.stock),
+        ));
+    }
+    let mut queued_by_user: HashMap<&str, i64> = HashMap::new();
+    let mut queued_units = 0i64;
+    for (_, r) in state.queued_without_row() {
+        let units = i64::try_from(r.quantity).unwrap_or(i64::MAX);
+        queued_units += units;
+        *queued_by_user.entry(r.user_id.as_str()).or_default() += units;
+    }
+    let mut buyers: Vec<_> = snap.buyers.iter().collect();
+    buyers.sort();
+    for (user, &count) in buyers {
+        if count > limit {
+            out.push(violation(
+                "USER_OVER_LIMIT",
+                format!("Redis counts {user} at {count} > {limit}"),
+            ));
+        }
+        let provable = held_by_user.get(user).copied().unwrap_or(0)
+            + queued_by_user.get(user.as_str()).copied().unwrap_or(0);
+        if count < provable {
+            out.push(violation(
+                "OVERSELL_RISK",
+                format!("{user} holds {provable} units but Redis counts {count}: the limit check could let them buy more"),
+            ));
+        }
+    }
+    // A buyer who holds units but has no count at all is the same risk.
+    let mut uncounted: Vec<_> = held_by_user
+        .iter()
+        .filter(|(u, units)| **units > 0 && !snap.buyers.contains_key(*u))
+        .collect();
+    uncounted.sort();
+    for (user, units) in uncounted {
+        out.push(violation(
+            "OVERSELL_RISK",
+            format!("{user} holds {units} units but Redis does not count them"),
+        ));
+    }
+    if state.queue_quiet() {
+        let owed = state.owed_to_redis();
+        let offered = snap.stock + queued_units + owed;
+        if offered > available {
+            out.push(violation(
+                "OVERSELL_RISK",
+                format!(
+                    "Redis offers {} units plus {queued_units} queued (+{owed} owed back), DynamoDB has {available} available",
+                    snap.stock
+                ),
+            ));
+        } else if offered < available {
+            out.push(violation(
+                "STOCK_DRIFT",
+                format!(
+                    "Redis offers {offered} units (stock {} + queued {queued_units} + owed {owed}) but DynamoDB has {available} available: underselling",
+                    snap.stock
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// `LOST_ORDER` for every accepted order id that has no row, no reservation
+/// and is not among the ids found in the queues.
+pub fn lost_orders(
+    state: &SaleState,
+    accepted: &[OrderId],
+    in_queues: &HashSet<String>,
+) -> Vec<Violation> {
+    accepted
+        .iter()
+        .map(OrderId::as_str)
+        .filter(|id| !state.rows.contains_key(*id))
+        .filter(|id| {
+            !state
+                .redis
+                .as_ref()
+                .is_some_and(|s| s.reservations.contains_key(*id))
+        })
+        .filter(|id| !in_queues.contains(*id))
+        .map(|id| {
+            violation(
+                "LOST_ORDER",
+                format!("{id} was accepted but has no row, reservation or message"),
+            )
+        })
+        .collect()
+}
+
+/// Reads a sale's state from the live stores.
+#[derive(Clone)]
+pub struct InvariantChecker {
+    stock: RedisStock,
+    catalog: DynamoCatalog,
+    orders: DynamoOrders,
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    dlq_url: Option<String>,
+}
+
+impl InvariantChecker {
+    pub fn new(
+        stock: RedisStock,
+        catalog: DynamoCatalog,
+        orders: DynamoOrders,
+        sqs: aws_sdk_sqs::Client,
+        queue_url: String,
+        dlq_url: Option<String>,
+    ) -> Self {
+        Self {
+            stock,
+            catalog,
+            orders,
+            sqs,
+            queue_url,
+            dlq_url,
+        }
+    }
+
+    pub fn stock(&self) -> &RedisStock {
+        &self.stock
+    }
+
+    pub fn catalog(&self) -> &DynamoCatalog {
+        &self.catalog
+    }
+
+    pub fn orders(&self) -> &DynamoOrders {
+        &self.orders
+    }
+
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    pub fn dlq_url(&self) -> Option<&str> {
+        self.dlq_url.as_deref()
+    }
+
+    /// The sale's state; `None` when the sale does not exist.
+    pub async fn observe(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
+        let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
+            return Ok(None);
+        };
+        let (queue_visible, queue_in_flight) = self.depth(&self.queue_url).await?;
+        let dlq_visible = match &self.dlq_url {
+            Some(dlq) => self.depth(dlq).await?.0,
+            None => 0,
+        };
+        let mut rows = HashMap::new();
+        for status in [
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+            OrderStatus::Expired,
+            OrderStatus::Rejected,
+        ] {
+            let found = self.orders.orders_of_sale(sale_id, status).await?;
+            rows.extend(found.into_iter().map(|o| (o.order_id.to_string(), o)));
+        }
+        let redis = self.stock.snapshot(sale_id).await?;
+        Ok(Some(SaleState {
+            sale,
+            counters,
+            rows,
+            redis,
+            queue_visible,
+            queue_in_flight,
+            dlq_visible,
+        }))
+    }
+
+    /// Every violation of the sale, including `LOST_ORDER` for the accepted
+    /// ids given. `None` when the sale does not exist.
+    pub async fn check_sale(
+        &self,
+        sale_id: &SaleId,
+        accepted: &[OrderId],
+    ) -> Result<Option<Vec<Violation>>, JobError> {
+        let Some(state) = self.observe(sale_id).await? else {
+            return Ok(None);
+        };
+        let mut found = check(&state);
+        let unplaced = lost_orders(&state, accepted, &HashSet::new());
+        if !unplaced.is_empty() {
+            // Only then look into the queues: peeking costs a receive per
+            // message (it counts towards the redrive limit).
+            let in_queues = self.order_ids_in_queues().await?;
+            found.extend(lost_orders(&state, accepted, &in_queues));
+        }
+        Ok(Some(found))
+    }
+
+    /// Order ids of the messages in the queue and the DLQ. Pages through with
+    /// a short visibility timeout, then makes every message visible again.
+    async fn order_ids_in_queues(&self) -> Result<HashSet<String>, JobError> {
+        let mut ids = HashSet::new();
+        let urls = std::iter::once(self.queue_url.as_str()).chain(self.dlq_url.as_deref());
+        for url in urls {
+            let mut receipts = Vec::new();
+            // Bounded: a checker must finish even on a queue that keeps filling.
+            for _ in 0..100 {
+                let out = self
+                    .sqs
+                    .receive_message()
+                    .queue_url(url)
+                    .max_number_of_messages(10)
+                    .visibility_timeout(30)
+                    .wait_time_seconds(0)
+                    .send()
+                    .await
+                    .map_err(|e| JobError::Queue(crate::sqs_queue::describe(&e)))?;
+                let messages = out.messages.unwrap_or_default();
+                if messages.is_empty() {
+                    break;
+                }
+                for m in messages {
+                    if let Some(id) = m
+                        .body
+                        .as_deref()
+                        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+                        .and_then(|v| v.get("orderId")?.as_str().map(str::to_owned))
+                    {
+                        ids.insert(id);
+                    }
+                    receipts.extend(m.receipt_handle);
+                }
+            }
+            for receipt in receipts {
+                // Best effort: a message left invisible comes back after 30 s.
+                let _ = self
+                    .sqs
+                    .change_message_visibility()
+                    .queue_url(url)
+                    .receipt_handle(receipt)
+                    .visibility_timeout(0)
+                    .send()
+                    .await;
+            }
+        }
+        Ok(ids)
+    }
+
+    /// (visible + delayed, in flight) of a queue.
+    async fn depth(&self, url: &str) -> Result<(u64, u64), JobError> {
+        let depth = crate::sqs_queue::depth(&self.sqs, url)
+            .await
+            .map_err(JobError::Queue)?;
+        Ok((depth.visible + depth.delayed, depth.in_flight))
+    }
+}
+
+pub(crate) fn holds_units(status: OrderStatus) -> bool {
+    matches!(status, OrderStatus::PendingPayment | OrderStatus::Paid)
+}
+
+fn violation(code: &'static str, detail: String) -> Violation {
+    Violation { code, detail }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Quantity, UserId};
+
+    fn sale(total: u32, limit: u32) -> Sale {
+        Sale {
+            sale_id: SaleId::parse("s1").unwrap(),
+            name: "s".into(),
+            total_stock: total,
+            per_user_limit: limit,
+            start_ms: 0,
+            end_ms: 1,
+            payment_window_seconds: 60,
+            shards: 1,
+            gate: false,
+        }
+    }
+
+    fn row(id: &str, user: &str, qty: u32, status: OrderStatus) -> (String, Order) {
+        (
+            id.into(),
+            Order {
+                order_id: OrderId::parse(id).unwrap(),
+                sale_id: SaleId::parse("s1").unwrap(),
+                user_id: UserId::parse(user).unwrap(),
+                quantity: Quantity::new(u64::from(qty)).unwrap(),
+                status,
+                created_at_ms: 0,
+                expires_at_ms: None,
+            },
+        )
+    }
+
+    fn resv(user: &str, qty: u64, state: &str) -> StoredReservation {
+        StoredReservation {
+            user_id: user.into(),
+            quantity: qty,
+            at_ms: "0".into(),
+            state: state.into(),
+        }
+    }
+
+    fn state(total: u32, available: i64, sold: i64, rows: Vec<(String, Order)>) -> SaleState {
+        SaleState {
+            sale: sale(total, 2),
+            counters: SaleCounters {
+                available,
+                sold,
+                version: 1,
+            },
+            rows: rows.into_iter().collect(),
+            redis: None,
+            queue_visible: 0,
+            queue_in_flight: 0,
+            dlq_visible: 0,
+        }
+    }
+
+    fn codes(v: &[Violation]) -> Vec<&'static str> {
+        v.iter().map(|v| v.code).collect()
+    }
+
+    #[test]
+    fn a_consistent_sale_has_no_violation() {
+        let mut s = state(
+            3,
+            1,
+            2,
+            vec![
+                row("o1", "alice", 1, OrderStatus::Paid),
+                row("o2", "bob", 1, OrderStatus::PendingPayment),
+                row("o3", "carol", 1, OrderStatus::Expired),
+            ],
+        );
+        s.redis = Some(RedisSnapshot {
+            stock: 0,
+            total: 3,
+            buyers: [("alice".into(), 1), ("bob".into(), 1), ("dave".into(), 1)].into(),
+            reservations: [
+                ("o1".into(), resv("alice", 1, "WRITTEN")),
+                ("o2".into(), resv("bob", 1, "WRITTEN")),
+                ("o3".into(), resv("carol", 1, "EXPIRED")),
+                ("o4".into(), resv("dave", 1, "QUEUED")),
+            ]
+            .into(),
+        });
+        assert_eq!(check(&s), vec![]);
+    }
+
+    #[test]
+    fn oversell_and_a_user_over_the_limit_are_found() {
+        let s = state(
+            2,
+            0,
+            3,
+            vec![
+                row("o1", "alice", 2, OrderStatus::Paid),
+                row("o2", "alice", 1, OrderStatus::Paid),
+            ],
+        );
+        assert_eq!(
+            codes(&check(&s)),
+            vec!["OVERSELL", "COUNTS_DISAGREE", "USER_OVER_LIMIT"]
+        );
+    }
+
+    #[test]
+    fn redis_offering_more_than_dynamodb_is_a_risk_and_less_is_drift() {
+        let mut s = state(2, 1, 1, vec![row("o1", "alice", 1, OrderStatus::Paid)]);
+        let snap = |stock| RedisSnapshot {
+            stock,
+            total: 2,
+            buyers: [("alice".into(), 1)].into(),
+            reservations: HashMap::new(),
+        };
+        s.redis = Some(snap(2));
+        assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
+        s.redis = Some(snap(0));
+        assert_eq!(codes(&check(&s)), vec!["STOCK_DRIFT"]);
+        // While messages are in flight the numbers move: no judgement.
+        s.queue_in_flight = 1;
+        assert_eq!(check(&s), vec![]);
+    }
+
+    #[test]
+    fn an_expired_order_not_yet_given_back_is_owed_not_drift() {
+        let mut s = state(1, 1, 0, vec![row("o1", "alice", 1, OrderStatus::Expired)]);
+        s.redis = Some(RedisSnapshot {
+            stock: 0,
+            total: 1,
+            buyers: [("alice".into(), 1)].into(),
+            reservations: [("o1".into(), resv("alice", 1, "WRITTEN"))].into(),
+        });
+        assert_eq!(check(&s), vec![]);
+    }
+
+    #[test]
+    fn a_buyer_counted_below_their_holding_is_a_risk() {
+        let mut s = state(2, 0, 2, vec![row("o1", "alice", 2, OrderStatus::Paid)]);
+        s.redis = Some(RedisSnapshot {
+            stock: 0,
+            total: 2,
+            buyers: [("alice".into(), 1)].into(),
+            reservations: HashMap::new(),
+        });
+        assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
+        s.redis.as_mut().unwrap().buyers.clear();
+        assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
+        s.redis.as_mut().unwrap().buyers.insert("alice".into(), 3);
+        assert_eq!(codes(&check(&s)), vec!["USER_OVER_LIMIT"]);
+    }
+
+    #[test]
+    fn an_accepted_order_found_nowhere_is_lost() {
+        let mut s = state(2, 0, 1, vec![row("o1", "alice", 1, OrderStatus::Paid)]);
+        s.redis = Some(RedisSnapshot {
+            stock: 0,
+            total: 2,
+            buyers: HashMap::new(),
+            reservations: [("o2".into(), resv("bob", 1, "QUEUED"))].into(),
+        });
+        let accepted: Vec<OrderId> = ["o1", "o2", "o3", "o4"]
+            .into_iter()
+            .map(|id| OrderId::parse(id).unwrap())
+            .collect();
+        let in_queue: HashSet<String> = ["o3".to_string()].into();
+        let lost = lost_orders(&s, &accepted, &in_queue);
+        assert_eq!(codes(&lost), vec!["LOST_ORDER"]);
+        assert!(lost[0].detail.starts_with("o4 "));
+    }
+}
