@@ -126,7 +126,22 @@ cmd_test() {
   say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
   start_services "$(free_port)" "$(free_port)"
   say "cargo test"
-  cargo test --workspace
+  MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
+}
+
+# The chaos scenarios at full size, one at a time so each prints its figures
+# in one piece. (`make test` runs the same scenarios in their short form.)
+cmd_chaos() {
+  ensure_tools
+  start_services "$(free_port)" "$(free_port)"
+  say "chaos scenarios (CHAOS=full)"
+  set +e
+  CHAOS=full MOTO_SERVER="$VENV/bin/moto_server" \
+    cargo test -p seckill-tests --test chaos -- --test-threads=1 --nocapture "$@" 2>&1 \
+    | grep -E '^(chaos |  answers|test |test result|thread |  left|  right|error)'
+  local rc=${PIPESTATUS[0]}
+  set -e
+  return "$rc"
 }
 
 cmd_bench() {
@@ -140,5 +155,6 @@ case "${1:-}" in
   run) shift; cmd_run "$@" ;;
   test) shift; cmd_test "$@" ;;
   bench) shift; cmd_bench "$@" ;;
-  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+  chaos) shift; cmd_chaos "$@" ;;
+  *) echo "usage: $0 run|test|bench|chaos" >&2; exit 2 ;;
 esac

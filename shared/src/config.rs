@@ -39,7 +39,11 @@ impl Default for RateLimits {
 /// the secrets: the gate key, and the password a `REDIS_URL` may carry.
 #[derive(Clone)]
 pub struct Config {
-    /// `REDIS_URL`: `redis://host:port` (or `rediss://` with TLS and AUTH).
+    /// `REDIS_URL`: `redis://[[user]:password@]host:port`, or `rediss://...`
+    /// for TLS (ElastiCache in-transit encryption), the certificate verified
+    /// against the system roots (`SSL_CERT_FILE` replaces them). Reserved
+    /// characters of the password are percent-encoded. Never logged whole:
+    /// see [`redact_url`].
     pub redis_url: String,
     /// `ORDERS_QUEUE_URL`: the SQS queue the winners go to. Only the
     /// functions that send (purchase, reconcile) have it.
@@ -225,6 +229,26 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+    }
+
+    #[test]
+    fn redacts_every_auth_url_form() {
+        for (url, shown) in [
+            // Password only (requirepass), the user and an AUTH token (ElastiCache).
+            ("redis://:hunter2@h:6379", "redis://:<secret>@h:6379"),
+            (
+                "rediss://default:hunter2@h:6379",
+                "rediss://default:<secret>@h:6379",
+            ),
+            // Percent-encoded, and an `@` or `:` left raw in the password.
+            (
+                "rediss://u:hun%40ter2@h:6379/0",
+                "rediss://u:<secret>@h:6379/0",
+            ),
+            ("rediss://u:hun@ter:2@h:6379", "rediss://u:<secret>@h:6379"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
     }
 
     #[test]

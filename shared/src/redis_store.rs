@@ -145,8 +145,11 @@ impl RedisStock {
     /// Builds a lazily connecting, auto-reconnecting multiplexed connection:
     /// one per execution environment, shared by all requests. Lazy so a
     /// function starts (and answers 503) even while Redis is down.
+    ///
+    /// `url` is `redis://[[user]:password@]host:port` or, for TLS (ElastiCache
+    /// in-transit encryption), `rediss://...`; see [`client`].
     pub fn connect_lazy(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(unavailable)?;
+        let client = client(url)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -220,6 +223,31 @@ impl RedisStock {
             other => Err(protocol(other)),
         }
     }
+}
+
+/// The client for `REDIS_URL`, refused at cold start rather than at the first
+/// purchase when it cannot be right.
+///
+/// `rediss://` verifies the server's certificate chain and name with rustls
+/// against the system's roots (rustls-native-certs: the OS store, or only
+/// `SSL_CERT_FILE` / `SSL_CERT_DIR` when set). ElastiCache certificates chain
+/// to Amazon's public roots, so no CA setting is needed in AWS. `#insecure`
+/// (no verification) is refused: it would let anyone on the path read the
+/// AUTH password. The errors never carry the URL, which may hold that password.
+fn client(url: &str) -> Result<redis::Client, StoreError> {
+    let client = redis::Client::open(url).map_err(|err| {
+        // redis-rs describes what is wrong ("Redis URL did not parse",
+        // "Missing hostname"), never the URL itself.
+        StoreError::Unavailable(format!("REDIS_URL is not a usable Redis URL: {err}"))
+    })?;
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } =
+        client.get_connection_info().addr()
+    {
+        return Err(StoreError::Unavailable(
+            "REDIS_URL asks for TLS without certificate verification (#insecure); refused".into(),
+        ));
+    }
+    Ok(client)
 }
 
 /// A buyer as the source of truth knows them, for a rebuild.
@@ -603,14 +631,20 @@ fn parse_reserve_reply(
     }
 }
 
-/// Redis out of reach (refused, dropped, timed out) is `Unavailable`; Redis
-/// answering with an error (a wrong type, a script error) is `Protocol`.
-/// The difference decides whether the rate limiter may fail open.
+/// Redis out of reach (refused, dropped, timed out, TLS handshake refused,
+/// credentials refused) is `Unavailable`; Redis answering with an error (a
+/// wrong type, a script error) is `Protocol`. The difference decides whether
+/// the rate limiter may fail open. A refused AUTH is "out of reach": no
+/// command ran, and the fix is the deployment's, not the sale's. Its message
+/// is redis-rs's ("Password authentication failed") or the server's
+/// (`WRONGPASS ...`, `NOAUTH ...`), neither of which repeats the password.
 fn unavailable(err: RedisError) -> StoreError {
     if err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
+        || err.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
     {
         StoreError::Unavailable(err.to_string())
     } else {
@@ -634,4 +668,44 @@ fn parse_u32(raw: &str) -> Result<u32, StoreError> {
 
 fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
     OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::ConnectionAddr;
+
+    #[test]
+    fn auth_and_tls_urls_parse_with_their_credentials() {
+        let tls = client("rediss://default:p%40ss%3Aw0rd@cache.example:6380").unwrap();
+        let info = tls.get_connection_info();
+        assert!(matches!(
+            info.addr(),
+            ConnectionAddr::TcpTls { host, port: 6380, insecure: false, .. } if host == "cache.example"
+        ));
+        assert_eq!(info.redis_settings().username(), Some("default"));
+        assert_eq!(info.redis_settings().password(), Some("p@ss:w0rd"));
+
+        let plain = client("redis://:hunter2@127.0.0.1:6379").unwrap();
+        let info = plain.get_connection_info();
+        assert!(matches!(info.addr(), ConnectionAddr::Tcp(host, 6379) if host == "127.0.0.1"));
+        assert_eq!(info.redis_settings().username(), None);
+        assert_eq!(info.redis_settings().password(), Some("hunter2"));
+    }
+
+    #[test]
+    fn refuses_unverified_tls_and_never_echoes_the_url() {
+        for url in [
+            "rediss://default:hunter2@cache.example:6379/#insecure",
+            "https://default:hunter2@cache.example:6379",
+            "rediss://default:hunter2@:6379",
+            "rediss://default:hunter2@cache.example:6379/notadb",
+        ] {
+            let err = client(url).err().unwrap();
+            assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+            let shown = format!("{err} {err:?}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("REDIS_URL"), "{shown}");
+        }
+    }
 }

@@ -1,0 +1,729 @@
+//! Redis AUTH and TLS (`rediss://`), as ElastiCache with in-transit
+//! encryption and an AUTH token needs them, against a `redis-server` each
+//! test starts itself: a throwaway CA and server certificate made with the
+//! `openssl` CLI, a TLS port (and a plain one, for `redis://` with AUTH),
+//! `requirepass`, no persistence. The server is killed when its guard drops.
+//!
+//! Production verifies the server against the system roots
+//! (rustls-native-certs), which honours `SSL_CERT_FILE`. Environment
+//! variables are process-global and setting one needs `unsafe` (forbidden
+//! here), so a test that must trust its CA re-runs itself in a child process
+//! whose environment has `SSL_CERT_FILE` pointing at that CA: the same
+//! mechanism an operator would use, and nothing else in this binary sees it.
+//!
+//! And the secrets never leak: a wrong Redis password, the gate key and the
+//! local JWT secret appear in no response body and no log line.
+
+use seckill_infra::gateway::Gateway;
+use seckill_infra::token::{DEFAULT_AUDIENCE, DEFAULT_ISSUER, TokenSettings};
+use seckill_shared::domain::{Quantity, SaleId, UserId};
+use seckill_shared::error::ApiError;
+use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
+use seckill_shared::purchase::PurchaseError;
+use seckill_shared::redis_store::{LoadOutcome, RedisStock};
+use seckill_tests::{App, live_sale, unique};
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Set in the child process: the directory of the CA it trusts.
+const CHILD_CA_DIR: &str = "SECKILL_TEST_TRUSTED_CA_DIR";
+
+/// The server's AUTH password: the characters a URL must percent-encode
+/// (`:`, `@`, `/`, `#`), so decoding is tested too.
+fn server_password() -> String {
+    format!("pw:with@odd/chars#{}", unique("r"))
+}
+
+/// RFC 3986 userinfo encoding: everything but unreserved characters.
+fn encode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A secret is absent when neither it nor its URL-encoded form shows.
+fn assert_hidden(text: &str, secrets: &[&str], what: &str) {
+    for secret in secrets {
+        assert!(
+            !text.contains(secret) && !text.contains(&encode(secret)),
+            "{what} shows the secret {secret:?}:\n{text}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures: a scratch directory, a CA, a TLS redis-server.
+
+/// A directory under cargo's scratch space for integration tests, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(prefix: &str) -> Scratch {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("redis_tls")
+            .join(unique(prefix));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl CLI is on PATH");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A throwaway CA: `ca.crt` and `ca.key` in `dir`.
+struct TestCa {
+    dir: PathBuf,
+}
+
+impl TestCa {
+    fn create(dir: &Path) -> TestCa {
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=seckill throwaway test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+            dir,
+        );
+        TestCa {
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn cert(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    /// A server certificate for `localhost` and `127.0.0.1`, signed by this
+    /// CA, written to `dir` as `server.crt` and `server.key`.
+    fn issue(&self, dir: &Path) {
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(
+            &[
+                "req",
+                "-new",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=localhost",
+            ],
+            dir,
+        );
+        let (ca_crt, ca_key) = (self.cert(), self.dir.join("ca.key"));
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                ca_crt.to_str().unwrap(),
+                "-CAkey",
+                ca_key.to_str().unwrap(),
+                "-CAcreateserial",
+                "-CAserial",
+                "ca.srl",
+                "-out",
+                "server.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "server.ext",
+            ],
+            dir,
+        );
+    }
+}
+
+/// A port that was free a moment ago (the server start retries on a race).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` with TLS and `requirepass`, killed on drop.
+struct TlsRedis {
+    child: Child,
+    tls_port: u16,
+    plain_port: u16,
+    _dir: Scratch,
+}
+
+impl TlsRedis {
+    fn start(ca: &TestCa, password: &str) -> TlsRedis {
+        let dir = Scratch::new("srv");
+        ca.issue(&dir.0);
+        let log_path = dir.0.join("redis.log");
+        for _attempt in 0..5 {
+            let (plain_port, tls_port) = (free_port(), free_port());
+            let log = std::fs::File::create(&log_path).unwrap();
+            let mut child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &plain_port.to_string()])
+                .args(["--tls-port", &tls_port.to_string()])
+                .args([
+                    "--tls-cert-file",
+                    "server.crt",
+                    "--tls-key-file",
+                    "server.key",
+                ])
+                .arg("--tls-ca-cert-file")
+                .arg(ca.cert())
+                .args(["--tls-auth-clients", "no", "--requirepass", password])
+                .args(["--save", "", "--appendonly", "no", "--dir", "."])
+                .current_dir(&dir.0)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("redis-server is on PATH");
+            if wait_listening(&mut child, &[plain_port, tls_port], Duration::from_secs(10)) {
+                return TlsRedis {
+                    child,
+                    tls_port,
+                    plain_port,
+                    _dir: dir,
+                };
+            }
+            // Most likely a port taken between `free_port` and the bind: retry.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "redis-server did not start with TLS:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls until every port accepts a connection; false if the server exits
+/// or `within` passes.
+fn wait_listening(child: &mut Child, ports: &[u16], within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return false;
+        }
+        let up = ports.iter().all(|port| {
+            std::net::TcpStream::connect_timeout(
+                &std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
+                Duration::from_millis(200),
+            )
+            .is_ok()
+        });
+        if up {
+            return true;
+        }
+        // The poll's cadence; the loop ends as soon as the ports answer.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Runs `body` in a child process (this test binary, this one test) whose
+/// `SSL_CERT_FILE` is a fresh CA, so the production trust path (system
+/// roots via rustls-native-certs) trusts the test server and nothing else.
+fn with_trusted_ca<F, Fut>(test: &str, body: F)
+where
+    F: FnOnce(TestCa) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if let Some(dir) = std::env::var_os(CHILD_CA_DIR) {
+        let ca = TestCa {
+            dir: PathBuf::from(dir),
+        };
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(body(ca));
+        return;
+    }
+    let dir = Scratch::new("ca");
+    let ca = TestCa::create(&dir.0);
+    let output = dir.0.join("child.out");
+    let out = std::fs::File::create(&output).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_CA_DIR, &dir.0)
+        .env("SSL_CERT_FILE", ca.cert())
+        .env_remove("SSL_CERT_DIR")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        // The poll's cadence; the loop ends when the child does.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&output).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "child run of {test} failed or hung ({status:?}):\n{text}"
+    );
+    // A renamed test would otherwise "pass" by running nothing.
+    assert!(text.contains("1 passed"), "child ran no test:\n{text}");
+}
+
+// ---------------------------------------------------------------------------
+// AUTH and TLS through the store the functions use.
+
+#[test]
+fn rediss_with_auth_sells_through_the_store() {
+    with_trusted_ca(
+        "rediss_with_auth_sells_through_the_store",
+        |ca| async move {
+            let password = server_password();
+            let server = TlsRedis::start(&ca, &password);
+            let pw = encode(&password);
+            let urls = [
+                // ElastiCache's form: the `default` user and the AUTH token.
+                format!("rediss://default:{pw}@localhost:{}", server.tls_port),
+                // Password only, and the certificate's IP name.
+                format!("rediss://:{pw}@127.0.0.1:{}", server.tls_port),
+                // AUTH without TLS.
+                format!("redis://:{pw}@127.0.0.1:{}", server.plain_port),
+            ];
+            for url in urls {
+                let stock = RedisStock::connect_lazy(&url, Duration::from_secs(2)).unwrap();
+                let sale = live_sale(5, 2);
+                assert_eq!(
+                    stock.load_sale(&sale, 1, false).await.unwrap(),
+                    LoadOutcome::Loaded,
+                    "{url}"
+                );
+                let user = UserId::parse("tls-buyer").unwrap();
+                let outcome = stock
+                    .reserve(ReserveRequest {
+                        sale_id: &sale.sale_id,
+                        user_id: &user,
+                        quantity: Quantity::new(2).unwrap(),
+                        idempotency_key: None,
+                        gate_nonce: None,
+                        source_ip: Some("203.0.113.7"),
+                    })
+                    .await
+                    .unwrap();
+                assert!(
+                    matches!(outcome, ReserveOutcome::Reserved(_)),
+                    "{outcome:?}"
+                );
+                let snap = stock.snapshot(&sale.sale_id).await.unwrap().unwrap();
+                assert_eq!((snap.stock, snap.total), (3, 5));
+                assert_eq!(snap.buyers.get("tls-buyer"), Some(&2));
+                assert_eq!(snap.reservations.len(), 1);
+            }
+        },
+    );
+}
+
+#[test]
+fn a_wrong_password_is_a_clear_503_that_does_not_echo_it() {
+    with_trusted_ca(
+        "a_wrong_password_is_a_clear_503_that_does_not_echo_it",
+        |ca| async move {
+            let password = server_password();
+            let server = TlsRedis::start(&ca, &password);
+            let wrong = format!("wrong:p@ss/{}", unique("w"));
+            let sale = SaleId::parse(&unique("s")).unwrap();
+            let cases = [
+                (
+                    format!(
+                        "rediss://default:{}@localhost:{}",
+                        encode(&wrong),
+                        server.tls_port
+                    ),
+                    "authentication",
+                ),
+                // A wrong user with the right password: the server's WRONGPASS.
+                (
+                    format!(
+                        "rediss://nobody:{}@localhost:{}",
+                        encode(&password),
+                        server.tls_port
+                    ),
+                    "authentication",
+                ),
+                // No password at all: the server's NOAUTH on the first command.
+                (format!("rediss://localhost:{}", server.tls_port), "noauth"),
+            ];
+            for (url, says) in cases {
+                let stock = RedisStock::connect_lazy(&url, Duration::from_millis(500)).unwrap();
+                let started = Instant::now();
+                let err = stock.snapshot(&sale).await.err().unwrap();
+                assert!(started.elapsed() < Duration::from_secs(3), "{url}");
+                let (shown, debug) = (err.to_string(), format!("{err:?}"));
+                assert!(matches!(err, StoreError::Unavailable(_)), "{debug}");
+                assert!(shown.to_lowercase().contains(says), "{shown}");
+                assert_hidden(&shown, &[&wrong, &password], "the error's Display");
+                assert_hidden(&debug, &[&wrong, &password], "the error's Debug");
+                // The purchase path turns it into the contract's 503.
+                let api = ApiError::from(PurchaseError::Store(err));
+                assert_eq!(api.status(), 503);
+                let body = seckill_shared::http::error(&api);
+                let body = format!("{:?}", body.body());
+                assert_hidden(&body, &[&wrong, &password], "the 503 body");
+            }
+        },
+    );
+}
+
+#[tokio::test]
+async fn plain_redis_to_the_tls_port_fails_fast() {
+    let dir = Scratch::new("ca");
+    let ca = TestCa::create(&dir.0);
+    let password = server_password();
+    let server = TlsRedis::start(&ca, &password);
+    let url = format!(
+        "redis://:{}@127.0.0.1:{}",
+        encode(&password),
+        server.tls_port
+    );
+    let timeout = Duration::from_millis(300);
+    let stock = RedisStock::connect_lazy(&url, timeout).unwrap();
+    let started = Instant::now();
+    let err = stock
+        .snapshot(&SaleId::parse("plain").unwrap())
+        .await
+        .err()
+        .unwrap();
+    // `run` bounds a call by twice the timeout; a little slack for the runtime.
+    assert!(
+        started.elapsed() < timeout * 2 + Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert_hidden(&format!("{err} {err:?}"), &[&password], "the error");
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_refused() {
+    // This process never trusts the CA: the system roots (or whatever
+    // SSL_CERT_FILE the caller set) do not hold a CA made a moment ago.
+    let dir = Scratch::new("ca");
+    let ca = TestCa::create(&dir.0);
+    let password = server_password();
+    let server = TlsRedis::start(&ca, &password);
+    let url = format!(
+        "rediss://default:{}@localhost:{}",
+        encode(&password),
+        server.tls_port
+    );
+    let stock = RedisStock::connect_lazy(&url, Duration::from_millis(500)).unwrap();
+    let started = Instant::now();
+    let err = stock
+        .snapshot(&SaleId::parse("untrusted").unwrap())
+        .await
+        .err()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let shown = err.to_string();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    // rustls's "invalid peer certificate: UnknownIssuer".
+    assert!(shown.to_lowercase().contains("cert"), "{shown}");
+    assert_hidden(&format!("{shown} {err:?}"), &[&password], "the error");
+}
+
+#[test]
+fn urls_that_cannot_be_right_are_refused_at_cold_start() {
+    let secret = "never-printed-secret";
+    for url in [
+        // Verification off would hand the AUTH token to anyone on the path.
+        format!("rediss://default:{secret}@cache.example:6379/#insecure"),
+        format!("http://default:{secret}@cache.example:6379"),
+        format!("rediss://default:{secret}@:6379"),
+        format!("rediss://default:{secret}@cache.example:6379/#other"),
+    ] {
+        let err = RedisStock::connect_lazy(&url, Duration::from_millis(100))
+            .err()
+            .unwrap();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+        assert_hidden(&format!("{err} {err:?}"), &[secret], "the error");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// No secret in a body or a log line.
+
+/// Every log line, as the formatter wrote it.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request; the whole response, head and body, as text.
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\
+         authorization: Bearer {token}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn secrets_never_reach_logs_or_error_bodies() {
+    with_trusted_ca(
+        "secrets_never_reach_logs_or_error_bodies",
+        |ca| async move {
+            // The child runs this test alone, so a process-wide subscriber sees
+            // every thread (the runtime's workers, the SDK's) and nothing else.
+            let logs = Captured::default();
+            let writer = logs.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).unwrap();
+
+            let password = server_password();
+            let server = TlsRedis::start(&ca, &password);
+            let wrong = format!("wrong-redis-pw-{}", unique("w"));
+            let gate_secret = format!("gate-secret-{}", unique("g"));
+            let jwt_secret = format!("jwt-secret-{}", unique("j"));
+            let secrets = [
+                wrong.as_str(),
+                gate_secret.as_str(),
+                jwt_secret.as_str(),
+                password.as_str(),
+            ];
+
+            let app = App::spawn_with(|config| {
+                config.redis_url =
+                    format!("rediss://default:{wrong}@localhost:{}", server.tls_port);
+                config.redis_timeout = Duration::from_millis(500);
+                config.gate_secret = Some(gate_secret.clone());
+            })
+            .await;
+            assert_hidden(&format!("{:?}", app.config), &secrets, "Config's Debug");
+            assert!(format!("{:?}", app.config).contains("<secret>"));
+
+            // In DynamoDB only: Redis refuses this service's credentials.
+            let sale = live_sale(10, 1);
+            assert!(app.catalog.create_sale(&sale).await.unwrap());
+            let mut gated = live_sale(10, 1);
+            gated.gate = true;
+            assert!(app.catalog.create_sale(&gated).await.unwrap());
+
+            let mut bodies = Vec::new();
+            // Straight through the purchase handler, as the other suites call it.
+            let reply = app
+                .purchase(sale.sale_id.as_str(), "leak-buyer", r#"{"quantity": 1}"#)
+                .await;
+            assert_eq!(
+                (reply.status, reply.code()),
+                (503, "SALE_PAUSED"),
+                "{:?}",
+                reply.body
+            );
+            bodies.push(format!("{:?} {}", reply.headers, reply.body));
+
+            // And over HTTP through the local gateway, whose tokens are signed
+            // with this test's JWT secret.
+            let tokens = TokenSettings {
+                secret: jwt_secret.clone(),
+                issuer: DEFAULT_ISSUER.into(),
+                audience: DEFAULT_AUDIENCE.into(),
+            };
+            let gateway = Arc::new(Gateway {
+                tokens: tokens.clone(),
+                purchase: purchase::wire(&app.config).await.unwrap(),
+                orders: orders_api::wire(&app.config).await.unwrap(),
+                admin: Arc::new(admin_api::wire(&app.config).await.unwrap()),
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let served = tokio::spawn(seckill_infra::gateway::serve(listener, gateway, async {
+                let _ = stopped.await;
+            }));
+            let buyer = tokens.mint("leak-buyer-2", false, 300).unwrap();
+            let admin = tokens.mint("leak-admin", true, 300).unwrap();
+            let forged = TokenSettings {
+                secret: "not-the-secret".into(),
+                ..tokens.clone()
+            }
+            .mint("leak-buyer-3", false, 300)
+            .unwrap();
+            let (id, gid) = (sale.sale_id.as_str(), gated.sale_id.as_str());
+            let purchase_path = format!("/sales/{id}/purchase");
+            let requests = [
+                (
+                    "POST",
+                    purchase_path.clone(),
+                    buyer.clone(),
+                    r#"{"quantity": 1}"#,
+                    Some(503),
+                ),
+                (
+                    "POST",
+                    purchase_path,
+                    forged,
+                    r#"{"quantity": 1}"#,
+                    Some(401),
+                ),
+                ("GET", format!("/sales/{id}"), buyer.clone(), "", None),
+                (
+                    "GET",
+                    format!("/sales/{gid}/challenge"),
+                    buyer.clone(),
+                    "",
+                    None,
+                ),
+                (
+                    "POST",
+                    format!("/sales/{gid}/purchase"),
+                    buyer,
+                    r#"{"quantity": 1}"#,
+                    None,
+                ),
+                (
+                    "POST",
+                    format!("/admin/sales/{id}/prewarm"),
+                    admin.clone(),
+                    "",
+                    None,
+                ),
+                (
+                    "POST",
+                    format!("/admin/sales/{id}/reconcile"),
+                    admin,
+                    "",
+                    None,
+                ),
+            ];
+            for (method, path, token, body, expected) in requests {
+                let response = http(addr, method, &path, &token, body).await;
+                if let Some(expected) = expected {
+                    assert_eq!(
+                        status_of(&response),
+                        expected,
+                        "{method} {path}:\n{response}"
+                    );
+                }
+                bodies.push(response);
+            }
+            let _ = stop.send(());
+            let _ = served.await;
+
+            for body in &bodies {
+                assert_hidden(body, &secrets, "a response");
+            }
+            let logged = logs.text();
+            // Proof the capture works: the refused purchase is in it, with why.
+            assert!(logged.contains("purchase refused"), "{logged}");
+            assert!(logged.to_lowercase().contains("authentication"), "{logged}");
+            assert_hidden(&logged, &secrets, "the logs");
+        },
+    );
+}
