@@ -3,7 +3,9 @@
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3..] the sale's other keys (buyers,
 -- resv, userorders), whose expiry follows the sale's end too
 -- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs,
---       gate (1 or 0)
+--       gate (1 or 0), and optionally ARGV[10]: this key group's initial
+--       stock (a shard's share; the total when absent), ARGV[11]: "1" when
+--       these are a sharded sale's directory keys (meta only, no stock)
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
 -- sell it twice); only the window, limit, status and expiry are refreshed,
@@ -13,6 +15,24 @@
 local meta_key, stock_key = KEYS[1], KEYS[2]
 local total, start_ms, end_ms, limit, shards, status, version, expire_at, gate =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] or '0'
+
+local initial = ARGV[10] or total
+local directory = ARGV[11] == '1'
+if directory then
+  -- The directory of a sharded sale: meta only, so readers find the shards.
+  local fresh = redis.call('EXISTS', meta_key) == 0
+  redis.call('HSET', meta_key, 'total', total, 'shards', shards, 'directory', '1',
+    'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit, 'status', status,
+    'expireAtMs', expire_at, 'gate', gate)
+  if fresh then
+    redis.call('HSET', meta_key, 'version', version)
+  end
+  redis.call('PEXPIREAT', meta_key, expire_at)
+  if fresh then
+    return {'LOADED'}
+  end
+  return {'REFRESHED', '0'}
+end
 
 local stock = redis.call('GET', stock_key)
 local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
@@ -29,7 +49,7 @@ end
 
 redis.call('DEL', meta_key)
 redis.call('HSET', meta_key, 'total', total, 'shards', shards, 'version', version, unpack(fields))
-redis.call('SET', stock_key, total)
+redis.call('SET', stock_key, initial)
 redis.call('PEXPIREAT', meta_key, expire_at)
 redis.call('PEXPIREAT', stock_key, expire_at)
 return {'LOADED'}

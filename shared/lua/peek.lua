@@ -3,10 +3,16 @@
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] resv
 -- ARGV[1] orderId, or "" for none
 --
--- Reply: {"MISSING"} or {"OK", stock, status, reservationJson or ""}
+-- Reply: {"MISSING"} or {"OK", stock, status, reservationJson or ""}, or
+-- {"SHARDED", n} when these are the directory keys of a sale whose stock
+-- lives in n shards (the caller then reads each shard).
 -- One script so the three reads are one round trip and one consistent view.
 
 local total = redis.call('HGET', KEYS[1], 'total')
+local shards = tonumber(redis.call('HGET', KEYS[1], 'shards'))
+if total and shards and shards > 1 and redis.call('HGET', KEYS[1], 'directory') == '1' then
+  return {'SHARDED', tostring(shards)}
+end
 local stock = redis.call('GET', KEYS[2])
 if not total or not stock then
   return {'MISSING'}

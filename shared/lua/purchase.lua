@@ -10,6 +10,10 @@
 -- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
 -- ARGV[5] the nonce of a verified gate pass, or "" (checked only when meta
 --         says gate = 1; the signature and expiry were checked before)
+-- ARGV[11] the order id suffix: "" for a sale of one shard, "-k" for shard k
+--         (so an order id names the shard its reservation lives in)
+-- With shards, every key above is the shard's own (`{S:k}`): a buyer always
+-- buys on their home shard, so their count and limit live in one place.
 -- KEYS[7] sale:{S}:ratelimit and ARGV[6..10] source address ("" when
 --         unknown), user rate/s, user burst, ip rate/s, ip burst: the limiter
 --         (ratelimit.lua, prepended), checked first. Without KEYS[7] there
@@ -19,6 +23,7 @@
 --   {"OK", orderId, atMs, stockLeft}       reserved now
 --   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
 --   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"} {"GATE"}
+--   {"SHARDED", n}  these are a sharded sale's directory keys: nothing done
 --   {"RATE_LIMITED", retryAfterMs}
 -- When the limiter failed open, the reply is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
@@ -29,13 +34,20 @@
 local meta_key, stock_key, buyers_key, resv_key, uorders_key, gate_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local sale, user, idem, nonce = ARGV[1], ARGV[2], ARGV[4], ARGV[5] or ''
+local id_suffix = ARGV[11] or ''
 local qty = tonumber(ARGV[3])
 if not qty or qty < 1 then
   return redis.error_reply('ERR quantity must be a positive integer')
 end
 
 local m = redis.call('HMGET', meta_key,
-  'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs', 'gate')
+  'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs', 'gate',
+  'directory', 'shards')
+if m[8] == '1' then
+  -- The directory of a sharded sale: the caller learns the shard count once
+  -- and buys on the buyer's home shard from then on.
+  return {'SHARDED', m[9]}
+end
 local start_ms, end_ms, limit = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
 local stock = tonumber(redis.call('GET', stock_key))
 if not start_ms or not end_ms or not limit or not stock then
@@ -72,7 +84,7 @@ end
 -- A retry with the same key gets its first answer, even after sell-out.
 local order_id
 if idem ~= '' then
-  order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31)
+  order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31) .. id_suffix
   local existing = redis.call('HGET', resv_key, order_id)
   if existing then
     return reply({'REPLAY', order_id, existing})
@@ -109,7 +121,7 @@ if not order_id then
   -- after a rebuild never reproduces an order id that was already used.
   local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
   order_id = 'n' .. string.sub(
-    redis.sha1hex(sale .. '|' .. user .. '|' .. (m[5] or '0') .. '|' .. seq), 1, 31)
+    redis.sha1hex(sale .. '|' .. user .. '|' .. (m[5] or '0') .. '|' .. seq), 1, 31) .. id_suffix
 end
 
 local left = redis.call('DECRBY', stock_key, qty)

@@ -6,7 +6,8 @@
 -- ARGV[9]:    stock (the sale item's `available`: total minus units held by
 --             PENDING_PAYMENT and PAID orders)
 -- ARGV[10]:   gate (1 or 0)
--- ARGV[11..]: triples userId, units held, comma-separated orderIds
+-- ARGV[11]:   "1" for a sharded sale's directory keys (meta only), else ""
+-- ARGV[12..]: triples userId, units held, comma-separated orderIds
 --
 -- Only when the sale is absent: live stock is never overwritten (that would
 -- sell it twice), so concurrent runs load it exactly once.
@@ -20,9 +21,14 @@ local expire_at = ARGV[8]
 redis.call('HSET', meta_key, 'total', ARGV[1], 'startMs', ARGV[2], 'endMs', ARGV[3],
   'perUserLimit', ARGV[4], 'shards', ARGV[5], 'status', ARGV[6], 'version', ARGV[7],
   'expireAtMs', expire_at, 'gate', ARGV[10])
+if ARGV[11] == '1' then
+  redis.call('HSET', meta_key, 'directory', '1')
+  redis.call('PEXPIREAT', meta_key, expire_at)
+  return {'LOADED'}
+end
 redis.call('SET', stock_key, tonumber(ARGV[9]))
 redis.call('DEL', buyers_key, uorders_key)
-local i = 11
+local i = 12
 while ARGV[i] do
   redis.call('HSET', buyers_key, ARGV[i], tonumber(ARGV[i + 1]))
   if ARGV[i + 2] ~= '' then

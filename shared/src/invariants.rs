@@ -173,21 +173,23 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
     }
     if state.queue_quiet() {
         let owed = state.owed_to_redis();
-        let offered = snap.stock + queued_units + owed;
+        // Units lent by one shard and not yet received by another are still
+        // Redis's to sell (reconcile completes the transfer).
+        let offered = snap.stock + snap.in_transit + queued_units + owed;
         if offered > available {
             out.push(violation(
                 "OVERSELL_RISK",
                 format!(
-                    "Redis offers {} units plus {queued_units} queued (+{owed} owed back), DynamoDB has {available} available",
-                    snap.stock
+                    "Redis offers {} units plus {} in transit, {queued_units} queued (+{owed} owed back), DynamoDB has {available} available",
+                    snap.stock, snap.in_transit
                 ),
             ));
         } else if offered < available {
             out.push(violation(
                 "STOCK_DRIFT",
                 format!(
-                    "Redis offers {offered} units (stock {} + queued {queued_units} + owed {owed}) but DynamoDB has {available} available: underselling",
-                    snap.stock
+                    "Redis offers {offered} units (stock {} + in transit {} + queued {queued_units} + owed {owed}) but DynamoDB has {available} available: underselling",
+                    snap.stock, snap.in_transit
                 ),
             ));
         }
@@ -478,6 +480,7 @@ mod tests {
                 ("o4".into(), resv("dave", 1, "QUEUED")),
             ]
             .into(),
+            ..RedisSnapshot::default()
         });
         assert_eq!(check(&s), vec![]);
     }
@@ -507,6 +510,7 @@ mod tests {
             total: 2,
             buyers: [("alice".into(), 1)].into(),
             reservations: HashMap::new(),
+            ..RedisSnapshot::default()
         };
         s.redis = Some(snap(2));
         assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
@@ -525,6 +529,7 @@ mod tests {
             total: 1,
             buyers: [("alice".into(), 1)].into(),
             reservations: [("o1".into(), resv("alice", 1, "WRITTEN"))].into(),
+            ..RedisSnapshot::default()
         });
         assert_eq!(check(&s), vec![]);
     }
@@ -537,6 +542,7 @@ mod tests {
             total: 2,
             buyers: [("alice".into(), 1)].into(),
             reservations: HashMap::new(),
+            ..RedisSnapshot::default()
         });
         assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
         s.redis.as_mut().unwrap().buyers.clear();
@@ -553,6 +559,7 @@ mod tests {
             total: 2,
             buyers: HashMap::new(),
             reservations: [("o2".into(), resv("bob", 1, "QUEUED"))].into(),
+            ..RedisSnapshot::default()
         });
         let accepted: Vec<OrderId> = ["o1", "o2", "o3", "o4"]
             .into_iter()

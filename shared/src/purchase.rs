@@ -11,6 +11,13 @@
 //! When the stock store has no keys for the sale, the catalog (cached per
 //! execution environment) tells an unknown sale (404) from a live one whose
 //! keys were lost (503, fail closed) without a database read per request.
+//!
+//! Sold-out fast path: once Redis says a sale has nothing left, this
+//! execution environment answers `410 SOLD_OUT` from memory for
+//! [`SOLD_OUT_FLAG`] without calling Redis; then it asks Redis again, so
+//! units that come back (an unpaid order released, a failed send) are sold
+//! within that bound. A request with an `Idempotency-Key` always goes to
+//! Redis: it may be a winner's retry, whose answer is its order, not 410.
 
 use crate::clock;
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
@@ -120,6 +127,11 @@ impl From<PurchaseError> for ApiError {
     }
 }
 
+/// How long an execution environment answers `SOLD_OUT` from memory after
+/// Redis said so: the longest a buyer can be refused while stock that came
+/// back exists.
+pub const SOLD_OUT_FLAG: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The purchase use case over its three ports.
 pub struct PurchaseService<S, Q, C> {
     stock: S,
@@ -127,6 +139,9 @@ pub struct PurchaseService<S, Q, C> {
     catalog: C,
     /// The sale gate's key; without one, gated sales sell to nobody.
     gate: Option<crate::gate::Gate>,
+    /// Sale id -> until when this environment answers `SOLD_OUT` itself.
+    sold_out: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
+    fast_path_hits: std::sync::atomic::AtomicU64,
 }
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
@@ -136,6 +151,8 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             queue,
             catalog,
             gate: None,
+            sold_out: std::sync::RwLock::default(),
+            fast_path_hits: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -154,7 +171,42 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         self.stock.limiter_failures()
     }
 
+    /// Purchases answered `SOLD_OUT` from memory in this environment.
+    pub fn sold_out_fast_path_hits(&self) -> u64 {
+        self.fast_path_hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether this environment answers `SOLD_OUT` for the sale right now.
+    fn flagged_sold_out(&self, sale_id: &SaleId, now: std::time::Instant) -> bool {
+        self.sold_out
+            .read()
+            .ok()
+            .and_then(|map| map.get(sale_id.as_str()).copied())
+            .is_some_and(|until| now < until)
+    }
+
+    fn mark_sold_out(&self, sale_id: &SaleId, until: Option<std::time::Instant>) {
+        if let Ok(mut map) = self.sold_out.write() {
+            match until {
+                Some(until) => {
+                    map.insert(sale_id.to_string(), until);
+                }
+                None => {
+                    map.remove(sale_id.as_str());
+                }
+            }
+        }
+    }
+
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        let now = std::time::Instant::now();
+        let flagged = self.flagged_sold_out(&req.sale_id, now);
+        if flagged && req.idempotency_key.is_none() {
+            self.fast_path_hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(PurchaseError::SoldOut { remaining: 0 });
+        }
         // A pass that fails verification counts as no pass: the script
         // refuses only when the sale is gated, so ungated sales ignore it.
         let nonce = match (&self.gate, &req.sale_token) {
@@ -175,6 +227,14 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 source_ip: req.source_ip.as_deref(),
             })
             .await?;
+        if matches!(outcome, ReserveOutcome::SoldOut { remaining: 0 }) {
+            // Armed on a sold-out answer (at most once per bound per
+            // environment: until it lapses the others take the fast path).
+            self.mark_sold_out(&req.sale_id, Some(now + SOLD_OUT_FLAG));
+        } else if flagged {
+            // Redis answered something else: stock may be back.
+            self.mark_sold_out(&req.sale_id, None);
+        }
         match outcome {
             ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
             ReserveOutcome::Replayed(resv) => Ok(Accepted {

@@ -12,7 +12,9 @@
 //! - a reservation whose row exists is marked `WRITTEN` / `REJECTED`;
 //! - an order `EXPIRED` in DynamoDB whose units Redis never got back gets
 //!   them back (the release crashed between its two steps);
-//! - a buyer count above what the buyer provably holds is lowered.
+//! - a buyer count above what the buyer provably holds is lowered;
+//! - a transfer between shards whose units left one shard and never reached
+//!   the other (the borrow died between its steps) is completed.
 //!
 //! The violations are [`crate::invariants::check`] of what was read, before
 //! any repair. Anything that could mean oversell is reported as `OVERSELL_RISK` and never

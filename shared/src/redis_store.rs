@@ -6,6 +6,16 @@
 //! `sale:{S}:meta`, `sale:{S}:stock`, `sale:{S}:buyers`, `sale:{S}:resv` as the
 //! design fixes them, plus `sale:{S}:userorders` (userId -> the caller's order
 //! ids) so a `409 LIMIT_EXCEEDED` can name them without a scan.
+//!
+//! Shards: a sale with `shards = N > 1` keeps a directory under `{S}` (meta
+//! only) and N full key groups under `{S:0}` .. `{S:N-1}`, each with its share
+//! of the stock and its own buyers, reservations and rate buckets. A buyer
+//! always buys on their home shard ([`home_shard`], a stable hash of the user
+//! id), so the per-user limit is exact. When the home shard runs out it
+//! borrows: `lend.lua` on another shard moves units out and records the
+//! transfer, `receive.lua` credits the home shard once; reconcile completes a
+//! transfer whose second step never ran. Order ids end in `-s<k>` so every
+//! later step (write, release, expiry) finds its shard from the id alone.
 
 use crate::domain::{OrderId, Quantity, Sale, SaleId};
 use crate::ports::{
@@ -53,6 +63,9 @@ static SET_BUYER: LazyLock<Script> =
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
+static LEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lend.lua")));
+static RECEIVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/receive.lua")));
 
 /// Keys outlive the sale's end by this much, so late reconciliation and
 /// order-status reads still find reservations.
@@ -70,11 +83,44 @@ pub struct SaleKeys {
     pub gate_used: String,
     /// The rate limiter's token buckets.
     pub rate_limit: String,
+    /// Transfers this shard lent to others (sharded sales).
+    pub lent: String,
+    /// Transfers this shard received (sharded sales).
+    pub received: String,
+    /// What the purchase script appends to the order ids it makes here.
+    pub id_suffix: String,
 }
 
 impl SaleKeys {
+    /// The keys of a sale of one shard, and the directory of a sharded one.
     pub fn new(sale_id: &SaleId) -> Self {
-        let key = |suffix: &str| format!("sale:{{{sale_id}}}:{suffix}");
+        Self::tagged(sale_id.as_str(), String::new())
+    }
+
+    /// The key group of shard `k` of a sale with more than one shard.
+    pub fn shard(sale_id: &SaleId, k: u32) -> Self {
+        Self::tagged(&format!("{sale_id}:{k}"), format!("-s{k}"))
+    }
+
+    /// Shard `k`'s keys of a sale of `shards`: the plain keys when it has one.
+    pub fn of(sale_id: &SaleId, shards: u32, k: u32) -> Self {
+        if shards <= 1 {
+            Self::new(sale_id)
+        } else {
+            Self::shard(sale_id, k)
+        }
+    }
+
+    /// The keys holding an order's reservation, from its id.
+    pub fn of_order(sale_id: &SaleId, order_id: &OrderId) -> Self {
+        match shard_of_order(order_id.as_str()) {
+            Some(k) => Self::shard(sale_id, k),
+            None => Self::new(sale_id),
+        }
+    }
+
+    fn tagged(tag: &str, id_suffix: String) -> Self {
+        let key = |suffix: &str| format!("sale:{{{tag}}}:{suffix}");
         Self {
             meta: key("meta"),
             stock: key("stock"),
@@ -83,6 +129,9 @@ impl SaleKeys {
             user_orders: key("userorders"),
             gate_used: key("gateused"),
             rate_limit: key("ratelimit"),
+            lent: key("lent"),
+            received: key("received"),
+            id_suffix,
         }
     }
 
@@ -108,6 +157,38 @@ impl SaleKeys {
             &self.user_orders,
         ]
     }
+}
+
+/// A buyer's home shard: FNV-1a of the user id, modulo the shard count.
+/// Stable across processes, machines and releases (std's hasher is not),
+/// because every function must find the same shard for the same buyer.
+pub fn home_shard(user_id: &str, shards: u32) -> u32 {
+    if shards <= 1 {
+        return 0;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in user_id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(shards)).unwrap_or(0)
+}
+
+/// The shard an order id names: ids made on shard k end in `-s<k>` after the
+/// script's 32 characters; ids of one-shard sales carry no suffix.
+pub fn shard_of_order(order_id: &str) -> Option<u32> {
+    let (head, tail) = order_id.split_at_checked(32)?;
+    if !(head.starts_with('n') || head.starts_with('k')) {
+        return None;
+    }
+    tail.strip_prefix("-s")?.parse().ok()
+}
+
+/// Shard `k`'s share of `units` split over `shards` (the first ones get the
+/// remainder), so the shares always add up to `units`.
+pub fn share_of(units: i64, shards: u32, k: u32) -> i64 {
+    let n = i64::from(shards.max(1));
+    units / n + i64::from(i64::from(k) < units % n)
 }
 
 /// A reservation as the purchase script stores it (the value in `resv`).
@@ -139,7 +220,15 @@ pub struct RedisStock {
     /// The limits as script arguments, formatted once, not per purchase.
     limit_args: std::sync::Arc<[String; 4]>,
     limiter_failures: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Key names per sale and shard, built once per environment instead of
+    /// seven `format!`s per purchase.
+    keys: std::sync::Arc<std::sync::RwLock<KeyCache>>,
 }
+
+type KeyCache = std::collections::HashMap<String, std::sync::Arc<[SaleKeys]>>;
+
+/// Past this many sales the key cache starts over (it only saves formatting).
+const KEY_CACHE_SALES: usize = 4_096;
 
 impl RedisStock {
     /// Builds a lazily connecting, auto-reconnecting multiplexed connection:
@@ -161,6 +250,7 @@ impl RedisStock {
             timeout,
             limit_args: limit_args(RateLimits::default()),
             limiter_failures: std::sync::Arc::default(),
+            keys: std::sync::Arc::default(),
         })
     }
 
@@ -200,7 +290,6 @@ impl RedisStock {
         version: i64,
         paused: bool,
     ) -> Result<LoadOutcome, StoreError> {
-        let keys = SaleKeys::new(&sale.sale_id);
         let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
         let args = [
             sale.total_stock.to_string(),
@@ -213,16 +302,354 @@ impl RedisStock {
             expire_at.to_string(),
             String::from(if sale.gate { "1" } else { "0" }),
         ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &args).await?;
-        match reply.as_slice() {
-            [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
-            [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {
-                stock: parse_u32(stock)?,
-            }),
-            other => Err(protocol(other)),
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if sale.shards <= 1 {
+            let reply: Vec<String> = self
+                .run(&LOAD_SALE, &SaleKeys::new(&sale.sale_id).with_gate(), &args)
+                .await?;
+            return parse_load_reply(&reply);
+        }
+        // The directory first: readers that find it look for the shards.
+        let total = i64::from(sale.total_stock);
+        let shares: Vec<String> = (0..sale.shards)
+            .map(|k| share_of(total, sale.shards, k).to_string())
+            .collect();
+        let directory = SaleKeys::new(&sale.sale_id);
+        args.extend(["", "1"]);
+        args[9] = &shares[0];
+        let first: Vec<String> = self.run(&LOAD_SALE, &[&directory.meta], &args).await?;
+        let outcome = parse_load_reply(&first)?;
+        args[10] = "0";
+        let mut stock = 0u32;
+        for k in 0..sale.shards {
+            args[9] = &shares[k as usize];
+            let keys = SaleKeys::shard(&sale.sale_id, k);
+            let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &args).await?;
+            if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
+                stock = stock.saturating_add(s);
+            }
+        }
+        Ok(match outcome {
+            LoadOutcome::Loaded => LoadOutcome::Loaded,
+            LoadOutcome::Refreshed { .. } => LoadOutcome::Refreshed { stock },
+        })
+    }
+
+    /// The key groups of a sale of `shards`, cached for the next purchase.
+    fn shard_keys(&self, sale_id: &SaleId, shards: u32) -> std::sync::Arc<[SaleKeys]> {
+        let n = shards.max(1);
+        let built: std::sync::Arc<[SaleKeys]> =
+            (0..n).map(|k| SaleKeys::of(sale_id, n, k)).collect();
+        if let Ok(mut cache) = self.keys.write() {
+            if cache.len() >= KEY_CACHE_SALES {
+                cache.clear();
+            }
+            cache.insert(sale_id.to_string(), built.clone());
+        }
+        built
+    }
+
+    /// The key groups this environment knows for the sale (one group until
+    /// Redis says the sale is sharded).
+    fn known_keys(&self, sale_id: &SaleId) -> std::sync::Arc<[SaleKeys]> {
+        if let Ok(cache) = self.keys.read()
+            && let Some(found) = cache.get(sale_id.as_str())
+        {
+            return found.clone();
+        }
+        self.shard_keys(sale_id, 1)
+    }
+
+    /// How many shards Redis holds the sale in, from its directory keys;
+    /// `None` when the sale is not there.
+    pub async fn shard_count(&self, sale_id: &SaleId) -> Result<Option<u32>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let reply: Vec<String> = self
+            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[""])
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("MISSING") => Ok(None),
+            Some("OK") => Ok(Some(1)),
+            Some("SHARDED") => Ok(Some(parse_u32(reply.get(1).map_or("", String::as_str))?)),
+            _ => Err(protocol(&reply)),
         }
     }
+
+    /// Moves units from other shards to `home` until it has `need` more or
+    /// every other shard is empty. Returns how many arrived.
+    async fn borrow(
+        &self,
+        groups: &[SaleKeys],
+        home: usize,
+        need: u64,
+    ) -> Result<u64, StoreError> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = groups.len();
+        let home_keys = &groups[home];
+        let (home_arg, now) = (home.to_string(), crate::clock::now_ms().to_string());
+        let mut got = 0u64;
+        for step in 1..n {
+            let donor = &groups[(home + step) % n];
+            let id = format!(
+                "t{now}-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let want = (need - got).to_string();
+            let lent: Vec<String> = self
+                .run(
+                    &LEND,
+                    &[&donor.meta, &donor.stock, &donor.lent],
+                    &[&id, &want, &home_arg, &now],
+                )
+                .await?;
+            let units = match lent.as_slice() {
+                [tag, units] if tag == "LENT" => units.clone(),
+                [tag] if tag == "SHORT" || tag == "MISSING" => continue,
+                other => return Err(protocol(other)),
+            };
+            // If this call dies here the units are in `lent` and not in
+            // `received`: reconcile finishes the transfer.
+            let received: Vec<String> = self
+                .run(
+                    &RECEIVE,
+                    &[&home_keys.meta, &home_keys.stock, &home_keys.received],
+                    &[&id, &units],
+                )
+                .await?;
+            if received.first().map(String::as_str) == Some("RECEIVED") {
+                got += u64::try_from(parse_i64(&units)?).unwrap_or(0);
+            }
+            if got >= need {
+                break;
+            }
+        }
+        Ok(got)
+    }
+
+    /// Credits a transfer the home shard never received (reconcile's repair
+    /// after a borrow died between its two steps). Idempotent.
+    pub async fn complete_transfer(
+        &self,
+        sale_id: &SaleId,
+        transfer: &PendingTransfer,
+    ) -> Result<bool, StoreError> {
+        let keys = SaleKeys::shard(sale_id, transfer.to);
+        let units = transfer.units.to_string();
+        let reply: Vec<String> = self
+            .run(
+                &RECEIVE,
+                &[&keys.meta, &keys.stock, &keys.received],
+                &[&transfer.id, &units],
+            )
+            .await?;
+        Ok(reply.first().map(String::as_str) == Some("RECEIVED"))
+    }
+
+    async fn reserve_on(
+        &self,
+        keys: &SaleKeys,
+        req: &ReserveRequest<'_>,
+        quantity: &str,
+        shard: u32,
+    ) -> Result<Decided, StoreError> {
+        let idem = req.idempotency_key.map_or("", |k| k.as_str());
+        let args = [
+            req.sale_id.as_str(),
+            req.user_id.as_str(),
+            quantity,
+            idem,
+            req.gate_nonce.unwrap_or(""),
+            req.source_ip.unwrap_or(""),
+            &self.limit_args[0],
+            &self.limit_args[1],
+            &self.limit_args[2],
+            &self.limit_args[3],
+            &keys.id_suffix,
+        ];
+        let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
+        let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
+        let reply: Vec<String> = self.run(&PURCHASE, &keys, &args).await?;
+        let reply = match reply.split_first() {
+            Some((flag, rest)) if flag == "LF" => {
+                let n = self
+                    .limiter_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                tracing::warn!(sale_id = %req.sale_id, failures = n, "rate limiter failed open (its key is broken); purchase decided without it");
+                rest
+            }
+            _ => reply.as_slice(),
+        };
+        if let [tag, n] = reply
+            && tag == "SHARDED"
+        {
+            return Ok(Decided::Sharded(parse_u32(n)?));
+        }
+        parse_reserve_reply(reply, req.quantity, shard).map(Decided::Outcome)
+    }
+}
+
+/// What one run of the purchase script said.
+enum Decided {
+    Outcome(ReserveOutcome),
+    /// Those were the directory keys of a sale of this many shards.
+    Sharded(u32),
+}
+
+/// What `peek.lua` saw on one key group.
+enum Peeked {
+    View(StockView),
+    /// The directory of a sale of this many shards.
+    Sharded(u32),
+}
+
+impl Peeked {
+    fn into_view(self) -> Option<StockView> {
+        match self {
+            Peeked::View(view) => Some(view),
+            Peeked::Sharded(_) => None,
+        }
+    }
+}
+
+impl RedisStock {
+    async fn peek(&self, keys: &SaleKeys, order: &str) -> Result<Option<Peeked>, StoreError> {
+        let reply: Vec<String> = self
+            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[order])
+            .await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["MISSING"] => Ok(None),
+            ["SHARDED", n] => Ok(Some(Peeked::Sharded(parse_u32(n)?))),
+            ["OK", stock, status, resv] => Ok(Some(Peeked::View(StockView {
+                remaining: parse_i64(stock)?,
+                paused: *status == "PAUSED",
+                reservation: if resv.is_empty() {
+                    None
+                } else {
+                    let stored: StoredReservation = serde_json::from_str(resv)
+                        .map_err(|e| StoreError::Protocol(e.to_string()))?;
+                    Some(ReservationRecord {
+                        user_id: stored.user_id,
+                        quantity: stored.quantity,
+                        at_ms: parse_i64(&stored.at_ms)?,
+                        state: stored.state,
+                    })
+                },
+            }))),
+            _ => Err(protocol(&reply)),
+        }
+    }
+}
+
+/// One key group's `snapshot.lua` reply.
+struct SnapshotPart {
+    stock: i64,
+    total: i64,
+    buyers: std::collections::HashMap<String, i64>,
+    reservations: std::collections::HashMap<String, StoredReservation>,
+    received: std::collections::HashSet<String>,
+}
+
+/// Parses one group's snapshot; its `lent` entries go to `lent`.
+fn parse_snapshot(
+    reply: redis::Value,
+    shard: u32,
+    lent: &mut Vec<PendingTransfer>,
+) -> Result<Option<SnapshotPart>, StoreError> {
+    let redis::Value::Array(parts) = reply else {
+        return Err(StoreError::Protocol("snapshot is not a list".into()));
+    };
+    let text = |v: &redis::Value| -> Result<String, StoreError> {
+        redis::from_redis_value::<String>(v.clone()).map_err(|e| StoreError::Protocol(e.to_string()))
+    };
+    let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
+        redis::from_redis_value::<Vec<String>>(v.clone())
+            .map_err(|e| StoreError::Protocol(e.to_string()))
+    };
+    let (stock, total, buyers, resv, transfers) = match parts.as_slice() {
+        [tag] if text(tag)? == "MISSING" => return Ok(None),
+        [_, stock, total, buyers, resv] => (stock, total, buyers, resv, None),
+        [_, stock, total, buyers, resv, lent, received] => {
+            (stock, total, buyers, resv, Some((lent, received)))
+        }
+        _ => return Err(StoreError::Protocol("unexpected snapshot".into())),
+    };
+    let mut part = SnapshotPart {
+        stock: parse_i64(&text(stock)?)?,
+        total: parse_i64(&text(total)?)?,
+        buyers: std::collections::HashMap::new(),
+        reservations: std::collections::HashMap::new(),
+        received: std::collections::HashSet::new(),
+    };
+    for pair in flat(buyers)?.chunks(2) {
+        if let [user, units] = pair {
+            part.buyers.insert(user.clone(), parse_i64(units)?);
+        }
+    }
+    for pair in flat(resv)?.chunks(2) {
+        if let [id, raw] = pair {
+            let stored: StoredReservation =
+                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            part.reservations.insert(id.clone(), stored);
+        }
+    }
+    if let Some((lent_flat, received_flat)) = transfers {
+        for pair in flat(lent_flat)?.chunks(2) {
+            if let [id, value] = pair {
+                let mut fields = value.split(':');
+                let (Some(to), Some(units), Some(at)) = (fields.next(), fields.next(), fields.next())
+                else {
+                    return Err(StoreError::Protocol(format!("transfer {id}: {value}")));
+                };
+                lent.push(PendingTransfer {
+                    id: id.clone(),
+                    from: shard,
+                    to: parse_u32(to)?,
+                    units: parse_i64(units)?,
+                    at_ms: parse_i64(at)?,
+                });
+            }
+        }
+        part.received = flat(received_flat)?
+            .chunks(2)
+            .filter_map(|pair| pair.first().cloned())
+            .collect();
+    }
+    Ok(Some(part))
+}
+
+fn parse_rebuild_reply(reply: &[String]) -> Result<bool, StoreError> {
+    match reply.first().map(String::as_str) {
+        Some("LOADED") => Ok(true),
+        Some("EXISTS") => Ok(false),
+        _ => Err(protocol(reply)),
+    }
+}
+
+fn parse_load_reply(reply: &[String]) -> Result<LoadOutcome, StoreError> {
+    match reply {
+        [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
+        [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {
+            stock: parse_u32(stock)?,
+        }),
+        other => Err(protocol(other)),
+    }
+}
+
+/// A borrow whose units left one shard and have not arrived at the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTransfer {
+    pub id: String,
+    pub from: u32,
+    pub to: u32,
+    pub units: i64,
+    pub at_ms: i64,
 }
 
 /// The client for `REDIS_URL`, refused at cold start rather than at the first
@@ -261,10 +688,16 @@ pub struct HeldUnits {
 /// A sale's Redis state at one instant (`snapshot.lua`).
 #[derive(Debug, Clone, Default)]
 pub struct RedisSnapshot {
+    /// Units left, over every shard.
     pub stock: i64,
     pub total: i64,
     pub buyers: std::collections::HashMap<String, i64>,
     pub reservations: std::collections::HashMap<String, StoredReservation>,
+    /// Units lent by one shard and not yet received by another.
+    pub in_transit: i64,
+    pub pending_transfers: Vec<PendingTransfer>,
+    /// 1 for a sale of one shard.
+    pub shards: u32,
 }
 
 /// What `return_units` did.
@@ -289,9 +722,8 @@ impl RedisStock {
         stock: i64,
         buyers: &[HeldUnits],
     ) -> Result<bool, StoreError> {
-        let keys = SaleKeys::new(&sale.sale_id);
         let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
-        let mut args = vec![
+        let head = [
             sale.total_stock.to_string(),
             sale.start_ms.to_string(),
             sale.end_ms.to_string(),
@@ -300,27 +732,54 @@ impl RedisStock {
             "LIVE".to_owned(),
             version.to_string(),
             expire_at.to_string(),
-            stock.max(0).to_string(),
-            String::from(if sale.gate { "1" } else { "0" }),
         ];
-        for b in buyers {
-            args.push(b.user_id.clone());
-            args.push(b.units.to_string());
-            args.push(b.order_ids.join(","));
+        let gate = String::from(if sale.gate { "1" } else { "0" });
+        let shards = sale.shards.max(1);
+        let mut loaded = false;
+        if shards > 1 {
+            let directory = SaleKeys::new(&sale.sale_id);
+            let mut args: Vec<&str> = head.iter().map(String::as_str).collect();
+            args.extend(["0", gate.as_str(), "1"]);
+            let reply: Vec<String> = self
+                .run(
+                    &REBUILD,
+                    &[
+                        &directory.meta,
+                        &directory.stock,
+                        &directory.buyers,
+                        &directory.user_orders,
+                    ],
+                    &args,
+                )
+                .await?;
+            loaded |= parse_rebuild_reply(&reply)?;
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let reply: Vec<String> = self
-            .run(
-                &REBUILD,
-                &[&keys.meta, &keys.stock, &keys.buyers, &keys.user_orders],
-                &args,
-            )
-            .await?;
-        match reply.first().map(String::as_str) {
-            Some("LOADED") => Ok(true),
-            Some("EXISTS") => Ok(false),
-            _ => Err(protocol(&reply)),
+        // Each shard is loaded only if absent, so a rebuild that died half
+        // way is finished by the next one.
+        for k in 0..shards {
+            let keys = SaleKeys::of(&sale.sale_id, shards, k);
+            let share = share_of(stock.max(0), shards, k).to_string();
+            let mut args: Vec<String> = head.to_vec();
+            args.extend([share, gate.clone(), String::new()]);
+            for b in buyers
+                .iter()
+                .filter(|b| home_shard(&b.user_id, shards) == k)
+            {
+                args.push(b.user_id.clone());
+                args.push(b.units.to_string());
+                args.push(b.order_ids.join(","));
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let reply: Vec<String> = self
+                .run(
+                    &REBUILD,
+                    &[&keys.meta, &keys.stock, &keys.buyers, &keys.user_orders],
+                    &args,
+                )
+                .await?;
+            loaded |= parse_rebuild_reply(&reply)?;
         }
+        Ok(loaded)
     }
 
     /// Gives an expired order's units back (`return_units.lua`).
@@ -331,7 +790,7 @@ impl RedisStock {
         user_id: &str,
         quantity: u32,
     ) -> Result<Returned, StoreError> {
-        let keys = SaleKeys::new(sale_id);
+        let keys = SaleKeys::of_order(sale_id, order_id);
         let (quantity, now) = (quantity.to_string(), crate::clock::now_ms().to_string());
         let reply: Vec<String> = self
             .run(
@@ -356,50 +815,52 @@ impl RedisStock {
     }
 
     /// Everything Redis holds for a sale, or `None` when it has no keys.
+    /// A sharded sale is read shard by shard (one atomic step each; with
+    /// transfers recorded on both sides, a unit in flight is counted once).
     pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
-        let keys = SaleKeys::new(sale_id);
-        let reply: redis::Value = self
-            .run(
-                &SNAPSHOT,
-                &[&keys.meta, &keys.stock, &keys.buyers, &keys.resv],
-                &[],
-            )
-            .await?;
-        let redis::Value::Array(parts) = reply else {
-            return Err(StoreError::Protocol("snapshot is not a list".into()));
+        let Some(shards) = self.shard_count(sale_id).await? else {
+            return Ok(None);
         };
-        let text = |v: &redis::Value| -> Result<String, StoreError> {
-            redis::from_redis_value::<String>(v.clone())
-                .map_err(|e| StoreError::Protocol(e.to_string()))
+        let mut merged = RedisSnapshot {
+            shards,
+            ..RedisSnapshot::default()
         };
-        let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
-            redis::from_redis_value::<Vec<String>>(v.clone())
-                .map_err(|e| StoreError::Protocol(e.to_string()))
-        };
-        match parts.as_slice() {
-            [tag] if text(tag)? == "MISSING" => Ok(None),
-            [_, stock, total, buyers, resv] => {
-                let mut snap = RedisSnapshot {
-                    stock: parse_i64(&text(stock)?)?,
-                    total: parse_i64(&text(total)?)?,
-                    ..RedisSnapshot::default()
-                };
-                for pair in flat(buyers)?.chunks(2) {
-                    if let [user, units] = pair {
-                        snap.buyers.insert(user.clone(), parse_i64(units)?);
-                    }
-                }
-                for pair in flat(resv)?.chunks(2) {
-                    if let [id, raw] = pair {
-                        let stored: StoredReservation = serde_json::from_str(raw)
-                            .map_err(|e| StoreError::Protocol(e.to_string()))?;
-                        snap.reservations.insert(id.clone(), stored);
-                    }
-                }
-                Ok(Some(snap))
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let mut names = vec![
+                keys.meta.as_str(),
+                keys.stock.as_str(),
+                keys.buyers.as_str(),
+                keys.resv.as_str(),
+            ];
+            if shards > 1 {
+                names.extend([keys.lent.as_str(), keys.received.as_str()]);
             }
-            _ => Err(StoreError::Protocol("unexpected snapshot".into())),
+            let reply: redis::Value = self.run(&SNAPSHOT, &names, &[]).await?;
+            let Some(part) = parse_snapshot(reply, k, &mut lent)? else {
+                // A shard without keys: the sale is not whole in Redis.
+                return Ok(None);
+            };
+            merged.stock += part.stock;
+            merged.total = part.total;
+            for (user, units) in part.buyers {
+                *merged.buyers.entry(user).or_default() += units;
+            }
+            merged.reservations.extend(part.reservations);
+            received.push(part.received);
         }
+        merged.pending_transfers = lent
+            .into_iter()
+            .filter(|t| {
+                received
+                    .get(t.to as usize)
+                    .is_some_and(|got| !got.contains(&t.id))
+            })
+            .collect();
+        merged.in_transit = merged.pending_transfers.iter().map(|t| t.units).sum();
+        Ok(Some(merged))
     }
 
     /// Lowers a buyer's count to `units` (never raises it).
@@ -409,7 +870,8 @@ impl RedisStock {
         user_id: &str,
         units: i64,
     ) -> Result<i64, StoreError> {
-        let keys = SaleKeys::new(sale_id);
+        let shards = self.shard_count(sale_id).await?.unwrap_or(1);
+        let keys = SaleKeys::of(sale_id, shards, home_shard(user_id, shards));
         let units = units.to_string();
         self.run(&SET_BUYER, &[&keys.buyers], &[user_id, &units])
             .await
@@ -458,36 +920,50 @@ impl RedisStock {
 
 impl StockStore for RedisStock {
     async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
-        let keys = SaleKeys::new(req.sale_id);
         let quantity = req.quantity.get().to_string();
-        let idem = req.idempotency_key.map_or("", |k| k.as_str());
-        let args = [
-            req.sale_id.as_str(),
-            req.user_id.as_str(),
-            quantity.as_str(),
-            idem,
-            req.gate_nonce.unwrap_or(""),
-            req.source_ip.unwrap_or(""),
-            &self.limit_args[0],
-            &self.limit_args[1],
-            &self.limit_args[2],
-            &self.limit_args[3],
-        ];
-        let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
-        let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
-        let reply: Vec<String> = self.run(&PURCHASE, &keys, &args).await?;
-        let reply = match reply.split_first() {
-            Some((flag, rest)) if flag == "LF" => {
-                let n = self
-                    .limiter_failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                    + 1;
-                tracing::warn!(sale_id = %req.sale_id, failures = n, "rate limiter failed open (its key is broken); purchase decided without it");
-                rest
+        let mut groups = self.known_keys(req.sale_id);
+        let mut home = home_shard(req.user_id.as_str(), groups.len() as u32);
+        let mut outcome = match self
+            .reserve_on(&groups[home as usize], &req, &quantity, home)
+            .await?
+        {
+            Decided::Outcome(ReserveOutcome::SaleMissing) if groups.len() > 1 => {
+                // Sharded when this environment last looked; not any more.
+                groups = self.shard_keys(req.sale_id, 1);
+                home = 0;
+                self.reserve_on(&groups[0], &req, &quantity, 0).await?
             }
-            _ => reply.as_slice(),
+            Decided::Sharded(n) => {
+                // First purchase of a sharded sale here: one extra round
+                // trip, once per environment.
+                groups = self.shard_keys(req.sale_id, n);
+                home = home_shard(req.user_id.as_str(), n);
+                self.reserve_on(&groups[home as usize], &req, &quantity, home)
+                    .await?
+            }
+            decided => decided,
         };
-        parse_reserve_reply(reply, req.quantity)
+        // The home shard is short: borrow, then decide again there (where
+        // the buyer's count lives). Bounded: each round either moves units
+        // or finds every other shard empty.
+        for _ in 1..groups.len() {
+            let Decided::Outcome(ReserveOutcome::SoldOut { remaining }) = outcome else {
+                break;
+            };
+            let need = u64::from(req.quantity.get()).saturating_sub(u64::from(remaining));
+            if self.borrow(&groups, home as usize, need.max(1)).await? == 0 {
+                break;
+            }
+            outcome = self
+                .reserve_on(&groups[home as usize], &req, &quantity, home)
+                .await?;
+        }
+        match outcome {
+            Decided::Outcome(outcome) => Ok(outcome),
+            Decided::Sharded(_) => Err(StoreError::Protocol(
+                "a shard's keys answered as a directory".into(),
+            )),
+        }
     }
 
     async fn release(
@@ -495,7 +971,7 @@ impl StockStore for RedisStock {
         sale_id: &SaleId,
         order_id: &OrderId,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let keys = SaleKeys::new(sale_id);
+        let keys = SaleKeys::of_order(sale_id, order_id);
         let reply: Vec<String> = self
             .run(&RELEASE, &keys.all(), &[order_id.as_str()])
             .await?;
@@ -516,7 +992,7 @@ impl StockStore for RedisStock {
         order_id: &OrderId,
         resolution: Resolution,
     ) -> Result<bool, StoreError> {
-        let keys = SaleKeys::new(sale_id);
+        let keys = SaleKeys::of_order(sale_id, order_id);
         let reply: Vec<String> = self
             .run(
                 &RESOLVE,
@@ -538,34 +1014,34 @@ impl StockStore for RedisStock {
     ) -> Result<Option<StockView>, StoreError> {
         let keys = SaleKeys::new(sale_id);
         let order = order_id.map_or("", OrderId::as_str);
-        let reply: Vec<String> = self
-            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[order])
-            .await?;
-        match reply
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            ["MISSING"] => Ok(None),
-            ["OK", stock, status, resv] => Ok(Some(StockView {
-                remaining: parse_i64(stock)?,
-                paused: *status == "PAUSED",
-                reservation: if resv.is_empty() {
-                    None
-                } else {
-                    let stored: StoredReservation = serde_json::from_str(resv)
-                        .map_err(|e| StoreError::Protocol(e.to_string()))?;
-                    Some(ReservationRecord {
-                        user_id: stored.user_id,
-                        quantity: stored.quantity,
-                        at_ms: parse_i64(&stored.at_ms)?,
-                        state: stored.state,
-                    })
-                },
-            })),
-            _ => Err(protocol(&reply)),
+        let first = self.peek(&keys, order).await?;
+        let Some(Peeked::Sharded(shards)) = first else {
+            return Ok(first.and_then(Peeked::into_view));
+        };
+        // A sharded sale: the sum of its shards, the reservation from the
+        // shard its id names.
+        let order_shard = order_id.and_then(|id| shard_of_order(id.as_str()));
+        let mut view = StockView {
+            remaining: 0,
+            paused: false,
+            reservation: None,
+        };
+        for k in 0..shards {
+            let keys = SaleKeys::shard(sale_id, k);
+            let ask = if order_shard == Some(k) { order } else { "" };
+            match self.peek(&keys, ask).await?.and_then(Peeked::into_view) {
+                Some(part) => {
+                    view.remaining += part.remaining;
+                    view.paused |= part.paused;
+                    if part.reservation.is_some() {
+                        view.reservation = part.reservation;
+                    }
+                }
+                // A shard without keys: the sale is not whole in Redis.
+                None => return Ok(None),
+            }
         }
+        Ok(Some(view))
     }
 
     fn limiter_failures(&self) -> u64 {
@@ -586,6 +1062,7 @@ fn limit_args(l: RateLimits) -> std::sync::Arc<[String; 4]> {
 fn parse_reserve_reply(
     reply: &[String],
     requested: Quantity,
+    shard: u32,
 ) -> Result<ReserveOutcome, StoreError> {
     let strs: Vec<&str> = reply.iter().map(String::as_str).collect();
     match strs.as_slice() {
@@ -593,7 +1070,7 @@ fn parse_reserve_reply(
             order_id: parse_order_id(order_id)?,
             quantity: requested,
             reserved_at_ms: parse_i64(at_ms)?,
-            shard: 0,
+            shard,
         })),
         ["REPLAY", order_id, stored] => {
             let stored: StoredReservation =
@@ -603,7 +1080,7 @@ fn parse_reserve_reply(
                 quantity: Quantity::new(stored.quantity)
                     .map_err(|e| StoreError::Protocol(e.to_string()))?,
                 reserved_at_ms: parse_i64(&stored.at_ms)?,
-                shard: 0,
+                shard,
             }))
         }
         ["MISSING"] => Ok(ReserveOutcome::SaleMissing),

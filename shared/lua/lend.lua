@@ -1,0 +1,31 @@
+-- lend.lua: a shard gives units to a buyer's home shard that ran out.
+--
+-- KEYS[1] sale:{S:j}:meta  KEYS[2] sale:{S:j}:stock  KEYS[3] sale:{S:j}:lent
+-- ARGV[1] transfer id  ARGV[2] units the home shard needs  ARGV[3] home
+-- shard  ARGV[4] now (ms)
+--
+-- Gives max(need, half of what it has), capped by what it has, and records
+-- the transfer in its `lent` hash in the same step. The home shard credits
+-- it with receive.lua; if the caller dies in between, reconcile finds the
+-- transfer in `lent` and not in the home shard's `received`, and completes it.
+-- Replies: {"LENT", units} or {"SHORT"} (nothing to give) or {"MISSING"}
+
+local stock = tonumber(redis.call('GET', KEYS[2]))
+if not stock then
+  return {'MISSING'}
+end
+local need = tonumber(ARGV[2])
+if not need or need < 1 then
+  return redis.error_reply('ERR need must be a positive integer')
+end
+if stock < 1 then
+  return {'SHORT'}
+end
+local give = math.min(stock, math.max(need, math.floor(stock / 2)))
+redis.call('DECRBY', KEYS[2], give)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3] .. ':' .. give .. ':' .. ARGV[4])
+local expire_at = tonumber(redis.call('HGET', KEYS[1], 'expireAtMs'))
+if expire_at then
+  redis.call('PEXPIREAT', KEYS[3], expire_at)
+end
+return {'LENT', tostring(give)}
