@@ -87,6 +87,31 @@ start_services() {
   say "redis on $REDIS_URL, emulator on $AWS_ENDPOINT_URL"
 }
 
+# start_cluster: a real 3-master Redis Cluster on free loopback ports (no
+# replicas), for the cluster tests and the shard benchmark. Exports
+# REDIS_CLUSTER_URL (one seed node, `?cluster=true`) and REDIS_CLUSTER_PORTS.
+start_cluster() {
+  local dir="$STATE/cluster" port ports=() nodes=()
+  mkdir -p "$dir"
+  for _ in 1 2 3; do
+    port=$(free_port)
+    redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+      --cluster-config-file "nodes-$port.conf" --cluster-node-timeout 5000 \
+      --save '' --appendonly no --maxmemory-policy noeviction --dir "$dir" \
+      >"$STATE/cluster-$port.log" 2>&1 &
+    PIDS+=($!)
+    ports+=("$port"); nodes+=("127.0.0.1:$port")
+  done
+  for port in "${ports[@]}"; do wait_for "cluster-$port" 20 redis-cli -p "$port" ping; done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$STATE/cluster-create.log" 2>&1
+  for port in "${ports[@]}"; do
+    wait_for "cluster-$port" 20 sh -c "redis-cli -p $port cluster info | grep -q cluster_state:ok"
+  done
+  export REDIS_CLUSTER_URL="redis://127.0.0.1:${ports[0]}?cluster=true"
+  export REDIS_CLUSTER_PORTS="${ports[*]}"
+  say "redis cluster (3 masters) on ports ${ports[*]}"
+}
+
 cmd_run() {
   ensure_tools
   local redis_port=6379 moto_port=4566
@@ -125,6 +150,7 @@ cmd_test() {
   say "sam validate"; "$VENV/bin/sam" validate --template template.yaml --region "$AWS_REGION"
   say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
   start_services "$(free_port)" "$(free_port)"
+  start_cluster
   say "cargo test"
   MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
 }

@@ -569,3 +569,67 @@ async fn refused_connection_to_sqs_is_definite_and_returns_the_stock() {
     assert!(app.reservations(id).await.is_empty());
     assert!(app.buyers(id).await.is_empty());
 }
+
+#[tokio::test]
+async fn sold_out_is_answered_from_memory_and_rearmed_when_stock_comes_back() {
+    use seckill_shared::ports::StockStore;
+    let app = App::spawn().await;
+    let sale = live_sale(2, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let first = app
+        .call(purchase_event(
+            id,
+            Some("winner"),
+            "",
+            &[("Idempotency-Key", "w-1")],
+        ))
+        .await;
+    assert_eq!(first.status, 202);
+    assert_eq!(app.purchase(id, "second", "").await.status, 202);
+    // The first refusal comes from Redis and arms the flag.
+    assert_eq!(app.purchase(id, "late-0", "").await.code(), "SOLD_OUT");
+    let before = app.service.sold_out_fast_path_hits();
+    for n in 1..=50 {
+        let reply = app.purchase(id, &format!("late-{n}"), "").await;
+        assert_eq!((reply.status, reply.code()), (410, "SOLD_OUT"));
+    }
+    // Each lapse of the flag costs one Redis call that arms it again.
+    let hits = app.service.sold_out_fast_path_hits() - before;
+    assert!(hits >= 40, "the flag answered {hits} of 50");
+    // A winner's retry with its key still gets its order back, not 410.
+    let retry = app
+        .call(purchase_event(
+            id,
+            Some("winner"),
+            "",
+            &[("Idempotency-Key", "w-1")],
+        ))
+        .await;
+    assert_eq!(retry.status, 202);
+    assert_eq!(retry.body["orderId"], first.body["orderId"]);
+    // A unit comes back (an unpaid order released): sold again within the
+    // flag's bound.
+    let order =
+        seckill_shared::domain::OrderId::parse(first.body["orderId"].as_str().unwrap()).unwrap();
+    app.service
+        .stock()
+        .release(&sale.sale_id, &order)
+        .await
+        .unwrap();
+    let rearmed_at = std::time::Instant::now();
+    let mut n = 0;
+    let sold_again = seckill_tests::eventually(std::time::Duration::from_secs(5), || {
+        n += 1;
+        let user = format!("back-{n}");
+        let app = &app;
+        async move { app.purchase(id, &user, "").await.status == 202 }
+    })
+    .await;
+    assert!(sold_again);
+    let waited = rearmed_at.elapsed();
+    assert!(
+        waited <= seckill_shared::purchase::SOLD_OUT_FLAG + std::time::Duration::from_millis(250),
+        "sold again after {waited:?}"
+    );
+}

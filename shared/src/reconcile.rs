@@ -241,6 +241,27 @@ impl Reconciler {
                 _ => {}
             }
         }
+        // A borrow between shards that died between its two steps.
+        for transfer in &snap.pending_transfers {
+            if now_ms - transfer.at_ms <= grace {
+                continue;
+            }
+            match stock.complete_transfer(sale_id, transfer).await {
+                Ok(true) => report.repairs.push(Repair {
+                    kind: "TRANSFER_COMPLETED",
+                    order_id: None,
+                    detail: format!(
+                        "{} units lent by shard {} credited to shard {}",
+                        transfer.units, transfer.from, transfer.to
+                    ),
+                }),
+                Ok(false) => {}
+                Err(err) => report.violations.push(Violation {
+                    code: "REPAIR_FAILED",
+                    detail: format!("transfer {}: {err}", transfer.id),
+                }),
+            }
+        }
         // Expired in DynamoDB, units never given back to Redis.
         for order in state
             .rows

@@ -215,7 +215,7 @@ pub use crate::config::RateLimits;
 
 #[derive(Clone)]
 pub struct RedisStock {
-    conn: ConnectionManager,
+    conn: Conn,
     timeout: Duration,
     /// The limits as script arguments, formatted once, not per purchase.
     limit_args: std::sync::Arc<[String; 4]>,
@@ -227,6 +227,9 @@ pub struct RedisStock {
 
 type KeyCache = std::collections::HashMap<String, std::sync::Arc<[SaleKeys]>>;
 
+/// Borrow rounds one purchase may take before it gives up with a 503.
+const MAX_BORROW_ROUNDS: u32 = 32;
+
 /// Past this many sales the key cache starts over (it only saves formatting).
 const KEY_CACHE_SALES: usize = 4_096;
 
@@ -236,15 +239,43 @@ impl RedisStock {
     /// function starts (and answers 503) even while Redis is down.
     ///
     /// `url` is `redis://[[user]:password@]host:port` or, for TLS (ElastiCache
-    /// in-transit encryption), `rediss://...`; see [`client`].
+    /// in-transit encryption), `rediss://...`; see [`client`]. With
+    /// `?cluster=true` it names one node (or ElastiCache's configuration
+    /// endpoint) of a Redis Cluster, and the store routes every script to the
+    /// master of its keys' slot (cluster-async: one multiplexed connection
+    /// per master, made on first use).
     pub fn connect_lazy(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = client(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(100));
-        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?;
+        let conn = match cluster_seed(url) {
+            Some(seed) => {
+                let nodes = seed
+                    .split(',')
+                    .map(|node| client(node).map(|c| c.get_connection_info().clone()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let cluster = redis::cluster::ClusterClientBuilder::new(nodes)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(1)
+                    .build()
+                    .map_err(|err| {
+                        StoreError::Unavailable(format!("REDIS_URL names no usable cluster: {err}"))
+                    })?;
+                Conn::Cluster(std::sync::Arc::new(LazyCluster {
+                    client: cluster,
+                    conn: tokio::sync::OnceCell::new(),
+                }))
+            }
+            None => {
+                let client = client(url)?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(100));
+                Conn::Single(
+                    ConnectionManager::new_lazy_with_config(client, config).map_err(unavailable)?,
+                )
+            }
+        };
         Ok(Self {
             conn,
             timeout,
@@ -273,10 +304,13 @@ impl RedisStock {
         for arg in args {
             invocation.arg(*arg);
         }
-        let mut conn = self.conn.clone();
         // The connection has its own response timeout; this outer bound also
         // covers reconnect attempts, so a purchase never waits past it twice.
-        match tokio::time::timeout(self.timeout * 2, invocation.invoke_async(&mut conn)).await {
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            invocation.invoke_async(&mut conn).await
+        };
+        match tokio::time::timeout(self.timeout * 2, call).await {
             Ok(reply) => reply.map_err(unavailable),
             Err(_) => Err(StoreError::Unavailable("timed out".into())),
         }
@@ -377,12 +411,7 @@ impl RedisStock {
 
     /// Moves units from other shards to `home` until it has `need` more or
     /// every other shard is empty. Returns how many arrived.
-    async fn borrow(
-        &self,
-        groups: &[SaleKeys],
-        home: usize,
-        need: u64,
-    ) -> Result<u64, StoreError> {
+    async fn borrow(&self, groups: &[SaleKeys], home: usize, need: u64) -> Result<u64, StoreError> {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = groups.len();
         let home_keys = &groups[home];
@@ -566,7 +595,8 @@ fn parse_snapshot(
         return Err(StoreError::Protocol("snapshot is not a list".into()));
     };
     let text = |v: &redis::Value| -> Result<String, StoreError> {
-        redis::from_redis_value::<String>(v.clone()).map_err(|e| StoreError::Protocol(e.to_string()))
+        redis::from_redis_value::<String>(v.clone())
+            .map_err(|e| StoreError::Protocol(e.to_string()))
     };
     let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
         redis::from_redis_value::<Vec<String>>(v.clone())
@@ -603,7 +633,8 @@ fn parse_snapshot(
         for pair in flat(lent_flat)?.chunks(2) {
             if let [id, value] = pair {
                 let mut fields = value.split(':');
-                let (Some(to), Some(units), Some(at)) = (fields.next(), fields.next(), fields.next())
+                let (Some(to), Some(units), Some(at)) =
+                    (fields.next(), fields.next(), fields.next())
                 else {
                     return Err(StoreError::Protocol(format!("transfer {id}: {value}")));
                 };
@@ -650,6 +681,94 @@ pub struct PendingTransfer {
     pub to: u32,
     pub units: i64,
     pub at_ms: i64,
+}
+
+/// The seed nodes of a `?cluster=true` URL (comma-separated allowed), or
+/// `None` for a single node.
+fn cluster_seed(url: &str) -> Option<String> {
+    let (base, query) = url.split_once('?')?;
+    let mut cluster = false;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let is_flag = *pair == "cluster=true";
+            cluster |= is_flag;
+            !is_flag && !pair.is_empty()
+        })
+        .collect();
+    if !cluster {
+        return None;
+    }
+    Some(if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    })
+}
+
+/// One connection to a single node, or to a cluster.
+#[derive(Clone)]
+enum Conn {
+    /// Reconnects by itself; lazy, so a function starts while Redis is down.
+    Single(ConnectionManager),
+    Cluster(std::sync::Arc<LazyCluster>),
+}
+
+/// The cluster connection is made on first use (the crate connects eagerly),
+/// and again after a failed attempt.
+struct LazyCluster {
+    client: redis::cluster::ClusterClient,
+    conn: tokio::sync::OnceCell<redis::cluster_async::ClusterConnection>,
+}
+
+/// A connection ready for a command, whichever kind.
+enum Ready {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl Conn {
+    async fn get(&self) -> Result<Ready, RedisError> {
+        match self {
+            Conn::Single(conn) => Ok(Ready::Single(conn.clone())),
+            Conn::Cluster(lazy) => lazy
+                .conn
+                .get_or_try_init(|| lazy.client.get_async_connection())
+                .await
+                .map(|conn| Ready::Cluster(conn.clone())),
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for Ready {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Ready::Single(conn) => conn.req_packed_command(cmd),
+            Ready::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Ready::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Ready::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Ready::Single(conn) => conn.get_db(),
+            Ready::Cluster(conn) => conn.get_db(),
+        }
+    }
 }
 
 /// The client for `REDIS_URL`, refused at cold start rather than at the first
@@ -888,20 +1007,21 @@ impl RedisStock {
     ) -> Result<bool, StoreError> {
         let key = format!("sale:{{{sale_id}}}:lock:{name}");
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut conn = self.conn.clone();
-        let reply: Option<String> = tokio::time::timeout(
-            self.timeout * 2,
+        let call = async {
+            let mut conn = self.conn.get().await?;
             redis::cmd("SET")
                 .arg(&key)
                 .arg(token)
                 .arg("NX")
                 .arg("PX")
                 .arg(ttl_ms)
-                .query_async(&mut conn),
-        )
-        .await
-        .map_err(|_| StoreError::Unavailable("timed out".into()))?
-        .map_err(unavailable)?;
+                .query_async(&mut conn)
+                .await
+        };
+        let reply: Option<String> = tokio::time::timeout(self.timeout * 2, call)
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out".into()))?
+            .map_err(unavailable)?;
         Ok(reply.is_some())
     }
 
@@ -944,19 +1064,32 @@ impl StockStore for RedisStock {
             decided => decided,
         };
         // The home shard is short: borrow, then decide again there (where
-        // the buyer's count lives). Bounded: each round either moves units
-        // or finds every other shard empty.
-        for _ in 1..groups.len() {
+        // the buyer's count lives). SOLD_OUT only once every other shard was
+        // found empty; units borrowed and then taken by a neighbour on the
+        // home shard mean another round. Bounded: under that much contention
+        // the buyer is told to retry (503), never a false SOLD_OUT.
+        let mut rounds = 0;
+        while groups.len() > 1 {
             let Decided::Outcome(ReserveOutcome::SoldOut { remaining }) = outcome else {
                 break;
             };
             let need = u64::from(req.quantity.get()).saturating_sub(u64::from(remaining));
-            if self.borrow(&groups, home as usize, need.max(1)).await? == 0 {
-                break;
-            }
+            let got = self.borrow(&groups, home as usize, need.max(1)).await?;
+            // Decide again even when nothing came: a neighbour's borrow may
+            // have brought units home meanwhile. Sold out only when the
+            // other shards were empty *and* home still is.
             outcome = self
                 .reserve_on(&groups[home as usize], &req, &quantity, home)
                 .await?;
+            if got == 0 {
+                break;
+            }
+            rounds += 1;
+            if rounds > MAX_BORROW_ROUNDS {
+                return Err(StoreError::Unavailable(
+                    "stock is moving between shards; retry".into(),
+                ));
+            }
         }
         match outcome {
             Decided::Outcome(outcome) => Ok(outcome),
@@ -1184,5 +1317,44 @@ mod tests {
             assert!(!shown.contains("hunter2"), "{shown}");
             assert!(shown.contains("REDIS_URL"), "{shown}");
         }
+    }
+
+    #[test]
+    fn the_cluster_flag_is_read_and_removed_from_the_url() {
+        assert_eq!(cluster_seed("redis://h:1"), None);
+        assert_eq!(cluster_seed("redis://h:1?protocol=resp3"), None);
+        assert_eq!(
+            cluster_seed("rediss://:pw@h:1?cluster=true").as_deref(),
+            Some("rediss://:pw@h:1")
+        );
+        assert_eq!(
+            cluster_seed("redis://h:1?protocol=resp3&cluster=true").as_deref(),
+            Some("redis://h:1?protocol=resp3")
+        );
+    }
+
+    #[test]
+    fn home_shards_are_stable_and_spread() {
+        // Pinned values: a changed hash would move every buyer's shard.
+        assert_eq!(home_shard("alice", 8), home_shard("alice", 8));
+        assert_eq!(home_shard("anyone", 1), 0);
+        let mut counts = [0u32; 8];
+        for n in 0..8_000 {
+            counts[home_shard(&format!("user-{n}"), 8) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+    }
+
+    #[test]
+    fn an_order_id_names_its_shard() {
+        let id = format!("n{}", "a".repeat(31));
+        assert_eq!(shard_of_order(&id), None);
+        assert_eq!(shard_of_order(&format!("{id}-s7")), Some(7));
+        assert_eq!(shard_of_order("ord-s1"), None, "only the script's ids");
+        assert_eq!(shard_of_order(&format!("{id}-x7")), None);
+        assert_eq!(
+            (0..8).map(|k| share_of(10, 8, k)).collect::<Vec<_>>(),
+            vec![2, 2, 1, 1, 1, 1, 1, 1]
+        );
     }
 }

@@ -1,0 +1,333 @@
+//! Stock shards, on a single `redis-server` and on a real 3-master Redis
+//! Cluster (`make test` starts one and exports `REDIS_CLUSTER_URL`): exact
+//! stock, exact per-user limits, no false sold-out while any shard has stock,
+//! a borrow that died half way completed by reconcile, and reconcile and the
+//! invariant checker clean after a sale.
+
+use redis::AsyncCommands;
+use seckill_shared::clock;
+use seckill_shared::domain::{OrderId, Sale};
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::invariants::InvariantChecker;
+use seckill_shared::ports::StockStore;
+use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
+use seckill_shared::redis_store::{RedisStock, SaleKeys, home_shard};
+use seckill_shared::sqs_queue::SqsQueue;
+use seckill_tests::*;
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+fn cluster_url() -> String {
+    std::env::var("REDIS_CLUSTER_URL").unwrap_or_else(|_| {
+        panic!("REDIS_CLUSTER_URL is not set: run the suite with `make test`, which starts a 3-master cluster")
+    })
+}
+
+fn checker(app: &App) -> InvariantChecker {
+    InvariantChecker::new(
+        RedisStock::connect_lazy(&app.config.redis_url, Duration::from_secs(2)).unwrap(),
+        DynamoCatalog::new(app.db.clone(), &app.config.sales_table),
+        DynamoOrders::new(
+            app.db.clone(),
+            &app.config.orders_table,
+            &app.config.sales_table,
+        ),
+        app.sqs.clone(),
+        app.queue_url.clone(),
+        Some(app.dlq_url.clone()),
+    )
+}
+
+fn reconciler(app: &App) -> Reconciler {
+    let c = checker(app);
+    Reconciler::new(
+        c.stock().clone(),
+        c.catalog().clone(),
+        c.orders().clone(),
+        SqsQueue::new(app.sqs.clone(), &app.queue_url),
+        app.sqs.clone(),
+        Some(app.dlq_url.clone()),
+        ReconcileSettings::default(),
+    )
+}
+
+fn sharded_sale(stock: u32, limit: u32, shards: u32) -> Sale {
+    let mut sale = live_sale(stock, limit);
+    sale.shards = shards;
+    sale
+}
+
+/// Buyers `b<n>` whose home shard (of `shards`) is `shard`.
+fn buyers_homed_on(shard: u32, shards: u32, count: usize) -> Vec<String> {
+    (0..)
+        .map(|n| format!("b{n}"))
+        .filter(|u| home_shard(u, shards) == shard)
+        .take(count)
+        .collect()
+}
+
+/// Concurrent purchases through the real handler, one per entry; the
+/// accepted order ids and the refusals' codes.
+async fn buy_all(app: &App, sale: &str, users: &[String]) -> (Vec<String>, Vec<String>) {
+    let tasks: Vec<_> = users
+        .iter()
+        .map(|user| {
+            let service = app.service.clone();
+            let event = purchase_event(sale, Some(user), "", &[]);
+            tokio::spawn(async move {
+                Reply::from(purchase::handler::handle(&service, event).await.unwrap())
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for task in tasks {
+        let r = task.await.unwrap();
+        if r.status == 202 {
+            accepted.push(r.body["orderId"].as_str().unwrap().to_owned());
+        } else {
+            refused.push(r.code().to_owned());
+        }
+    }
+    (accepted, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_false_sold_out_while_any_shard_has_stock() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(40, 1, 8);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // Every buyer's home is shard 0, which holds 5 of the 40 units: the
+    // other 35 must be borrowed.
+    let users = buyers_homed_on(0, 8, 60);
+    let (accepted, refused) = buy_all(&app, id, &users).await;
+    assert_eq!(accepted.len(), 40, "every unit sold: {refused:?}");
+    assert!(refused.iter().all(|c| c == "SOLD_OUT"), "{refused:?}");
+    let ids: HashSet<&String> = accepted.iter().collect();
+    assert_eq!(ids.len(), 40);
+    assert!(
+        accepted.iter().all(|o| o.ends_with("-s0")),
+        "reserved on the home shard"
+    );
+    app.write_queued_orders().await;
+    let accepted: Vec<OrderId> = accepted
+        .iter()
+        .map(|o| OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker(&app)
+        .check_sale(&sale.sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+    let view = app
+        .service
+        .stock()
+        .view(&sale.sale_id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.remaining, 0, "the shards add up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_user_limit_is_exact_across_shards() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(100, 2, 8);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let clicks: Vec<String> = vec!["greedy".to_owned(); 50];
+    let (accepted, refused) = buy_all(&app, id, &clicks).await;
+    assert_eq!(accepted.len(), 2, "{refused:?}");
+    assert!(refused.iter().all(|c| c == "LIMIT_EXCEEDED"));
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((snap.shards, snap.stock), (8, 98));
+    assert_eq!(snap.buyers.get("greedy"), Some(&2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_borrow_that_died_between_its_steps_is_completed_by_reconcile() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(16, 1, 4);
+    app.open_sale(&sale).await;
+    // The first step of a borrow (shard 2 lends 3 units to shard 0) and
+    // then nothing: the caller died before the home shard received them.
+    let from = SaleKeys::shard(&sale.sale_id, 2);
+    let long_ago = clock::now_ms() - 120_000;
+    let mut redis = app.redis.clone();
+    let left: i64 = redis.decr(&from.stock, 3).await.unwrap();
+    assert_eq!(left, 1);
+    let _: () = redis
+        .hset(&from.lent, "t-crashed", format!("0:3:{long_ago}"))
+        .await
+        .unwrap();
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((snap.stock, snap.in_transit), (13, 3));
+    // Not a drift: the units are in transit, still Redis's to sell.
+    let violations = checker(&app)
+        .check_sale(&sale.sale_id, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+    let report = reconciler(&app)
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report
+            .repairs
+            .iter()
+            .any(|r| r.kind == "TRANSFER_COMPLETED"),
+        "{report:?}"
+    );
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((snap.stock, snap.in_transit), (16, 0));
+    // Completing it again changes nothing.
+    let again = reconciler(&app)
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.repairs.iter().all(|r| r.kind != "TRANSFER_COMPLETED"));
+    // And every unit still sells, from any home shard.
+    let users: Vec<String> = (0..20).map(|n| format!("u{n}")).collect();
+    let (accepted, _) = buy_all(&app, sale.sale_id.as_str(), &users).await;
+    assert_eq!(accepted.len(), 16);
+}
+
+/// The master (by port) serving each of `keys`, from the cluster itself.
+async fn masters_of(keys: &[String]) -> Vec<u16> {
+    let seed = cluster_url().replace("?cluster=true", "");
+    let mut conn = redis::Client::open(seed)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let slots: Vec<(i64, i64, Vec<redis::Value>)> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async::<Vec<redis::Value>>(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|range| {
+            let redis::Value::Array(parts) = range else {
+                panic!("slot range")
+            };
+            let start: i64 = redis::from_redis_value(parts[0].clone()).unwrap();
+            let end: i64 = redis::from_redis_value(parts[1].clone()).unwrap();
+            let redis::Value::Array(master) = parts[2].clone() else {
+                panic!("master")
+            };
+            (start, end, master)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for key in keys {
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let (_, _, master) = slots
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .unwrap();
+        let port: i64 = redis::from_redis_value(master[1].clone()).unwrap();
+        out.push(u16::try_from(port).unwrap());
+    }
+    out
+}
+
+/// A sale id whose 8 shards land on all three masters (a sale id's slots
+/// are fixed by its name; most names spread, this test must not depend on
+/// luck).
+async fn spread_sale(stock: u32) -> Sale {
+    for _ in 0..100 {
+        let sale = sharded_sale(stock, 1, 8);
+        let keys: Vec<String> = (0..8)
+            .map(|k| SaleKeys::shard(&sale.sale_id, k).stock)
+            .collect();
+        let masters: BTreeSet<u16> = masters_of(&keys).await.into_iter().collect();
+        if masters.len() == 3 {
+            return sale;
+        }
+    }
+    panic!("no sale id spread over three masters in 100 tries");
+}
+
+async fn sell_on_the_cluster(shards: u32) {
+    let app = App::spawn_with(|c| c.redis_url = cluster_url()).await;
+    let sale = if shards == 1 {
+        sharded_sale(100, 1, 1)
+    } else {
+        spread_sale(100).await
+    };
+    let keys: Vec<String> = (0..shards)
+        .map(|k| SaleKeys::of(&sale.sale_id, shards, k).stock)
+        .collect();
+    let masters: BTreeSet<u16> = masters_of(&keys).await.into_iter().collect();
+    if shards > 1 {
+        assert_eq!(
+            masters.len(),
+            3,
+            "the shards' slots are on different masters"
+        );
+    }
+    app.open_sale(&sale).await;
+    let users: Vec<String> = (0..300).map(|n| format!("c{n}")).collect();
+    let (accepted, refused) = buy_all(&app, sale.sale_id.as_str(), &users).await;
+    assert_eq!(accepted.len(), 100, "exactly the stock: {refused:?}");
+    assert!(refused.iter().all(|c| c == "SOLD_OUT"), "{refused:?}");
+    app.write_queued_orders().await;
+    let report = reconciler(&app)
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.violations, vec![], "{report:?}");
+    assert_eq!((report.sold, report.available), (100, 0));
+    let accepted: Vec<OrderId> = accepted
+        .iter()
+        .map(|o| OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker(&app)
+        .check_sale(&sale.sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+    println!("cluster, {shards} shard(s) on masters {masters:?}: 100 of 300 sold, reconcile clean");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_of_one_shard_sells_exactly_on_a_three_master_cluster() {
+    sell_on_the_cluster(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_of_eight_shards_spread_over_three_masters_sells_exactly() {
+    sell_on_the_cluster(8).await;
+}
