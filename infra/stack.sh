@@ -174,6 +174,7 @@ cmd_bench() {
   ensure_tools
   cargo build --profile local -p seckill-infra --bin seckill-bench
   start_services "$(free_port)" "$(free_port)"
+  start_cluster
   "$CARGO_TARGET_DIR/local/seckill-bench" "$@"
 }
 

@@ -139,6 +139,9 @@ pub struct PurchaseService<S, Q, C> {
     catalog: C,
     /// The sale gate's key; without one, gated sales sell to nobody.
     gate: Option<crate::gate::Gate>,
+    /// How long a sold-out answer is remembered ([`SOLD_OUT_FLAG`]; zero
+    /// turns the fast path off, for the benchmark's reference row).
+    sold_out_flag: std::time::Duration,
     /// Sale id -> until when this environment answers `SOLD_OUT` itself.
     sold_out: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
     fast_path_hits: std::sync::atomic::AtomicU64,
@@ -151,6 +154,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             queue,
             catalog,
             gate: None,
+            sold_out_flag: SOLD_OUT_FLAG,
             sold_out: std::sync::RwLock::default(),
             fast_path_hits: std::sync::atomic::AtomicU64::new(0),
         }
@@ -169,6 +173,12 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     /// How often the rate limiter failed open in this environment.
     pub fn limiter_failures(&self) -> u64 {
         self.stock.limiter_failures()
+    }
+
+    /// The same service remembering a sell-out for `flag` (zero: never).
+    pub fn with_sold_out_flag(mut self, flag: std::time::Duration) -> Self {
+        self.sold_out_flag = flag;
+        self
     }
 
     /// Purchases answered `SOLD_OUT` from memory in this environment.
@@ -227,10 +237,12 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 source_ip: req.source_ip.as_deref(),
             })
             .await?;
-        if matches!(outcome, ReserveOutcome::SoldOut { remaining: 0 }) {
+        if matches!(outcome, ReserveOutcome::SoldOut { remaining: 0 })
+            && !self.sold_out_flag.is_zero()
+        {
             // Armed on a sold-out answer (at most once per bound per
             // environment: until it lapses the others take the fast path).
-            self.mark_sold_out(&req.sale_id, Some(now + SOLD_OUT_FLAG));
+            self.mark_sold_out(&req.sale_id, Some(now + self.sold_out_flag));
         } else if flagged {
             // Redis answered something else: stock may be back.
             self.mark_sold_out(&req.sale_id, None);

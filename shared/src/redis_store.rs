@@ -223,9 +223,17 @@ pub struct RedisStock {
     /// Key names per sale and shard, built once per environment instead of
     /// seven `format!`s per purchase.
     keys: std::sync::Arc<std::sync::RwLock<KeyCache>>,
+    /// Sale id -> until when borrowing is not tried again: every other
+    /// shard was found empty (the same bound as the sold-out flag).
+    dry: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>>,
 }
 
 type KeyCache = std::collections::HashMap<String, std::sync::Arc<[SaleKeys]>>;
+
+/// After a borrow found every other shard empty, this environment does not
+/// try again for this long (the bound a unit back on another shard may wait
+/// for a buyer whose home shard is empty; the sold-out flag's bound too).
+pub const DRY_SHARDS: Duration = Duration::from_millis(500);
 
 /// Borrow rounds one purchase may take before it gives up with a 503.
 const MAX_BORROW_ROUNDS: u32 = 32;
@@ -282,6 +290,7 @@ impl RedisStock {
             limit_args: limit_args(RateLimits::default()),
             limiter_failures: std::sync::Arc::default(),
             keys: std::sync::Arc::default(),
+            dry: std::sync::Arc::default(),
         })
     }
 
@@ -406,6 +415,32 @@ impl RedisStock {
             Some("OK") => Ok(Some(1)),
             Some("SHARDED") => Ok(Some(parse_u32(reply.get(1).map_or("", String::as_str))?)),
             _ => Err(protocol(&reply)),
+        }
+    }
+
+    /// Whether this purchase may look at the other shards: yes unless they
+    /// were found empty within [`DRY_SHARDS`]; when that lapses, the first
+    /// purchase to notice claims the look (pushing the mark forward).
+    fn may_borrow(&self, sale_id: &SaleId, now: std::time::Instant) -> bool {
+        let marked = self
+            .dry
+            .read()
+            .ok()
+            .and_then(|dry| dry.get(sale_id.as_str()).copied());
+        match marked {
+            None => true,
+            Some(until) if now < until => false,
+            Some(_) => match self.dry.write() {
+                Ok(mut dry) => match dry.get_mut(sale_id.as_str()) {
+                    Some(until) if *until <= now => {
+                        *until = now + DRY_SHARDS;
+                        true
+                    }
+                    Some(_) => false,
+                    None => true,
+                },
+                Err(_) => true,
+            },
         }
     }
 
@@ -1073,8 +1108,22 @@ impl StockStore for RedisStock {
             let Decided::Outcome(ReserveOutcome::SoldOut { remaining }) = outcome else {
                 break;
             };
+            // Every other shard was empty a moment ago: after a sell-out a
+            // refusal costs one round trip, not one per shard. When that
+            // lapses, one purchase looks again while the others do not.
+            let now = std::time::Instant::now();
+            if !self.may_borrow(req.sale_id, now) {
+                break;
+            }
             let need = u64::from(req.quantity.get()).saturating_sub(u64::from(remaining));
             let got = self.borrow(&groups, home as usize, need.max(1)).await?;
+            if let Ok(mut dry) = self.dry.write() {
+                if got == 0 {
+                    dry.insert(req.sale_id.to_string(), now + DRY_SHARDS);
+                } else {
+                    dry.remove(req.sale_id.as_str());
+                }
+            }
             // Decide again even when nothing came: a neighbour's borrow may
             // have brought units home meanwhile. Sold out only when the
             // other shards were empty *and* home still is.
@@ -1342,7 +1391,10 @@ mod tests {
         for n in 0..8_000 {
             counts[home_shard(&format!("user-{n}"), 8) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]

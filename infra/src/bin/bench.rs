@@ -216,6 +216,8 @@ async fn main() -> Result<ExitCode, BoxError> {
         template: &template,
         plan: &plan,
         concurrency: args.concurrency,
+        keyed: true,
+        first_user: 0,
     };
     let mut notes = Vec::new();
 
@@ -279,6 +281,101 @@ async fn main() -> Result<ExitCode, BoxError> {
     check_redis(&mut conn, &sale, label, &mut failures).await?;
     let without_sqs = stats.row(label);
     let null_wall = stats.wall;
+    let mut checked: Vec<(Sale, Vec<String>, String)> =
+        vec![(sale.clone(), stats.order_ids.clone(), redis_url.clone())];
+
+    // After sell-out: a new crowd (no Idempotency-Key, never seen) on the
+    // sold-out sale above, with and without the sold-out flag.
+    let crowd: Vec<Planned> = (0..args.requests)
+        .map(|user| Planned { user, retry: false })
+        .collect();
+    let late = Workload {
+        plan: &crowd,
+        keyed: false,
+        first_user: 10_000_000,
+        ..work
+    };
+    let mut soldout_rows = Vec::new();
+    for (label, flag) in [
+        ("after sell-out, Redis every call", Duration::ZERO),
+        (
+            "after sell-out, sold-out flag",
+            seckill_shared::purchase::SOLD_OUT_FLAG,
+        ),
+    ] {
+        let service = PurchaseService::new(
+            RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
+            NullQueue,
+            CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
+        )
+        .with_sold_out_flag(flag);
+        let stats = run_variant(label, service, &sale, &late, &mut notes).await?;
+        let not_410 = stats.latencies_us.len() - stats.statuses.get(&410).copied().unwrap_or(0);
+        if not_410 > 0 {
+            failures.push(format!(
+                "{label}: {not_410} answers were not 410 on a sold-out sale"
+            ));
+        }
+        soldout_rows.push(stats.row(label));
+    }
+
+    // 1 shard and 8 shards on the 3-master cluster (when `make bench`
+    // started one).
+    let mut cluster_rows = Vec::new();
+    if let (Ok(cluster_url), Ok(ports)) = (
+        std::env::var("REDIS_CLUSTER_URL"),
+        std::env::var("REDIS_CLUSTER_PORTS"),
+    ) {
+        let ports: Vec<u16> = ports
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        for shards in [1u32, 8] {
+            let sale = cluster_sale(&tag, args.stock, shards, &ports).await?;
+            for port in &ports {
+                let mut node = node_conn(*port).await?;
+                let () = redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .query_async(&mut node)
+                    .await?;
+            }
+            let service = PurchaseService::new(
+                RedisStock::connect_lazy(&cluster_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
+                NullQueue,
+                CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
+            );
+            let label: &'static str = if shards == 1 {
+                "cluster, 1 shard"
+            } else {
+                "cluster, 8 shards"
+            };
+            let stats = run_variant(label, service, &sale, &work, &mut notes).await?;
+            check_run(&stats, args.stock, label, &mut failures);
+            let mut calls = Vec::new();
+            for port in &ports {
+                calls.push((*port, evalsha_calls(*port).await?));
+            }
+            let busiest = calls.iter().map(|c| c.1).max().unwrap_or(0);
+            let least = calls.iter().map(|c| c.1).min().unwrap_or(0);
+            notes.push(format!(
+                "  {label}: script calls per master {}; busiest / least = {}",
+                calls
+                    .iter()
+                    .map(|(p, n)| format!(":{p} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if least == 0 {
+                    "n/a (one master holds the sale)".to_owned()
+                } else {
+                    format!("{:.2}", busiest as f64 / least as f64)
+                }
+            ));
+            cluster_rows.push(stats.row(label));
+            checked.push((sale, stats.order_ids.clone(), cluster_url.clone()));
+        }
+    } else {
+        notes.push("  cluster rows skipped: REDIS_CLUSTER_URL / REDIS_CLUSTER_PORTS not set (make bench starts a cluster)".into());
+    }
 
     // 3. The table.
     let base = rows.first().map_or(0.0, |r| r.per_sec);
@@ -304,6 +401,8 @@ async fn main() -> Result<ExitCode, BoxError> {
     };
     rows.push(with_sqs.map_or(skipped, |(row, _)| row));
     rows.push(without_sqs);
+    rows.extend(soldout_rows);
+    rows.extend(cluster_rows);
     println!();
     println!(
         "{:<36} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10}",
@@ -341,6 +440,48 @@ async fn main() -> Result<ExitCode, BoxError> {
     for note in &notes {
         println!("{note}");
     }
+
+    // Every bench sale ends with the invariant checker.
+    let check_queue = emulator::ensure_queues(
+        &sqs,
+        &format!("{tag}-check"),
+        &format!("{tag}-check-dlq"),
+        emulator::VISIBILITY_TIMEOUT_SECS,
+    )
+    .await?;
+    let mut violations = 0;
+    for (sale, order_ids, url) in &checked {
+        let checker = seckill_shared::invariants::InvariantChecker::new(
+            RedisStock::connect_lazy(url, REDIS_TIMEOUT)?,
+            catalog.clone(),
+            seckill_shared::dynamo_orders::DynamoOrders::new(
+                db.clone(),
+                format!("{tag}-orders"),
+                sales_table.clone(),
+            ),
+            sqs.clone(),
+            check_queue.orders_url.clone(),
+            None,
+        );
+        let accepted: Vec<OrderId> = order_ids
+            .iter()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .filter_map(|id| OrderId::parse(id).ok())
+            .collect();
+        let found = checker
+            .check_sale(&sale.sale_id, &accepted)
+            .await?
+            .unwrap_or_default();
+        for v in &found {
+            failures.push(format!("{}: {} {}", sale.sale_id, v.code, v.detail));
+        }
+        violations += found.len();
+    }
+    println!(
+        "invariant checker: {} sales checked (Redis, queue, DynamoDB), {violations} violations",
+        checked.len()
+    );
 
     // 4. The order-writer drain, after the purchase rows so it does not
     // share the emulator with them.
@@ -586,6 +727,8 @@ fn build_requests(
     template: &serde_json::Value,
     sale: &Sale,
     plan: &[Planned],
+    keyed: bool,
+    first_user: usize,
 ) -> Result<Vec<Request>, BoxError> {
     let sale_id = sale.sale_id.as_str();
     let path = format!("/sales/{sale_id}/purchase");
@@ -600,20 +743,25 @@ fn build_requests(
     set(&mut event, "/pathParameters/saleId", sale_id.to_owned())?;
     set(&mut event, "/rawPath", path.clone())?;
     set(&mut event, "/requestContext/http/path", path)?;
+    if !keyed && let Some(headers) = event.get_mut("headers").and_then(|h| h.as_object_mut()) {
+        headers.remove("idempotency-key");
+    }
     plan.iter()
         .enumerate()
         .map(|(n, p)| {
-            let user = format!("u{}", p.user);
+            let user = format!("u{}", first_user + p.user);
             set(
                 &mut event,
                 "/requestContext/authorizer/jwt/claims/sub",
                 user,
             )?;
-            set(
-                &mut event,
-                "/headers/idempotency-key",
-                idempotency_key(p.user),
-            )?;
+            if keyed {
+                set(
+                    &mut event,
+                    "/headers/idempotency-key",
+                    idempotency_key(first_user + p.user),
+                )?;
+            }
             set(
                 &mut event,
                 "/requestContext/requestId",
@@ -664,6 +812,11 @@ struct Workload<'a> {
     template: &'a serde_json::Value,
     plan: &'a [Planned],
     concurrency: usize,
+    /// Whether requests carry an `Idempotency-Key` (a keyed request always
+    /// goes to Redis: it may be a winner's retry).
+    keyed: bool,
+    /// Buyer numbers start here (so a second crowd is new buyers).
+    first_user: usize,
 }
 
 /// Puts the sale in the catalog and Redis, builds its events, drives them
@@ -687,7 +840,7 @@ where
         .load_sale(sale, clock::now_ms(), false)
         .await?;
     let started = Instant::now();
-    let requests = build_requests(work.template, sale, work.plan)?;
+    let requests = build_requests(work.template, sale, work.plan, work.keyed, work.first_user)?;
     let built = started.elapsed();
     let stats = drive(Arc::new(service), requests, work.concurrency).await?;
     let fresh = stats.order_ids.iter().collect::<HashSet<_>>().len();
@@ -1161,4 +1314,87 @@ fn print_drain(rows: &[DrainRow]) {
             row.counts,
         );
     }
+}
+
+/// A connection to one cluster node, for its own statistics.
+async fn node_conn(port: u16) -> Result<redis::aio::MultiplexedConnection, BoxError> {
+    Ok(redis::Client::open(format!("redis://127.0.0.1:{port}"))?
+        .get_multiplexed_async_connection()
+        .await?)
+}
+
+/// EVALSHA calls one node served since its last `CONFIG RESETSTAT`.
+async fn evalsha_calls(port: u16) -> Result<u64, BoxError> {
+    let mut node = node_conn(port).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut node)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
+}
+
+/// A sale for the cluster rows. With 8 shards, an id whose shards spread
+/// 3/3/2 over the three masters (the best 8 can do on 3; a sale id fixes its
+/// slots, so the bench picks one rather than depend on luck).
+async fn cluster_sale(tag: &str, stock: u32, shards: u32, ports: &[u16]) -> Result<Sale, BoxError> {
+    let first = ports
+        .first()
+        .copied()
+        .ok_or("REDIS_CLUSTER_PORTS is empty")?;
+    let mut node = node_conn(first).await?;
+    let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut node)
+        .await?;
+    let mut owners: Vec<(i64, i64, i64)> = Vec::new();
+    for range in ranges {
+        if let redis::Value::Array(parts) = range
+            && let [start, end, redis::Value::Array(master), ..] = parts.as_slice()
+            && let Some(port) = master.get(1)
+        {
+            owners.push((
+                redis::from_redis_value(start.clone())?,
+                redis::from_redis_value(end.clone())?,
+                redis::from_redis_value(port.clone())?,
+            ));
+        }
+    }
+    for attempt in 0..1_000 {
+        let mut sale = test_sale(&format!("{tag}-c{shards}-{attempt}"), stock, 1)?;
+        sale.shards = shards;
+        if shards == 1 {
+            return Ok(sale);
+        }
+        let mut per_master: BTreeMap<i64, u32> = BTreeMap::new();
+        for k in 0..shards {
+            let key = SaleKeys::shard(&sale.sale_id, k).stock;
+            let slot: i64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&key)
+                .query_async(&mut node)
+                .await?;
+            if let Some((_, _, port)) = owners.iter().find(|(a, b, _)| (*a..=*b).contains(&slot)) {
+                *per_master.entry(*port).or_default() += 1;
+            }
+        }
+        let counts: Vec<u32> = per_master.values().copied().collect();
+        if counts.len() == ports.len()
+            && counts.iter().max().copied().unwrap_or(0)
+                <= counts.iter().min().copied().unwrap_or(0) + 1
+        {
+            return Ok(sale);
+        }
+    }
+    Err("no sale id spreads 8 shards evenly over the masters".into())
 }
