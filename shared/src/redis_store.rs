@@ -306,18 +306,23 @@ impl RedisStock {
         keys: &[&str],
         args: &[&str],
     ) -> Result<T, StoreError> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
-        }
-        for arg in args {
-            invocation.arg(*arg);
-        }
+        // EVALSHA built as one command (one buffer) rather than through a
+        // script invocation, which copies every key and argument into its
+        // own allocation first: this is the hot path. On NOSCRIPT (a restart,
+        // `SCRIPT FLUSH`) the script is loaded and the call made again, once.
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
         // The connection has its own response timeout; this outer bound also
         // covers reconnect attempts, so a purchase never waits past it twice.
         let call = async {
             let mut conn = self.conn.get().await?;
-            invocation.invoke_async(&mut conn).await
+            match cmd.query_async(&mut conn).await {
+                Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                    script.load_async(&mut conn).await?;
+                    cmd.query_async(&mut conn).await
+                }
+                reply => reply,
+            }
         };
         match tokio::time::timeout(self.timeout * 2, call).await {
             Ok(reply) => reply.map_err(unavailable),
