@@ -311,13 +311,18 @@ impl RedisStock {
         // own allocation first: this is the hot path. On NOSCRIPT (a restart,
         // `SCRIPT FLUSH`) the script is loaded and the call made again, once.
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
         // The connection has its own response timeout; this outer bound also
         // covers reconnect attempts, so a purchase never waits past it twice.
         let call = async {
             let mut conn = self.conn.get().await?;
             match cmd.query_async(&mut conn).await {
-                Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                Err(err)
+                    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
                     script.load_async(&mut conn).await?;
                     cmd.query_async(&mut conn).await
                 }
@@ -746,6 +751,15 @@ fn cluster_seed(url: &str) -> Option<String> {
     })
 }
 
+/// A quantity as a script argument; the usual ones without an allocation.
+fn quantity_arg(quantity: u32) -> std::borrow::Cow<'static, str> {
+    const SMALL: [&str; 11] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"];
+    match SMALL.get(quantity as usize) {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => std::borrow::Cow::Owned(quantity.to_string()),
+    }
+}
+
 /// One connection to a single node, or to a cluster.
 #[derive(Clone)]
 enum Conn {
@@ -1080,7 +1094,7 @@ impl RedisStock {
 
 impl StockStore for RedisStock {
     async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
-        let quantity = req.quantity.get().to_string();
+        let quantity = quantity_arg(req.quantity.get());
         let mut groups = self.known_keys(req.sale_id);
         let mut home = home_shard(req.user_id.as_str(), groups.len() as u32);
         let mut outcome = match self
