@@ -172,7 +172,11 @@ cmd_chaos() {
 
 cmd_bench() {
   ensure_tools
-  cargo build --profile local -p seckill-infra --bin seckill-bench
+  # The purchase binary as Lambda runs it (release: fat LTO, stripped), for
+  # the cold-start rows.
+  cargo build --release -p purchase
+  cargo build --profile local -p seckill-infra --bin seckill-bench --bin seckill-coldstart
+  export PURCHASE_BINARY="$CARGO_TARGET_DIR/release/purchase"
   start_services "$(free_port)" "$(free_port)"
   start_cluster
   "$CARGO_TARGET_DIR/local/seckill-bench" "$@"

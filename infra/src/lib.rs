@@ -7,13 +7,20 @@
 //! - [`emulator`]: creates the queue, DLQ and tables on the emulator.
 //! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
 //! - [`local`]: settings of the local stack and `up` (set-up, demo sale, serve).
+//! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
+//!   measurement of a real function binary against it.
+//! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
 //! - `main.rs`: the `seckill-local` command line.
 //! - `bin/bench.rs`: `seckill-bench`, the purchase benchmark of `make bench`.
+//! - `bin/coldstart.rs`: `seckill-coldstart`, the cold start of the release `purchase` binary.
+//! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
 pub mod emulator;
 pub mod event_source;
 pub mod gateway;
+pub mod loadgen;
 pub mod local;
+pub mod runtime_api;
 pub mod token;
 
 /// A local-stack setting: the variable if set and not empty, else the default.

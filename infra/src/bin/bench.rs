@@ -20,6 +20,18 @@
 //!
 //! Every run sells one sale of `--stock` units at one per buyer, so after
 //! the first winners every call takes the sold-out path, in every row alike.
+//! - **after sell-out**: a new crowd of `--requests` buyers (no
+//!   `Idempotency-Key`) on the sold-out sale of the row above, once with
+//!   the sold-out flag off (every call is a Redis round trip) and once with
+//!   it on (answered from memory after the first refusal).
+//! - **cluster, 1 shard / 8 shards**: the handler row again on the 3-master
+//!   Redis Cluster `make bench` starts (`REDIS_CLUSTER_URL`,
+//!   `REDIS_CLUSTER_PORTS`), the 8-shard sale's id chosen so its shards
+//!   spread 3/3/2 over the masters; the notes give each master's script
+//!   calls (`INFO commandstats` after `CONFIG RESETSTAT`).
+//!
+//! Every sale the handler rows sold is checked at the end by the invariant
+//! checker (Redis, queue, DynamoDB), and the count of violations printed.
 //!
 //! Second table, the order-writer drain: 1,000 valid order messages sent
 //! straight to a fresh queue (the purchase step is measured above; skipping
@@ -41,6 +53,7 @@ use lambda_http::{Body, Request};
 use purchase::handler;
 use seckill_infra::emulator;
 use seckill_infra::event_source::{self, EventSource, EventSourceCounts, EventSourceSettings};
+use seckill_infra::loadgen::{HttpSettings, NullQueue, UNLIMITED, http_decisions};
 use seckill_infra::local::writer_handler;
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
@@ -49,7 +62,7 @@ use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::memory::test_sale;
-use seckill_shared::ports::{OrderQueue, SaleCatalog, SendError, StockStore};
+use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::{RedisStock, SaleKeys};
 use std::collections::{BTreeMap, HashSet};
@@ -57,16 +70,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// 100,000 buyers arrive from the event file's one address: the per-IP
-/// bucket must not be what is measured. The limiter script still runs (one
-/// round trip per purchase, as in production).
-const UNLIMITED: seckill_shared::config::RateLimits = seckill_shared::config::RateLimits {
-    user_per_sec: 1e9,
-    user_burst: 1e9,
-    ip_per_sec: 1e9,
-    ip_burst: 1e9,
-};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -128,17 +131,6 @@ impl Args {
             }
         }
         Ok(args)
-    }
-}
-
-/// A queue that takes every message and keeps none: the "queue step
-/// skipped" variant, so the handler and Redis are measured without the
-/// emulator's slow SendMessage.
-struct NullQueue;
-
-impl OrderQueue for NullQueue {
-    async fn send(&self, _message: &OrderMessage) -> Result<(), SendError> {
-        Ok(())
     }
 }
 
@@ -319,6 +311,35 @@ async fn main() -> Result<ExitCode, BoxError> {
         soldout_rows.push(stats.row(label));
     }
 
+    // Over HTTP through the local stack's gateway (JWT check, API Gateway
+    // event, the same handler), from a Rust load generator on keep-alive
+    // connections, queue step skipped.
+    let mut http = HttpSettings::new(redis_url.clone());
+    http.buyers = args.requests;
+    http.retries = args.requests / 10;
+    http.stock = args.stock;
+    http.connections = args.concurrency;
+    http.name = format!("{tag}-http");
+    let http_run = http_decisions(&http).await?;
+    failures.extend(http_run.failures.iter().map(|f| format!("HTTP: {f}")));
+    notes.push(format!(
+        "  HTTP via local stack: {} requests over {} keep-alive connections in {:.2} s (tokens and requests prepared in {:.2} s, not timed): {} distinct orders, statuses {:?}",
+        http_run.requests(),
+        http_run.connections,
+        http_run.report.wall.as_secs_f64(),
+        http_run.prepared_in.as_secs_f64(),
+        http_run.order_ids.len(),
+        http_run.report.statuses,
+    ));
+    let http_row = Row {
+        label: "HTTP via local stack, queue skipped".into(),
+        requests: http_run.requests(),
+        per_sec: http_run.decisions_per_sec,
+        p50: http_run.p50_us.map(f64::from),
+        p99: http_run.p99_us.map(f64::from),
+        p999: http_run.p999_us.map(f64::from),
+    };
+
     // 1 shard and 8 shards on the 3-master cluster (when `make bench`
     // started one).
     let mut cluster_rows = Vec::new();
@@ -401,6 +422,7 @@ async fn main() -> Result<ExitCode, BoxError> {
     };
     rows.push(with_sqs.map_or(skipped, |(row, _)| row));
     rows.push(without_sqs);
+    rows.push(http_row);
     rows.extend(soldout_rows);
     rows.extend(cluster_rows);
     println!();
@@ -482,6 +504,24 @@ async fn main() -> Result<ExitCode, BoxError> {
         "invariant checker: {} sales checked (Redis, queue, DynamoDB), {violations} violations",
         checked.len()
     );
+
+    // Cold start of the real `purchase` binary (release profile), through
+    // the loopback Lambda Runtime API, on the same Redis and emulator.
+    match std::env::var("PURCHASE_BINARY") {
+        Ok(binary) => {
+            println!();
+            let sibling = std::env::current_exe()?.with_file_name("seckill-coldstart");
+            let status = std::process::Command::new(sibling)
+                .args(["--binary", &binary, "--runs", "20"])
+                .status()?;
+            if !status.success() {
+                failures.push(format!(
+                    "cold start: seckill-coldstart exited with {status}"
+                ));
+            }
+        }
+        Err(_) => println!("cold start: skipped, PURCHASE_BINARY not set (make bench sets it)"),
+    }
 
     // 4. The order-writer drain, after the purchase rows so it does not
     // share the emulator with them.
@@ -896,6 +936,11 @@ where
                     let Some(request) = slot.lock().ok().and_then(|mut s| s.take()) else {
                         continue;
                     };
+                    // A call answered from memory never waits, so without
+                    // this the task would hold its worker for the whole run
+                    // while others' Redis replies sit unread (in Lambda every
+                    // request is its own invocation).
+                    tokio::task::consume_budget().await;
                     let t = Instant::now();
                     let Ok(response) = handler::handle(&*service, request).await;
                     latencies.push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));

@@ -1,0 +1,209 @@
+//! `seckill-coldstart`: the cold start of the real `purchase` Lambda binary.
+//!
+//! Each run spawns the binary against a loopback Lambda Runtime API
+//! (`seckill_infra::runtime_api`) with one purchase already queued, as
+//! Lambda does for the event that caused the cold start, and times process
+//! start → first `/next` (init) and → the first `/response` (the first
+//! buyer's answer). It also reads the process's peak RSS (`VmHWM`) right
+//! after the answer, and the binary's size on disk.
+//!
+//! The purchase is real: its own queue and tables on the emulator
+//! (`AWS_ENDPOINT_URL`) and a live sale in DynamoDB and in Redis
+//! (`REDIS_URL`), one unit per run, a new buyer per run, so every run takes
+//! the accepting path (rate limiter + purchase script + SendMessage, `202`).
+//!
+//! Usage: `seckill-coldstart --binary PATH [--runs N]` (N defaults to 10).
+//! Build the binary first with `cargo build --release -p purchase`: the
+//! release profile is the one Lambda runs (fat LTO, stripped, panic=abort).
+
+use seckill_infra::emulator;
+use seckill_infra::local::DEFAULT_GATE_SECRET;
+use seckill_infra::runtime_api::{self, ColdStart, Spread};
+use seckill_shared::aws;
+use seckill_shared::clock;
+use seckill_shared::config::{Config, RateLimits};
+use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::memory::test_sale;
+use seckill_shared::redis_store::RedisStock;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The targets of the cold-start budget.
+const TARGET_ANSWER: Duration = Duration::from_millis(20);
+const TARGET_SIZE_MIB: f64 = 8.0;
+const TARGET_PEAK_MIB: f64 = 32.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+struct Args {
+    binary: PathBuf,
+    runs: usize,
+}
+
+impl Args {
+    fn parse() -> Result<Self, BoxError> {
+        let mut binary = None;
+        let mut runs = 10;
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--binary" => {
+                    binary = Some(PathBuf::from(it.next().ok_or("--binary needs a path")?))
+                }
+                "--runs" => {
+                    let raw = it.next().ok_or("--runs needs a value")?;
+                    runs = match raw.parse::<usize>() {
+                        Ok(n) if n > 0 => n,
+                        _ => {
+                            return Err(
+                                format!("--runs: {raw:?} is not a positive whole number").into()
+                            );
+                        }
+                    };
+                }
+                "-h" | "--help" => {
+                    println!("usage: seckill-coldstart --binary PATH [--runs N]");
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            }
+        }
+        let binary = binary.ok_or("--binary PATH is required (the release `purchase` binary)")?;
+        Ok(Self { binary, runs })
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<ExitCode, BoxError> {
+    let args = Args::parse()?;
+    let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        return Err("AWS_ENDPOINT_URL is not set (the emulator the function talks to)".into());
+    }
+    // Unique names, so a run never meets another run's sale, queue or tables.
+    let tag = format!("coldstart{}-{}", std::process::id(), clock::now_ms());
+
+    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
+    let queues = emulator::ensure_queues(
+        &sqs,
+        &format!("{tag}-q"),
+        &format!("{tag}-dlq"),
+        emulator::VISIBILITY_TIMEOUT_SECS,
+    )
+    .await?;
+    let (sales_table, orders_table) = (format!("{tag}-sales"), format!("{tag}-orders"));
+    emulator::ensure_tables(&db, &sales_table, &orders_table).await?;
+
+    // One unit per run and one per buyer: each run is a first purchase that
+    // is accepted, the path whose latency matters.
+    let stock = u32::try_from(args.runs)?;
+    let sale = test_sale(&format!("{tag}-sale"), stock, 1)?;
+    DynamoCatalog::new(db.clone(), &sales_table)
+        .create_sale(&sale)
+        .await?;
+    RedisStock::connect_lazy(&redis_url, Duration::from_secs(2))?
+        .load_sale(&sale, clock::now_ms(), false)
+        .await?;
+
+    // The function's settings as `template.yaml` gives them.
+    let config = Config {
+        redis_url,
+        orders_queue_url: Some(queues.orders_url.clone()),
+        orders_dlq_url: None,
+        sales_table,
+        orders_table,
+        redis_timeout: Duration::from_millis(250),
+        sqs_timeout: Duration::from_millis(1_500),
+        sale_cache_ttl: Duration::from_secs(5),
+        prewarm_lead: Duration::from_secs(600),
+        rate_limits: RateLimits::default(),
+        gate_secret: Some(DEFAULT_GATE_SECRET.to_owned()),
+    };
+    let env = runtime_api::function_env(&config);
+    let sale_id = sale.sale_id.to_string();
+    let events = (0..args.runs)
+        .map(|i| runtime_api::purchase_event(&sale_id, &format!("cold-{i}"), &format!("{tag}-{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let measured = runtime_api::measure_cold_start(&args.binary, &env, &events).await?;
+    print_table(&measured);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "ok" } else { "OVER" }
+}
+
+fn print_table(m: &ColdStart) {
+    println!(
+        "seckill-coldstart: {} ({} runs, nproc={})",
+        m.binary.display(),
+        m.runs.len(),
+        std::thread::available_parallelism().map_or(0, usize::from),
+    );
+    println!("{:<34} {:>9} {:>9} {:>10}  ", "", "min", "median", "target");
+    let row = |label: &str, spread: Option<Spread>, target: Option<Duration>| match spread {
+        Some(s) => {
+            let (goal, ok) = match target {
+                Some(t) => (format!("<= {} ms", t.as_millis()), verdict(s.median <= t)),
+                None => ("-".into(), ""),
+            };
+            println!(
+                "{label:<34} {:>6} ms {:>6} ms {goal:>10}  {ok}",
+                ms(s.min),
+                ms(s.median)
+            );
+        }
+        None => println!("{label:<34} {:>9} {:>9}", "n/a", "n/a"),
+    };
+    row("init (spawn -> first /next)", m.init(), None);
+    row(
+        "first invocation (/next -> answer)",
+        m.first_invocation(),
+        None,
+    );
+    row(
+        "init -> first answer (spawn ->)",
+        m.to_first_answer(),
+        Some(TARGET_ANSWER),
+    );
+    let size = m.binary_bytes as f64 / MIB;
+    println!(
+        "{:<34} {:>9} {:>6.2} MiB {:>10}  {}",
+        "binary size (release, stripped)",
+        "",
+        size,
+        format!("<= {TARGET_SIZE_MIB} MiB"),
+        verdict(size <= TARGET_SIZE_MIB)
+    );
+    match m.peak_rss_bytes() {
+        Some(peak) => {
+            let peak = peak as f64 / MIB;
+            println!(
+                "{:<34} {:>9} {:>6.2} MiB {:>10}  {}",
+                "peak memory (VmHWM, max of runs)",
+                "",
+                peak,
+                format!("<= {TARGET_PEAK_MIB} MiB"),
+                verdict(peak <= TARGET_PEAK_MIB)
+            );
+        }
+        None => println!("{:<34} n/a", "peak memory (VmHWM)"),
+    }
+    let statuses: Vec<String> = m
+        .statuses()
+        .iter()
+        .map(|(status, n)| match status {
+            Some(s) => format!("{s} x{n}"),
+            None => format!("(no statusCode) x{n}"),
+        })
+        .collect();
+    println!("answers: {}", statuses.join(", "));
+}

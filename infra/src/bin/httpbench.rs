@@ -1,0 +1,194 @@
+//! `seckill-httpbench`: purchase decisions per second and their latency over
+//! HTTP, through the local stack's API Gateway stand-in (JWT authorizer,
+//! payload 2.0 events, the real purchase handler, Redis), next to the
+//! target. The gateway and the load generator run in this process and
+//! share the machine with Redis, as they would on a developer's box.
+//!
+//! The decision figure uses a queue that drops messages (the emulator's
+//! SendMessage, about 150 a second, would otherwise be the figure);
+//! `--queue sqs` or `--queue both` adds the queue-bound row with the real
+//! SQS adapter on `AWS_ENDPOINT_URL`, labelled as such.
+//!
+//! Needs `REDIS_URL` and `AWS_ENDPOINT_URL`. Exit 1 unless every sale sold
+//! exactly its stock to distinct buyers and every answer was 202 or 410.
+//!
+//! Options: `--buyers N` (100000), `--retries N` (a tenth of the buyers),
+//! `--stock N` (1000), `--connections N` (256), `--queue skipped|sqs|both`
+//! (skipped).
+
+use seckill_infra::loadgen::{self, HttpRun, HttpSettings, QueueStep};
+use std::process::ExitCode;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The target of the performance issue, on a 2-core machine with the load
+/// generator on it.
+const TARGET_PER_SEC: f64 = 30_000.0;
+const TARGET_P99_MS: f64 = 10.0;
+
+struct Args {
+    buyers: usize,
+    retries: Option<usize>,
+    stock: u32,
+    connections: usize,
+    queues: Vec<QueueStep>,
+}
+
+impl Args {
+    fn parse() -> Result<Self, BoxError> {
+        let mut args = Self {
+            buyers: 100_000,
+            retries: None,
+            stock: 1_000,
+            connections: 256,
+            queues: vec![QueueStep::Skipped],
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            let mut raw = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+            let number = |name: &str, raw: String| -> Result<u64, BoxError> {
+                raw.parse::<u64>()
+                    .map_err(|_| format!("{name}: {raw:?} is not a whole number").into())
+            };
+            match arg.as_str() {
+                "--buyers" => args.buyers = usize::try_from(number(&arg, raw(&arg)?)?)?,
+                "--retries" => args.retries = Some(usize::try_from(number(&arg, raw(&arg)?)?)?),
+                "--stock" => args.stock = u32::try_from(number(&arg, raw(&arg)?)?)?,
+                "--connections" => {
+                    args.connections = usize::try_from(number(&arg, raw(&arg)?)?)?.max(1);
+                }
+                "--queue" => {
+                    args.queues = match raw(&arg)?.as_str() {
+                        "skipped" => vec![QueueStep::Skipped],
+                        "sqs" => vec![QueueStep::Sqs],
+                        "both" => vec![QueueStep::Skipped, QueueStep::Sqs],
+                        other => {
+                            return Err(
+                                format!("--queue: {other:?} is not skipped|sqs|both").into()
+                            );
+                        }
+                    };
+                }
+                "-h" | "--help" => {
+                    println!(
+                        "usage: seckill-httpbench [--buyers N] [--retries N] [--stock N] [--connections N] [--queue skipped|sqs|both]"
+                    );
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+            }
+        }
+        Ok(args)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<ExitCode, BoxError> {
+    let args = Args::parse()?;
+    let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
+    if std::env::var("AWS_ENDPOINT_URL").is_err() {
+        return Err("AWS_ENDPOINT_URL is not set (the local stack's queue and tables)".into());
+    }
+    println!(
+        "seckill-httpbench: nproc={}, {}; gateway and load generator in this process, Redis at {redis_url}",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        cpu_model().unwrap_or_else(|| "cpu unknown".into()),
+    );
+    let mut runs = Vec::new();
+    for (n, queue) in args.queues.iter().enumerate() {
+        let mut settings = HttpSettings::new(redis_url.clone());
+        settings.name = format!("{}-{n}", settings.name);
+        settings.buyers = args.buyers;
+        settings.retries = args.retries.unwrap_or(args.buyers / 10);
+        settings.stock = args.stock;
+        settings.connections = args.connections;
+        settings.queue = *queue;
+        runs.push(loadgen::http_decisions(&settings).await?);
+    }
+    print_table(&runs);
+    let mut ok = true;
+    for run in &runs {
+        for failure in &run.failures {
+            ok = false;
+            println!("FAILED: {}: {failure}", run.queue.label());
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_table(runs: &[HttpRun]) {
+    let ms = |us: Option<u32>| {
+        us.map_or_else(|| "-".into(), |us| format!("{:.2}", f64::from(us) / 1000.0))
+    };
+    println!();
+    println!(
+        "{:<40} {:>9} {:>12} {:>8} {:>8} {:>9} {:>9}",
+        "run", "requests", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "accepted"
+    );
+    println!(
+        "{:<40} {:>9} {:>12} {:>8} {:>8} {:>9} {:>9}",
+        "target",
+        "",
+        format!(">= {TARGET_PER_SEC:.0}"),
+        "",
+        format!("<= {TARGET_P99_MS:.0}"),
+        "",
+        "",
+    );
+    for run in runs {
+        println!(
+            "{:<40} {:>9} {:>12.0} {:>8} {:>8} {:>9} {:>9}",
+            run.queue.label(),
+            run.requests(),
+            run.decisions_per_sec,
+            ms(run.p50_us),
+            ms(run.p99_us),
+            ms(run.p999_us),
+            run.order_ids.len(),
+        );
+    }
+    println!();
+    for run in runs {
+        let statuses: Vec<String> = run
+            .report
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s} x{n}"))
+            .collect();
+        let met = run.queue == QueueStep::Skipped
+            && run.decisions_per_sec >= TARGET_PER_SEC
+            && run
+                .p99_us
+                .is_some_and(|us| f64::from(us) / 1000.0 <= TARGET_P99_MS);
+        println!(
+            "  {}: sale {}, {} buyers + {} retries (same Idempotency-Key), {} keep-alive connections, {:.2} s; statuses: {}; {} distinct orders{}",
+            run.queue.label(),
+            run.sale_id,
+            run.buyers,
+            run.retries,
+            run.connections,
+            run.report.wall.as_secs_f64(),
+            statuses.join(", "),
+            run.order_ids.len(),
+            match run.queue {
+                QueueStep::Skipped if met => "; target met",
+                QueueStep::Skipped => "; target MISSED",
+                QueueStep::Sqs => "; bound by the emulator's SendMessage, not a decision figure",
+            }
+        );
+        println!(
+            "    tokens minted and requests built in {:.2} s before the clock started; latency is per request, write to last byte read",
+            run.prepared_in.as_secs_f64()
+        );
+    }
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_owned())
+}
