@@ -40,6 +40,27 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# A free port for a cluster node: its bus port (port + 10000) must be free
+# too, and both must fit below 65536.
+free_cluster_port() {
+  python3 -c '
+import random, socket
+while True:
+    port = random.randint(20000, 50000)
+    ok = True
+    for p in (port, port + 10000):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(port)
+        break'
+}
+
 port_busy() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
@@ -94,7 +115,7 @@ start_cluster() {
   local dir="$STATE/cluster" port ports=() nodes=()
   mkdir -p "$dir"
   for _ in 1 2 3; do
-    port=$(free_port)
+    port=$(free_cluster_port)
     redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
       --cluster-config-file "nodes-$port.conf" --cluster-node-timeout 5000 \
       --save '' --appendonly no --maxmemory-policy noeviction --dir "$dir" \

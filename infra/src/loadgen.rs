@@ -543,9 +543,9 @@ async fn check_redis(url: &str, sale: &Sale, failures: &mut Vec<String>) -> Resu
 
 /// One planned request: which buyer, and whether it repeats an earlier one.
 #[derive(Debug, Clone, Copy)]
-struct Planned {
-    user: u32,
-    retry: bool,
+pub struct Planned {
+    pub user: u32,
+    pub retry: bool,
 }
 
 /// A small LCG (Knuth's MMIX constants): deterministic, so every run
@@ -566,7 +566,7 @@ impl Lcg {
 /// `buyers` distinct buyers in order, plus `retries` repeats of random
 /// buyers, each landing after its original by up to a tenth of the run (a
 /// client that timed out and tried again), as `seckill-bench` plans them.
-fn plan(buyers: usize, retries: usize) -> Vec<Planned> {
+pub fn plan(buyers: usize, retries: usize) -> Vec<Planned> {
     let buyers = buyers.min(u32::MAX as usize);
     let mut rng = Lcg(0x5ec_c1de);
     let spread = (buyers / 10).max(1);
@@ -597,7 +597,7 @@ fn plan(buyers: usize, retries: usize) -> Vec<Planned> {
 
 /// A stable per-buyer `Idempotency-Key`, shaped like a client's random one
 /// (splitmix64's finaliser: a bijection, so keys never collide).
-fn idempotency_key(user: u32) -> String {
+pub fn idempotency_key(user: u32) -> String {
     let mut z = u64::from(user).wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -120,6 +120,29 @@ impl ApiError {
         body
     }
 
+    /// [`body`](Self::body) as text, written straight from the fields
+    /// (no JSON tree in between: most purchases end here, as `SOLD_OUT`).
+    pub fn body_text(&self) -> String {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Body<'a> {
+            code: &'a str,
+            message: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            order_ids: Option<&'a [crate::domain::OrderId]>,
+        }
+        let order_ids = match self {
+            Self::LimitExceeded { order_ids } => Some(order_ids.as_slice()),
+            _ => None,
+        };
+        serde_json::to_string(&Body {
+            code: self.code(),
+            message: self.to_string(),
+            order_ids,
+        })
+        .unwrap_or_else(|_| self.body().to_string())
+    }
+
     pub fn paused(message: impl Into<String>) -> Self {
         Self::SalePaused {
             message: message.into(),
@@ -131,6 +154,23 @@ impl ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_written_body_is_the_json_body() {
+        for err in [
+            ApiError::SoldOut {
+                message: "not enough stock left: 0 remaining".into(),
+            },
+            ApiError::LimitExceeded {
+                order_ids: vec![crate::domain::OrderId::parse("o1").unwrap()],
+            },
+            ApiError::paused("retry \"soon\""),
+            ApiError::Unauthenticated,
+        ] {
+            let written: serde_json::Value = serde_json::from_str(&err.body_text()).unwrap();
+            assert_eq!(written, err.body(), "{err:?}");
+        }
+    }
 
     #[test]
     fn limit_exceeded_carries_the_callers_orders() {

@@ -28,7 +28,9 @@ impl Caller {
 /// The caller from `requestContext.authorizer.jwt.claims`. Never from the
 /// body or the query string.
 pub fn caller(req: &Request) -> Result<Caller, ApiError> {
-    let RequestContext::ApiGatewayV2(ctx) = req.request_context() else {
+    // By reference: `request_context()` clones the whole context (claims
+    // map included) on every call, and this runs on every purchase.
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
         return Err(ApiError::Unauthenticated);
     };
     let jwt = ctx
@@ -53,15 +55,15 @@ pub fn caller(req: &Request) -> Result<Caller, ApiError> {
 /// if it looks like an IPv4 or IPv6 address; anything else is ignored rather
 /// than put into a Redis field.
 pub fn source_ip(req: &Request) -> Option<String> {
-    let RequestContext::ApiGatewayV2(ctx) = req.request_context() else {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
         return None;
     };
-    let ip = ctx.http.source_ip?;
+    let ip = ctx.http.source_ip.as_deref()?;
     let plausible = (2..=45).contains(&ip.len())
         && ip
             .bytes()
             .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':');
-    plausible.then_some(ip)
+    plausible.then(|| ip.to_owned())
 }
 
 /// The body as bytes, refusing oversized ones. API Gateway may base64-encode
@@ -94,15 +96,20 @@ pub fn header<'a>(req: &'a Request, name: &str) -> Result<Option<&'a str>, ApiEr
 
 /// A path parameter, or an empty string (which every id parser refuses).
 pub fn path_param(req: &Request, name: &str) -> String {
-    req.path_parameters()
-        .first(name)
+    req.path_parameters_ref()
+        .and_then(|params| params.first(name))
         .map(str::to_owned)
         .unwrap_or_default()
 }
 
 /// A JSON response with the given status.
 pub fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(Body::Text(body.to_string()));
+    text(status, body.to_string())
+}
+
+/// A response with a JSON body already written.
+fn text(status: u16, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::Text(body));
     *response.status_mut() = lambda_http::http::StatusCode::from_u16(status).unwrap_or_default();
     response.headers_mut().insert(
         lambda_http::http::header::CONTENT_TYPE,
@@ -113,7 +120,7 @@ pub fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
 
 /// The one place an [`ApiError`] becomes a response.
 pub fn error(err: &ApiError) -> Response<Body> {
-    let mut response = json(err.status(), &err.body());
+    let mut response = text(err.status(), err.body_text());
     if let Some(secs) = err.retry_after_secs()
         && let Ok(value) = lambda_http::http::HeaderValue::from_str(&secs.to_string())
     {
