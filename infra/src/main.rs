@@ -20,6 +20,10 @@ const USAGE: &str = "usage:
   seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid|reconcile --event FILE
   seckill-local run prewarm|release-unpaid|reconcile";
 
+/// The allocator the functions run with (see `functions/purchase`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     seckill_shared::telemetry::init();

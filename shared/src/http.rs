@@ -25,6 +25,21 @@ impl Caller {
     }
 }
 
+/// Only the caller's id (the purchase needs no scopes): no allocation for
+/// them on the hot path.
+pub fn caller_id(req: &Request) -> Result<UserId, ApiError> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+        return Err(ApiError::Unauthenticated);
+    };
+    let sub = ctx
+        .authorizer
+        .as_ref()
+        .and_then(|a| a.jwt.as_ref())
+        .and_then(|jwt| jwt.claims.get("sub"))
+        .ok_or(ApiError::Unauthenticated)?;
+    UserId::parse(sub).map_err(|_| ApiError::Unauthenticated)
+}
+
 /// The caller from `requestContext.authorizer.jwt.claims`. Never from the
 /// body or the query string.
 pub fn caller(req: &Request) -> Result<Caller, ApiError> {

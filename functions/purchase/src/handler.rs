@@ -59,7 +59,7 @@ where
 
 /// Turns the event into a purchase request, or the 4xx that explains why not.
 pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
-    let caller = http::caller(req)?;
+    let user_id = http::caller_id(req)?;
     let sale_id = SaleId::parse(&http::path_param(req, "saleId"))
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let idempotency_key = http::header(req, "idempotency-key")?
@@ -92,7 +92,7 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
     };
     Ok(PurchaseRequest {
         sale_id,
-        user_id: caller.user_id,
+        user_id,
         quantity,
         idempotency_key,
         source_ip: http::source_ip(req),
