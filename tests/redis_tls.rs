@@ -228,11 +228,11 @@ impl TlsRedis {
                 .args(["--save", "", "--appendonly", "no", "--dir", "."])
                 .current_dir(&dir.0)
                 .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
+                .stdout(Stdio::piped())
                 .stderr(log)
                 .spawn()
                 .expect("redis-server is on PATH");
-            if wait_listening(&mut child, &[plain_port, tls_port], Duration::from_secs(10)) {
+            if wait_ready(&mut child, &log_path, Duration::from_secs(10)) {
                 return TlsRedis {
                     child,
                     tls_port,
@@ -258,28 +258,33 @@ impl Drop for TlsRedis {
     }
 }
 
-/// Polls until every port accepts a connection; false if the server exits
-/// or `within` passes.
-fn wait_listening(child: &mut Child, ports: &[u16], within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if !matches!(child.try_wait(), Ok(None)) {
-            return false;
+/// Waits for the server's own "Ready to accept connections" (logged once
+/// both listeners are bound); false if it exits first or `within` passes.
+/// Its log is copied to `log_path` as it comes.
+fn wait_ready(child: &mut Child, log_path: &Path, within: Duration) -> bool {
+    use std::io::BufRead;
+    let Some(out) = child.stdout.take() else {
+        return false;
+    };
+    let (ready, told) = std::sync::mpsc::channel();
+    let log_path = log_path.to_owned();
+    // Reads until the server exits (the pipe closes, dropping the sender),
+    // so a full pipe never blocks it.
+    std::thread::spawn(move || {
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .ok();
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(log) = log.as_mut() {
+                let _ = writeln!(log, "{line}");
+            }
+            if line.contains("Ready to accept connections") {
+                let _ = ready.send(());
+            }
         }
-        let up = ports.iter().all(|port| {
-            std::net::TcpStream::connect_timeout(
-                &std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
-                Duration::from_millis(200),
-            )
-            .is_ok()
-        });
-        if up {
-            return true;
-        }
-        // The poll's cadence; the loop ends as soon as the ports answer.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    });
+    told.recv_timeout(within).is_ok()
 }
 
 /// Runs `body` in a child process (this test binary, this one test) whose
@@ -306,29 +311,31 @@ where
     let ca = TestCa::create(&dir.0);
     let output = dir.0.join("child.out");
     let out = std::fs::File::create(&output).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
-        .env(CHILD_CA_DIR, &dir.0)
-        .env("SSL_CERT_FILE", ca.cert())
-        .env_remove("SSL_CERT_DIR")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        // The poll's cadence; the loop ends when the child does.
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    // Waits on the child's exit itself, bounded; a hung child is killed.
+    // (tokio's child reaper needs its runtime from the spawn on.)
+    let status = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+                .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+                .env(CHILD_CA_DIR, &dir.0)
+                .env("SSL_CERT_FILE", ca.cert())
+                .env_remove("SSL_CERT_DIR")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap();
+            match tokio::time::timeout(Duration::from_secs(180), child.wait()).await {
+                Ok(status) => Some(status.unwrap()),
+                Err(_) => {
+                    let _ = child.kill().await;
+                    None
+                }
+            }
+        });
     let text = std::fs::read_to_string(&output).unwrap_or_default();
     assert!(
         status.is_some_and(|s| s.success()),
