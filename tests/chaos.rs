@@ -53,14 +53,6 @@ fn scale() -> Scale {
 
 // ---------------------------------------------------------------- processes
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A `redis-server` of the scenario's own, so it can be killed and paused.
 struct OwnRedis {
     port: u16,

@@ -21,7 +21,7 @@ use seckill_shared::error::ApiError;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
 use seckill_shared::purchase::PurchaseError;
 use seckill_shared::redis_store::{LoadOutcome, RedisStock};
-use seckill_tests::{App, live_sale, unique};
+use seckill_tests::{App, free_port, live_sale, unique};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -186,15 +186,6 @@ impl TestCa {
             dir,
         );
     }
-}
-
-/// A port that was free a moment ago (the server start retries on a race).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A `redis-server` with TLS and `requirepass`, killed on drop.

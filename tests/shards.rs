@@ -331,3 +331,142 @@ async fn a_sale_of_one_shard_sells_exactly_on_a_three_master_cluster() {
 async fn a_sale_of_eight_shards_spread_over_three_masters_sells_exactly() {
     sell_on_the_cluster(8).await;
 }
+
+/// Every key of a sharded sale, as a lost Redis would leave it: none.
+async fn lose_every_key(app: &App, sale: &Sale) {
+    let mut groups = vec![SaleKeys::new(&sale.sale_id)];
+    groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
+    let mut redis = app.redis.clone();
+    for keys in groups {
+        let _: () = redis
+            .del(&[
+                &keys.meta,
+                &keys.stock,
+                &keys.buyers,
+                &keys.resv,
+                &keys.user_orders,
+                &keys.gate_used,
+                &keys.rate_limit,
+                &keys.lent,
+                &keys.received,
+            ])
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_with_the_same_key_gets_the_same_order_on_a_sharded_sale() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(10, 1, 4);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let click = || purchase_event(id, Some("alice"), "", &[("Idempotency-Key", "click-1")]);
+    let first = app.call(click()).await;
+    let again = app.call(click()).await;
+    assert_eq!((first.status, again.status), (202, 202));
+    assert_eq!(first.body["orderId"], again.body["orderId"]);
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((snap.stock, snap.reservations.len()), (9, 1), "taken once");
+    assert_eq!(snap.buyers.get("alice"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_sale_that_lost_its_keys_fails_closed_and_is_rebuilt_from_dynamodb() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(20, 1, 4);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let first: Vec<String> = (0..8).map(|n| format!("early{n}")).collect();
+    let (accepted, _) = buy_all(&app, id, &first).await;
+    assert_eq!(accepted.len(), 8);
+    app.write_queued_orders().await;
+
+    lose_every_key(&app, &sale).await;
+    let reply = app.purchase(id, "late", "").await;
+    assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
+
+    let jobs = app.jobs().await;
+    let outcome = jobs
+        .prewarm_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        seckill_shared::jobs::PrewarmOutcome::Loaded {
+            stock: 12,
+            buyers: 8
+        }
+    );
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((snap.shards, snap.stock), (4, 12));
+    assert!(first.iter().all(|u| snap.buyers.get(u) == Some(&1)));
+    // An earlier buyer is still at the limit; the rest sells, exactly.
+    assert_eq!(
+        app.purchase(id, "early0", "").await.code(),
+        "LIMIT_EXCEEDED"
+    );
+    let later: Vec<String> = (0..30).map(|n| format!("later{n}")).collect();
+    let (more, refused) = buy_all(&app, id, &later).await;
+    assert_eq!(more.len(), 12, "{refused:?}");
+    app.write_queued_orders().await;
+    let all: Vec<OrderId> = accepted
+        .iter()
+        .chain(&more)
+        .map(|o| OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker(&app)
+        .check_sale(&sale.sale_id, &all)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpaid_orders_of_a_sharded_sale_give_their_units_back_to_their_shards() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(8, 1, 4);
+    app.open_sale(&sale).await;
+    let users: Vec<String> = (0..8).map(|n| format!("p{n}")).collect();
+    let (accepted, _) = buy_all(&app, sale.sale_id.as_str(), &users).await;
+    assert_eq!(accepted.len(), 8);
+    app.write_queued_orders().await;
+    // Time injected past every payment window.
+    let after = clock::now_ms() + i64::from(sale.payment_window_seconds) * 1_000 + 1_000;
+    let report = app
+        .jobs()
+        .await
+        .release_unpaid(after, std::time::Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(report.expired, 8);
+    let snap = app
+        .service
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.stock, 8, "every unit back");
+    assert!(snap.reservations.values().all(|r| r.state == "EXPIRED"));
+    assert!(snap.buyers.values().all(|&units| units == 0));
+    let violations = checker(&app)
+        .check_sale(&sale.sale_id, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+}

@@ -1102,10 +1102,13 @@ impl StockStore for RedisStock {
             .await?
         {
             Decided::Outcome(ReserveOutcome::SaleMissing) if groups.len() > 1 => {
-                // Sharded when this environment last looked; not any more.
-                groups = self.shard_keys(req.sale_id, 1);
-                home = 0;
-                self.reserve_on(&groups[0], &req, &quantity, 0).await?
+                // The home shard's keys are gone (lost, or the sale is gone):
+                // fail closed like any missing sale, and learn the layout
+                // from the directory again next time.
+                if let Ok(mut cache) = self.keys.write() {
+                    cache.remove(req.sale_id.as_str());
+                }
+                return Ok(ReserveOutcome::SaleMissing);
             }
             Decided::Sharded(n) => {
                 // First purchase of a sharded sale here: one extra round

@@ -51,6 +51,16 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{n}-{nanos:x}", std::process::id())
 }
 
+/// A loopback port that was free a moment ago, for a server a test starts
+/// itself (the start retries or fails loudly on the rare race).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the suite with `make test`, which starts redis-server and moto_server")
