@@ -237,15 +237,17 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 source_ip: req.source_ip.as_deref(),
             })
             .await?;
-        if matches!(outcome, ReserveOutcome::SoldOut { remaining: 0 })
-            && !self.sold_out_flag.is_zero()
-        {
-            // Armed on a sold-out answer (at most once per bound per
-            // environment: until it lapses the others take the fast path).
-            self.mark_sold_out(&req.sale_id, Some(now + self.sold_out_flag));
-        } else if flagged {
-            // Redis answered something else: stock may be back.
-            self.mark_sold_out(&req.sale_id, None);
+        match (&outcome, flagged) {
+            // Armed on a sold-out answer when not armed already (keyed
+            // requests reach Redis while it is: they must not take the lock
+            // and re-arm it on every call).
+            (ReserveOutcome::SoldOut { remaining: 0 }, false) if !self.sold_out_flag.is_zero() => {
+                self.mark_sold_out(&req.sale_id, Some(now + self.sold_out_flag));
+            }
+            // Redis sold a unit: stock is back, stop refusing from memory. (A
+            // replay or a limit answer says nothing about the stock.)
+            (ReserveOutcome::Reserved(_), true) => self.mark_sold_out(&req.sale_id, None),
+            _ => {}
         }
         match outcome {
             ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
@@ -517,5 +519,47 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+    }
+
+    #[tokio::test]
+    async fn a_winners_replay_does_not_clear_the_sold_out_flag() {
+        let w = world();
+        w.stock.load(test_sale("s", 1, 1).unwrap());
+        let key = Some("k-1");
+        let won = w
+            .service
+            .purchase(&request("s", "u", 1, key))
+            .await
+            .unwrap();
+        // The first refusal comes from the store and arms the flag.
+        assert!(
+            w.service
+                .purchase(&request("s", "v", 1, None))
+                .await
+                .is_err()
+        );
+        let hits = w.service.sold_out_fast_path_hits();
+        assert!(
+            w.service
+                .purchase(&request("s", "w", 1, None))
+                .await
+                .is_err()
+        );
+        assert_eq!(w.service.sold_out_fast_path_hits(), hits + 1);
+        // The winner's keyed retry reaches the store and gets its order...
+        let again = w
+            .service
+            .purchase(&request("s", "u", 1, key))
+            .await
+            .unwrap();
+        assert_eq!(again.order_id, won.order_id);
+        // ...and the flag still answers the next buyer.
+        assert!(
+            w.service
+                .purchase(&request("s", "x", 1, None))
+                .await
+                .is_err()
+        );
+        assert_eq!(w.service.sold_out_fast_path_hits(), hits + 2);
     }
 }
