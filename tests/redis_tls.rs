@@ -633,12 +633,12 @@ fn secrets_never_reach_logs_or_error_bodies() {
                 issuer: DEFAULT_ISSUER.into(),
                 audience: DEFAULT_AUDIENCE.into(),
             };
-            let gateway = Arc::new(Gateway {
-                tokens: tokens.clone(),
-                purchase: purchase::wire(&app.config).await.unwrap(),
-                orders: orders_api::wire(&app.config).await.unwrap(),
-                admin: Arc::new(admin_api::wire(&app.config).await.unwrap()),
-            });
+            let gateway = Arc::new(Gateway::new(
+                tokens.clone(),
+                purchase::wire(&app.config).await.unwrap(),
+                orders_api::wire(&app.config).await.unwrap(),
+                Arc::new(admin_api::wire(&app.config).await.unwrap()),
+            ));
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

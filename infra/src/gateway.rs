@@ -4,7 +4,7 @@
 //! string claims, base64 for binary bodies) and hands it to the same handler
 //! code Lambda runs.
 
-use crate::token::{TokenSettings, bearer};
+use crate::token::{TokenSettings, Verifier, bearer};
 use base64::Engine;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -43,13 +43,36 @@ const MAX_GATEWAY_BODY: usize = 1024 * 1024;
 /// benchmark can serve the same route over a queue that drops messages and
 /// measure the decision without the emulator's slow SendMessage.
 pub struct Gateway<S = RedisStock, Q = SqsQueue, C = CachedCatalog<DynamoCatalog>> {
-    pub tokens: TokenSettings,
+    /// Private, so the verifier built from them cannot go stale.
+    tokens: TokenSettings,
+    /// `tokens`' checking half, built once (see [`Gateway::new`]).
+    verifier: Verifier,
     pub purchase: PurchaseService<S, Q, C>,
     pub orders: orders_api::LiveQueries,
     pub admin: Arc<admin_api::Admin>,
 }
 
 impl<S, Q, C> Gateway<S, Q, C> {
+    /// The local token settings (to mint tokens the gateway accepts).
+    pub fn tokens(&self) -> &TokenSettings {
+        &self.tokens
+    }
+
+    pub fn new(
+        tokens: TokenSettings,
+        purchase: PurchaseService<S, Q, C>,
+        orders: orders_api::LiveQueries,
+        admin: Arc<admin_api::Admin>,
+    ) -> Self {
+        Self {
+            verifier: Verifier::new(&tokens),
+            tokens,
+            purchase,
+            orders,
+            admin,
+        }
+    }
+
     /// The same gateway with another purchase service behind its purchase
     /// route; every other route is unchanged.
     pub fn with_purchase<S2, Q2, C2>(
@@ -58,6 +81,7 @@ impl<S, Q, C> Gateway<S, Q, C> {
     ) -> Gateway<S2, Q2, C2> {
         Gateway {
             tokens: self.tokens,
+            verifier: self.verifier,
             purchase,
             orders: self.orders,
             admin: self.admin,
@@ -263,7 +287,7 @@ where
             .headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        match bearer(header).and_then(|t| gateway.tokens.verify(t)) {
+        match bearer(header).and_then(|t| gateway.verifier.verify(t)) {
             Ok(claims) => Some(claims),
             Err(err) => {
                 tracing::debug!(%err, "token refused");

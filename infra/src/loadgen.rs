@@ -436,7 +436,7 @@ where
 
     let prepared_at = Instant::now();
     let plan = plan(settings.buyers, settings.retries);
-    let requests = Arc::new(build_requests(&sale, addr, &plan, &gateway.tokens)?);
+    let requests = Arc::new(build_requests(&sale, addr, &plan, gateway.tokens())?);
     let prepared_in = prepared_at.elapsed();
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -215,12 +215,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
     let admin = Arc::new(admin_api::wire(&config).await.map_err(other)?);
-    let gateway = Arc::new(Gateway {
-        tokens: TokenSettings::from_env(),
-        purchase: purchase::wire(&config).await.map_err(other)?,
-        orders: orders_api::wire(&config).await.map_err(other)?,
-        admin: admin.clone(),
-    });
+    let gateway = Arc::new(Gateway::new(
+        TokenSettings::from_env(),
+        purchase::wire(&config).await.map_err(other)?,
+        orders_api::wire(&config).await.map_err(other)?,
+        admin.clone(),
+    ));
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await

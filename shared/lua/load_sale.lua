@@ -5,12 +5,16 @@
 -- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs,
 --       gate (1 or 0), and optionally ARGV[10]: this key group's initial
 --       stock (a shard's share; the total when absent), ARGV[11]: "1" when
---       these are a sharded sale's directory keys (meta only, no stock)
+--       these are a sharded sale's directory keys (meta only, no stock),
+--       ARGV[12]: the directory's home table ("" for the uniform hash),
+--       written only when the directory is created: buyers' counts live
+--       on their home shards, so homes never move while the sale lives
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
 -- sell it twice); only the window, limit, status and expiry are refreshed,
 -- so a changed endAt extends the keys.
--- Replies: {"LOADED"} or {"REFRESHED", stockNow}
+-- Replies: {"LOADED"} or {"REFRESHED", stockNow}; a directory's replies end
+-- with the home table it holds.
 
 local meta_key, stock_key = KEYS[1], KEYS[2]
 local total, start_ms, end_ms, limit, shards, status, version, expire_at, gate =
@@ -25,13 +29,14 @@ if directory then
     'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit, 'status', status,
     'expireAtMs', expire_at, 'gate', gate)
   if fresh then
-    redis.call('HSET', meta_key, 'version', version)
+    redis.call('HSET', meta_key, 'version', version, 'homes', ARGV[12] or '')
   end
   redis.call('PEXPIREAT', meta_key, expire_at)
+  local homes = redis.call('HGET', meta_key, 'homes') or ''
   if fresh then
-    return {'LOADED'}
+    return {'LOADED', homes}
   end
-  return {'REFRESHED', '0'}
+  return {'REFRESHED', '0', homes}
 end
 
 local stock = redis.call('GET', stock_key)

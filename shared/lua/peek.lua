@@ -4,14 +4,15 @@
 -- ARGV[1] orderId, or "" for none
 --
 -- Reply: {"MISSING"} or {"OK", stock, status, reservationJson or ""}, or
--- {"SHARDED", n} when these are the directory keys of a sale whose stock
--- lives in n shards (the caller then reads each shard).
+-- {"SHARDED", n, homes} when these are the directory keys of a sale whose
+-- stock lives in n shards (the caller then reads each shard); homes is the
+-- directory's home table, "" for the uniform hash.
 -- One script so the three reads are one round trip and one consistent view.
 
 local total = redis.call('HGET', KEYS[1], 'total')
 local shards = tonumber(redis.call('HGET', KEYS[1], 'shards'))
 if total and shards and shards > 1 and redis.call('HGET', KEYS[1], 'directory') == '1' then
-  return {'SHARDED', tostring(shards)}
+  return {'SHARDED', tostring(shards), redis.call('HGET', KEYS[1], 'homes') or ''}
 end
 local stock = redis.call('GET', KEYS[2])
 if not total or not stock then

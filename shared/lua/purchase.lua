@@ -23,7 +23,8 @@
 --   {"OK", orderId, atMs, stockLeft}       reserved now
 --   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
 --   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"} {"GATE"}
---   {"SHARDED", n}  these are a sharded sale's directory keys: nothing done
+--   {"SHARDED", n, homes}  these are a sharded sale's directory keys (n shards,
+--                   homes the home table or ""): nothing done
 --   {"RATE_LIMITED", retryAfterMs}
 -- When the limiter failed open, the reply is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
@@ -42,11 +43,11 @@ end
 
 local m = redis.call('HMGET', meta_key,
   'startMs', 'endMs', 'perUserLimit', 'status', 'version', 'expireAtMs', 'gate',
-  'directory', 'shards')
+  'directory', 'shards', 'homes')
 if m[8] == '1' then
-  -- The directory of a sharded sale: the caller learns the shard count once
-  -- and buys on the buyer's home shard from then on.
-  return {'SHARDED', m[9]}
+  -- The directory of a sharded sale: the caller learns the shard count and
+  -- home table once and buys on the buyer's home shard from then on.
+  return {'SHARDED', m[9], m[10] or ''}
 end
 local start_ms, end_ms, limit = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
 local stock = tonumber(redis.call('GET', stock_key))

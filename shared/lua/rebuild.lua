@@ -7,14 +7,19 @@
 --             PENDING_PAYMENT and PAID orders)
 -- ARGV[10]:   gate (1 or 0)
 -- ARGV[11]:   "1" for a sharded sale's directory keys (meta only), else ""
--- ARGV[12..]: triples userId, units held, comma-separated orderIds
+-- ARGV[12..]: triples userId, units held, comma-separated orderIds; for a
+--             directory, ARGV[12] is its home table ("" for the uniform hash)
 --
 -- Only when the sale is absent: live stock is never overwritten (that would
 -- sell it twice), so concurrent runs load it exactly once.
--- Replies: {"LOADED"} or {"EXISTS"}
+-- Replies: {"LOADED"} or {"EXISTS"}; a directory's end with the home table
+-- it holds (an existing one keeps its own).
 
 local meta_key, stock_key, buyers_key, uorders_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('EXISTS', meta_key) == 1 or redis.call('EXISTS', stock_key) == 1 then
+  if ARGV[11] == '1' then
+    return {'EXISTS', redis.call('HGET', meta_key, 'homes') or ''}
+  end
   return {'EXISTS'}
 end
 local expire_at = ARGV[8]
@@ -22,9 +27,9 @@ redis.call('HSET', meta_key, 'total', ARGV[1], 'startMs', ARGV[2], 'endMs', ARGV
   'perUserLimit', ARGV[4], 'shards', ARGV[5], 'status', ARGV[6], 'version', ARGV[7],
   'expireAtMs', expire_at, 'gate', ARGV[10])
 if ARGV[11] == '1' then
-  redis.call('HSET', meta_key, 'directory', '1')
+  redis.call('HSET', meta_key, 'directory', '1', 'homes', ARGV[12] or '')
   redis.call('PEXPIREAT', meta_key, expire_at)
-  return {'LOADED'}
+  return {'LOADED', ARGV[12] or ''}
 end
 redis.call('SET', stock_key, tonumber(ARGV[9]))
 redis.call('DEL', buyers_key, uorders_key)

@@ -18,6 +18,8 @@
 //!   provably safe; report the rest (`OVERSELL_RISK` is never auto-fixed).
 //! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
 //!   `shared/lua/` and are compiled in with `include_str!`.
+//! - [`shard_layout`]: which shard is each buyer's home (a stable hash, or on
+//!   a cluster a table that loads every master evenly) and each shard's stock.
 //! - [`sale_spec`]: the admin's sale definition, validated field by field.
 //! - [`sqs_queue`]: the order queue on SQS, with definite/ambiguous failures.
 //! - [`dynamo`]: the sale catalog on DynamoDB (`sales` table items).
@@ -57,5 +59,6 @@ pub mod purchase;
 pub mod reconcile;
 pub mod redis_store;
 pub mod sale_spec;
+pub mod shard_layout;
 pub mod sqs_queue;
 pub mod telemetry;

@@ -22,6 +22,7 @@ use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
 use crate::ports::{ReservationRecord, Resolution, StockView};
+pub use crate::shard_layout::ShardLayout;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use serde::Deserialize;
@@ -159,19 +160,11 @@ impl SaleKeys {
     }
 }
 
-/// A buyer's home shard: FNV-1a of the user id, modulo the shard count.
-/// Stable across processes, machines and releases (std's hasher is not),
-/// because every function must find the same shard for the same buyer.
+/// A buyer's home shard under the uniform hash (FNV-1a of the user id,
+/// modulo the shard count): every sale on one Redis node. On a cluster the
+/// sale's directory may carry a home table instead ([`ShardLayout`]).
 pub fn home_shard(user_id: &str, shards: u32) -> u32 {
-    if shards <= 1 {
-        return 0;
-    }
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in user_id.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    u32::try_from(hash % u64::from(shards)).unwrap_or(0)
+    ShardLayout::uniform(shards).home(user_id)
 }
 
 /// The shard an order id names: ids made on shard k end in `-s<k>` after the
@@ -182,13 +175,6 @@ pub fn shard_of_order(order_id: &str) -> Option<u32> {
         return None;
     }
     tail.strip_prefix("-s")?.parse().ok()
-}
-
-/// Shard `k`'s share of `units` split over `shards` (the first ones get the
-/// remainder), so the shares always add up to `units`.
-pub fn share_of(units: i64, shards: u32, k: u32) -> i64 {
-    let n = i64::from(shards.max(1));
-    units / n + i64::from(i64::from(k) < units % n)
 }
 
 /// A reservation as the purchase script stores it (the value in `resv`).
@@ -228,7 +214,15 @@ pub struct RedisStock {
     dry: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>>,
 }
 
-type KeyCache = std::collections::HashMap<String, std::sync::Arc<[SaleKeys]>>;
+type KeyCache = std::collections::HashMap<String, Known>;
+
+/// What an environment knows of a sale's layout: its key groups and whose
+/// home is where. Cheap to clone (two `Arc`s).
+#[derive(Clone)]
+struct Known {
+    groups: std::sync::Arc<[SaleKeys]>,
+    layout: ShardLayout,
+}
 
 /// After a borrow found every other shard empty, this environment does not
 /// try again for this long (the bound a unit back on another shard may wait
@@ -355,29 +349,41 @@ impl RedisStock {
             expire_at.to_string(),
             String::from(if sale.gate { "1" } else { "0" }),
         ];
-        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         if sale.shards <= 1 {
             let reply: Vec<String> = self
                 .run(&LOAD_SALE, &SaleKeys::new(&sale.sale_id).with_gate(), &args)
                 .await?;
             return parse_load_reply(&reply);
         }
-        // The directory first: readers that find it look for the shards.
-        let total = i64::from(sale.total_stock);
-        let shares: Vec<String> = (0..sale.shards)
-            .map(|k| share_of(total, sale.shards, k).to_string())
-            .collect();
+        // The directory first: readers that find it look for the shards. Its
+        // home table is written when it is created and never after; a load
+        // that finds the directory there splits by the table it holds.
+        let proposed = self.new_layout(&sale.sale_id, sale.shards).await.encode();
         let directory = SaleKeys::new(&sale.sale_id);
-        args.extend(["", "1"]);
-        args[9] = &shares[0];
-        let first: Vec<String> = self.run(&LOAD_SALE, &[&directory.meta], &args).await?;
-        let outcome = parse_load_reply(&first)?;
-        args[10] = "0";
+        let mut head = args.clone();
+        head.extend(["0", "1", proposed.as_str()]);
+        let first: Vec<String> = self.run(&LOAD_SALE, &[&directory.meta], &head).await?;
+        let (outcome, homes) = match first.as_slice() {
+            [tag, homes] if tag == "LOADED" => (LoadOutcome::Loaded, homes),
+            [tag, _, homes] if tag == "REFRESHED" => (LoadOutcome::Refreshed { stock: 0 }, homes),
+            other => return Err(protocol(other)),
+        };
+        let layout = ShardLayout::parse(sale.shards, homes)
+            .map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let shares: Vec<String> = layout
+            .shares(i64::from(sale.total_stock))
+            .iter()
+            .map(i64::to_string)
+            .collect();
         let mut stock = 0u32;
-        for k in 0..sale.shards {
-            args[9] = &shares[k as usize];
+        for (k, share) in (0..sale.shards).zip(&shares) {
+            let mut group_args = args.clone();
+            group_args.extend([share.as_str(), "0"]);
             let keys = SaleKeys::shard(&sale.sale_id, k);
-            let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &args).await?;
+            let reply: Vec<String> = self
+                .run(&LOAD_SALE, &keys.with_gate(), &group_args)
+                .await?;
             if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
                 stock = stock.saturating_add(s);
             }
@@ -388,44 +394,96 @@ impl RedisStock {
         })
     }
 
-    /// The key groups of a sale of `shards`, cached for the next purchase.
-    fn shard_keys(&self, sale_id: &SaleId, shards: u32) -> std::sync::Arc<[SaleKeys]> {
-        let n = shards.max(1);
-        let built: std::sync::Arc<[SaleKeys]> =
-            (0..n).map(|k| SaleKeys::of(sale_id, n, k)).collect();
+    /// The key groups of a sale of this layout, cached for the next purchase.
+    fn remember(&self, sale_id: &SaleId, layout: ShardLayout) -> Known {
+        let n = layout.shards();
+        let known = Known {
+            groups: (0..n).map(|k| SaleKeys::of(sale_id, n, k)).collect(),
+            layout,
+        };
         if let Ok(mut cache) = self.keys.write() {
             if cache.len() >= KEY_CACHE_SALES {
                 cache.clear();
             }
-            cache.insert(sale_id.to_string(), built.clone());
+            cache.insert(sale_id.to_string(), known.clone());
         }
-        built
+        known
     }
 
     /// The key groups this environment knows for the sale (one group until
     /// Redis says the sale is sharded).
-    fn known_keys(&self, sale_id: &SaleId) -> std::sync::Arc<[SaleKeys]> {
+    fn known(&self, sale_id: &SaleId) -> Known {
         if let Ok(cache) = self.keys.read()
             && let Some(found) = cache.get(sale_id.as_str())
         {
             return found.clone();
         }
-        self.shard_keys(sale_id, 1)
+        self.remember(sale_id, ShardLayout::uniform(1))
     }
 
     /// How many shards Redis holds the sale in, from its directory keys;
     /// `None` when the sale is not there.
     pub async fn shard_count(&self, sale_id: &SaleId) -> Result<Option<u32>, StoreError> {
+        Ok(self.layout(sale_id).await?.map(|l| l.shards()))
+    }
+
+    /// The sale's shards and homes as its directory says; `None` when the
+    /// sale is not in Redis.
+    pub async fn layout(&self, sale_id: &SaleId) -> Result<Option<ShardLayout>, StoreError> {
         let keys = SaleKeys::new(sale_id);
-        let reply: Vec<String> = self
-            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[""])
-            .await?;
-        match reply.first().map(String::as_str) {
-            Some("MISSING") => Ok(None),
-            Some("OK") => Ok(Some(1)),
-            Some("SHARDED") => Ok(Some(parse_u32(reply.get(1).map_or("", String::as_str))?)),
-            _ => Err(protocol(&reply)),
+        Ok(match self.peek(&keys, "").await? {
+            None => None,
+            Some(Peeked::View(_)) => Some(ShardLayout::uniform(1)),
+            Some(Peeked::Sharded(layout)) => Some(layout),
+        })
+    }
+
+    /// The home table a new sharded sale gets: on a cluster, one that gives
+    /// every master the same share of buyers (from where the shards' slots
+    /// sit now); on one node, none (the uniform hash). Balancing is worth a
+    /// few commands at load time but never a failed load: if the cluster
+    /// will not say where the slots are, the uniform hash it is.
+    async fn new_layout(&self, sale_id: &SaleId, shards: u32) -> ShardLayout {
+        if shards <= 1 || matches!(self.conn, Conn::Single(_)) {
+            return ShardLayout::uniform(shards);
         }
+        match self.slot_owners(sale_id, shards).await {
+            Ok(owners) => ShardLayout::balanced(&owners),
+            Err(err) => {
+                tracing::warn!(sale_id = %sale_id, error = %err, "cluster topology unknown; homes by the uniform hash");
+                ShardLayout::uniform(shards)
+            }
+        }
+    }
+
+    /// The master (`host:port`) serving each shard's slot, from `CLUSTER
+    /// KEYSLOT` and `CLUSTER SLOTS`.
+    async fn slot_owners(&self, sale_id: &SaleId, shards: u32) -> Result<Vec<String>, StoreError> {
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            let map: redis::Value = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut conn)
+                .await?;
+            let mut owners = Vec::with_capacity(shards as usize);
+            for k in 0..shards {
+                let slot: i64 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(&SaleKeys::shard(sale_id, k).meta)
+                    .query_async(&mut conn)
+                    .await?;
+                owners.push(master_of_slot(&map, slot));
+            }
+            Ok::<_, RedisError>(owners)
+        };
+        let owners = match tokio::time::timeout(self.timeout * 4, call).await {
+            Ok(reply) => reply.map_err(unavailable)?,
+            Err(_) => return Err(StoreError::Unavailable("timed out".into())),
+        };
+        owners
+            .into_iter()
+            .map(|o| o.ok_or_else(|| StoreError::Protocol("a slot no master serves".into())))
+            .collect()
     }
 
     /// Whether this purchase may look at the other shards: yes unless they
@@ -555,10 +613,10 @@ impl RedisStock {
             }
             _ => reply.as_slice(),
         };
-        if let [tag, n] = reply
+        if let [tag, n, homes] = reply
             && tag == "SHARDED"
         {
-            return Ok(Decided::Sharded(parse_u32(n)?));
+            return Ok(Decided::Sharded(parse_layout(n, homes)?));
         }
         parse_reserve_reply(reply, req.quantity, shard).map(Decided::Outcome)
     }
@@ -567,15 +625,15 @@ impl RedisStock {
 /// What one run of the purchase script said.
 enum Decided {
     Outcome(ReserveOutcome),
-    /// Those were the directory keys of a sale of this many shards.
-    Sharded(u32),
+    /// Those were the directory keys of a sale of this layout.
+    Sharded(ShardLayout),
 }
 
 /// What `peek.lua` saw on one key group.
 enum Peeked {
     View(StockView),
-    /// The directory of a sale of this many shards.
-    Sharded(u32),
+    /// The directory of a sale of this layout.
+    Sharded(ShardLayout),
 }
 
 impl Peeked {
@@ -599,7 +657,7 @@ impl RedisStock {
             .as_slice()
         {
             ["MISSING"] => Ok(None),
-            ["SHARDED", n] => Ok(Some(Peeked::Sharded(parse_u32(n)?))),
+            ["SHARDED", n, homes] => Ok(Some(Peeked::Sharded(parse_layout(n, homes)?))),
             ["OK", stock, status, resv] => Ok(Some(Peeked::View(StockView {
                 remaining: parse_i64(stock)?,
                 paused: *status == "PAUSED",
@@ -698,6 +756,44 @@ fn parse_snapshot(
             .collect();
     }
     Ok(Some(part))
+}
+
+/// The master serving `slot` in a `CLUSTER SLOTS` reply: entries
+/// `[start, end, [host, port, id, ..], replicas..]`.
+fn master_of_slot(map: &redis::Value, slot: i64) -> Option<String> {
+    let redis::Value::Array(ranges) = map else {
+        return None;
+    };
+    ranges.iter().find_map(|range| {
+        let redis::Value::Array(parts) = range else {
+            return None;
+        };
+        let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+            (parts.first(), parts.get(1))
+        else {
+            return None;
+        };
+        if !(*start..=*end).contains(&slot) {
+            return None;
+        }
+        let Some(redis::Value::Array(node)) = parts.get(2) else {
+            return None;
+        };
+        let host = match node.first()? {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let redis::Value::Int(port) = node.get(1)? else {
+            return None;
+        };
+        Some(format!("{host}:{port}"))
+    })
+}
+
+/// A directory's shard count and home table.
+fn parse_layout(shards: &str, homes: &str) -> Result<ShardLayout, StoreError> {
+    ShardLayout::parse(parse_u32(shards)?, homes).map_err(|e| StoreError::Protocol(e.to_string()))
 }
 
 fn parse_rebuild_reply(reply: &[String]) -> Result<bool, StoreError> {
@@ -909,10 +1005,14 @@ impl RedisStock {
         let gate = String::from(if sale.gate { "1" } else { "0" });
         let shards = sale.shards.max(1);
         let mut loaded = false;
+        let mut layout = ShardLayout::uniform(1);
         if shards > 1 {
+            // A directory a rebuild that died half way left behind keeps its
+            // home table: the shards already loaded placed buyers by it.
+            let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
             let directory = SaleKeys::new(&sale.sale_id);
             let mut args: Vec<&str> = head.iter().map(String::as_str).collect();
-            args.extend(["0", gate.as_str(), "1"]);
+            args.extend(["0", gate.as_str(), "1", proposed.as_str()]);
             let reply: Vec<String> = self
                 .run(
                     &REBUILD,
@@ -926,18 +1026,18 @@ impl RedisStock {
                 )
                 .await?;
             loaded |= parse_rebuild_reply(&reply)?;
+            let homes = reply.get(1).map_or("", String::as_str);
+            layout = ShardLayout::parse(shards, homes)
+                .map_err(|e| StoreError::Protocol(e.to_string()))?;
         }
         // Each shard is loaded only if absent, so a rebuild that died half
         // way is finished by the next one.
-        for k in 0..shards {
+        let shares = layout.shares(stock);
+        for (k, share) in (0..shards).zip(shares) {
             let keys = SaleKeys::of(&sale.sale_id, shards, k);
-            let share = share_of(stock.max(0), shards, k).to_string();
             let mut args: Vec<String> = head.to_vec();
-            args.extend([share, gate.clone(), String::new()]);
-            for b in buyers
-                .iter()
-                .filter(|b| home_shard(&b.user_id, shards) == k)
-            {
+            args.extend([share.to_string(), gate.clone(), String::new()]);
+            for b in buyers.iter().filter(|b| layout.home(&b.user_id) == k) {
                 args.push(b.user_id.clone());
                 args.push(b.units.to_string());
                 args.push(b.order_ids.join(","));
@@ -1043,8 +1143,11 @@ impl RedisStock {
         user_id: &str,
         units: i64,
     ) -> Result<i64, StoreError> {
-        let shards = self.shard_count(sale_id).await?.unwrap_or(1);
-        let keys = SaleKeys::of(sale_id, shards, home_shard(user_id, shards));
+        let layout = self
+            .layout(sale_id)
+            .await?
+            .unwrap_or_else(|| ShardLayout::uniform(1));
+        let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id));
         let units = units.to_string();
         self.run(&SET_BUYER, &[&keys.buyers], &[user_id, &units])
             .await
@@ -1095,13 +1198,13 @@ impl RedisStock {
 impl StockStore for RedisStock {
     async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
         let quantity = quantity_arg(req.quantity.get());
-        let mut groups = self.known_keys(req.sale_id);
-        let mut home = home_shard(req.user_id.as_str(), groups.len() as u32);
+        let mut known = self.known(req.sale_id);
+        let mut home = known.layout.home(req.user_id.as_str());
         let mut outcome = match self
-            .reserve_on(&groups[home as usize], &req, &quantity, home)
+            .reserve_on(&known.groups[home as usize], &req, &quantity, home)
             .await?
         {
-            Decided::Outcome(ReserveOutcome::SaleMissing) if groups.len() > 1 => {
+            Decided::Outcome(ReserveOutcome::SaleMissing) if known.groups.len() > 1 => {
                 // The home shard's keys are gone (lost, or the sale is gone):
                 // fail closed like any missing sale, and learn the layout
                 // from the directory again next time.
@@ -1110,12 +1213,12 @@ impl StockStore for RedisStock {
                 }
                 return Ok(ReserveOutcome::SaleMissing);
             }
-            Decided::Sharded(n) => {
+            Decided::Sharded(layout) => {
                 // First purchase of a sharded sale here: one extra round
                 // trip, once per environment.
-                groups = self.shard_keys(req.sale_id, n);
-                home = home_shard(req.user_id.as_str(), n);
-                self.reserve_on(&groups[home as usize], &req, &quantity, home)
+                known = self.remember(req.sale_id, layout);
+                home = known.layout.home(req.user_id.as_str());
+                self.reserve_on(&known.groups[home as usize], &req, &quantity, home)
                     .await?
             }
             decided => decided,
@@ -1126,7 +1229,7 @@ impl StockStore for RedisStock {
         // home shard mean another round. Bounded: under that much contention
         // the buyer is told to retry (503), never a false SOLD_OUT.
         let mut rounds = 0;
-        while groups.len() > 1 {
+        while known.groups.len() > 1 {
             let Decided::Outcome(ReserveOutcome::SoldOut { remaining }) = outcome else {
                 break;
             };
@@ -1138,7 +1241,7 @@ impl StockStore for RedisStock {
                 break;
             }
             let need = u64::from(req.quantity.get()).saturating_sub(u64::from(remaining));
-            let got = self.borrow(&groups, home as usize, need.max(1)).await?;
+            let got = self.borrow(&known.groups, home as usize, need.max(1)).await?;
             if let Ok(mut dry) = self.dry.write() {
                 if got == 0 {
                     dry.insert(req.sale_id.to_string(), now + DRY_SHARDS);
@@ -1150,7 +1253,7 @@ impl StockStore for RedisStock {
             // have brought units home meanwhile. Sold out only when the
             // other shards were empty *and* home still is.
             outcome = self
-                .reserve_on(&groups[home as usize], &req, &quantity, home)
+                .reserve_on(&known.groups[home as usize], &req, &quantity, home)
                 .await?;
             if got == 0 {
                 break;
@@ -1219,9 +1322,10 @@ impl StockStore for RedisStock {
         let keys = SaleKeys::new(sale_id);
         let order = order_id.map_or("", OrderId::as_str);
         let first = self.peek(&keys, order).await?;
-        let Some(Peeked::Sharded(shards)) = first else {
+        let Some(Peeked::Sharded(layout)) = first else {
             return Ok(first.and_then(Peeked::into_view));
         };
+        let shards = layout.shards();
         // A sharded sale: the sum of its shards, the reservation from the
         // shard its id names.
         let order_shard = order_id.and_then(|id| shard_of_order(id.as_str()));
@@ -1405,30 +1509,11 @@ mod tests {
     }
 
     #[test]
-    fn home_shards_are_stable_and_spread() {
-        // Pinned values: a changed hash would move every buyer's shard.
-        assert_eq!(home_shard("alice", 8), home_shard("alice", 8));
-        assert_eq!(home_shard("anyone", 1), 0);
-        let mut counts = [0u32; 8];
-        for n in 0..8_000 {
-            counts[home_shard(&format!("user-{n}"), 8) as usize] += 1;
-        }
-        assert!(
-            counts.iter().all(|&c| (800..1200).contains(&c)),
-            "{counts:?}"
-        );
-    }
-
-    #[test]
     fn an_order_id_names_its_shard() {
         let id = format!("n{}", "a".repeat(31));
         assert_eq!(shard_of_order(&id), None);
         assert_eq!(shard_of_order(&format!("{id}-s7")), Some(7));
         assert_eq!(shard_of_order("ord-s1"), None, "only the script's ids");
         assert_eq!(shard_of_order(&format!("{id}-x7")), None);
-        assert_eq!(
-            (0..8).map(|k| share_of(10, 8, k)).collect::<Vec<_>>(),
-            vec![2, 2, 1, 1, 1, 1, 1, 1]
-        );
     }
 }
