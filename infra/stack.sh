@@ -173,6 +173,7 @@ cmd_test() {
   start_services "$(free_port)" "$(free_port)"
   start_cluster
   say "cargo test"
+  export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
 }
 

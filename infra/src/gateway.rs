@@ -97,6 +97,17 @@ pub enum Target {
     AdminApi,
 }
 
+impl Target {
+    /// The binary of the function (`functions/<name>`).
+    pub fn function(self) -> &'static str {
+        match self {
+            Target::Purchase => "purchase",
+            Target::OrdersApi => "orders-api",
+            Target::AdminApi => "admin-api",
+        }
+    }
+}
+
 /// One route of the HTTP API, as `template.yaml` declares it.
 pub struct Route {
     pub method: &'static str,
@@ -106,7 +117,8 @@ pub struct Route {
     pub authorized: bool,
 }
 
-/// Every route the local stack serves. Kept in step with `template.yaml`.
+/// Every route the local stack serves. Kept in step with `template.yaml`
+/// (the consistency test compares the two, target and authorizer included).
 pub const ROUTES: &[Route] = &[
     Route {
         method: "GET",

@@ -10,14 +10,20 @@
 //! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
 //!   measurement of a real function binary against it.
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
+//! - [`invoke`]: one event through one function's own loader, wiring and
+//!   handler (`seckill-local invoke`).
+//! - [`consistency`]: `template.yaml` against the code: binaries, the
+//!   environment each function reads, routes, events (the consistency test).
 //! - `main.rs`: the `seckill-local` command line.
 //! - `bin/bench.rs`: `seckill-bench`, the purchase benchmark of `make bench`.
 //! - `bin/coldstart.rs`: `seckill-coldstart`, the cold start of the release `purchase` binary.
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
+pub mod consistency;
 pub mod emulator;
 pub mod event_source;
 pub mod gateway;
+pub mod invoke;
 pub mod loadgen;
 pub mod local;
 pub mod runtime_api;

@@ -9,9 +9,10 @@
 //! seckill-local run prewarm|release-unpaid|reconcile
 //! ```
 
+use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
-use seckill_shared::config::Config;
+use seckill_shared::config;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
@@ -68,105 +69,35 @@ fn token(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Feeds one event file to a handler, with the configuration of the
-/// environment, and prints the response: `sam local invoke` without Docker.
+/// Feeds one event file to a handler, with the configuration that
+/// function reads from the environment, and prints the response: `sam local
+/// invoke` without Docker.
 async fn invoke(args: &[String]) -> Result<(), String> {
-    let function = args.first().map(String::as_str).ok_or(USAGE)?;
+    let name = args.first().map(String::as_str).ok_or(USAGE)?;
+    let function = Function::parse(name).ok_or_else(|| {
+        format!(
+            "unknown function {name:?}; known: {}",
+            Function::ALL.map(Function::name).join(", ")
+        )
+    })?;
     let path = flag(args, "--event").ok_or(USAGE)?;
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let config = Config::from_env().map_err(|e| e.to_string())?;
-    let printed = match function {
-        "purchase" => {
-            let service = purchase::wire(&config).await.map_err(|e| e.to_string())?;
-            let request = http_event(&raw, path)?;
-            let Ok(response) = purchase::handler::handle(&service, request).await;
-            http_result(response)
-        }
-        "orders-api" => {
-            let queries = orders_api::wire(&config).await.map_err(|e| e.to_string())?;
-            let request = http_event(&raw, path)?;
-            let Ok(response) = orders_api::handler::handle(&queries, request).await;
-            http_result(response)
-        }
-        "order-writer" => {
-            let writer = order_writer::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
-            let event = serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
-            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
-            match order_writer::handler::handle(&writer, event).await {
-                Ok(response) => serde_json::to_value(response).map_err(|e| e.to_string())?,
-                Err(err) => {
-                    serde_json::json!({"errorType": "Error", "errorMessage": err.to_string()})
-                }
-            }
-        }
-        "admin-api" => {
-            let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
-            let request = http_event(&raw, path)?;
-            let Ok(response) = admin_api::handler::handle(&admin, request).await;
-            http_result(response)
-        }
-        "prewarm" | "release-unpaid" => {
-            let jobs = seckill_shared::jobs::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
-            let event: serde_json::Value =
-                serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
-            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
-            let result = if function == "prewarm" {
-                prewarm::handler::handle(&jobs, event)
-                    .await
-                    .map_err(|e| e.to_string())
-            } else {
-                release_unpaid::handler::handle(&jobs, event)
-                    .await
-                    .map_err(|e| e.to_string())
-            };
-            result.unwrap_or_else(|e| serde_json::json!({"errorType": "Error", "errorMessage": e}))
-        }
-        "reconcile" => {
-            let reconciler = seckill_shared::reconcile::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
-            let event: serde_json::Value =
-                serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
-            let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
-            ::reconcile::handler::handle(&reconciler, event)
-                .await
-                .unwrap_or_else(
-                    |e| serde_json::json!({"errorType": "Error", "errorMessage": e.to_string()}),
-                )
-        }
-        other => {
-            return Err(format!(
-                "unknown function {other:?}; known: purchase, orders-api, order-writer, admin-api, prewarm, release-unpaid, reconcile"
-            ));
-        }
-    };
+    let printed = invoke::invoke(function, &raw, &config::process_env)
+        .await
+        .map_err(|e| match e {
+            invoke::InvokeError::Event { .. } => format!("{path}: {e}"),
+            _ => format!("{name}: {e}"),
+        })?;
     println!("{printed}");
     Ok(())
-}
-
-fn http_event(raw: &str, path: &str) -> Result<lambda_http::Request, String> {
-    lambda_http::request::from_str(raw).map_err(|e| format!("{path}: {e}"))
-}
-
-fn http_result(response: lambda_http::Response<lambda_http::Body>) -> serde_json::Value {
-    let (parts, body) = response.into_parts();
-    let body = match body {
-        lambda_http::Body::Text(t) => t,
-        lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-        _ => String::new(),
-    };
-    serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
 }
 
 /// Runs one scheduled job now against the local services.
 async fn run(args: &[String]) -> Result<(), String> {
     let name = args.first().map(String::as_str).ok_or(USAGE)?;
     let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
-    let config = Config::from_env().map_err(|e| e.to_string())?;
+    // The jobs run with the admin API's wiring, as on demand.
+    let config = admin_api::config(&config::process_env).map_err(|e| e.to_string())?;
     let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
     println!("{}", local::run_job(&admin, job).await);
     Ok(())

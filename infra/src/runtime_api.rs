@@ -765,7 +765,6 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
     let mut env = vec![
         ("REDIS_URL".to_owned(), config.redis_url.clone()),
         ("SALES_TABLE".to_owned(), config.sales_table.clone()),
-        ("ORDERS_TABLE".to_owned(), config.orders_table.clone()),
         ("RUST_LOG".to_owned(), "info".to_owned()),
         ("LOG_FORMAT".to_owned(), "json".to_owned()),
         (

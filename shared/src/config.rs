@@ -1,5 +1,11 @@
 //! Typed configuration, read once from the environment at cold start.
 //! Every name here is documented in the README and set in `template.yaml`.
+//!
+//! Each function reads only what its wiring uses ([`Reads`], chosen in the
+//! function crate's `config`), through a [`Lookup`]: the template-code
+//! consistency test runs those same loaders with a recording lookup to learn
+//! which names each function reads, and compares them with what
+//! `template.yaml` sets on that function.
 
 use std::time::Duration;
 
@@ -46,7 +52,7 @@ pub struct Config {
     /// see [`redact_url`].
     pub redis_url: String,
     /// `ORDERS_QUEUE_URL`: the SQS queue the winners go to. Only the
-    /// functions that send (purchase, reconcile) have it.
+    /// functions that send or measure it have it (see [`Reads`]).
     pub orders_queue_url: Option<String>,
     /// `ORDERS_DLQ_URL`: the orders queue's DLQ, which reconcile reports on.
     pub orders_dlq_url: Option<String>,
@@ -107,6 +113,63 @@ pub fn redact_url(url: &str) -> String {
 /// The environment, as a lookup function so tests can pass a map.
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// The process environment as a [`Lookup`]: what a function's `main.rs`
+/// hands to its crate's `config`.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Which settings a function reads besides those every function reads
+/// (`REDIS_URL`, `REDIS_TIMEOUT_MS`, `SALES_TABLE`). A setting a function
+/// does not read keeps its default (`None`, the documented default, or an
+/// empty table name), which that function's wiring never looks at; so its
+/// `template.yaml` entry sets exactly what it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    /// `ORDERS_TABLE` (required when read).
+    pub orders_table: bool,
+    /// `ORDERS_QUEUE_URL`.
+    pub orders_queue: bool,
+    /// `ORDERS_DLQ_URL`.
+    pub orders_dlq: bool,
+    /// `SQS_TIMEOUT_MS`.
+    pub sqs_timeout: bool,
+    /// `SALE_CACHE_SECONDS`.
+    pub sale_cache: bool,
+    /// `PREWARM_LEAD_SECONDS`.
+    pub prewarm_lead: bool,
+    /// `RATE_USER_PER_SEC`, `RATE_USER_BURST`, `RATE_IP_PER_SEC`, `RATE_IP_BURST`.
+    pub rate_limits: bool,
+    /// `GATE_SECRET`.
+    pub gate_secret: bool,
+}
+
+impl Reads {
+    /// Only the settings every function reads.
+    pub const COMMON: Reads = Reads {
+        orders_table: false,
+        orders_queue: false,
+        orders_dlq: false,
+        sqs_timeout: false,
+        sale_cache: false,
+        prewarm_lead: false,
+        rate_limits: false,
+        gate_secret: false,
+    };
+
+    /// Every setting: the local stack runs every function in one process.
+    pub const ALL: Reads = Reads {
+        orders_table: true,
+        orders_queue: true,
+        orders_dlq: true,
+        sqs_timeout: true,
+        sale_cache: true,
+        prewarm_lead: true,
+        rate_limits: true,
+        gate_secret: true,
+    };
+}
+
 impl Config {
     /// The queue URL, for the functions that cannot work without it.
     pub fn queue_url(&self) -> Result<&str, ConfigError> {
@@ -115,23 +178,43 @@ impl Config {
             .ok_or(ConfigError::Missing("ORDERS_QUEUE_URL"))
     }
 
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(&|name| std::env::var(name).ok())
+    /// Every setting (the local stack, which hosts every function).
+    pub fn from_lookup(env: Lookup<'_>) -> Result<Self, ConfigError> {
+        Self::reading(env, Reads::ALL)
     }
 
-    pub fn from_lookup(env: Lookup<'_>) -> Result<Self, ConfigError> {
+    /// The common settings plus those `reads` names; nothing else is looked up.
+    pub fn reading(env: Lookup<'_>, reads: Reads) -> Result<Self, ConfigError> {
+        let none = |_: &str| None;
+        // A setting not read is looked up in an empty environment, so it
+        // takes its default through the same parser.
+        let env_if = |read: bool| -> Lookup<'_> { if read { env } else { &none } };
         Ok(Self {
             redis_url: required(env, "REDIS_URL")?,
-            orders_queue_url: env("ORDERS_QUEUE_URL").filter(|v| !v.trim().is_empty()),
-            orders_dlq_url: env("ORDERS_DLQ_URL").filter(|v| !v.trim().is_empty()),
+            orders_queue_url: env_if(reads.orders_queue)("ORDERS_QUEUE_URL")
+                .filter(|v| !v.trim().is_empty()),
+            orders_dlq_url: env_if(reads.orders_dlq)("ORDERS_DLQ_URL")
+                .filter(|v| !v.trim().is_empty()),
             sales_table: required(env, "SALES_TABLE")?,
-            orders_table: required(env, "ORDERS_TABLE")?,
+            orders_table: if reads.orders_table {
+                required(env, "ORDERS_TABLE")?
+            } else {
+                String::new()
+            },
             redis_timeout: millis(env, "REDIS_TIMEOUT_MS", 250)?,
-            sqs_timeout: millis(env, "SQS_TIMEOUT_MS", 1_500)?,
-            sale_cache_ttl: Duration::from_secs(number(env, "SALE_CACHE_SECONDS", 5)?),
-            prewarm_lead: Duration::from_secs(number(env, "PREWARM_LEAD_SECONDS", 600)?),
-            rate_limits: rate_limits(env)?,
-            gate_secret: env("GATE_SECRET").filter(|v| !v.is_empty()),
+            sqs_timeout: millis(env_if(reads.sqs_timeout), "SQS_TIMEOUT_MS", 1_500)?,
+            sale_cache_ttl: Duration::from_secs(number(
+                env_if(reads.sale_cache),
+                "SALE_CACHE_SECONDS",
+                5,
+            )?),
+            prewarm_lead: Duration::from_secs(number(
+                env_if(reads.prewarm_lead),
+                "PREWARM_LEAD_SECONDS",
+                600,
+            )?),
+            rate_limits: rate_limits(env_if(reads.rate_limits))?,
+            gate_secret: env_if(reads.gate_secret)("GATE_SECRET").filter(|v| !v.is_empty()),
         })
     }
 }
@@ -208,6 +291,43 @@ mod tests {
         let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
         assert_eq!(cfg.redis_timeout, Duration::from_millis(250));
         assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn reads_only_what_the_function_reads() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let record = |name: &str| {
+            asked.borrow_mut().push(name.to_owned());
+            Some("7".to_owned())
+        };
+        let cfg = Config::reading(&record, Reads::COMMON).unwrap();
+        asked.borrow_mut().sort();
+        assert_eq!(
+            *asked.borrow(),
+            ["REDIS_TIMEOUT_MS", "REDIS_URL", "SALES_TABLE"]
+        );
+        // What was not read keeps its default, not the environment's value.
+        assert_eq!(cfg.orders_queue_url, None);
+        assert_eq!(cfg.orders_table, "");
+        assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+        assert_eq!(cfg.rate_limits, RateLimits::default());
+        assert_eq!(cfg.redis_timeout, Duration::from_millis(7));
+
+        asked.borrow_mut().clear();
+        let cfg = Config::reading(
+            &record,
+            Reads {
+                sale_cache: true,
+                ..Reads::COMMON
+            },
+        )
+        .unwrap();
+        assert!(asked.borrow().contains(&"SALE_CACHE_SECONDS".to_owned()));
+        assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(7));
+
+        asked.borrow_mut().clear();
+        Config::from_lookup(&record).unwrap();
+        assert_eq!(asked.borrow().len(), 14, "{:?}", asked.borrow());
     }
 
     #[test]

@@ -450,9 +450,7 @@ pub async fn wire(
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
         SqsQueue::new(sqs.clone(), queue_url),
         sqs,
-        std::env::var("ORDERS_DLQ_URL")
-            .ok()
-            .filter(|v| !v.is_empty()),
+        config.orders_dlq_url.clone(),
         ReconcileSettings::default(),
     ))
 }

@@ -3,12 +3,13 @@
 //! # Layout
 //!
 //! - `main.rs`: wires the jobs and the reconciler once ([`wire`]), runs the runtime.
+//! - [`config`]: the settings this function reads from its environment.
 //! - [`handler`]: routes by `routeKey`, checks the scope, validates the sale
 //!   definition field by field, and answers with what was done.
 
 pub mod handler;
 
-use seckill_shared::config::Config;
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::jobs::Jobs;
 use seckill_shared::reconcile::Reconciler;
 
@@ -16,6 +17,22 @@ use seckill_shared::reconcile::Reconciler;
 pub struct Admin {
     pub jobs: Jobs,
     pub reconciler: Reconciler,
+}
+
+/// This function's settings: the orders table, both queues (reconcile on
+/// demand relays to the queue and reports on the DLQ) and the prewarm lead
+/// besides the common ones.
+pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
+    Config::reading(
+        env,
+        Reads {
+            orders_table: true,
+            orders_queue: true,
+            orders_dlq: true,
+            prewarm_lead: true,
+            ..Reads::COMMON
+        },
+    )
 }
 
 /// The admin service over the live adapters.

@@ -5,13 +5,14 @@
 //! - `main.rs`: wires the clients once and runs the Lambda runtime.
 //! - [`handler`]: `SqsEvent` in, `SqsBatchResponse` out (partial batch
 //!   failures); the work is [`OrderWriter`](seckill_shared::order_writer::OrderWriter).
+//! - [`config`]: the settings this function reads from its environment.
 //! - [`wire`]: the live writer from [`Config`]; the local stack uses it too.
 
 pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::Config;
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::order_writer::OrderWriter;
@@ -23,6 +24,18 @@ pub type LiveWriter = OrderWriter<DynamoOrders, RedisStock, CachedCatalog<Dynamo
 
 /// A sale's payment window rarely changes; the writer re-reads it this often.
 const SALE_CACHE: Duration = Duration::from_secs(30);
+
+/// This function's settings: the orders table besides the common ones. No
+/// queue URL: it only consumes, through the event source mapping.
+pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
+    Config::reading(
+        env,
+        Reads {
+            orders_table: true,
+            ..Reads::COMMON
+        },
+    )
+}
 
 pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
     // DynamoDB transactions of up to 11 items: give them more time than a

@@ -1,12 +1,12 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_runtime::{Error, run, service_fn};
-use seckill_shared::{config::Config, telemetry};
+use seckill_shared::{config, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let config = order_writer::config(&config::process_env)?;
     let writer = order_writer::wire(&config).await?;
     let writer = &writer;
     run(service_fn(move |event| {

@@ -5,13 +5,14 @@
 //! - `main.rs`: wires the clients once and runs the Lambda runtime.
 //! - [`handler`]: routes by the event's `routeKey` and translates to and from
 //!   [`OrderQueries`](seckill_shared::order_queries::OrderQueries).
+//! - [`config`]: the settings this function reads from its environment.
 //! - [`wire`]: the live service from [`Config`]; the local stack uses it too.
 
 pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::Config;
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::order_queries::OrderQueries;
@@ -20,6 +21,20 @@ use seckill_shared::redis_store::RedisStock;
 use std::time::Duration;
 
 pub type LiveQueries = OrderQueries<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
+
+/// This function's settings: the orders table, the sale cache and the gate
+/// key besides the common ones.
+pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
+    Config::reading(
+        env,
+        Reads {
+            orders_table: true,
+            sale_cache: true,
+            gate_secret: true,
+            ..Reads::COMMON
+        },
+    )
+}
 
 pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
     let sdk = aws::sdk_config(Duration::from_secs(2)).await;

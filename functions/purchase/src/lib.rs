@@ -7,6 +7,8 @@
 //! - [`handler`]: turns an API Gateway HTTP API event into a
 //!   [`PurchaseRequest`](seckill_shared::purchase::PurchaseRequest), calls the
 //!   shared domain, and turns the outcome into the contract's response.
+//! - [`config`]: the settings this function reads from its environment
+//!   (what `template.yaml` sets on it; the consistency test compares them).
 //! - [`wire`]: builds the live service from [`Config`]; the local stack uses
 //!   the same function, so local and Lambda differ only in `main.rs`.
 
@@ -14,7 +16,7 @@ pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::{Config, ConfigError};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
@@ -32,6 +34,23 @@ pub enum WireError {
 
 /// The purchase service over the real adapters.
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
+
+/// This function's settings: the queue it sends to and the SDK bound of a
+/// send, the sale cache, the rate limits and the gate key. No orders table:
+/// the purchase path never touches it.
+pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
+    Config::reading(
+        env,
+        Reads {
+            orders_queue: true,
+            sqs_timeout: true,
+            sale_cache: true,
+            rate_limits: true,
+            gate_secret: true,
+            ..Reads::COMMON
+        },
+    )
+}
 
 /// Builds the live service. Connections are lazy: the function starts even
 /// when Redis is down, and answers 503 until it is back.

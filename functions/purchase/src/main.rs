@@ -1,7 +1,7 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_http::{Error, run, service_fn};
-use seckill_shared::{config::Config, telemetry};
+use seckill_shared::{config, telemetry};
 
 /// mimalloc: the purchase path allocates per request (the event, the
 /// response), and glibc's malloc/free were a third of its CPU in a profile;
@@ -13,7 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let config = purchase::config(&config::process_env)?;
     let service = purchase::wire(&config).await?;
     let service = &service;
     run(service_fn(move |req| {

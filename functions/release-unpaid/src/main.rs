@@ -1,12 +1,12 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_runtime::{Error, run, service_fn};
-use seckill_shared::{config::Config, jobs, telemetry};
+use seckill_shared::{config, jobs, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
-    let config = Config::from_env()?;
+    let config = release_unpaid::config(&config::process_env)?;
     let jobs = jobs::wire(&config).await?;
     let jobs = &jobs;
     run(service_fn(move |event| {
