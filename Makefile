@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench chaos fmt clean-stack
+.PHONY: run test bench chaos build deploy fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -12,6 +12,12 @@ bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling; o
 
 chaos:  ## every fault scenario at full size (redis killed/paused, emulator stopped, writer crash, duplicates, pay vs expire), with figures
 	@bash infra/stack.sh chaos
+
+build:  ## sam build: every function's bootstrap in .aws-sam/build (cargo-lambda + Zig from PyPI; release profile, slow the first time)
+	@bash infra/stack.sh build
+
+deploy: ## make build, then sam deploy --guided (CONFIG_ENV=production for the production profile of samconfig.toml)
+	@bash infra/stack.sh deploy
 
 fmt:
 	cargo fmt --all
