@@ -12,6 +12,7 @@
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
 use seckill_shared::config::Config;
+use seckill_shared::metrics;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
@@ -28,6 +29,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> ExitCode {
     seckill_shared::telemetry::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The functions' EMF lines on stdout, with the logs: `up` serves many
+    // invocations at once and writes them aggregated every second; `invoke`
+    // and `run` are one invocation each, written as Lambda writes them.
+    let flush = match args.first().map(String::as_str) {
+        Some("up") => metrics::Flush::Periodic,
+        _ => metrics::Flush::EachInvocation,
+    };
+    metrics::install(metrics::Emitter::stdout(flush));
     let result = match args.first().map(String::as_str) {
         Some("up") => local::up(LocalSettings::from_env())
             .await
@@ -108,17 +117,18 @@ async fn invoke(args: &[String]) -> Result<(), String> {
             http_result(response)
         }
         "prewarm" | "release-unpaid" => {
-            let jobs = seckill_shared::jobs::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
             let event: serde_json::Value =
                 serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
             let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
             let result = if function == "prewarm" {
+                let jobs = prewarm::wire(&config).await.map_err(|e| e.to_string())?;
                 prewarm::handler::handle(&jobs, event)
                     .await
                     .map_err(|e| e.to_string())
             } else {
+                let jobs = release_unpaid::wire(&config)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 release_unpaid::handler::handle(&jobs, event)
                     .await
                     .map_err(|e| e.to_string())
@@ -126,9 +136,7 @@ async fn invoke(args: &[String]) -> Result<(), String> {
             result.unwrap_or_else(|e| serde_json::json!({"errorType": "Error", "errorMessage": e}))
         }
         "reconcile" => {
-            let reconciler = seckill_shared::reconcile::wire(&config)
-                .await
-                .map_err(|e| e.to_string())?;
+            let reconciler = reconcile::wire(&config).await.map_err(|e| e.to_string())?;
             let event: serde_json::Value =
                 serde_json::from_str(&raw).map_err(|e| format!("{path}: {e}"))?;
             let event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
@@ -162,12 +170,15 @@ fn http_result(response: lambda_http::Response<lambda_http::Body>) -> serde_json
     serde_json::json!({"statusCode": parts.status.as_u16(), "body": body})
 }
 
-/// Runs one scheduled job now against the local services.
+/// Runs one scheduled job now against the local services, through its
+/// function's own wiring and handler.
 async fn run(args: &[String]) -> Result<(), String> {
     let name = args.first().map(String::as_str).ok_or(USAGE)?;
     let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
     let config = Config::from_env().map_err(|e| e.to_string())?;
-    let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
-    println!("{}", local::run_job(&admin, job).await);
+    let scheduled = local::Scheduled::wire(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", scheduled.invoke(job).await);
     Ok(())
 }

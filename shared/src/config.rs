@@ -69,6 +69,13 @@ pub struct Config {
     /// `GATE_SECRET`: the HMAC key of the sale gate's questions and passes.
     /// Without it, gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
+    /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
+    /// the EMF lines; the template sets `Seckill/<stack name>`.
+    pub metrics_namespace: String,
+    /// `MAX_RECEIVE_COUNT`: the orders queue's redrive `maxReceiveCount`.
+    /// The order-writer counts a failure on this receive as a DLQ move; only
+    /// it has the variable.
+    pub max_receive_count: Option<u32>,
 }
 
 impl std::fmt::Debug for Config {
@@ -88,6 +95,8 @@ impl std::fmt::Debug for Config {
                 "gate_secret",
                 &self.gate_secret.as_ref().map(|_| "<secret>"),
             )
+            .field("metrics_namespace", &self.metrics_namespace)
+            .field("max_receive_count", &self.max_receive_count)
             .finish()
     }
 }
@@ -132,6 +141,14 @@ impl Config {
             prewarm_lead: Duration::from_secs(number(env, "PREWARM_LEAD_SECONDS", 600)?),
             rate_limits: rate_limits(env)?,
             gate_secret: env("GATE_SECRET").filter(|v| !v.is_empty()),
+            metrics_namespace: env("METRICS_NAMESPACE")
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.to_owned()),
+            max_receive_count: match env("MAX_RECEIVE_COUNT") {
+                None => None,
+                Some(_) => Some(positive(env, "MAX_RECEIVE_COUNT")?),
+            },
         })
     }
 }
@@ -175,6 +192,16 @@ fn number(env: Lookup<'_>, name: &'static str, default: u64) -> Result<u64, Conf
     }
 }
 
+fn positive(env: Lookup<'_>, name: &'static str) -> Result<u32, ConfigError> {
+    match u32::try_from(number(env, name, 0)?) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(ConfigError::Invalid {
+            name,
+            why: "must be a whole number from 1".into(),
+        }),
+    }
+}
+
 fn millis(env: Lookup<'_>, name: &'static str, default: u64) -> Result<Duration, ConfigError> {
     match number(env, name, default)? {
         0 => Err(ConfigError::Invalid {
@@ -208,6 +235,37 @@ mod tests {
         let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
         assert_eq!(cfg.redis_timeout, Duration::from_millis(250));
         assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+        assert_eq!(cfg.metrics_namespace, "Seckill");
+        assert_eq!(cfg.max_receive_count, None);
+    }
+
+    #[test]
+    fn reads_the_metrics_settings() {
+        let base = [
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("SALES_TABLE", "sales"),
+            ("ORDERS_TABLE", "orders"),
+        ];
+        let with = |extra: &[(&str, &str)]| {
+            let map = env(&[&base[..], extra].concat());
+            Config::from_lookup(&|k| map.get(k).cloned())
+        };
+        let cfg = with(&[
+            ("METRICS_NAMESPACE", "Seckill/prod"),
+            ("MAX_RECEIVE_COUNT", "5"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (cfg.metrics_namespace.as_str(), cfg.max_receive_count),
+            ("Seckill/prod", Some(5))
+        );
+        for bad in ["0", "-1", "five", "99999999999"] {
+            let err = with(&[("MAX_RECEIVE_COUNT", bad)]).unwrap_err();
+            assert!(
+                err.to_string().contains("MAX_RECEIVE_COUNT"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

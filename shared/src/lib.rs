@@ -34,6 +34,8 @@
 //! - [`memory`]: in-memory adapters of every port, for unit tests.
 //! - [`aws`]: building SDK clients once, with timeouts fit for a hot path.
 //! - [`telemetry`]: tracing set-up (JSON in Lambda, readable locally).
+//! - [`metrics`]: the CloudWatch metrics as embedded-metric-format lines
+//!   (per-environment counters, one line per invocation in Lambda).
 //! - [`clock`]: wall-clock milliseconds and RFC 3339 formatting.
 
 pub mod aws;
@@ -49,6 +51,7 @@ pub mod http;
 pub mod invariants;
 pub mod jobs;
 pub mod memory;
+pub mod metrics;
 pub mod order_queries;
 pub mod order_writer;
 pub mod orders;

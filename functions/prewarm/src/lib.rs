@@ -2,7 +2,23 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: wires [`Jobs`](seckill_shared::jobs::Jobs) once, runs the runtime.
+//! - `main.rs`: wires once ([`wire`]), runs the runtime.
 //! - [`handler`]: any scheduler event in, the per-sale outcomes out.
+//! - [`wire`]: [`Jobs`] over the live adapters, counting as `prewarm`; the
+//!   local stack's schedule uses it too.
 
 pub mod handler;
+
+use seckill_shared::config::Config;
+use seckill_shared::jobs::Jobs;
+use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::ports::StoreError;
+
+/// Once per execution environment: its cold start is counted here.
+pub async fn wire(config: &Config) -> Result<Jobs, StoreError> {
+    let metrics = Metrics::new(Function::Prewarm, &config.metrics_namespace);
+    metrics.cold_start();
+    Ok(seckill_shared::jobs::wire(config)
+        .await?
+        .with_metrics(metrics))
+}

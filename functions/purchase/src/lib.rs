@@ -16,6 +16,7 @@ use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
 use seckill_shared::config::{Config, ConfigError};
 use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::RedisStock;
@@ -34,7 +35,8 @@ pub enum WireError {
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
 
 /// Builds the live service. Connections are lazy: the function starts even
-/// when Redis is down, and answers 503 until it is back.
+/// when Redis is down, and answers 503 until it is back. Runs once per
+/// execution environment, so this is where its cold start is counted.
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
@@ -45,7 +47,9 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),
         config.sale_cache_ttl,
     );
-    let service = PurchaseService::new(stock, queue, catalog);
+    let metrics = Metrics::new(Function::Purchase, &config.metrics_namespace);
+    metrics.cold_start();
+    let service = PurchaseService::new(stock, queue, catalog).with_metrics(metrics);
     Ok(match &config.gate_secret {
         Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
         None => {

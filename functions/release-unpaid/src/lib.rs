@@ -2,8 +2,24 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: wires [`Jobs`](seckill_shared::jobs::Jobs) once, runs the runtime.
+//! - `main.rs`: wires once ([`wire`]), runs the runtime.
 //! - [`handler`]: any scheduler event in, the release report out; stops
 //!   before the invocation's deadline and leaves the rest to the next tick.
+//! - [`wire`]: [`Jobs`] over the live adapters, counting as
+//!   `release-unpaid`; the local stack's schedule uses it too.
 
 pub mod handler;
+
+use seckill_shared::config::Config;
+use seckill_shared::jobs::Jobs;
+use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::ports::StoreError;
+
+/// Once per execution environment: its cold start is counted here.
+pub async fn wire(config: &Config) -> Result<Jobs, StoreError> {
+    let metrics = Metrics::new(Function::ReleaseUnpaid, &config.metrics_namespace);
+    metrics.cold_start();
+    Ok(seckill_shared::jobs::wire(config)
+        .await?
+        .with_metrics(metrics))
+}
