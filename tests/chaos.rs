@@ -444,6 +444,8 @@ impl Stores {
             prewarm_lead: Duration::from_secs(600),
             rate_limits: GENEROUS_LIMITS,
             gate_secret: None,
+            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
         };
         let mut sale = live_sale(stock, 1);
         tweak(&mut sale);

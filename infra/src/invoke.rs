@@ -135,19 +135,17 @@ pub async fn invoke(
             handler_result(order_writer::handler::handle(&writer, event).await)
         }
         Function::Prewarm => {
-            let jobs = seckill_shared::jobs::wire(&config).await.map_err(wire)?;
+            let jobs = prewarm::wire(&config).await.map_err(wire)?;
             let event = lambda_event(raw, "a JSON document")?;
             handler_result(prewarm::handler::handle(&jobs, event).await)
         }
         Function::ReleaseUnpaid => {
-            let jobs = seckill_shared::jobs::wire(&config).await.map_err(wire)?;
+            let jobs = release_unpaid::wire(&config).await.map_err(wire)?;
             let event = lambda_event(raw, "a JSON document")?;
             handler_result(release_unpaid::handler::handle(&jobs, event).await)
         }
         Function::Reconcile => {
-            let reconciler = seckill_shared::reconcile::wire(&config)
-                .await
-                .map_err(wire)?;
+            let reconciler = reconcile::wire(&config).await.map_err(wire)?;
             let event = lambda_event(raw, "a JSON document")?;
             handler_result(reconcile::handler::handle(&reconciler, event).await)
         }

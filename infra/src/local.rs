@@ -11,6 +11,7 @@ use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::metrics;
 use seckill_shared::ports::SaleCatalog;
 use seckill_shared::redis_store::RedisStock;
 use std::future::Future;
@@ -86,10 +87,16 @@ pub fn demo_sale(id: &SaleId) -> Sale {
     }
 }
 
+/// How often `up` writes the functions' metrics (EMF lines on stdout).
+pub const METRICS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Creates queues and tables, loads the demo sale, runs the order-writer on
-/// the queue and serves the API until Ctrl-C.
+/// the queue and serves the API until Ctrl-C. The functions' metrics go to
+/// stdout as EMF lines every [`METRICS_INTERVAL`], if the caller installed
+/// a [`metrics::Flush::Periodic`] emitter (`seckill-local up` does).
 pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
     let stack = prepare(&settings).await?;
+    let flusher = metrics::spawn_flusher(METRICS_INTERVAL);
     let source = stack.start_order_writer();
     let schedules = stack.start_schedules();
     gateway::serve(stack.listener, stack.gateway, async {
@@ -99,6 +106,8 @@ pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
     schedules.abort();
     let counts = source.stop().await;
     tracing::info!(?counts, "order-writer event source stopped");
+    flusher.abort();
+    metrics::flush_all();
     Ok(())
 }
 
@@ -108,6 +117,8 @@ pub struct PreparedStack {
     pub listener: tokio::net::TcpListener,
     pub writer: Arc<order_writer::LiveWriter>,
     pub admin: Arc<admin_api::Admin>,
+    /// The scheduled functions, each wired as its own Lambda.
+    pub scheduled: Arc<Scheduled>,
     pub sqs: aws_sdk_sqs::Client,
     pub queues: emulator::Queues,
     pub queue_arn: String,
@@ -118,15 +129,15 @@ impl PreparedStack {
     /// The schedules of `template.yaml`: prewarm and the unpaid release every
     /// minute, reconcile every five.
     pub fn start_schedules(&self) -> tokio::task::JoinHandle<()> {
-        let admin = self.admin.clone();
+        let scheduled = self.scheduled.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(60));
             for minute in 0u64.. {
                 tick.tick().await;
-                run_job(&admin, Job::Prewarm).await;
-                run_job(&admin, Job::ReleaseUnpaid).await;
+                scheduled.invoke(Job::Prewarm).await;
+                scheduled.invoke(Job::ReleaseUnpaid).await;
                 if minute % 5 == 0 {
-                    run_job(&admin, Job::Reconcile).await;
+                    scheduled.invoke(Job::Reconcile).await;
                 }
             }
         })
@@ -222,6 +233,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         admin.clone(),
     ));
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
+    let scheduled = Arc::new(Scheduled::wire(&config).await?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await
         .map_err(|e| LocalError::Other(format!("cannot listen on {}: {e}", settings.listen)))?;
@@ -236,6 +248,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         listener,
         writer,
         admin,
+        scheduled,
         sqs,
         queues,
         queue_arn,
@@ -262,8 +275,53 @@ impl Job {
     }
 }
 
-/// Runs one job the way its Lambda would (bounded by its timeout) and
-/// returns what it reported.
+/// The scheduled functions of the template, each wired as its own Lambda
+/// (its own cold start and `Function` in the metrics).
+pub struct Scheduled {
+    pub prewarm: seckill_shared::jobs::Jobs,
+    pub release_unpaid: seckill_shared::jobs::Jobs,
+    pub reconcile: seckill_shared::reconcile::Reconciler,
+}
+
+impl Scheduled {
+    pub async fn wire(config: &Config) -> Result<Self, LocalError> {
+        Ok(Self {
+            prewarm: prewarm::wire(config).await.map_err(other)?,
+            release_unpaid: release_unpaid::wire(config).await.map_err(other)?,
+            reconcile: reconcile::wire(config).await.map_err(other)?,
+        })
+    }
+
+    /// One scheduler event through the job's real handler, as EventBridge
+    /// Scheduler would send it (an empty invocation context); what it
+    /// returned, or its error.
+    pub async fn invoke(&self, job: Job) -> serde_json::Value {
+        let event = || {
+            lambda_runtime::LambdaEvent::new(
+                serde_json::json!({}),
+                lambda_runtime::Context::default(),
+            )
+        };
+        let result = match job {
+            Job::Prewarm => prewarm::handler::handle(&self.prewarm, event())
+                .await
+                .map_err(|e| e.to_string()),
+            Job::ReleaseUnpaid => release_unpaid::handler::handle(&self.release_unpaid, event())
+                .await
+                .map_err(|e| e.to_string()),
+            Job::Reconcile => reconcile::handler::handle(&self.reconcile, event())
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        result.unwrap_or_else(|err| {
+            tracing::warn!(?job, %err, "scheduled job failed; the next tick retries");
+            serde_json::json!({"error": err})
+        })
+    }
+}
+
+/// Runs one job now with the admin API's jobs (what its on-demand routes
+/// do; bounded like the Lambda's timeout) and returns what it reported.
 pub async fn run_job(admin: &admin_api::Admin, job: Job) -> serde_json::Value {
     let now = clock::now_ms();
     let jobs = &admin.jobs;
@@ -306,6 +364,9 @@ fn local_default(name: &str, settings: &LocalSettings, queue_url: &str) -> Optio
         "ORDERS_QUEUE_URL" => Some(queue_url.to_owned()),
         "SALES_TABLE" => Some(settings.sales_table.clone()),
         "ORDERS_TABLE" => Some(settings.orders_table.clone()),
+        // The redrive of the queues `up` creates; the template feeds both
+        // from one parameter too.
+        "MAX_RECEIVE_COUNT" => Some(emulator::MAX_RECEIVE_COUNT.to_string()),
         // Documented in the README; a deployed stack sets its own.
         "GATE_SECRET" => Some(DEFAULT_GATE_SECRET.to_owned()),
         _ => None,

@@ -13,6 +13,7 @@ use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
 use seckill_shared::config;
+use seckill_shared::metrics;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
@@ -29,6 +30,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> ExitCode {
     seckill_shared::telemetry::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The functions' EMF lines on stdout, with the logs: `up` serves many
+    // invocations at once and writes them aggregated every second; `invoke`
+    // and `run` are one invocation each, written as Lambda writes them.
+    let flush = match args.first().map(String::as_str) {
+        Some("up") => metrics::Flush::Periodic,
+        _ => metrics::Flush::EachInvocation,
+    };
+    metrics::install(metrics::Emitter::stdout(flush));
     let result = match args.first().map(String::as_str) {
         Some("up") => local::up(LocalSettings::from_env())
             .await
@@ -92,13 +101,16 @@ async fn invoke(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs one scheduled job now against the local services.
+/// Runs one scheduled job now against the local services, through its
+/// function's own wiring and handler.
 async fn run(args: &[String]) -> Result<(), String> {
     let name = args.first().map(String::as_str).ok_or(USAGE)?;
     let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
-    // The jobs run with the admin API's wiring, as on demand.
-    let config = admin_api::config(&config::process_env).map_err(|e| e.to_string())?;
-    let admin = admin_api::wire(&config).await.map_err(|e| e.to_string())?;
-    println!("{}", local::run_job(&admin, job).await);
+    // Every job's settings: the three jobs run in this one process.
+    let config = config::Config::from_lookup(&config::process_env).map_err(|e| e.to_string())?;
+    let scheduled = local::Scheduled::wire(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", scheduled.invoke(job).await);
     Ok(())
 }

@@ -795,6 +795,10 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
             "RATE_IP_BURST".to_owned(),
             config.rate_limits.ip_burst.to_string(),
         ),
+        (
+            "METRICS_NAMESPACE".to_owned(),
+            config.metrics_namespace.clone(),
+        ),
     ];
     let optional = [
         ("ORDERS_QUEUE_URL", config.orders_queue_url.clone()),

@@ -75,6 +75,13 @@ pub struct Config {
     /// `GATE_SECRET`: the HMAC key of the sale gate's questions and passes.
     /// Without it, gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
+    /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
+    /// the EMF lines; the template sets `Seckill/<stack name>`.
+    pub metrics_namespace: String,
+    /// `MAX_RECEIVE_COUNT`: the orders queue's redrive `maxReceiveCount`.
+    /// The order-writer counts a failure on this receive as a DLQ move; only
+    /// it has the variable.
+    pub max_receive_count: Option<u32>,
 }
 
 impl std::fmt::Debug for Config {
@@ -94,6 +101,8 @@ impl std::fmt::Debug for Config {
                 "gate_secret",
                 &self.gate_secret.as_ref().map(|_| "<secret>"),
             )
+            .field("metrics_namespace", &self.metrics_namespace)
+            .field("max_receive_count", &self.max_receive_count)
             .finish()
     }
 }
@@ -120,7 +129,7 @@ pub fn process_env(name: &str) -> Option<String> {
 }
 
 /// Which settings a function reads besides those every function reads
-/// (`REDIS_URL`, `REDIS_TIMEOUT_MS`, `SALES_TABLE`). A setting a function
+/// (`REDIS_URL`, `REDIS_TIMEOUT_MS`, `SALES_TABLE`, `METRICS_NAMESPACE`). A setting a function
 /// does not read keeps its default (`None`, the documented default, or an
 /// empty table name), which that function's wiring never looks at; so its
 /// `template.yaml` entry sets exactly what it reads.
@@ -142,6 +151,8 @@ pub struct Reads {
     pub rate_limits: bool,
     /// `GATE_SECRET`.
     pub gate_secret: bool,
+    /// `MAX_RECEIVE_COUNT` (the order-writer's: when a failure is final).
+    pub max_receive_count: bool,
 }
 
 impl Reads {
@@ -155,6 +166,7 @@ impl Reads {
         prewarm_lead: false,
         rate_limits: false,
         gate_secret: false,
+        max_receive_count: false,
     };
 
     /// Every setting: the local stack runs every function in one process.
@@ -167,6 +179,7 @@ impl Reads {
         prewarm_lead: true,
         rate_limits: true,
         gate_secret: true,
+        max_receive_count: true,
     };
 }
 
@@ -215,6 +228,14 @@ impl Config {
             )?),
             rate_limits: rate_limits(env_if(reads.rate_limits))?,
             gate_secret: env_if(reads.gate_secret)("GATE_SECRET").filter(|v| !v.is_empty()),
+            metrics_namespace: env("METRICS_NAMESPACE")
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.to_owned()),
+            max_receive_count: match env_if(reads.max_receive_count)("MAX_RECEIVE_COUNT") {
+                None => None,
+                Some(_) => Some(positive(env, "MAX_RECEIVE_COUNT")?),
+            },
         })
     }
 }
@@ -258,6 +279,16 @@ fn number(env: Lookup<'_>, name: &'static str, default: u64) -> Result<u64, Conf
     }
 }
 
+fn positive(env: Lookup<'_>, name: &'static str) -> Result<u32, ConfigError> {
+    match u32::try_from(number(env, name, 0)?) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(ConfigError::Invalid {
+            name,
+            why: "must be a whole number from 1".into(),
+        }),
+    }
+}
+
 fn millis(env: Lookup<'_>, name: &'static str, default: u64) -> Result<Duration, ConfigError> {
     match number(env, name, default)? {
         0 => Err(ConfigError::Invalid {
@@ -291,6 +322,37 @@ mod tests {
         let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
         assert_eq!(cfg.redis_timeout, Duration::from_millis(250));
         assert_eq!(cfg.sale_cache_ttl, Duration::from_secs(5));
+        assert_eq!(cfg.metrics_namespace, "Seckill");
+        assert_eq!(cfg.max_receive_count, None);
+    }
+
+    #[test]
+    fn reads_the_metrics_settings() {
+        let base = [
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("SALES_TABLE", "sales"),
+            ("ORDERS_TABLE", "orders"),
+        ];
+        let with = |extra: &[(&str, &str)]| {
+            let map = env(&[&base[..], extra].concat());
+            Config::from_lookup(&|k| map.get(k).cloned())
+        };
+        let cfg = with(&[
+            ("METRICS_NAMESPACE", "Seckill/prod"),
+            ("MAX_RECEIVE_COUNT", "5"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (cfg.metrics_namespace.as_str(), cfg.max_receive_count),
+            ("Seckill/prod", Some(5))
+        );
+        for bad in ["0", "-1", "five", "99999999999"] {
+            let err = with(&[("MAX_RECEIVE_COUNT", bad)]).unwrap_err();
+            assert!(
+                err.to_string().contains("MAX_RECEIVE_COUNT"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -304,7 +366,12 @@ mod tests {
         asked.borrow_mut().sort();
         assert_eq!(
             *asked.borrow(),
-            ["REDIS_TIMEOUT_MS", "REDIS_URL", "SALES_TABLE"]
+            [
+                "METRICS_NAMESPACE",
+                "REDIS_TIMEOUT_MS",
+                "REDIS_URL",
+                "SALES_TABLE"
+            ]
         );
         // What was not read keeps its default, not the environment's value.
         assert_eq!(cfg.orders_queue_url, None);
@@ -327,7 +394,7 @@ mod tests {
 
         asked.borrow_mut().clear();
         Config::from_lookup(&record).unwrap();
-        assert_eq!(asked.borrow().len(), 14, "{:?}", asked.borrow());
+        assert_eq!(asked.borrow().len(), 16, "{:?}", asked.borrow());
     }
 
     #[test]

@@ -109,6 +109,21 @@ pub fn header<'a>(req: &'a Request, name: &str) -> Result<Option<&'a str>, ApiEr
     }
 }
 
+/// API Gateway's id of the request (`requestContext.requestId`, also its
+/// `apigw-requestid` response header), for logs and metrics properties;
+/// anything that does not look like one is left out.
+pub fn request_id(req: &Request) -> Option<&str> {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+        return None;
+    };
+    ctx.request_id.as_deref().filter(|id| {
+        (1..=128).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_=+/.".contains(&b))
+    })
+}
+
 /// A path parameter, or an empty string (which every id parser refuses).
 pub fn path_param(req: &Request, name: &str) -> String {
     req.path_parameters_ref()

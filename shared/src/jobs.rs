@@ -6,6 +6,7 @@
 use crate::domain::{SaleId, SalePhase};
 use crate::dynamo::DynamoCatalog;
 use crate::dynamo_orders::DynamoOrders;
+use crate::metrics::{Counter, Metrics};
 use crate::orders::{ExpireOutcome, OrderStatus, OrderStore, OrderStoreError};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
 use crate::redis_store::{HeldUnits, RedisStock, Returned};
@@ -94,6 +95,7 @@ pub struct Jobs {
     /// The orders queue, to tell whether messages are in flight.
     queue: Option<(aws_sdk_sqs::Client, String)>,
     lead: Duration,
+    metrics: Metrics,
 }
 
 impl Jobs {
@@ -110,7 +112,19 @@ impl Jobs {
             orders,
             queue,
             lead,
+            metrics: Metrics::off(),
         }
+    }
+
+    /// The same jobs counting into `metrics` (`SalesPrewarmed`, `Releases`,
+    /// `ReleasedUnits`) under the function that runs them.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn catalog(&self) -> &DynamoCatalog {
@@ -122,6 +136,8 @@ impl Jobs {
         &self,
         now_ms: i64,
     ) -> Result<Vec<(SaleId, PrewarmOutcome)>, JobError> {
+        // A run that loads nothing is a 0, not a gap in the graph.
+        self.metrics.count(Counter::SalesPrewarmed, 0);
         let mut done = Vec::new();
         for sale in self.catalog.list_sales().await? {
             if sale.end_ms <= now_ms {
@@ -168,6 +184,9 @@ impl Jobs {
         let outcome = self
             .load_from_truth(&sale, counters.available, now_ms)
             .await;
+        if let Ok(PrewarmOutcome::Loaded { .. }) = outcome {
+            self.metrics.count(Counter::SalesPrewarmed, 1);
+        }
         if let Err(err) = self.stock.unlock(sale_id, "prewarm", &token).await {
             // It expires by itself; the next run just waits a little.
             tracing::warn!(%sale_id, %err, "could not release the prewarm lock");
@@ -238,6 +257,8 @@ impl Jobs {
         deadline: Instant,
     ) -> Result<ReleaseReport, JobError> {
         let mut report = ReleaseReport::default();
+        self.metrics.count(Counter::Releases, 0);
+        self.metrics.count(Counter::ReleasedUnits, 0);
         for sale in self.catalog.list_sales().await? {
             if sale.end_ms + PENDING_HORIZON_MS < now_ms {
                 continue;
@@ -261,6 +282,9 @@ impl Jobs {
                             progressed = true;
                             report.expired += 1;
                             report.units_returned += u64::from(order.quantity.get());
+                            self.metrics.count(Counter::Releases, 1);
+                            self.metrics
+                                .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));
                             match self
                                 .stock
                                 .return_units(

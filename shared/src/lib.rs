@@ -36,6 +36,8 @@
 //! - [`memory`]: in-memory adapters of every port, for unit tests.
 //! - [`aws`]: building SDK clients once, with timeouts fit for a hot path.
 //! - [`telemetry`]: tracing set-up (JSON in Lambda, readable locally).
+//! - [`metrics`]: the CloudWatch metrics as embedded-metric-format lines
+//!   (per-environment counters, one line per invocation in Lambda).
 //! - [`clock`]: wall-clock milliseconds and RFC 3339 formatting.
 
 pub mod aws;
@@ -51,6 +53,7 @@ pub mod http;
 pub mod invariants;
 pub mod jobs;
 pub mod memory;
+pub mod metrics;
 pub mod order_queries;
 pub mod order_writer;
 pub mod orders;

@@ -9,6 +9,7 @@
 use crate::clock;
 use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
+use crate::metrics::{Counter, Metrics};
 use crate::orders::{Order, OrderStatus, OrderStore, OrderStoreError, PayOutcome};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
 use crate::redis_store::KEY_TTL_AFTER_END_MS;
@@ -74,6 +75,7 @@ pub struct OrderQueries<O, S, C> {
     sale_list_ttl: Duration,
     open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
     gate: Option<crate::gate::Gate>,
+    metrics: Metrics,
 }
 
 impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
@@ -85,7 +87,18 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             sale_list_ttl,
             open_sales: Mutex::new(None),
             gate: None,
+            metrics: Metrics::off(),
         }
+    }
+
+    /// The same service counting into `metrics` (`OrdersPaid`).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The same service with the sale gate's key.
@@ -204,7 +217,12 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
     /// `POST /orders/{orderId}/pay`: paying twice is the same success.
     pub async fn pay(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
         match self.orders.pay(order_id, caller, clock::now_ms()).await? {
-            PayOutcome::Paid(order) | PayOutcome::AlreadyPaid(order) => Ok(order),
+            PayOutcome::Paid(order) => {
+                self.metrics.count(Counter::OrdersPaid, 1);
+                Ok(order)
+            }
+            // A second click is the same payment, counted once.
+            PayOutcome::AlreadyPaid(order) => Ok(order),
             PayOutcome::Expired => Err(QueryError::Expired),
             PayOutcome::NotPayable(OrderStatus::Rejected) => Err(QueryError::NotPayable(
                 "this order was rejected: no stock was left for it",

@@ -12,9 +12,13 @@
 //!    tells a duplicate (success) from no stock (written `REJECTED`: the
 //!    database stopped an oversell) from a transient fault (reported failed).
 //! 5. Written and rejected orders mark their reservation in Redis.
+//! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
+//!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, and `DlqMoves`
+//!    (failures on a record's last receive, which SQS moves to the DLQ).
 
 use crate::clock;
 use crate::domain::{OrderMessage, SaleId};
+use crate::metrics::{Counter, Metrics};
 use crate::orders::{GroupWrite, NewOrder, OrderStore, OrderStoreError, SingleWrite};
 use crate::ports::{Resolution, SaleCatalog, StockStore};
 use std::collections::BTreeMap;
@@ -28,6 +32,8 @@ const MAX_ORDERS_PER_TRANSACTION: usize = 99;
 pub struct QueueRecord {
     pub message_id: String,
     pub body: String,
+    /// `ApproximateReceiveCount`: 1 on the first delivery.
+    pub receive_count: u32,
 }
 
 /// What one batch did. `failed` are the message ids to report in
@@ -53,6 +59,10 @@ pub struct OrderWriter<O, S, C> {
     orders: O,
     stock: S,
     catalog: C,
+    metrics: Metrics,
+    /// The queue's redrive `maxReceiveCount`: a failure on that receive is
+    /// the record's last. Unknown: no failure is counted as a DLQ move.
+    max_receive_count: Option<u32>,
 }
 
 impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
@@ -61,7 +71,21 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             orders,
             stock,
             catalog,
+            metrics: Metrics::off(),
+            max_receive_count: None,
         }
+    }
+
+    /// The same writer counting into `metrics`; `max_receive_count` is the
+    /// queue's redrive setting (`MAX_RECEIVE_COUNT`), to count DLQ moves.
+    pub fn with_metrics(mut self, metrics: Metrics, max_receive_count: Option<u32>) -> Self {
+        self.metrics = metrics;
+        self.max_receive_count = max_receive_count;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     pub fn orders(&self) -> &O {
@@ -99,7 +123,34 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
                 self.write_sale_group(&sale_id, chunk, &mut report).await;
             }
         }
+        self.count(records, &report);
         report
+    }
+
+    /// The batch's metrics, zeros included (every batch is a data point).
+    fn count(&self, records: &[QueueRecord], report: &BatchReport) {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        let last_tries = records
+            .iter()
+            .filter(|r| {
+                self.max_receive_count
+                    .is_some_and(|max| r.receive_count >= max)
+                    && report.failed.contains(&r.message_id)
+            })
+            .inspect(|r| {
+                tracing::error!(
+                    message_id = %r.message_id,
+                    receive_count = r.receive_count,
+                    "record failed on its last receive: SQS moves it to the DLQ"
+                );
+            })
+            .count();
+        let m = &self.metrics;
+        m.count(Counter::OrdersWritten, n(report.written));
+        m.count(Counter::OrderDuplicates, n(report.duplicates));
+        m.count(Counter::OrdersRejected, n(report.rejected));
+        m.count(Counter::OrderFailures, n(report.failed.len()));
+        m.count(Counter::DlqMoves, n(last_tries));
     }
 
     async fn write_sale_group(
@@ -223,6 +274,7 @@ fn message_span(entry: &Entry) -> tracing::Span {
     tracing::info_span!(
         "order",
         order_id = %entry.message.order_id,
+        sale_id = %entry.message.sale_id,
         message_id = %entry.message_ids.join(","),
     )
 }

@@ -145,6 +145,7 @@ pub struct PurchaseService<S, Q, C> {
     /// Sale id -> until when this environment answers `SOLD_OUT` itself.
     sold_out: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
     fast_path_hits: std::sync::atomic::AtomicU64,
+    metrics: crate::metrics::Metrics,
 }
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
@@ -157,7 +158,19 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             sold_out_flag: SOLD_OUT_FLAG,
             sold_out: std::sync::RwLock::default(),
             fast_path_hits: std::sync::atomic::AtomicU64::new(0),
+            metrics: crate::metrics::Metrics::off(),
         }
+    }
+
+    /// The same service counting into `metrics` (`SoldOutFastPath`,
+    /// `LuaLatency`; the handler counts `Purchases` by the answer it gives).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// The same service with the sale gate's key.
@@ -215,6 +228,8 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         if flagged && req.idempotency_key.is_none() {
             self.fast_path_hits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics
+                .count(crate::metrics::Counter::SoldOutFastPath, 1);
             return Err(PurchaseError::SoldOut { remaining: 0 });
         }
         // A pass that fails verification counts as no pass: the script
@@ -226,6 +241,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 .ok(),
             _ => None,
         };
+        let reserving = std::time::Instant::now();
         let outcome = self
             .stock
             .reserve(ReserveRequest {
@@ -237,6 +253,9 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 source_ip: req.source_ip.as_deref(),
             })
             .await?;
+        // Answered round trips only: a timeout is a `SALE_PAUSED` outcome,
+        // not a latency of the script.
+        self.metrics.lua_latency(reserving.elapsed());
         match (&outcome, flagged) {
             // Armed on a sold-out answer when not armed already (keyed
             // requests reach Redis while it is: they must not take the lock

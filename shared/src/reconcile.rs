@@ -26,6 +26,7 @@ use crate::dynamo::DynamoCatalog;
 use crate::dynamo_orders::DynamoOrders;
 use crate::invariants::{self, InvariantChecker, SaleState};
 use crate::jobs::JobError;
+use crate::metrics::{Counter, Metrics};
 use crate::orders::{NewOrder, OrderStatus, OrderStore};
 use crate::ports::{OrderQueue, Resolution, StockStore};
 use crate::redis_store::{RedisSnapshot, RedisStock, Returned};
@@ -83,6 +84,7 @@ pub struct Reconciler {
     checker: InvariantChecker,
     queue: SqsQueue,
     settings: ReconcileSettings,
+    metrics: Metrics,
 }
 
 impl Reconciler {
@@ -107,7 +109,19 @@ impl Reconciler {
             checker,
             queue,
             settings,
+            metrics: Metrics::off(),
         }
+    }
+
+    /// The same reconciler counting into `metrics` (`ReconcileViolations`,
+    /// `OversellRisk`, `ReconcileRepairs`) under the function that runs it.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The invariant checker over the same stores.
@@ -180,7 +194,7 @@ impl Reconciler {
             self.repair(&state, snap, now_ms, &mut report).await;
         }
         self.store(&report).await;
-        println!("{}", emf_line(&report, now_ms));
+        self.count(&report);
         tracing::info!(
             sale_id = %sale_id,
             violations = report.violations.len(),
@@ -378,6 +392,22 @@ impl Reconciler {
         }
     }
 
+    /// Every report counts, zeros included: "nothing found" is a data point
+    /// the `OversellRisk` alarm can tell from "reconcile did not run".
+    fn count(&self, report: &ReconcileReport) {
+        let len = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let oversell = report
+            .violations
+            .iter()
+            .filter(|v| v.code == "OVERSELL_RISK")
+            .count();
+        self.metrics
+            .count(Counter::ReconcileViolations, len(report.violations.len()));
+        self.metrics.count(Counter::OversellRisk, len(oversell));
+        self.metrics
+            .count(Counter::ReconcileRepairs, len(report.repairs.len()));
+    }
+
     /// The last report is kept on the sale item for the admin API.
     async fn store(&self, report: &ReconcileReport) {
         let json = serde_json::to_string(report).unwrap_or_default();
@@ -385,29 +415,6 @@ impl Reconciler {
             tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
         }
     }
-}
-
-/// The report's counts as one CloudWatch embedded-metric-format line:
-/// printed to stdout, which Lambda sends to CloudWatch Logs, where it becomes
-/// the metrics `ReconcileViolations` and `ReconcileRepairs` per sale.
-pub fn emf_line(report: &ReconcileReport, now_ms: i64) -> String {
-    serde_json::json!({
-        "_aws": {
-            "Timestamp": now_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": "Seckill",
-                "Dimensions": [["SaleId"]],
-                "Metrics": [
-                    {"Name": "ReconcileViolations", "Unit": "Count"},
-                    {"Name": "ReconcileRepairs", "Unit": "Count"},
-                ],
-            }],
-        },
-        "SaleId": report.sale_id,
-        "ReconcileViolations": report.violations.len(),
-        "ReconcileRepairs": report.repairs.len(),
-    })
-    .to_string()
 }
 
 fn millis(d: Duration) -> i64 {

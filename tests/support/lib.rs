@@ -125,6 +125,9 @@ impl App {
             // sets tight limits.
             rate_limits: GENEROUS_LIMITS,
             gate_secret: Some(TEST_GATE_SECRET.into()),
+            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            // The test queues' redrive, as the template feeds both from one value.
+            max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
         };
         tweak(&mut config);
         let service = Arc::new(purchase::wire(&config).await.unwrap());

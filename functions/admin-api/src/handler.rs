@@ -10,6 +10,7 @@ use seckill_shared::dynamo::Upsert;
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::jobs::PrewarmOutcome;
+use seckill_shared::metrics::Invocation;
 use seckill_shared::sale_spec;
 use std::convert::Infallible;
 
@@ -22,10 +23,17 @@ pub const ROUTES: [&str; 4] = [
 ];
 
 pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
-    Ok(match route(admin, &req).await {
+    let response = match route(admin, &req).await {
         Ok(response) => response,
         Err(err) => http::error(&err),
-    })
+    };
+    let sale_id = SaleId::parse(&http::path_param(&req, "saleId")).ok();
+    admin.metrics.invocation_done(&Invocation {
+        request_id: http::request_id(&req),
+        sale_id: sale_id.as_ref().map(SaleId::as_str),
+        order_id: None,
+    });
+    Ok(response)
 }
 
 async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, ApiError> {

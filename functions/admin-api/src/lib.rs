@@ -11,12 +11,15 @@ pub mod handler;
 
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::jobs::Jobs;
+use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::reconcile::Reconciler;
 
 /// What the admin routes act on.
 pub struct Admin {
     pub jobs: Jobs,
     pub reconciler: Reconciler,
+    /// What the jobs and the reconciler count on demand, as `admin-api`.
+    pub metrics: Metrics,
 }
 
 /// This function's settings: the orders table, both queues (reconcile on
@@ -36,9 +39,18 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 }
 
 /// The admin service over the live adapters.
+/// The admin service over the live adapters. Once per execution
+/// environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<Admin, Box<dyn std::error::Error + Send + Sync>> {
+    let metrics = Metrics::new(Function::AdminApi, &config.metrics_namespace);
+    metrics.cold_start();
     Ok(Admin {
-        jobs: seckill_shared::jobs::wire(config).await?,
-        reconciler: seckill_shared::reconcile::wire(config).await?,
+        jobs: seckill_shared::jobs::wire(config)
+            .await?
+            .with_metrics(metrics.clone()),
+        reconciler: seckill_shared::reconcile::wire(config)
+            .await?
+            .with_metrics(metrics.clone()),
+        metrics,
     })
 }

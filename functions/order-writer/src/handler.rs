@@ -5,6 +5,7 @@
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::metrics::Invocation;
 use seckill_shared::order_writer::{OrderWriter, QueueRecord};
 use seckill_shared::orders::OrderStore;
 use seckill_shared::ports::{SaleCatalog, StockStore};
@@ -40,18 +41,27 @@ where
     S: StockStore,
     C: SaleCatalog,
 {
+    let invocation = Invocation::request(&event.context.request_id);
     let records = event
         .payload
         .records
         .into_iter()
         .map(|r| {
+            // Lambda always sets it; a record without one is a first delivery.
+            let receive_count = r
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
             Ok(QueueRecord {
                 message_id: r.message_id.ok_or(WriterError::MissingMessageId)?,
                 body: r.body.unwrap_or_default(),
+                receive_count,
             })
         })
         .collect::<Result<Vec<_>, WriterError>>()?;
     let report = writer.write_batch(&records).await;
+    writer.metrics().invocation_done(&invocation);
     tracing::info!(
         records = records.len(),
         written = report.written,

@@ -15,6 +15,7 @@ use seckill_shared::catalog_cache::CachedCatalog;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::order_writer::OrderWriter;
 use seckill_shared::ports::StoreError;
 use seckill_shared::redis_store::RedisStock;
@@ -37,6 +38,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
+/// Once per execution environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
     // DynamoDB transactions of up to 11 items: give them more time than a
     // purchase's SendMessage, still well inside the function's timeout.
@@ -45,5 +47,10 @@ pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
     let catalog = CachedCatalog::new(DynamoCatalog::new(db, &config.sales_table), SALE_CACHE);
-    Ok(OrderWriter::new(orders, stock, catalog))
+    let metrics = Metrics::new(Function::OrderWriter, &config.metrics_namespace);
+    metrics.cold_start();
+    if config.max_receive_count.is_none() {
+        tracing::warn!("MAX_RECEIVE_COUNT is not set: records moved to the DLQ are not counted");
+    }
+    Ok(OrderWriter::new(orders, stock, catalog).with_metrics(metrics, config.max_receive_count))
 }

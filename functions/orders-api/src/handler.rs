@@ -6,6 +6,7 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
+use seckill_shared::metrics::Invocation;
 use seckill_shared::order_queries::OrderQueries;
 use seckill_shared::orders::OrderStore;
 use seckill_shared::ports::{SaleCatalog, StockStore};
@@ -30,10 +31,19 @@ where
     S: StockStore,
     C: SaleCatalog,
 {
-    Ok(match route(queries, &req).await {
+    let response = match route(queries, &req).await {
         Ok(response) => response,
         Err(err) => http::error(&err),
-    })
+    };
+    // Ids from the path, only when they are valid ids.
+    let sale_id = SaleId::parse(&http::path_param(&req, "saleId")).ok();
+    let order_id = OrderId::parse(&http::path_param(&req, "orderId")).ok();
+    queries.metrics().invocation_done(&Invocation {
+        request_id: http::request_id(&req),
+        sale_id: sale_id.as_ref().map(SaleId::as_str),
+        order_id: order_id.as_ref().map(OrderId::as_str),
+    });
+    Ok(response)
 }
 
 async fn route<O, S, C>(
@@ -102,7 +112,12 @@ where
                 .pay(&order_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(false))?;
-            tracing::info!(%order_id, "order paid");
+            tracing::info!(
+                request_id = http::request_id(req).unwrap_or_default(),
+                %order_id,
+                sale_id = %order.sale_id,
+                "order paid"
+            );
             Ok(http::json(200, &order.body()))
         }
         _ => Err(ApiError::RouteNotFound),

@@ -15,6 +15,7 @@ use seckill_shared::catalog_cache::CachedCatalog;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::order_queries::OrderQueries;
 use seckill_shared::ports::StoreError;
 use seckill_shared::redis_store::RedisStock;
@@ -36,6 +37,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
+/// Once per execution environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
     let sdk = aws::sdk_config(Duration::from_secs(2)).await;
     let db = aws::dynamodb(&sdk);
@@ -45,7 +47,10 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
         DynamoCatalog::new(db, &config.sales_table),
         config.sale_cache_ttl,
     );
-    let queries = OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl);
+    let metrics = Metrics::new(Function::OrdersApi, &config.metrics_namespace);
+    metrics.cold_start();
+    let queries =
+        OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl).with_metrics(metrics);
     Ok(match &config.gate_secret {
         Some(secret) => queries.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
         None => queries,

@@ -4,6 +4,7 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::clock;
 use seckill_shared::jobs::{JobError, Jobs};
+use seckill_shared::metrics::Invocation;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -21,9 +22,12 @@ impl From<PrewarmError> for Diagnostic {
 
 pub async fn handle(
     jobs: &Jobs,
-    _event: LambdaEvent<serde_json::Value>,
+    event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, PrewarmError> {
-    let done = jobs.prewarm_all(clock::now_ms()).await?;
+    let done = jobs.prewarm_all(clock::now_ms()).await;
+    jobs.metrics()
+        .invocation_done(&Invocation::request(&event.context.request_id));
+    let done = done?;
     Ok(serde_json::json!({
         "sales": done
             .iter()

@@ -2,9 +2,11 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: wires [`Jobs`](seckill_shared::jobs::Jobs) once, runs the runtime.
 //! - [`config`]: the settings this function reads from its environment.
+//! - `main.rs`: wires once ([`wire`]), runs the runtime.
 //! - [`handler`]: any scheduler event in, the per-sale outcomes out.
+//! - [`wire`]: [`Jobs`] over the live adapters, counting as `prewarm`; the
+//!   local stack's schedule uses it too.
 
 pub mod handler;
 
@@ -23,4 +25,17 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             ..Reads::COMMON
         },
     )
+}
+
+use seckill_shared::jobs::Jobs;
+use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::ports::StoreError;
+
+/// Once per execution environment: its cold start is counted here.
+pub async fn wire(config: &Config) -> Result<Jobs, StoreError> {
+    let metrics = Metrics::new(Function::Prewarm, &config.metrics_namespace);
+    metrics.cold_start();
+    Ok(seckill_shared::jobs::wire(config)
+        .await?
+        .with_metrics(metrics))
 }

@@ -3,13 +3,15 @@
 //! `Idempotency-Key` header, the body. Bad input never reaches the domain.
 
 use lambda_http::{Body, Request, Response};
-use seckill_shared::domain::{IdempotencyKey, Quantity, SaleId};
+use seckill_shared::domain::{IdempotencyKey, OrderId, Quantity, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
+use seckill_shared::metrics::{self, Invocation};
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
 use seckill_shared::purchase::{PurchaseRequest, PurchaseService};
 use serde::Deserialize;
 use std::convert::Infallible;
+use tracing::Instrument;
 
 /// The purchase body: `{"quantity": n}`, everything optional, nothing else.
 #[derive(Debug, Deserialize)]
@@ -19,7 +21,8 @@ struct PurchaseBody {
 }
 
 /// Handles one `POST /sales/{saleId}/purchase`. Never fails: every outcome,
-/// errors included, is a response of the contract.
+/// errors included, is a response of the contract. Each answer is counted
+/// once, here, by the code the buyer gets (`Purchases` by `Outcome`).
 pub async fn handle<S, Q, C>(
     service: &PurchaseService<S, Q, C>,
     req: Request,
@@ -29,12 +32,59 @@ where
     Q: OrderQueue,
     C: SaleCatalog,
 {
-    let parsed = match parse(&req) {
+    let request_id = http::request_id(&req);
+    // Every log line of this purchase, the domain's included, carries its ids.
+    let span = tracing::info_span!(
+        "purchase",
+        request_id = request_id.unwrap_or_default(),
+        sale_id = tracing::field::Empty,
+        order_id = tracing::field::Empty,
+    );
+    let answer = answer(service, &req, request_id).instrument(span).await;
+    let metrics = service.metrics();
+    metrics.purchase(answer.outcome);
+    metrics.invocation_done(&Invocation {
+        request_id,
+        sale_id: answer.sale_id.as_ref().map(SaleId::as_str),
+        order_id: answer.order_id.as_ref().map(OrderId::as_str),
+    });
+    Ok(answer.response)
+}
+
+/// A response and what the metrics line says about it.
+struct Answer {
+    response: Response<Body>,
+    outcome: &'static str,
+    sale_id: Option<SaleId>,
+    order_id: Option<OrderId>,
+}
+
+async fn answer<S, Q, C>(
+    service: &PurchaseService<S, Q, C>,
+    req: &Request,
+    request_id: Option<&str>,
+) -> Answer
+where
+    S: StockStore,
+    Q: OrderQueue,
+    C: SaleCatalog,
+{
+    let parsed = match parse(req) {
         Ok(parsed) => parsed,
-        Err(err) => return Ok(http::error(&err)),
+        Err(err) => {
+            return Answer {
+                response: http::error(&err),
+                outcome: err.code(),
+                sale_id: None,
+                order_id: None,
+            };
+        }
     };
+    let span = tracing::Span::current();
+    span.record("sale_id", parsed.sale_id.as_str());
     match service.purchase(&parsed).await {
         Ok(accepted) => {
+            span.record("order_id", accepted.order_id.as_str());
             let mut response = http::json(202, &accepted.body());
             let location = format!("/orders/{}", accepted.order_id);
             if let Ok(value) = lambda_http::http::HeaderValue::from_str(&location) {
@@ -43,16 +93,37 @@ where
                     .insert(lambda_http::http::header::LOCATION, value);
             }
             tracing::info!(
+                request_id = request_id.unwrap_or_default(),
                 sale_id = %parsed.sale_id,
                 order_id = %accepted.order_id,
                 replayed = accepted.replayed,
                 "purchase accepted"
             );
-            Ok(response)
+            Answer {
+                response,
+                outcome: if accepted.replayed {
+                    metrics::REPLAYED
+                } else {
+                    metrics::ACCEPTED
+                },
+                sale_id: Some(parsed.sale_id),
+                order_id: Some(accepted.order_id),
+            }
         }
         Err(err) => {
-            tracing::debug!(sale_id = %parsed.sale_id, %err, "purchase refused");
-            Ok(http::error(&ApiError::from(err)))
+            tracing::debug!(
+                request_id = request_id.unwrap_or_default(),
+                sale_id = %parsed.sale_id,
+                %err,
+                "purchase refused"
+            );
+            let err = ApiError::from(err);
+            Answer {
+                response: http::error(&err),
+                outcome: err.code(),
+                sale_id: Some(parsed.sale_id),
+                order_id: None,
+            }
         }
     }
 }

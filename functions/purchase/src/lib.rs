@@ -18,6 +18,7 @@ use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::RedisStock;
@@ -53,7 +54,8 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 }
 
 /// Builds the live service. Connections are lazy: the function starts even
-/// when Redis is down, and answers 503 until it is back.
+/// when Redis is down, and answers 503 until it is back. Runs once per
+/// execution environment, so this is where its cold start is counted.
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
@@ -64,7 +66,9 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         DynamoCatalog::new(aws::dynamodb(&sdk), &config.sales_table),
         config.sale_cache_ttl,
     );
-    let service = PurchaseService::new(stock, queue, catalog);
+    let metrics = Metrics::new(Function::Purchase, &config.metrics_namespace);
+    metrics.cold_start();
+    let service = PurchaseService::new(stock, queue, catalog).with_metrics(metrics);
     Ok(match &config.gate_secret {
         Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
         None => {

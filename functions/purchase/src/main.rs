@@ -1,7 +1,7 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_http::{Error, run, service_fn};
-use seckill_shared::{config, telemetry};
+use seckill_shared::{config, metrics, telemetry};
 
 /// mimalloc: the purchase path allocates per request (the event, the
 /// response), and glibc's malloc/free were a third of its CPU in a profile;
@@ -13,6 +13,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
+    // One EMF line per invocation on stdout: CloudWatch Logs makes metrics of it.
+    metrics::install(metrics::Emitter::stdout(metrics::Flush::EachInvocation));
     let config = purchase::config(&config::process_env)?;
     let service = purchase::wire(&config).await?;
     let service = &service;

@@ -4,6 +4,7 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::clock;
 use seckill_shared::jobs::JobError;
+use seckill_shared::metrics::Invocation;
 use seckill_shared::reconcile::Reconciler;
 
 #[derive(Debug, thiserror::Error)]
@@ -22,9 +23,13 @@ impl From<ReconcileError> for Diagnostic {
 
 pub async fn handle(
     reconciler: &Reconciler,
-    _event: LambdaEvent<serde_json::Value>,
+    event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, ReconcileError> {
-    let reports = reconciler.reconcile_all(clock::now_ms()).await?;
+    let reports = reconciler.reconcile_all(clock::now_ms()).await;
+    reconciler
+        .metrics()
+        .invocation_done(&Invocation::request(&event.context.request_id));
+    let reports = reports?;
     let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
     if violations > 0 {
         tracing::error!(violations, "reconcile found invariant violations");

@@ -2,9 +2,11 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: wires the [`Reconciler`](seckill_shared::reconcile::Reconciler) once.
 //! - [`config`]: the settings this function reads from its environment.
+//! - `main.rs`: wires the [`Reconciler`] once ([`wire`]).
 //! - [`handler`]: any scheduler event in, one report per open sale out.
+//! - [`wire`]: the reconciler over the live adapters, counting as
+//!   `reconcile`; the local stack's schedule uses it too.
 
 pub mod handler;
 
@@ -23,4 +25,16 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             ..Reads::COMMON
         },
     )
+}
+
+use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::reconcile::Reconciler;
+
+/// Once per execution environment: its cold start is counted here.
+pub async fn wire(config: &Config) -> Result<Reconciler, ConfigError> {
+    let metrics = Metrics::new(Function::Reconcile, &config.metrics_namespace);
+    metrics.cold_start();
+    Ok(seckill_shared::reconcile::wire(config)
+        .await?
+        .with_metrics(metrics))
 }

@@ -1,13 +1,15 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_runtime::{Error, run, service_fn};
-use seckill_shared::{config, telemetry};
+use seckill_shared::{config, metrics, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
+    // One EMF line per invocation on stdout: CloudWatch Logs makes metrics of it.
+    metrics::install(metrics::Emitter::stdout(metrics::Flush::EachInvocation));
     let config = ::reconcile::config(&config::process_env)?;
-    let reconciler = seckill_shared::reconcile::wire(&config).await?;
+    let reconciler = ::reconcile::wire(&config).await?;
     let reconciler = &reconciler;
     run(service_fn(move |event| {
         ::reconcile::handler::handle(reconciler, event)

@@ -3,6 +3,7 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::clock;
 use seckill_shared::jobs::{JobError, Jobs};
+use seckill_shared::metrics::Invocation;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Time kept back from the Lambda deadline to finish the order in hand.
@@ -27,7 +28,10 @@ pub async fn handle(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, ReleaseError> {
     let deadline = deadline_of(&event.context);
-    let report = jobs.release_unpaid(clock::now_ms(), deadline).await?;
+    let report = jobs.release_unpaid(clock::now_ms(), deadline).await;
+    jobs.metrics()
+        .invocation_done(&Invocation::request(&event.context.request_id));
+    let report = report?;
     tracing::info!(?report, "unpaid release done");
     Ok(serde_json::to_value(&report).unwrap_or_default())
 }

@@ -2,10 +2,12 @@
 //!
 //! # Layout
 //!
-//! - `main.rs`: wires [`Jobs`](seckill_shared::jobs::Jobs) once, runs the runtime.
 //! - [`config`]: the settings this function reads from its environment.
+//! - `main.rs`: wires once ([`wire`]), runs the runtime.
 //! - [`handler`]: any scheduler event in, the release report out; stops
 //!   before the invocation's deadline and leaves the rest to the next tick.
+//! - [`wire`]: [`Jobs`] over the live adapters, counting as
+//!   `release-unpaid`; the local stack's schedule uses it too.
 
 pub mod handler;
 
@@ -21,4 +23,17 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             ..Reads::COMMON
         },
     )
+}
+
+use seckill_shared::jobs::Jobs;
+use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::ports::StoreError;
+
+/// Once per execution environment: its cold start is counted here.
+pub async fn wire(config: &Config) -> Result<Jobs, StoreError> {
+    let metrics = Metrics::new(Function::ReleaseUnpaid, &config.metrics_namespace);
+    metrics.cold_start();
+    Ok(seckill_shared::jobs::wire(config)
+        .await?
+        .with_metrics(metrics))
 }

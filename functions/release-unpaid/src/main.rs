@@ -1,13 +1,15 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_runtime::{Error, run, service_fn};
-use seckill_shared::{config, jobs, telemetry};
+use seckill_shared::{config, metrics, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     telemetry::init();
+    // One EMF line per invocation on stdout: CloudWatch Logs makes metrics of it.
+    metrics::install(metrics::Emitter::stdout(metrics::Flush::EachInvocation));
     let config = release_unpaid::config(&config::process_env)?;
-    let jobs = jobs::wire(&config).await?;
+    let jobs = release_unpaid::wire(&config).await?;
     let jobs = &jobs;
     run(service_fn(move |event| {
         release_unpaid::handler::handle(jobs, event)

@@ -33,6 +33,8 @@
 //!
 //! Every sale the handler rows sold is checked at the end by the invariant
 //! checker (Redis, queue, DynamoDB), and the count of violations printed.
+//! Every handler row records the functions' CloudWatch metrics as `make run`
+//! does (aggregated; the EMF lines are discarded).
 //!
 //! Second table, the order-writer drain: 1,000 valid order messages sent
 //! straight to a fresh queue (the purchase step is measured above; skipping
@@ -65,6 +67,7 @@ use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::memory::test_sale;
+use seckill_shared::metrics;
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::{RedisStock, SaleKeys};
@@ -160,6 +163,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<ExitCode, BoxError> {
     let args = Args::parse()?;
+    // The functions record their metrics as under `make run` (aggregated,
+    // written every second and every 100 Lua latencies), so every row pays
+    // what the metrics cost; the lines themselves are discarded to keep the
+    // tables readable. (Lambda writes one line per invocation instead:
+    // see `shared/src/metrics.rs` for that cost.)
+    metrics::install(metrics::Emitter::new(
+        metrics::Sink::new(std::io::sink()),
+        metrics::Flush::Periodic,
+    ));
+    let _flusher = metrics::spawn_flusher(Duration::from_secs(1));
     let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
     if std::env::var("AWS_ENDPOINT_URL").is_err() && !(args.skip_sqs && args.skip_drain) {
         return Err("AWS_ENDPOINT_URL is not set (run through `make bench`)".into());
@@ -248,6 +261,8 @@ async fn main() -> Result<ExitCode, BoxError> {
             prewarm_lead: Duration::from_secs(600),
             rate_limits: UNLIMITED,
             gate_secret: None,
+            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            max_receive_count: None,
         };
         let service = purchase::wire(&config).await?;
         let sale = test_sale(&format!("{tag}-sqs"), args.stock, 1)?;
@@ -871,6 +886,15 @@ where
     C: SaleCatalog + 'static,
 {
     work.catalog.create_sale(sale).await?;
+    // The rows built here rather than by `purchase::wire` count too.
+    let service = if service.metrics().is_on() {
+        service
+    } else {
+        service.with_metrics(metrics::Metrics::new(
+            metrics::Function::Purchase,
+            metrics::DEFAULT_NAMESPACE,
+        ))
+    };
     // Loading through the service's own connection also opens it, so the
     // first timed calls do not pay the connect.
     service
@@ -1094,6 +1118,8 @@ async fn drain(
         prewarm_lead: Duration::from_secs(600),
         rate_limits: UNLIMITED,
         gate_secret: None,
+        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
     };
     let writer = Arc::new(order_writer::wire(&config).await?);
     let mut settings =

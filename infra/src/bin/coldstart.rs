@@ -121,6 +121,8 @@ async fn main() -> Result<ExitCode, BoxError> {
         prewarm_lead: Duration::from_secs(600),
         rate_limits: RateLimits::default(),
         gate_secret: Some(DEFAULT_GATE_SECRET.to_owned()),
+        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        max_receive_count: None,
     };
     let env = runtime_api::function_env(&config);
     let sale_id = sale.sale_id.to_string();
