@@ -129,7 +129,14 @@ fn the_template_is_read_as_sam_reads_it() {
     let purchase = &template.functions["PurchaseFunction"];
     assert_eq!(purchase.binary.as_deref(), Some("purchase"));
     // Globals come under the function's own variables.
-    assert_eq!(purchase.env["REDIS_URL"], json!({"Ref": "RedisUrl"}));
+    assert_eq!(
+        purchase.env["REDIS_URL"]["Fn::If"][2],
+        json!({"Ref": "RedisUrl"})
+    );
+    assert_eq!(
+        purchase.env["METRICS_NAMESPACE"],
+        json!({"Fn::Sub": "Seckill/${AWS::StackName}"})
+    );
     assert_eq!(
         purchase.env["ORDERS_QUEUE_URL"],
         json!({"Ref": "OrdersQueue"})

@@ -381,9 +381,7 @@ impl RedisStock {
             let mut group_args = args.clone();
             group_args.extend([share.as_str(), "0"]);
             let keys = SaleKeys::shard(&sale.sale_id, k);
-            let reply: Vec<String> = self
-                .run(&LOAD_SALE, &keys.with_gate(), &group_args)
-                .await?;
+            let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &group_args).await?;
             if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
                 stock = stock.saturating_add(s);
             }
@@ -1241,7 +1239,9 @@ impl StockStore for RedisStock {
                 break;
             }
             let need = u64::from(req.quantity.get()).saturating_sub(u64::from(remaining));
-            let got = self.borrow(&known.groups, home as usize, need.max(1)).await?;
+            let got = self
+                .borrow(&known.groups, home as usize, need.max(1))
+                .await?;
             if let Ok(mut dry) = self.dry.write() {
                 if got == 0 {
                     dry.insert(req.sale_id.to_string(), now + DRY_SHARDS);

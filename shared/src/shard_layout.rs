@@ -232,7 +232,10 @@ mod tests {
 
     #[test]
     fn one_master_means_the_uniform_hash() {
-        assert_eq!(ShardLayout::balanced(&[1, 1, 1, 1]), ShardLayout::uniform(4));
+        assert_eq!(
+            ShardLayout::balanced(&[1, 1, 1, 1]),
+            ShardLayout::uniform(4)
+        );
         assert_eq!(ShardLayout::balanced::<u8>(&[]).shards(), 1);
     }
 
@@ -243,7 +246,10 @@ mod tests {
         assert_eq!(back, layout);
         assert_eq!(back.home("bob"), layout.home("bob"));
         assert_eq!(ShardLayout::parse(3, "").unwrap(), ShardLayout::uniform(3));
-        assert!(ShardLayout::parse(3, "0,1,3").is_err(), "shard out of range");
+        assert!(
+            ShardLayout::parse(3, "0,1,3").is_err(),
+            "shard out of range"
+        );
         assert!(ShardLayout::parse(3, "0,x").is_err());
     }
 

@@ -26,13 +26,15 @@ pub type LiveWriter = OrderWriter<DynamoOrders, RedisStock, CachedCatalog<Dynamo
 /// A sale's payment window rarely changes; the writer re-reads it this often.
 const SALE_CACHE: Duration = Duration::from_secs(30);
 
-/// This function's settings: the orders table besides the common ones. No
-/// queue URL: it only consumes, through the event source mapping.
+/// This function's settings: the orders table and the queue's receive
+/// limit (when a failure sends a message to the DLQ) besides the common
+/// ones. No queue URL: it only consumes, through the event source mapping.
 pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     Config::reading(
         env,
         Reads {
             orders_table: true,
+            max_receive_count: true,
             ..Reads::COMMON
         },
     )
