@@ -234,7 +234,8 @@ impl Config {
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.to_owned()),
             max_receive_count: match env_if(reads.max_receive_count)("MAX_RECEIVE_COUNT") {
                 None => None,
-                Some(_) => Some(positive(env, "MAX_RECEIVE_COUNT")?),
+                // Parsed from the value already read: one lookup per name.
+                Some(raw) => Some(positive(&|_| Some(raw.clone()), "MAX_RECEIVE_COUNT")?),
             },
         })
     }
