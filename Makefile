@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench chaos build deploy fmt clean-stack
+.PHONY: run test bench chaos build deploy pages fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -18,6 +18,9 @@ build:  ## sam build: every function's bootstrap in .aws-sam/build (cargo-lambda
 
 deploy: ## make build, then sam deploy --guided (CONFIG_ENV=production for the production profile of samconfig.toml)
 	@bash infra/stack.sh deploy
+
+pages:  ## upload web/ with an AWS config.js to the deployed stack's pages bucket (SALE=<id>; needs the AWS CLI)
+	@bash infra/stack.sh pages
 
 fmt:
 	cargo fmt --all

@@ -8,6 +8,7 @@
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
+#   infra/stack.sh pages   # make pages: web/ + config.js into the stack's pages bucket
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +16,12 @@ cd "$ROOT"
 VENV="$ROOT/.venv"
 STATE="$ROOT/.stack/$$"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seckill/target}"
+# The caller's own AWS settings, before the emulator's defaults below replace
+# them: the commands that do reach AWS (deploy, pages) run with these.
+CALLER_AWS_ENV=()
+for name in AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION AWS_DEFAULT_REGION AWS_ENDPOINT_URL; do
+  if [ -n "${!name+x}" ]; then CALLER_AWS_ENV+=("$name=${!name}"); fi
+done
 # Local credentials for the emulator; nothing here reaches AWS.
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
@@ -244,7 +251,95 @@ cmd_deploy() {
   local env_args=()
   if [ -n "${CONFIG_ENV:-}" ]; then env_args=(--config-env "$CONFIG_ENV"); fi
   say "sam deploy --guided ${env_args[*]}"
-  "$VENV/bin/sam" deploy --guided "${env_args[@]}" "$@"
+  with_caller_aws "$VENV/bin/sam" deploy --guided "${env_args[@]}" "$@"
+}
+
+# Runs a command with the caller's AWS environment (profile, SSO or
+# credentials as they set them), not the emulator's test credentials.
+with_caller_aws() {
+  env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_REGION -u AWS_DEFAULT_REGION \
+    -u AWS_ENDPOINT_URL "${CALLER_AWS_ENV[@]}" "$@"
+}
+
+# One value of samconfig.toml's [<env>.global.parameters] (stack_name, region).
+samconfig_value() {
+  python3 - "$1" "$2" <<'PY'
+import sys, tomllib
+env, key = sys.argv[1], sys.argv[2]
+with open("samconfig.toml", "rb") as f:
+    conf = tomllib.load(f)
+print(conf.get(env, {}).get("global", {}).get("parameters", {}).get(key, ""))
+PY
+}
+
+# `make pages`: the pages (web/) into the deployed stack's pages bucket,
+# with a config.js for AWS: the API's URL (output ApiUrl), Cognito sign-in
+# (output PagesLoginUrl, or LOGIN_URL) and the sale to show (SALE). Needs the
+# AWS CLI and credentials; the stack must be deployed (make deploy). The
+# stack and region are samconfig.toml's (CONFIG_ENV picks the profile), or
+# STACK_NAME / REGION.
+cmd_pages() {
+  local env_name="${CONFIG_ENV:-default}"
+  local stack="${STACK_NAME:-$(samconfig_value "$env_name" stack_name)}"
+  local region="${REGION:-$(samconfig_value "$env_name" region)}"
+  local sale="${SALE:-launch}"
+  if [ -z "$stack" ] || [ -z "$region" ]; then
+    say "no stack name or region: set STACK_NAME and REGION, or stack_name and region in samconfig.toml [$env_name.global.parameters]"
+    exit 1
+  fi
+  if ! [[ "$sale" =~ ^[A-Za-z0-9_-]{1,64}$ ]]; then
+    say "SALE=$sale is not a sale id ([A-Za-z0-9_-]{1,64})"; exit 1
+  fi
+  if ! command -v aws >/dev/null; then
+    say "make pages needs the AWS CLI (v2) on PATH, with credentials for the stack's account: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
+    exit 1
+  fi
+  if [ ! -f web/index.html ] || [ ! -f web/ops.html ]; then
+    say "web/index.html and web/ops.html are missing: nothing to upload"; exit 1
+  fi
+  local outputs err
+  err="$(mktemp)"
+  if ! outputs=$(with_caller_aws aws cloudformation describe-stacks --stack-name "$stack" \
+    --region "$region" --query 'Stacks[0].Outputs' --output json 2>"$err"); then
+    say "stack $stack is not deployed in $region (or these credentials cannot read it): run make deploy first"
+    sed 's/^/    /' "$err" >&2; rm -f "$err"
+    exit 1
+  fi
+  rm -f "$err"
+  local fields
+  fields=$(OUTPUTS="$outputs" LOGIN_URL="${LOGIN_URL:-}" SALE="$sale" python3 - <<'PY'
+import json, os, sys
+outputs = {o["OutputKey"]: o["OutputValue"] for o in json.loads(os.environ["OUTPUTS"] or "[]") or []}
+missing = [k for k in ("ApiUrl", "PagesBucketName", "PagesUrl") if not outputs.get(k)]
+if missing:
+    sys.exit("the stack has no output " + ", ".join(missing) + ": deploy this version of template.yaml (make deploy)")
+config = {
+    # The pages call apiBase + "/sales/...": no trailing slash.
+    "apiBase": outputs["ApiUrl"].rstrip("/"),
+    "auth": "cognito",
+    "saleId": os.environ["SALE"],
+    "loginUrl": os.environ["LOGIN_URL"] or outputs.get("PagesLoginUrl", ""),
+}
+print(outputs["PagesBucketName"])
+print(outputs["PagesUrl"])
+print("window.SECKILL_CONFIG = " + json.dumps(config) + ";")
+PY
+  ) || exit 1
+  local bucket url config
+  bucket=$(sed -n 1p <<<"$fields"); url=$(sed -n 2p <<<"$fields"); config=$(sed -n 3p <<<"$fields")
+  # Staged next to the build (ignored by git): web/ stays the local stack's.
+  local stage="$ROOT/.aws-sam/pages"
+  rm -rf "$stage"; mkdir -p "$stage"
+  cp -R web/. "$stage/"
+  printf '%s\n' "$config" >"$stage/config.js"
+  say "uploading the pages to s3://$bucket ($config)"
+  # no-cache: browsers revalidate, so a new upload shows at once (as locally).
+  with_caller_aws aws s3 sync "$stage" "s3://$bucket" --region "$region" --delete \
+    --cache-control no-cache --only-show-errors
+  say "pages: $url/ (buyer) and $url/ops (operator dashboard)"
+  if ! grep -q '"loginUrl": "h' "$stage/config.js"; then
+    say "no sign-in link: set the stack parameter PagesLoginUrl (or LOGIN_URL=...) and run make pages again"
+  fi
 }
 
 case "${1:-}" in
@@ -254,5 +349,6 @@ case "${1:-}" in
   chaos) shift; cmd_chaos "$@" ;;
   build) shift; cmd_build "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
-  *) echo "usage: $0 run|test|bench|chaos|build|deploy" >&2; exit 2 ;;
+  pages) shift; cmd_pages "$@" ;;
+  *) echo "usage: $0 run|test|bench|chaos|build|deploy|pages" >&2; exit 2 ;;
 esac

@@ -36,6 +36,12 @@ async fn every_route_refuses_the_wrong_caller() {
     let order = body["orderId"].as_str().unwrap().to_owned();
 
     let public = ["/health", "/sales/{saleId}"];
+    // The operator dashboard's poll is admin-only like the other /admin routes.
+    assert!(
+        ROUTES
+            .iter()
+            .any(|r| (r.method, r.path) == ("GET", "/admin/sales/{saleId}/live"))
+    );
     for route in ROUTES {
         let path = route
             .path

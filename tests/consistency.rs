@@ -239,6 +239,49 @@ fn a_route_removed_from_the_local_gateway_is_reported() {
 }
 
 #[test]
+fn local_only_routes_are_allowed_and_no_other_gateway_only_route_is() {
+    let local = |method: &str, path: &str| LocalRoute {
+        method: method.into(),
+        path: path.into(),
+        // Whatever serves the pages locally: not a function of the template.
+        function: "seckill-local".into(),
+        public: true,
+    };
+    let mut code = code();
+    code.routes
+        .retain(|r| !consistency::is_local_only(&r.method, &r.path));
+    for route in consistency::LOCAL_ONLY_ROUTES {
+        let (method, path) = route.split_once(' ').unwrap();
+        code.routes.push(local(method, path));
+    }
+    // The asset route under another parameter name is the same route.
+    code.routes.push(local("GET", "/assets/{path}"));
+    let found = mismatches(&template_json(), &code);
+    assert!(found.is_empty(), "{}", listed(&found));
+
+    // Anything else served only locally is reported, near misses included.
+    for (method, path) in [
+        ("GET", "/admin/debug"),
+        ("POST", "/"),
+        ("GET", "/ops/{saleId}"),
+        ("GET", "/local/token"),
+    ] {
+        let mut code = code.clone();
+        code.routes.push(local(method, path));
+        let found = mismatches(&template_json(), &code);
+        assert_eq!(
+            found,
+            [Mismatch::RouteNotInTemplate {
+                route: format!("{method} {path}"),
+                binary: "seckill-local".into(),
+            }],
+            "{}",
+            listed(&found)
+        );
+    }
+}
+
+#[test]
 fn a_route_sent_elsewhere_or_guarded_differently_is_reported() {
     let mut code = code();
     let health = code

@@ -18,7 +18,9 @@
 //! Allowed without a match on the other side: the variables Lambda itself
 //! provides ([`LAMBDA_PROVIDED`]) may be read without being set, and
 //! `RUST_LOG`/`LOG_FORMAT` ([`TELEMETRY`], read by `telemetry::init` in
-//! every function's `main.rs`, outside the loader) may be set.
+//! every function's `main.rs`, outside the loader) may be set; the local
+//! gateway may serve the routes of [`LOCAL_ONLY_ROUTES`] (the pages and the
+//! local token endpoint) that the template does not declare.
 
 use crate::invoke::{Function, Loader};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -296,6 +298,48 @@ fn trigger_kind(
         "ScheduleV2" => TriggerKind::ScheduleV2,
         other => TriggerKind::Other(other.to_owned()),
     }
+}
+
+/// Routes the local gateway serves that no AWS function does, so
+/// `template.yaml` does not declare them: the pages and the local token
+/// endpoint exist only in `seckill-local`. On AWS the pages are static files
+/// in the pages bucket behind CloudFront (the template's `PagesBucket` and
+/// `PagesDistribution`, filled by `make pages`), and tokens come from the
+/// identity provider. `METHOD /path`, where a `{...}` segment stands for any
+/// one segment (whatever the gateway calls it). Every other route served
+/// locally and not in the template is still a mismatch.
+pub const LOCAL_ONLY_ROUTES: &[&str] = &[
+    // The buyer page (web/index.html).
+    "GET /",
+    // The operator dashboard (web/ops.html).
+    "GET /ops",
+    // web/assets/*: css, js, svg.
+    "GET /assets/{file}",
+    // window.SECKILL_CONFIG for the local stack (on AWS, `make pages`
+    // writes the same file into the bucket).
+    "GET /config.js",
+    // Mints a local JWT for a user name: a convenience of the local stack.
+    "POST /local/token",
+];
+
+/// Whether `method path` (a route of the local gateway's table) is one of
+/// [`LOCAL_ONLY_ROUTES`].
+pub fn is_local_only(method: &str, path: &str) -> bool {
+    let shape = |route: &str| -> String {
+        route
+            .split('/')
+            .map(|segment| {
+                if segment.starts_with('{') && segment.ends_with('}') {
+                    "{}"
+                } else {
+                    segment
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let route = shape(&format!("{method} {path}"));
+    LOCAL_ONLY_ROUTES.iter().any(|local| shape(local) == route)
 }
 
 /// A workspace package and its binaries.
@@ -897,7 +941,7 @@ fn check_routes(template: &Template, code: &Code, found: &mut Vec<Mismatch>) {
         }
     }
     for (route, local) in &served {
-        if !declared.contains_key(route) {
+        if !declared.contains_key(route) && !is_local_only(&local.method, &local.path) {
             found.push(Mismatch::RouteNotInTemplate {
                 route: route.clone(),
                 binary: local.function.clone(),
@@ -1161,6 +1205,19 @@ mod tests {
         assert!(match_path("/sales/{saleId}", "/sales/").is_none());
         assert!(match_path("/health", "/health").unwrap().is_empty());
         assert!(match_path("/health", "/healthz").is_none());
+    }
+
+    #[test]
+    fn local_only_routes_match_by_method_and_shape() {
+        assert!(is_local_only("GET", "/"));
+        assert!(is_local_only("GET", "/ops"));
+        assert!(is_local_only("GET", "/assets/{name}"));
+        assert!(is_local_only("POST", "/local/token"));
+        assert!(!is_local_only("POST", "/"));
+        assert!(!is_local_only("GET", "/ops/{x}"));
+        assert!(!is_local_only("GET", "/assets"));
+        assert!(!is_local_only("GET", "/local/token"));
+        assert!(!is_local_only("GET", "/admin/sales/{saleId}/live"));
     }
 
     #[test]

@@ -186,6 +186,12 @@ pub const ROUTES: &[Route] = &[
         target: Target::AdminApi,
         authorized: true,
     },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/live",
+        target: Target::AdminApi,
+        authorized: true,
+    },
 ];
 
 /// Finds the route for a request and its path parameters (percent-decoded).

@@ -97,8 +97,10 @@ pub const METRICS_INTERVAL: Duration = Duration::from_secs(1);
 pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
     let stack = prepare(&settings).await?;
     let flusher = metrics::spawn_flusher(METRICS_INTERVAL);
+    let outcomes = stack.start_outcome_flusher();
     let source = stack.start_order_writer();
     let schedules = stack.start_schedules();
+    let gateway = stack.gateway.clone();
     gateway::serve(stack.listener, stack.gateway, async {
         let _ = tokio::signal::ctrl_c().await;
     })
@@ -108,6 +110,8 @@ pub async fn up(settings: LocalSettings) -> Result<(), LocalError> {
     tracing::info!(?counts, "order-writer event source stopped");
     flusher.abort();
     metrics::flush_all();
+    outcomes.abort();
+    gateway.purchase.flush_outcomes().await;
     Ok(())
 }
 
@@ -141,6 +145,13 @@ impl PreparedStack {
                 }
             }
         })
+    }
+
+    /// Writes the purchase answers' tally to Redis every second (one
+    /// process serves every invocation here, so a task does what the end of
+    /// an invocation does in Lambda). For the operator dashboard.
+    pub fn start_outcome_flusher(&self) -> tokio::task::JoinHandle<()> {
+        self.gateway.purchase.spawn_outcome_flusher()
     }
 
     /// The SQS event source of `template.yaml`, invoking the order-writer.

@@ -1,7 +1,8 @@
 -- load_sale.lua: put a sale into Redis, once.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3..] the sale's other keys (buyers,
--- resv, userorders), whose expiry follows the sale's end too
+-- resv, userorders, gateused, outcomes), whose expiry follows the sale's
+-- end too; a sharded sale's directory passes meta and outcomes only
 -- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs,
 --       gate (1 or 0), and optionally ARGV[10]: this key group's initial
 --       stock (a shard's share; the total when absent), ARGV[11]: "1" when
@@ -31,7 +32,10 @@ if directory then
   if fresh then
     redis.call('HSET', meta_key, 'version', version, 'homes', ARGV[12] or '')
   end
-  redis.call('PEXPIREAT', meta_key, expire_at)
+  -- Meta, and the directory's other keys (the outcome tally) if any.
+  for _, key in ipairs(KEYS) do
+    redis.call('PEXPIREAT', key, expire_at)
+  end
   local homes = redis.call('HGET', meta_key, 'homes') or ''
   if fresh then
     return {'LOADED', homes}

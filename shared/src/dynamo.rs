@@ -179,6 +179,30 @@ impl DynamoCatalog {
         Ok(())
     }
 
+    /// A sale and its last reconciliation report (JSON, if any) in one
+    /// read; `None` when the sale does not exist.
+    pub async fn sale_with_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, Option<String>)>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let report = match item.get("lastReport") {
+            Some(AttributeValue::S(json)) => Some(json.clone()),
+            _ => None,
+        };
+        Ok(Some((sale_from_item(&item)?, report)))
+    }
+
     /// The last reconciliation report, if any.
     pub async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
         let out = self

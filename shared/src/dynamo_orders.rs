@@ -134,6 +134,44 @@ impl DynamoOrders {
         }
     }
 
+    /// How many orders of a sale are in one status: the `bySaleStatus`
+    /// index with `Select=COUNT`, all pages (eventually consistent, like any
+    /// index read). The cheapest correct source: the sale item keeps only
+    /// `available` and `sold` (units, pending and paid together), and
+    /// per-status counters there would add a write to the hot sale item on
+    /// every payment and expiry. DynamoDB still reads the entries (read units
+    /// by their size: about 0.05 per order, eventually consistent) but sends
+    /// none back.
+    pub async fn count_of_sale(
+        &self,
+        sale_id: &SaleId,
+        status: OrderStatus,
+    ) -> Result<u64, OrderStoreError> {
+        let mut count = 0u64;
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.orders_table)
+                .index_name("bySaleStatus")
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .key_condition_expression("saleId = :sale AND #s = :status")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+                .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(transient)?;
+            count += u64::try_from(page.count).unwrap_or(0);
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(count),
+            }
+        }
+    }
+
     /// Up to `limit` orders of a sale still `PENDING_PAYMENT` whose payment
     /// window closed at or before `now` (the sparse `pendingByExpiry` index).
     pub async fn due_unpaid(

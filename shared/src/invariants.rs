@@ -270,6 +270,10 @@ impl InvariantChecker {
         &self.queue_url
     }
 
+    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
+        &self.sqs
+    }
+
     pub fn dlq_url(&self) -> Option<&str> {
         self.dlq_url.as_deref()
     }

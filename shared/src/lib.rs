@@ -38,6 +38,11 @@
 //! - [`telemetry`]: tracing set-up (JSON in Lambda, readable locally).
 //! - [`metrics`]: the CloudWatch metrics as embedded-metric-format lines
 //!   (per-environment counters, one line per invocation in Lambda).
+//! - [`outcomes`]: purchase answers per sale and outcome, counted in memory
+//!   and added to `sale:{S}:outcomes` in Redis at most once a second.
+//! - [`live`]: what the operator dashboard polls
+//!   (`GET /admin/sales/{saleId}/live`): stock, orders by status, the
+//!   queue, the outcome tally and the last reconcile report of one sale.
 //! - [`clock`]: wall-clock milliseconds and RFC 3339 formatting.
 
 pub mod aws;
@@ -52,11 +57,13 @@ pub mod gate;
 pub mod http;
 pub mod invariants;
 pub mod jobs;
+pub mod live;
 pub mod memory;
 pub mod metrics;
 pub mod order_queries;
 pub mod order_writer;
 pub mod orders;
+pub mod outcomes;
 pub mod ports;
 pub mod purchase;
 pub mod reconcile;

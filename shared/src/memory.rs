@@ -22,6 +22,8 @@ struct MemorySale {
     buyers: HashMap<String, u32>,
     resv: HashMap<OrderId, (String, Reservation)>,
     resolved: HashMap<OrderId, Resolution>,
+    /// The purchase answers flushed to the store, by outcome.
+    outcomes: std::collections::BTreeMap<String, u64>,
 }
 
 /// Stock store in memory. `unavailable` makes every call fail like a Redis outage.
@@ -53,6 +55,7 @@ impl MemoryStock {
                     buyers: HashMap::new(),
                     resv: HashMap::new(),
                     resolved: HashMap::new(),
+                    outcomes: std::collections::BTreeMap::new(),
                 },
             );
         }
@@ -84,6 +87,15 @@ impl MemoryStock {
             .resolved
             .get(order_id)
             .copied()
+    }
+
+    /// The answers flushed for the sale, by outcome.
+    pub fn outcomes_of(&self, sale_id: &SaleId) -> std::collections::BTreeMap<String, u64> {
+        self.sales
+            .lock()
+            .ok()
+            .and_then(|s| s.get(sale_id).map(|s| s.outcomes.clone()))
+            .unwrap_or_default()
     }
 
     pub fn reservations_of(&self, sale_id: &SaleId) -> usize {
@@ -230,6 +242,21 @@ impl StockStore for MemoryStock {
             paused: s.paused,
             reservation,
         }))
+    }
+
+    async fn add_outcomes(
+        &self,
+        sale_id: &SaleId,
+        counts: &[(&'static str, u64)],
+    ) -> Result<bool, StoreError> {
+        let mut sales = self.lock()?;
+        let Some(s) = sales.get_mut(sale_id) else {
+            return Ok(false);
+        };
+        for (outcome, n) in counts {
+            *s.outcomes.entry((*outcome).to_owned()).or_default() += n;
+        }
+        Ok(true)
     }
 }
 

@@ -173,7 +173,7 @@ pub const REPLAYED: &str = "REPLAYED";
 
 /// The outcomes counted without a lock: every code the purchase route can
 /// answer. Any other code still counts, in a map behind a mutex.
-const OUTCOMES: [&str; 14] = [
+pub const OUTCOMES: [&str; 14] = [
     ACCEPTED,
     REPLAYED,
     "SOLD_OUT",

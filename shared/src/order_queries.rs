@@ -11,7 +11,7 @@ use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::metrics::{Counter, Metrics};
 use crate::orders::{Order, OrderStatus, OrderStore, OrderStoreError, PayOutcome};
-use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
+use crate::ports::{CatalogError, SaleCatalog, StockStore, StockView, StoreError};
 use crate::redis_store::KEY_TTL_AFTER_END_MS;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -174,19 +174,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             .ok_or(QueryError::NotFound)?;
         // Redis down must not hide the sale's page: show what the table knows.
         let live = self.stock.view(sale_id, None).await.ok().flatten();
-        let phase = sale.phase_at(clock::now_ms());
-        let (remaining, status) = match (phase, &live) {
-            (SalePhase::NotStarted, live) => (
-                live.as_ref()
-                    .map_or(i64::from(sale.total_stock), |l| l.remaining),
-                "UPCOMING",
-            ),
-            (SalePhase::Ended, live) => (live.as_ref().map_or(0, |l| l.remaining), "ENDED"),
-            (SalePhase::Live, None) => (0, "PAUSED"),
-            (SalePhase::Live, Some(l)) if l.paused => (l.remaining, "PAUSED"),
-            (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),
-            (SalePhase::Live, Some(l)) => (l.remaining, "LIVE"),
-        };
+        let (remaining, status) = public_status(&sale, clock::now_ms(), live.as_ref());
         Ok(serde_json::json!({
             "saleId": sale.sale_id,
             "name": sale.name,
@@ -288,6 +276,23 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             *cached = Some((Instant::now(), ids.clone()));
         }
         Ok(ids)
+    }
+}
+
+/// A sale's `remaining` and `status` as `GET /sales/{saleId}` shows them,
+/// from the catalog's window and what Redis holds (`None`: not loaded, or
+/// Redis out of reach). The operator dashboard shows the same status.
+pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64, &'static str) {
+    match (sale.phase_at(now_ms), live) {
+        (SalePhase::NotStarted, live) => (
+            live.map_or(i64::from(sale.total_stock), |l| l.remaining),
+            "UPCOMING",
+        ),
+        (SalePhase::Ended, live) => (live.map_or(0, |l| l.remaining), "ENDED"),
+        (SalePhase::Live, None) => (0, "PAUSED"),
+        (SalePhase::Live, Some(l)) if l.paused => (l.remaining, "PAUSED"),
+        (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),
+        (SalePhase::Live, Some(l)) => (l.remaining, "LIVE"),
     }
 }
 

@@ -151,6 +151,15 @@ pub trait StockStore: Send + Sync {
         order_id: Option<&OrderId>,
     ) -> impl Future<Output = Result<Option<StockView>, StoreError>> + Send;
 
+    /// Adds purchase answers (outcome code, count) to the sale's tally for
+    /// the operator dashboard. Returns false when the store does not hold
+    /// the sale (nothing is written for it).
+    fn add_outcomes(
+        &self,
+        sale_id: &SaleId,
+        counts: &[(&'static str, u64)],
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// How often the rate limiter failed open (its own key broken) in this
     /// environment; the purchase went ahead each time.
     fn limiter_failures(&self) -> u64 {

@@ -146,6 +146,9 @@ pub struct PurchaseService<S, Q, C> {
     sold_out: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
     fast_path_hits: std::sync::atomic::AtomicU64,
     metrics: crate::metrics::Metrics,
+    /// This environment's answers per sale and outcome, on their way to
+    /// Redis for the operator dashboard ([`crate::outcomes`]).
+    outcomes: std::sync::Arc<crate::outcomes::OutcomeTally>,
 }
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
@@ -159,7 +162,39 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             sold_out: std::sync::RwLock::default(),
             fast_path_hits: std::sync::atomic::AtomicU64::new(0),
             metrics: crate::metrics::Metrics::off(),
+            outcomes: std::sync::Arc::default(),
         }
+    }
+
+    /// This environment's tally of answers by sale and outcome. The handler
+    /// records each answer it gives, by the `Purchases` metric's outcome.
+    pub fn outcomes(&self) -> &crate::outcomes::OutcomeTally {
+        &self.outcomes
+    }
+
+    /// At the end of an invocation (Lambda): writes the tally to Redis when
+    /// a second has passed since the last time. Never fails the purchase.
+    pub async fn flush_outcomes_if_due(&self) {
+        self.outcomes.flush_if_due(&self.stock).await;
+    }
+
+    /// Writes the tally to Redis now (the local stack, at shutdown).
+    pub async fn flush_outcomes(&self) {
+        self.outcomes.flush(&self.stock).await;
+    }
+
+    /// Writes the tally every second from a task (the local stack, where
+    /// one process serves every invocation), instead of at the end of
+    /// invocations.
+    pub fn spawn_outcome_flusher(&self) -> tokio::task::JoinHandle<()>
+    where
+        S: Clone + 'static,
+    {
+        crate::outcomes::spawn_flusher(
+            self.outcomes.clone(),
+            self.stock.clone(),
+            crate::outcomes::FLUSH_EVERY,
+        )
     }
 
     /// The same service counting into `metrics` (`SoldOutFastPath`,

@@ -67,6 +67,8 @@ static LOAD_SALE: LazyLock<Script> =
 static LEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lend.lua")));
 static RECEIVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/receive.lua")));
+static OUTCOMES: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/outcomes.lua")));
 
 /// Keys outlive the sale's end by this much, so late reconciliation and
 /// order-status reads still find reservations.
@@ -88,6 +90,9 @@ pub struct SaleKeys {
     pub lent: String,
     /// Transfers this shard received (sharded sales).
     pub received: String,
+    /// Purchase answers by outcome, for the operator dashboard. Used on
+    /// the sale's own tag only (a sharded sale's directory), never per shard.
+    pub outcomes: String,
     /// What the purchase script appends to the order ids it makes here.
     pub id_suffix: String,
 }
@@ -132,6 +137,7 @@ impl SaleKeys {
             rate_limit: key("ratelimit"),
             lent: key("lent"),
             received: key("received"),
+            outcomes: key("outcomes"),
             id_suffix,
         }
     }
@@ -351,9 +357,11 @@ impl RedisStock {
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         if sale.shards <= 1 {
-            let reply: Vec<String> = self
-                .run(&LOAD_SALE, &SaleKeys::new(&sale.sale_id).with_gate(), &args)
-                .await?;
+            // The outcome tally too, so a changed end moves its expiry.
+            let keys = SaleKeys::new(&sale.sale_id);
+            let mut names = keys.with_gate().to_vec();
+            names.push(&keys.outcomes);
+            let reply: Vec<String> = self.run(&LOAD_SALE, &names, &args).await?;
             return parse_load_reply(&reply);
         }
         // The directory first: readers that find it look for the shards. Its
@@ -363,7 +371,9 @@ impl RedisStock {
         let directory = SaleKeys::new(&sale.sale_id);
         let mut head = args.clone();
         head.extend(["0", "1", proposed.as_str()]);
-        let first: Vec<String> = self.run(&LOAD_SALE, &[&directory.meta], &head).await?;
+        let first: Vec<String> = self
+            .run(&LOAD_SALE, &[&directory.meta, &directory.outcomes], &head)
+            .await?;
         let (outcome, homes) = match first.as_slice() {
             [tag, homes] if tag == "LOADED" => (LoadOutcome::Loaded, homes),
             [tag, _, homes] if tag == "REFRESHED" => (LoadOutcome::Refreshed { stock: 0 }, homes),
@@ -1134,6 +1144,31 @@ impl RedisStock {
         Ok(Some(merged))
     }
 
+    /// The sale's purchase answers by outcome (`sale:{S}:outcomes`), as the
+    /// execution environments flushed them; empty when none were.
+    pub async fn outcomes(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let key = SaleKeys::new(sale_id).outcomes;
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
+        };
+        let all: std::collections::BTreeMap<String, String> =
+            tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+        all.into_iter()
+            .map(|(outcome, n)| {
+                n.parse::<u64>()
+                    .map(|n| (outcome, n))
+                    .map_err(|_| StoreError::Protocol(format!("outcome count {n:?}")))
+            })
+            .collect()
+    }
+
     /// Lowers a buyer's count to `units` (never raises it).
     pub async fn lower_buyer(
         &self,
@@ -1350,6 +1385,24 @@ impl StockStore for RedisStock {
             }
         }
         Ok(Some(view))
+    }
+
+    async fn add_outcomes(
+        &self,
+        sale_id: &SaleId,
+        counts: &[(&'static str, u64)],
+    ) -> Result<bool, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let numbers: Vec<String> = counts.iter().map(|(_, n)| n.to_string()).collect();
+        let args: Vec<&str> = counts
+            .iter()
+            .zip(&numbers)
+            .flat_map(|((outcome, _), n)| [*outcome, n.as_str()])
+            .collect();
+        let added: i64 = self
+            .run(&OUTCOMES, &[&keys.meta, &keys.outcomes], &args)
+            .await?;
+        Ok(added == 1)
     }
 
     fn limiter_failures(&self) -> u64 {

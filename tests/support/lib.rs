@@ -486,6 +486,8 @@ pub struct LocalStack {
     pub admin: Arc<admin_api::Admin>,
     pub source: Option<seckill_infra::event_source::EventSource>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Writes the purchase answers' tally to Redis every second, as `up` does.
+    outcomes: tokio::task::JoinHandle<()>,
 }
 
 impl LocalStack {
@@ -527,6 +529,7 @@ impl LocalStack {
             }
         };
         let addr = stack.listener.local_addr().unwrap();
+        let outcomes = stack.start_outcome_flusher();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(seckill_infra::gateway::serve(
             stack.listener,
@@ -544,6 +547,7 @@ impl LocalStack {
             admin: stack.admin,
             source: Some(source),
             stop: Some(stop),
+            outcomes,
         }
     }
 
@@ -589,6 +593,7 @@ impl Drop for LocalStack {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.outcomes.abort();
     }
 }
 

@@ -15,11 +15,12 @@ use seckill_shared::sale_spec;
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 4] = [
+pub const ROUTES: [&str; 5] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
     "GET /admin/sales/{saleId}/report",
+    "GET /admin/sales/{saleId}/live",
 ];
 
 pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
@@ -111,6 +112,14 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             let report: serde_json::Value =
                 serde_json::from_str(&raw).map_err(|_| ApiError::Internal)?;
             Ok(http::json(200, &report))
+        }
+        // The operator dashboard's poll: read only (seckill_shared::live).
+        "GET /admin/sales/{saleId}/live" => {
+            let body = seckill_shared::live::live(admin.reconciler.checker(), &sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            Ok(http::json(200, &body))
         }
         _ => Err(ApiError::RouteNotFound),
     }

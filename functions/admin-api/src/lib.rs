@@ -5,7 +5,8 @@
 //! - `main.rs`: wires the jobs and the reconciler once ([`wire`]), runs the runtime.
 //! - [`config`]: the settings this function reads from its environment.
 //! - [`handler`]: routes by `routeKey`, checks the scope, validates the sale
-//!   definition field by field, and answers with what was done.
+//!   definition field by field, and answers with what was done; the live
+//!   view of a sale for the operator dashboard (`seckill_shared::live`).
 
 pub mod handler;
 
@@ -38,7 +39,6 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-/// The admin service over the live adapters.
 /// The admin service over the live adapters. Once per execution
 /// environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<Admin, Box<dyn std::error::Error + Send + Sync>> {

@@ -22,7 +22,9 @@ struct PurchaseBody {
 
 /// Handles one `POST /sales/{saleId}/purchase`. Never fails: every outcome,
 /// errors included, is a response of the contract. Each answer is counted
-/// once, here, by the code the buyer gets (`Purchases` by `Outcome`).
+/// once, here, by the code the buyer gets (`Purchases` by `Outcome`), and
+/// tallied per sale for the operator dashboard (flushed to Redis at most
+/// once a second; the sold-out flag's answers included).
 pub async fn handle<S, Q, C>(
     service: &PurchaseService<S, Q, C>,
     req: Request,
@@ -43,11 +45,17 @@ where
     let answer = answer(service, &req, request_id).instrument(span).await;
     let metrics = service.metrics();
     metrics.purchase(answer.outcome);
+    if let Some(sale_id) = &answer.sale_id {
+        service.outcomes().record(sale_id, answer.outcome);
+    }
     metrics.invocation_done(&Invocation {
         request_id,
         sale_id: answer.sale_id.as_ref().map(SaleId::as_str),
         order_id: answer.order_id.as_ref().map(OrderId::as_str),
     });
+    // Lambda freezes an environment between invocations, so the tally goes
+    // out here, once a second at most (a no-op where a task flushes it).
+    service.flush_outcomes_if_due().await;
     Ok(answer.response)
 }
 
