@@ -11,44 +11,30 @@ use lambda_runtime::{Context, LambdaEvent};
 use seckill_shared::clock;
 use seckill_shared::metrics::{self, Emitter, Flush, Sink};
 use seckill_shared::orders::OrderStatus;
-use seckill_tests::{App, Reply, eventually, live_sale, order_body, purchase_event, sqs_event};
+use seckill_tests::{
+    App, Captured, Reply, eventually, live_sale, order_body, purchase_event, sqs_event,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const NAMESPACE: &str = "Seckill/metrics-test";
 const PAY_EVENT: &str = include_str!("../events/orders-pay.json");
 const SCHEDULE_EVENT: &str = include_str!("../events/schedule-release-unpaid.json");
 
-/// What the functions wrote, as CloudWatch Logs would receive it.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// Every line, each of which must be one JSON object.
-    fn lines(&self) -> Vec<Value> {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|line| {
-                let value: Value =
-                    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-                assert!(value.is_object(), "{line}");
-                value
-            })
-            .collect()
-    }
+/// Every line the functions wrote (as CloudWatch Logs would receive them),
+/// each of which must be one JSON object.
+fn lines(captured: &Captured) -> Vec<Value> {
+    captured
+        .text()
+        .lines()
+        .map(|line| {
+            let value: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert!(value.is_object(), "{line}");
+            value
+        })
+        .collect()
 }
 
 /// The contract: each metric's unit and the functions that may emit it.
@@ -343,7 +329,7 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
     let repairs = reports[0]["repairs"].as_array().unwrap().len() as u64;
 
     // The lines, as CloudWatch would read them.
-    let lines = captured.lines();
+    let lines = lines(&captured);
     let totals = Totals::of(&lines);
     let expected_outcomes = BTreeMap::from([
         ("ACCEPTED".to_owned(), 5),

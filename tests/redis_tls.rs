@@ -21,12 +21,12 @@ use seckill_shared::error::ApiError;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
 use seckill_shared::purchase::PurchaseError;
 use seckill_shared::redis_store::{LoadOutcome, RedisStock};
-use seckill_tests::{App, free_port, live_sale, unique};
+use seckill_tests::{App, Captured, free_port, live_sale, unique};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Set in the child process: the directory of the CA it trusts.
@@ -516,27 +516,6 @@ fn urls_that_cannot_be_right_are_refused_at_cold_start() {
 
 // ---------------------------------------------------------------------------
 // No secret in a body or a log line.
-
-/// Every log line, as the formatter wrote it.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 /// One HTTP/1.1 request; the whole response, head and body, as text.
 async fn http(

@@ -102,6 +102,22 @@ impl DynamoOrders {
 }
 
 impl DynamoOrders {
+    /// A query of the `bySaleStatus` index for one sale and status.
+    fn by_sale_status(
+        &self,
+        sale_id: &SaleId,
+        status: OrderStatus,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.orders_table)
+            .index_name("bySaleStatus")
+            .key_condition_expression("saleId = :sale AND #s = :status")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+            .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
+    }
+
     /// Orders of a sale in one status (the `bySaleStatus` index), all pages.
     pub async fn orders_of_sale(
         &self,
@@ -112,14 +128,7 @@ impl DynamoOrders {
         let mut start = None;
         loop {
             let page = self
-                .client
-                .query()
-                .table_name(&self.orders_table)
-                .index_name("bySaleStatus")
-                .key_condition_expression("saleId = :sale AND #s = :status")
-                .expression_attribute_names("#s", "status")
-                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-                .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
+                .by_sale_status(sale_id, status)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -151,15 +160,8 @@ impl DynamoOrders {
         let mut start = None;
         loop {
             let page = self
-                .client
-                .query()
-                .table_name(&self.orders_table)
-                .index_name("bySaleStatus")
+                .by_sale_status(sale_id, status)
                 .select(aws_sdk_dynamodb::types::Select::Count)
-                .key_condition_expression("saleId = :sale AND #s = :status")
-                .expression_attribute_names("#s", "status")
-                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-                .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
