@@ -282,6 +282,38 @@ fn local_only_routes_are_allowed_and_no_other_gateway_only_route_is() {
 }
 
 #[test]
+fn the_gateways_own_routes_are_the_local_only_routes() {
+    // What the gateway serves itself (the pages, the local sign-in) is the
+    // checker's list, no more and no less.
+    let own: Vec<String> = code()
+        .routes
+        .iter()
+        .filter(|r| r.function == consistency::LOCAL_SERVER)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(own, consistency::LOCAL_ONLY_ROUTES);
+
+    // The template routing one of them to a function is reported.
+    let mut template = template_json();
+    set(
+        &mut template,
+        "/Resources/OrdersApiFunction/Properties/Events/Dashboard",
+        json!({"Type": "HttpApi", "Properties": {
+            "ApiId": {"Ref": "HttpApi"}, "Path": "/ops", "Method": "get",
+            "Auth": {"Authorizer": "NONE"}}}),
+    );
+    let found = mismatches(&template, &code());
+    assert_reported(
+        &found,
+        &Mismatch::RouteTarget {
+            route: "GET /ops".into(),
+            template: "orders-api".into(),
+            local: consistency::LOCAL_SERVER.into(),
+        },
+    );
+}
+
+#[test]
 fn a_route_sent_elsewhere_or_guarded_differently_is_reported() {
     let mut code = code();
     let health = code

@@ -368,18 +368,28 @@ pub struct LocalRoute {
     pub public: bool,
 }
 
+/// What serves the local gateway's own routes ([`crate::gateway::LOCAL_ROUTES`]):
+/// `seckill-local` itself, no function of the template.
+pub const LOCAL_SERVER: &str = "seckill-local";
+
 impl LocalRoute {
-    /// The local gateway's table ([`crate::gateway::ROUTES`]).
+    /// The local gateway's tables: the functions' routes
+    /// ([`crate::gateway::ROUTES`]) and its own ([`crate::gateway::LOCAL_ROUTES`],
+    /// served by [`LOCAL_SERVER`]; each must be one of [`LOCAL_ONLY_ROUTES`]).
     pub fn gateway() -> Vec<LocalRoute> {
-        crate::gateway::ROUTES
-            .iter()
-            .map(|r| LocalRoute {
-                method: r.method.to_owned(),
-                path: r.path.to_owned(),
-                function: r.target.function().to_owned(),
-                public: !r.authorized,
-            })
-            .collect()
+        let functions = crate::gateway::ROUTES.iter().map(|r| LocalRoute {
+            method: r.method.to_owned(),
+            path: r.path.to_owned(),
+            function: r.target.function().to_owned(),
+            public: !r.authorized,
+        });
+        let own = crate::gateway::LOCAL_ROUTES.iter().map(|r| LocalRoute {
+            method: r.method.to_owned(),
+            path: r.path.to_owned(),
+            function: LOCAL_SERVER.to_owned(),
+            public: true,
+        });
+        functions.chain(own).collect()
     }
 }
 

@@ -2,8 +2,11 @@
 //! in front of the functions. It matches routes, checks the JWT like the JWT
 //! authorizer, builds a real-shaped payload-2.0 event (path parameters,
 //! string claims, base64 for binary bodies) and hands it to the same handler
-//! code Lambda runs.
+//! code Lambda runs. It also serves the local stack's own routes
+//! ([`LOCAL_ROUTES`]: the pages and the local sign-in, see
+//! [`crate::pages`]), which no function serves and `template.yaml` lacks.
 
+use crate::pages::{self, Page, PageSettings};
 use crate::token::{TokenSettings, Verifier, bearer};
 use base64::Engine;
 use http_body_util::{BodyExt, Full, Limited};
@@ -50,12 +53,34 @@ pub struct Gateway<S = RedisStock, Q = SqsQueue, C = CachedCatalog<DynamoCatalog
     pub purchase: PurchaseService<S, Q, C>,
     pub orders: orders_api::LiveQueries,
     pub admin: Arc<admin_api::Admin>,
+    /// What `GET /config.js` tells the pages.
+    pages: PageSettings,
+    /// Requests matched per route of [`ROUTES`] (same index): API Gateway's
+    /// per-route `Count` metric (the template turns detailed metrics on).
+    /// The browser test reads it to prove a double click sent one purchase.
+    served: Box<[AtomicU64]>,
 }
 
 impl<S, Q, C> Gateway<S, Q, C> {
     /// The local token settings (to mint tokens the gateway accepts).
     pub fn tokens(&self) -> &TokenSettings {
         &self.tokens
+    }
+
+    /// Requests this gateway has routed to `method path` (a path of
+    /// [`ROUTES`], e.g. `/sales/{saleId}/purchase`), whatever their answer;
+    /// 0 for a route it does not have.
+    pub fn served(&self, method: &str, path: &str) -> u64 {
+        ROUTES
+            .iter()
+            .position(|r| r.method == method && r.path == path)
+            .and_then(|i| self.served.get(i))
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// The same gateway with these settings behind `GET /config.js`.
+    pub fn with_pages(self, pages: PageSettings) -> Self {
+        Self { pages, ..self }
     }
 
     pub fn new(
@@ -70,6 +95,8 @@ impl<S, Q, C> Gateway<S, Q, C> {
             purchase,
             orders,
             admin,
+            pages: PageSettings::default(),
+            served: ROUTES.iter().map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -85,6 +112,8 @@ impl<S, Q, C> Gateway<S, Q, C> {
             purchase,
             orders: self.orders,
             admin: self.admin,
+            pages: self.pages,
+            served: self.served,
         }
     }
 }
@@ -194,30 +223,95 @@ pub const ROUTES: &[Route] = &[
     },
 ];
 
+/// A route of the local stack only: the pages and the local sign-in. Not
+/// in `template.yaml` (on AWS the pages are files in the pages bucket and
+/// tokens come from Cognito), and public, as static files are.
+pub struct LocalOnlyRoute {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub serves: Page,
+}
+
+/// The routes [`crate::pages`] answers. The consistency check requires each
+/// to be listed in [`crate::consistency::LOCAL_ONLY_ROUTES`], and
+/// `template.yaml` not to route it to a function.
+pub const LOCAL_ROUTES: &[LocalOnlyRoute] = &[
+    LocalOnlyRoute {
+        method: "GET",
+        path: "/",
+        serves: Page::Buyer,
+    },
+    LocalOnlyRoute {
+        method: "GET",
+        path: "/ops",
+        serves: Page::Dashboard,
+    },
+    LocalOnlyRoute {
+        method: "GET",
+        path: "/assets/{file}",
+        serves: Page::Asset,
+    },
+    LocalOnlyRoute {
+        method: "GET",
+        path: "/config.js",
+        serves: Page::Config,
+    },
+    LocalOnlyRoute {
+        method: "POST",
+        path: "/local/token",
+        serves: Page::Token,
+    },
+];
+
 /// Finds the route for a request and its path parameters (percent-decoded).
 pub fn match_route(method: &str, path: &str) -> Option<(&'static Route, HashMap<String, String>)> {
+    match_route_at(method, path).map(|(i, params)| (&ROUTES[i], params))
+}
+
+/// [`match_route`], with the route's index in [`ROUTES`].
+fn match_route_at(method: &str, path: &str) -> Option<(usize, HashMap<String, String>)> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    ROUTES.iter().find_map(|route| {
+    ROUTES.iter().enumerate().find_map(|(i, route)| {
         if route.method != method {
             return None;
         }
-        let pattern: Vec<&str> = route.path.trim_start_matches('/').split('/').collect();
-        if pattern.len() != segments.len() {
+        match_path(route.path, &segments).map(|params| (i, params))
+    })
+}
+
+/// The local-only route for a request, and its path parameters.
+pub fn match_local_only(
+    method: &str,
+    path: &str,
+) -> Option<(&'static LocalOnlyRoute, HashMap<String, String>)> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    LOCAL_ROUTES.iter().find_map(|route| {
+        if route.method != method {
             return None;
         }
-        let mut params = HashMap::new();
-        for (want, got) in pattern.iter().zip(&segments) {
-            if let Some(name) = want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
-                if got.is_empty() {
-                    return None;
-                }
-                params.insert(name.to_owned(), percent_decode(got));
-            } else if want != got {
+        match_path(route.path, &segments).map(|params| (route, params))
+    })
+}
+
+/// The path parameters if `segments` fit `pattern` (`/sales/{saleId}`): the
+/// same number of segments, literals equal, parameters not empty.
+fn match_path(pattern: &str, segments: &[&str]) -> Option<HashMap<String, String>> {
+    let pattern: Vec<&str> = pattern.trim_start_matches('/').split('/').collect();
+    if pattern.len() != segments.len() {
+        return None;
+    }
+    let mut params = HashMap::new();
+    for (want, got) in pattern.iter().zip(segments) {
+        if let Some(name) = want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
+            if got.is_empty() {
                 return None;
             }
+            params.insert(name.to_owned(), percent_decode(got));
+        } else if want != got {
+            return None;
         }
-        Some((route, params))
-    })
+    }
+    Some(params)
 }
 
 fn percent_decode(raw: &str) -> String {
@@ -297,9 +391,23 @@ where
         }
     };
     let path = parts.uri.path().to_owned();
-    let Some((route, params)) = match_route(parts.method.as_str(), &path) else {
-        return to_hyper(seckill_shared::http::error(&ApiError::RouteNotFound));
+    let Some((index, params)) = match_route_at(parts.method.as_str(), &path) else {
+        // The API's routes first: the purchase path pays for no page lookup.
+        return match match_local_only(parts.method.as_str(), &path) {
+            Some((local, params)) => to_hyper(pages::serve(
+                local.serves,
+                &params,
+                &body,
+                &gateway.tokens,
+                &gateway.pages,
+            )),
+            None => to_hyper(seckill_shared::http::error(&ApiError::RouteNotFound)),
+        };
     };
+    let route = &ROUTES[index];
+    if let Some(count) = gateway.served.get(index) {
+        count.fetch_add(1, Ordering::Relaxed);
+    }
     let claims = if route.authorized {
         let header = parts
             .headers
@@ -624,5 +732,37 @@ mod tests {
             ("/orders/{orderId}/pay", "o1")
         );
         assert!(match_route("GET", "/sales/s1").is_some_and(|(r, _)| !r.authorized));
+    }
+
+    #[test]
+    fn local_only_routes_match_and_never_shadow_an_api_route() {
+        let page = |method, path| match_local_only(method, path).map(|(r, p)| (r.serves, p));
+        assert_eq!(page("GET", "/").unwrap().0, Page::Buyer);
+        assert_eq!(page("GET", "/ops").unwrap().0, Page::Dashboard);
+        assert_eq!(page("GET", "/config.js").unwrap().0, Page::Config);
+        assert_eq!(page("POST", "/local/token").unwrap().0, Page::Token);
+        let (serves, params) = page("GET", "/assets/app.css").unwrap();
+        assert_eq!((serves, params["file"].as_str()), (Page::Asset, "app.css"));
+        // An asset is one segment: nothing below /assets/ is reachable by
+        // adding segments, and `..` is only a name the asset list lacks.
+        assert!(page("GET", "/assets/a/b.css").is_none());
+        assert!(page("GET", "/assets/").is_none());
+        assert!(page("POST", "/").is_none());
+        assert!(page("GET", "/local/token").is_none());
+        assert!(page("GET", "/ops/").is_none());
+        for local in LOCAL_ROUTES {
+            let concrete = local.path.replace("{file}", "x");
+            assert!(
+                match_route(local.method, &concrete).is_none(),
+                "{} {} is also an API route",
+                local.method,
+                local.path
+            );
+            assert!(!local.path.starts_with("/admin") && !local.path.starts_with("/sales"));
+        }
+        for route in ROUTES {
+            let concrete = route.path.replace(['{', '}'], "");
+            assert!(match_local_only(route.method, &concrete).is_none());
+        }
     }
 }

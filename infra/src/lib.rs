@@ -3,6 +3,8 @@
 //! # Layout
 //!
 //! - [`gateway`]: the HTTP API stand-in (routes, JWT authorizer, v2 events).
+//! - [`pages`]: the buyer page and the operator dashboard (`web/`, compiled
+//!   in), `config.js` and the local sign-in, served by the gateway.
 //! - [`token`]: local HS256 tokens (mint and verify).
 //! - [`emulator`]: creates the queue, DLQ and tables on the emulator.
 //! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
@@ -26,6 +28,7 @@ pub mod gateway;
 pub mod invoke;
 pub mod loadgen;
 pub mod local;
+pub mod pages;
 pub mod runtime_api;
 pub mod token;
 

@@ -4,6 +4,7 @@
 use crate::emulator;
 use crate::event_source::{self, EventSource, EventSourceSettings};
 use crate::gateway::{self, Gateway};
+use crate::pages::PageSettings;
 use crate::token::TokenSettings;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use seckill_shared::aws;
@@ -237,12 +238,15 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
     let admin = Arc::new(admin_api::wire(&config).await.map_err(other)?);
-    let gateway = Arc::new(Gateway::new(
-        TokenSettings::from_env(),
-        purchase::wire(&config).await.map_err(other)?,
-        orders_api::wire(&config).await.map_err(other)?,
-        admin.clone(),
-    ));
+    let gateway = Arc::new(
+        Gateway::new(
+            TokenSettings::from_env(),
+            purchase::wire(&config).await.map_err(other)?,
+            orders_api::wire(&config).await.map_err(other)?,
+            admin.clone(),
+        )
+        .with_pages(PageSettings::for_demo_sale(&settings.demo_sale)),
+    );
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let scheduled = Arc::new(Scheduled::wire(&config).await?);
     let listener = tokio::net::TcpListener::bind(&settings.listen)

@@ -40,6 +40,18 @@ impl TokenSettings {
 
     /// Mints a token for `user`, valid for `ttl_secs`.
     pub fn mint(&self, user: &str, admin: bool, ttl_secs: i64) -> Result<String, TokenError> {
+        self.mint_until(user, admin, ttl_secs)
+            .map(|(token, _)| token)
+    }
+
+    /// [`mint`](Self::mint), and the token's `exp` (seconds since the epoch),
+    /// for a caller that tells the holder when it lapses.
+    pub fn mint_until(
+        &self,
+        user: &str,
+        admin: bool,
+        ttl_secs: i64,
+    ) -> Result<(String, i64), TokenError> {
         let now = seckill_shared::clock::now_ms() / 1000;
         let claims = Claims {
             sub: user.to_owned(),
@@ -53,11 +65,13 @@ impl TokenSettings {
                 "openid".into()
             },
         };
-        Ok(jsonwebtoken::encode(
+        let exp = claims.exp;
+        let token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &claims,
             &EncodingKey::from_secret(self.secret.as_bytes()),
-        )?)
+        )?;
+        Ok((token, exp))
     }
 
     /// Checks a token and returns its claims the way API Gateway passes them

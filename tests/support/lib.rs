@@ -484,6 +484,8 @@ pub struct LocalStack {
     pub queues: emulator::Queues,
     pub writer: Arc<order_writer::LiveWriter>,
     pub admin: Arc<admin_api::Admin>,
+    /// The gateway being served (its token settings, its per-route counts).
+    pub gateway: Arc<seckill_infra::gateway::Gateway>,
     pub source: Option<seckill_infra::event_source::EventSource>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     /// Writes the purchase answers' tally to Redis every second, as `up` does.
@@ -531,6 +533,7 @@ impl LocalStack {
         let addr = stack.listener.local_addr().unwrap();
         let outcomes = stack.start_outcome_flusher();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let gateway = stack.gateway.clone();
         tokio::spawn(seckill_infra::gateway::serve(
             stack.listener,
             stack.gateway,
@@ -545,6 +548,7 @@ impl LocalStack {
             queues: stack.queues,
             writer: stack.writer,
             admin: stack.admin,
+            gateway,
             source: Some(source),
             stop: Some(stop),
             outcomes,

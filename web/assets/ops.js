@@ -1,0 +1,482 @@
+// The operator dashboard: one sale, live. Polls GET
+// /admin/sales/{saleId}/live (admin token) every 1.5 s and shows the stock
+// in Redis, the queue, orders by status, purchases per second by outcome
+// (from the difference of two polls' cumulative counts), the last reconcile
+// report, and the funnel over time as an SVG chart drawn here (no library).
+"use strict";
+
+(function () {
+  const S = window.Seckill;
+  const $ = S.$;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+
+  // Every second or two; one request at a time (the next is scheduled when
+  // the last has answered), so a slow API is not piled on.
+  const POLL_MS = 1500;
+  // About six minutes of history at that pace.
+  const HISTORY = 240;
+
+  const ui = {
+    who: $("who"),
+    whoName: $("who-name"),
+    signOut: $("sign-out"),
+    signin: $("signin"),
+    localSignin: $("local-signin"),
+    user: $("user"),
+    userError: $("user-error"),
+    cognitoSignin: $("cognito-signin"),
+    loginLink: $("login-link"),
+    tokenForm: $("token-form"),
+    tokenInput: $("token-input"),
+    tokenError: $("token-error"),
+    saleForm: $("sale-form"),
+    saleInput: $("sale-id"),
+    updated: $("updated"),
+    status: $("status"),
+    tiles: $("tiles"),
+    stockRemaining: $("stock-remaining"),
+    stockTotal: $("stock-total"),
+    stockStatus: $("stock-status"),
+    stockBar: $("stock-bar"),
+    queueVisible: $("queue-visible"),
+    queueInflight: $("queue-inflight"),
+    queueDlq: $("queue-dlq"),
+    orders: $("orders"),
+    outcomes: $("outcomes"),
+    funnel: $("funnel"),
+    reportSummary: $("report-summary"),
+    violations: $("violations"),
+  };
+
+  const query = new URLSearchParams(location.search);
+  const state = {
+    session: null,
+    saleId: S.validId(query.get("sale")) ? query.get("sale") : S.config.saleId,
+    watch: 0, // bumped when the sale changes: late answers for the old one are dropped
+    timer: 0,
+    failures: 0,
+    previous: null, // the last poll's answer, for per-second rates
+    history: [], // {at, stock, accepted, written, paid}
+    reportAt: null, // the report already announced
+  };
+
+  // Stable row order; statuses or outcomes the API adds later follow, sorted.
+  const STATUS_ORDER = ["QUEUED", "PENDING_PAYMENT", "PAID", "EXPIRED", "REJECTED"];
+  const OUTCOME_ORDER = [
+    "ACCEPTED",
+    "REPLAYED",
+    "SOLD_OUT",
+    "LIMIT_EXCEEDED",
+    "RATE_LIMITED",
+    "SALE_NOT_STARTED",
+    "SALE_ENDED",
+    "SALE_PAUSED",
+    "GATE_REQUIRED",
+  ];
+  const LABEL = {
+    QUEUED: "Queued",
+    PENDING_PAYMENT: "Pending payment",
+    PAID: "Paid",
+    EXPIRED: "Expired",
+    REJECTED: "Rejected",
+    ACCEPTED: "Accepted",
+    REPLAYED: "Replayed (same key)",
+    SOLD_OUT: "Sold out",
+    LIMIT_EXCEEDED: "Limit reached",
+    RATE_LIMITED: "Rate limited",
+    SALE_NOT_STARTED: "Not started",
+    SALE_ENDED: "Ended",
+    SALE_PAUSED: "Paused",
+    GATE_REQUIRED: "Gate required",
+  };
+  const STATUS_TONE = { LIVE: "ok", UPCOMING: "info", SOLD_OUT: "danger", PAUSED: "warn", ENDED: "danger" };
+
+  const say = (message, tone) => S.announce(ui.status, message, tone);
+
+  // ------------------------------------------------------------ sign-in
+
+  // `interactive`: the operator just signed in, so focus moves on to the
+  // sale (not on a page load with a kept session).
+  function startSession(session, interactive) {
+    state.session = session;
+    S.saveSession("admin", session);
+    render();
+    watch(state.saleId);
+    if (!session.admin) {
+      say("This token has no seckill/admin scope: the API will refuse it.", "warn");
+    }
+    if (interactive) ui.saleInput.focus();
+  }
+
+  function signOut(message) {
+    state.session = null;
+    S.saveSession("admin", null);
+    clearTimeout(state.timer);
+    state.watch += 1;
+    render();
+    if (message) say(message, "error");
+    (S.config.auth === "local" ? ui.user : ui.loginLink).focus();
+  }
+
+  ui.localSignin.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    ui.userError.textContent = "";
+    const user = ui.user.value.trim();
+    if (!S.validId(user)) {
+      ui.userError.textContent = "Use 1 to 64 letters, digits, - or _.";
+      return;
+    }
+    const result = await S.localSignIn(user, true);
+    if (result.session) startSession(result.session, true);
+    else if (result.error.code === "NETWORK") ui.userError.textContent = "Cannot reach the API.";
+    else if (result.error.status === 404) ui.userError.textContent = "Local sign-in is not available here.";
+    else ui.userError.textContent = (result.error.body && result.error.body.message) || "Sign-in refused.";
+  });
+
+  ui.tokenForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const session = S.sessionFrom(ui.tokenInput.value.trim());
+    if (!session) ui.tokenError.textContent = "This does not look like a token.";
+    else if (session.expiresAtMs <= Date.now()) ui.tokenError.textContent = "This token has expired.";
+    else {
+      ui.tokenError.textContent = "";
+      ui.tokenInput.value = "";
+      startSession(session, true);
+    }
+  });
+
+  ui.loginLink.addEventListener("click", (event) => {
+    event.preventDefault();
+    const url = S.loginUrl();
+    if (url) location.assign(url);
+  });
+
+  ui.signOut.addEventListener("click", () => signOut(null));
+
+  // -------------------------------------------------------------- watch
+
+  ui.saleForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = ui.saleInput.value.trim();
+    if (!S.validId(id)) {
+      say("A sale id is 1 to 64 letters, digits, - or _.", "error");
+      return;
+    }
+    // The address names the sale, so a reload or a shared link shows it.
+    history.replaceState(null, "", "?sale=" + encodeURIComponent(id));
+    watch(id);
+  });
+
+  function watch(id) {
+    state.saleId = id;
+    state.watch += 1;
+    state.previous = null;
+    state.history = [];
+    state.reportAt = null;
+    state.failures = 0;
+    clearTimeout(state.timer);
+    if (state.session) {
+      say("Watching sale " + id + ".", "info");
+      poll();
+    }
+  }
+
+  async function poll() {
+    clearTimeout(state.timer);
+    if (!state.session) return;
+    const watching = state.watch;
+    const startedAt = Date.now();
+    const reply = await S.api("/admin/sales/" + encodeURIComponent(state.saleId) + "/live", {
+      token: state.session.token,
+    });
+    if (watching !== state.watch) return;
+    let next = Math.max(500, POLL_MS - (Date.now() - startedAt));
+    if (reply.ok && reply.body) {
+      if (state.failures > 0) say("Live again.", "ok");
+      state.failures = 0;
+      apply(reply.body);
+    } else {
+      switch (reply.code) {
+        case "UNAUTHENTICATED":
+          signOut("Your sign-in has expired. Sign in again.");
+          return;
+        case "FORBIDDEN":
+          say("This token has no operator rights (the seckill/admin scope).", "error");
+          return;
+        case "SALE_NOT_FOUND":
+          say("There is no sale “" + state.saleId + "”. Checking again every 5 seconds.", "error");
+          next = 5000;
+          break;
+        case "NOT_FOUND":
+          say("This API has no live view (GET /admin/sales/{saleId}/live).", "error");
+          return;
+        case "SALE_PAUSED":
+          // The view could not read Redis, the table or the queue: it is
+          // the system's trouble, worth showing, and worth asking again.
+          state.failures += 1;
+          next = Math.min(15000, POLL_MS * 2 ** state.failures);
+          say(
+            "The API cannot read a store (Redis, the orders table or the queue) right now: retrying in " +
+              S.wait(next / 1000) +
+              ".",
+            "error"
+          );
+          break;
+        default:
+          state.failures += 1;
+          next = Math.min(15000, POLL_MS * 2 ** state.failures);
+          say(
+            (reply.code === "NETWORK" ? "Connection lost" : "The API answered HTTP " + reply.status) +
+              ": retrying in " +
+              S.wait(next / 1000) +
+              ". The numbers below are from " +
+              (state.previous ? S.time(state.previous.atMs) : "no poll yet") +
+              ".",
+            "warn"
+          );
+      }
+    }
+    state.timer = setTimeout(poll, next);
+  }
+
+  // ------------------------------------------------------------- render
+
+  const sum = (counts) => Object.values(counts || {}).reduce((a, n) => a + (Number(n) || 0), 0);
+
+  function ordered(keys, order) {
+    const known = order.filter((k) => keys.indexOf(k) >= 0);
+    const extra = keys.filter((k) => order.indexOf(k) < 0).sort();
+    return known.concat(extra);
+  }
+
+  function cell(tag, text, className) {
+    const el = document.createElement(tag);
+    el.textContent = text;
+    if (className) el.className = className;
+    return el;
+  }
+
+  function apply(live) {
+    const previous = state.previous;
+    state.previous = live;
+    const stock = live.stock || {};
+    const loaded = typeof stock.remaining === "number";
+    ui.stockRemaining.textContent = loaded ? S.number(stock.remaining) : "not loaded";
+    ui.stockTotal.textContent = S.number(stock.total);
+    ui.stockStatus.textContent = String(stock.status || "–").replace("_", " ");
+    ui.stockStatus.dataset.tone = STATUS_TONE[stock.status] || "info";
+    ui.stockBar.max = Math.max(1, stock.total || 0);
+    ui.stockBar.value = loaded ? Math.max(0, stock.remaining) : 0;
+
+    const queue = live.queue || {};
+    ui.queueVisible.textContent = S.number(queue.visible);
+    ui.queueInflight.textContent = S.number(queue.inFlight);
+    ui.queueDlq.textContent = S.number(queue.dlq);
+    ui.queueDlq.dataset.tone = queue.dlq > 0 ? "danger" : "";
+
+    const orders = live.orders || {};
+    ui.orders.replaceChildren(
+      ...ordered(Object.keys(orders), STATUS_ORDER).map((status) => {
+        const row = document.createElement("tr");
+        row.dataset.status = status;
+        row.append(cell("th", LABEL[status] || status), cell("td", S.number(orders[status]), "count"));
+        row.firstChild.scope = "row";
+        return row;
+      })
+    );
+
+    // Per second from two polls: the server's own timestamps, so a slow
+    // answer does not bend the rate.
+    const outcomes = live.outcomes || {};
+    const dt = previous ? (live.atMs - previous.atMs) / 1000 : 0;
+    ui.outcomes.replaceChildren(
+      ...ordered(Object.keys(outcomes), OUTCOME_ORDER).map((outcome) => {
+        const before = previous && previous.outcomes ? previous.outcomes[outcome] || 0 : null;
+        const delta = before === null ? null : outcomes[outcome] - before;
+        // A count that went down means the sale was loaded again: no rate.
+        const rate = dt > 0 && delta !== null && delta >= 0 ? (delta / dt).toFixed(1) : "–";
+        const row = document.createElement("tr");
+        row.dataset.outcome = outcome;
+        const name = cell("th", LABEL[outcome] || outcome);
+        name.scope = "row";
+        row.append(name, cell("td", S.number(outcomes[outcome]), "count"), cell("td", rate, "rate"));
+        return row;
+      })
+    );
+
+    state.history.push({
+      at: live.atMs,
+      stock: loaded ? stock.remaining : null,
+      accepted: outcomes.ACCEPTED || 0,
+      written: sum(orders),
+      paid: orders.PAID || 0,
+      total: stock.total || 0,
+    });
+    if (state.history.length > HISTORY) state.history.shift();
+    drawFunnel();
+    showReport(live.lastReport);
+    ui.updated.textContent =
+      "Sale " + live.saleId + " · updated " + S.time(live.atMs) + " · every " + POLL_MS / 1000 + " s";
+  }
+
+  function showReport(report) {
+    if (!report) {
+      ui.reportSummary.textContent =
+        "No reconcile report yet: reconcile runs every 5 minutes, or on POST /admin/sales/{saleId}/reconcile.";
+      ui.violations.replaceChildren();
+      return;
+    }
+    const repairs = (report.repairs || []).length;
+    ui.reportSummary.textContent =
+      "At " +
+      S.time(Date.parse(report.at)) +
+      " · Redis stock " +
+      (report.redisStock === null || report.redisStock === undefined ? "not loaded" : S.number(report.redisStock)) +
+      " · available " +
+      S.number(report.available) +
+      " · sold " +
+      S.number(report.sold) +
+      " · " +
+      repairs +
+      (repairs === 1 ? " repair" : " repairs");
+    const violations = report.violations || [];
+    if (!violations.length) {
+      ui.violations.replaceChildren(cell("li", "No violations.", "none"));
+    } else {
+      ui.violations.replaceChildren(
+        ...violations.map((v) => {
+          const risk = v.code === "OVERSELL_RISK";
+          const item = document.createElement("li");
+          item.dataset.code = v.code;
+          if (risk) item.className = "oversell-risk";
+          item.append(cell("strong", (risk ? "⚠ " : "") + v.code), document.createTextNode(": " + v.detail));
+          return item;
+        })
+      );
+    }
+    // Say it once per report, loudly when it names an oversell risk.
+    if (report.at !== state.reportAt) {
+      state.reportAt = report.at;
+      if (violations.some((v) => v.code === "OVERSELL_RISK")) {
+        say("The last reconcile report names an OVERSELL RISK: see the report below.", "error");
+      }
+    }
+  }
+
+  // ---------------------------------------------------------- the chart
+
+  function svg(tag, attrs, text) {
+    const el = document.createElementNS(SVG_NS, tag);
+    Object.entries(attrs || {}).forEach(([k, v]) => el.setAttribute(k, v));
+    if (text !== undefined) el.textContent = text;
+    return el;
+  }
+
+  // The y axis: about four whole-number steps of 1, 2, 2.5 or 5 times a
+  // power of ten, and a top that is a multiple of the step.
+  function yAxis(max) {
+    const raw = Math.max(1, max) / 4;
+    const power = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 2.5, 5, 10]
+      .map((m) => m * power)
+      .filter(Number.isInteger)
+      .find((m) => m >= raw);
+    return { step: step, top: Math.max(step, Math.ceil(Math.max(1, max) / step) * step) };
+  }
+
+  const SERIES = [
+    ["stock", "Stock left"],
+    ["accepted", "Accepted"],
+    ["written", "Orders written"],
+    ["paid", "Paid"],
+  ];
+
+  function drawFunnel() {
+    const points = state.history;
+    // Drawn at the container's own width in CSS pixels, not scaled: the
+    // labels keep their size on a phone and on a wide screen.
+    const W = Math.max(280, Math.round(ui.funnel.clientWidth));
+    const H = W < 500 ? 200 : 260;
+    const left = 46;
+    const right = 12;
+    const top = 10;
+    const bottom = 26;
+    const last = points[points.length - 1];
+    const axis = yAxis(
+      Math.max(last ? last.total : 0, ...points.map((p) => Math.max(p.stock || 0, p.accepted, p.written, p.paid)))
+    );
+    const yMax = axis.top;
+    const t0 = points.length ? points[0].at : 0;
+    const t1 = points.length ? last.at : 1;
+    const x = (at) => (t1 > t0 ? left + ((at - t0) / (t1 - t0)) * (W - left - right) : W - right);
+    const y = (v) => top + (1 - v / yMax) * (H - top - bottom);
+
+    const summary = last
+      ? "Funnel: " + SERIES.map(([key, label]) => label + " " + (last[key] === null ? "not loaded" : last[key])).join(", ")
+      : "Funnel: no data yet";
+    const chart = svg("svg", {
+      viewBox: "0 0 " + W + " " + H,
+      width: W,
+      height: H,
+      role: "img",
+      "aria-label": summary,
+    });
+    chart.append(svg("title", {}, summary));
+
+    for (let value = 0; value <= yMax; value += axis.step) {
+      chart.append(svg("line", { class: "grid", x1: left, x2: W - right, y1: y(value), y2: y(value) }));
+      chart.append(
+        svg("text", { class: "axis-label", x: left - 6, y: y(value) + 4, "text-anchor": "end" }, S.number(value))
+      );
+    }
+    if (points.length) {
+      chart.append(svg("text", { class: "axis-label", x: left, y: H - 6 }, S.time(t0)));
+      chart.append(svg("text", { class: "axis-label", x: W - right, y: H - 6, "text-anchor": "end" }, S.time(t1)));
+    }
+    SERIES.forEach(([key]) => {
+      // A gap where the value is unknown (stock not loaded): a new subpath.
+      let d = "";
+      let pen = "M";
+      points.forEach((p) => {
+        if (p[key] === null) {
+          pen = "M";
+          return;
+        }
+        d += pen + x(p.at).toFixed(1) + " " + y(p[key]).toFixed(1) + " ";
+        pen = "L";
+      });
+      if (d) chart.append(svg("path", { class: "series " + key, d: d.trim() }));
+    });
+    ui.funnel.replaceChildren(chart);
+  }
+
+  function render() {
+    const signedIn = !!state.session;
+    ui.signin.hidden = signedIn;
+    ui.localSignin.hidden = S.config.auth !== "local";
+    ui.cognitoSignin.hidden = S.config.auth === "local";
+    ui.loginLink.hidden = !S.config.loginUrl;
+    ui.who.hidden = !signedIn;
+    ui.whoName.textContent = signedIn ? state.session.userId : "";
+  }
+
+  // -------------------------------------------------------------- start
+
+  ui.saleInput.value = state.saleId;
+  drawFunnel();
+  // A new width (a phone turned, a window resized): draw again to fit.
+  let resized = 0;
+  window.addEventListener("resize", () => {
+    clearTimeout(resized);
+    resized = setTimeout(drawFunnel, 100);
+  });
+  const returning = S.config.auth === "local" ? null : S.tokenFromFragment();
+  const session = returning || S.savedSession("admin");
+  render();
+  if (session) startSession(session, false);
+  else say("Sign in as an operator to watch the sale.", "info");
+  // The session lapses on its own clock: sign out when it does.
+  setInterval(() => {
+    if (state.session && state.session.expiresAtMs <= Date.now()) signOut("Your sign-in has expired. Sign in again.");
+  }, 5000);
+})();
