@@ -441,7 +441,9 @@ impl Ui {
 /// a) Sign in before the start; the countdown runs; the button turns on by
 /// itself at the start; buy; pending payment; pay; paid.
 async fn buyer_waits_buys_and_pays(ui: &Ui) {
-    let start_ms = clock::now_ms() + 6_000;
+    // Room for a loaded machine to open the page and sign in before the
+    // start (the countdown must still show single-digit seconds).
+    let start_ms = clock::now_ms() + 9_000;
     let sale = ui.sale("a", 5, 1, start_ms).await;
     ui.open(&format!("/?sale={sale}")).await;
     ui.until(
