@@ -26,16 +26,11 @@
     stockBar: $("stock-bar"),
     who: $("who"),
     whoName: $("who-name"),
-    signOut: $("sign-out"),
     signin: $("signin"),
     localSignin: $("local-signin"),
     user: $("user"),
-    userError: $("user-error"),
     cognitoSignin: $("cognito-signin"),
     loginLink: $("login-link"),
-    tokenForm: $("token-form"),
-    tokenInput: $("token-input"),
-    tokenError: $("token-error"),
     gate: $("gate"),
     gateForm: $("gate-form"),
     question: $("question"),
@@ -182,50 +177,14 @@
     (S.config.auth === "local" ? ui.user : ui.loginLink).focus();
   }
 
-  ui.localSignin.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    ui.userError.textContent = "";
-    const user = ui.user.value.trim();
-    if (!S.validId(user)) {
-      ui.userError.textContent = "Use 1 to 64 letters, digits, - or _.";
-      ui.user.focus();
-      return;
-    }
-    const result = await S.localSignIn(user, false);
-    if (result.session) {
-      startSession(result.session);
-      say("Signed in as " + result.session.userId + ".", "ok");
-    } else if (result.error.code === "NETWORK") {
-      ui.userError.textContent = "Cannot reach the shop. Check the connection and try again.";
-    } else if (result.error.status === 404) {
-      ui.userError.textContent = "Local sign-in is not available here.";
-    } else {
-      ui.userError.textContent = (result.error.body && result.error.body.message) || "Sign-in refused.";
-    }
-  });
-
-  ui.tokenForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const session = S.sessionFrom(ui.tokenInput.value.trim());
-    if (!session) {
-      ui.tokenError.textContent = "This does not look like a token (three dot-separated parts).";
-    } else if (session.expiresAtMs <= Date.now()) {
-      ui.tokenError.textContent = "This token has expired. Sign in again for a new one.";
-    } else {
-      ui.tokenError.textContent = "";
-      ui.tokenInput.value = "";
+  S.wireSignIn(
+    false,
+    (session) => {
       startSession(session);
       say("Signed in as " + session.userId + ".", "ok");
-    }
-  });
-
-  ui.loginLink.addEventListener("click", (event) => {
-    event.preventDefault();
-    const url = S.loginUrl();
-    if (url) location.assign(url);
-  });
-
-  ui.signOut.addEventListener("click", () => signOut(null));
+    },
+    () => signOut(null)
+  );
 
   // --------------------------------------------------------------- gate
 

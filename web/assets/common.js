@@ -168,6 +168,55 @@
     return { session: sessionFrom(reply.body.token) };
   }
 
+  // The sign-in forms both pages share (the same element ids): a user name
+  // for a local token, a pasted token, the identity provider's login link,
+  // and sign-out. `onSession(session)` runs after a good sign-in,
+  // `onSignOut()` on the button; the pages decide what follows.
+  function wireSignIn(admin, onSession, onSignOut) {
+    const user = $("user");
+    const userError = $("user-error");
+    const tokenInput = $("token-input");
+    const tokenError = $("token-error");
+    $("local-signin").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      userError.textContent = "";
+      const name = user.value.trim();
+      if (!validId(name)) {
+        userError.textContent = "Use 1 to 64 letters, digits, - or _.";
+        user.focus();
+        return;
+      }
+      const result = await localSignIn(name, admin);
+      if (result.session) onSession(result.session);
+      else if (result.error.code === "NETWORK") {
+        userError.textContent = "Cannot reach the server. Check the connection and try again.";
+      } else if (result.error.status === 404) {
+        userError.textContent = "Local sign-in is not available here.";
+      } else {
+        userError.textContent = (result.error.body && result.error.body.message) || "Sign-in refused.";
+      }
+    });
+    $("token-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const session = sessionFrom(tokenInput.value.trim());
+      if (!session) {
+        tokenError.textContent = "This does not look like a token (three dot-separated parts).";
+      } else if (session.expiresAtMs <= Date.now()) {
+        tokenError.textContent = "This token has expired. Sign in again for a new one.";
+      } else {
+        tokenError.textContent = "";
+        tokenInput.value = "";
+        onSession(session);
+      }
+    });
+    $("login-link").addEventListener("click", (event) => {
+      event.preventDefault();
+      const url = loginUrl();
+      if (url) location.assign(url);
+    });
+    $("sign-out").addEventListener("click", () => onSignOut());
+  }
+
   // Cognito's hosted UI (implicit grant) comes back with the token in the
   // URL fragment. Take it, check the state we sent, and clear the fragment so
   // the token is not left in the address bar or the history.
@@ -262,6 +311,7 @@
     savedSession,
     saveSession,
     localSignIn,
+    wireSignIn,
     tokenFromFragment,
     loginUrl,
     randomKey,

@@ -19,16 +19,11 @@
   const ui = {
     who: $("who"),
     whoName: $("who-name"),
-    signOut: $("sign-out"),
     signin: $("signin"),
     localSignin: $("local-signin"),
     user: $("user"),
-    userError: $("user-error"),
     cognitoSignin: $("cognito-signin"),
     loginLink: $("login-link"),
-    tokenForm: $("token-form"),
-    tokenInput: $("token-input"),
-    tokenError: $("token-error"),
     saleForm: $("sale-form"),
     saleInput: $("sale-id"),
     updated: $("updated"),
@@ -118,40 +113,11 @@
     (S.config.auth === "local" ? ui.user : ui.loginLink).focus();
   }
 
-  ui.localSignin.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    ui.userError.textContent = "";
-    const user = ui.user.value.trim();
-    if (!S.validId(user)) {
-      ui.userError.textContent = "Use 1 to 64 letters, digits, - or _.";
-      return;
-    }
-    const result = await S.localSignIn(user, true);
-    if (result.session) startSession(result.session, true);
-    else if (result.error.code === "NETWORK") ui.userError.textContent = "Cannot reach the API.";
-    else if (result.error.status === 404) ui.userError.textContent = "Local sign-in is not available here.";
-    else ui.userError.textContent = (result.error.body && result.error.body.message) || "Sign-in refused.";
-  });
-
-  ui.tokenForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const session = S.sessionFrom(ui.tokenInput.value.trim());
-    if (!session) ui.tokenError.textContent = "This does not look like a token.";
-    else if (session.expiresAtMs <= Date.now()) ui.tokenError.textContent = "This token has expired.";
-    else {
-      ui.tokenError.textContent = "";
-      ui.tokenInput.value = "";
-      startSession(session, true);
-    }
-  });
-
-  ui.loginLink.addEventListener("click", (event) => {
-    event.preventDefault();
-    const url = S.loginUrl();
-    if (url) location.assign(url);
-  });
-
-  ui.signOut.addEventListener("click", () => signOut(null));
+  S.wireSignIn(
+    true,
+    (session) => startSession(session, true),
+    () => signOut(null)
+  );
 
   // -------------------------------------------------------------- watch
 
