@@ -30,7 +30,18 @@ struct Caller<'a> {
     admin: String,
 }
 
-impl Caller<'_> {
+impl<'a> Caller<'a> {
+    /// A caller of `stack` holding an admin token.
+    fn new(stack: &'a LocalStack) -> Self {
+        let tokens = TokenSettings::from_env();
+        let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
+        Self {
+            stack,
+            tokens,
+            admin,
+        }
+    }
+
     fn bearer(&self, user: &str) -> String {
         format!("Bearer {}", self.tokens.mint(user, false, 300).unwrap())
     }
@@ -100,13 +111,7 @@ fn outcomes(body: &Value) -> Vec<(String, u64)> {
 #[tokio::test]
 async fn live_shows_the_exact_numbers_of_a_small_sale() {
     let stack = LocalStack::start().await;
-    let tokens = TokenSettings::from_env();
-    let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
-    let caller = Caller {
-        stack: &stack,
-        tokens,
-        admin,
-    };
+    let caller = Caller::new(&stack);
     let sale = unique("live");
     // Started a minute ago: PUT loads a due sale into Redis at once.
     caller
@@ -253,13 +258,7 @@ async fn live_shows_the_exact_numbers_of_a_small_sale() {
 #[tokio::test]
 async fn live_sums_the_shards_and_tallies_only_sales_redis_holds() {
     let stack = LocalStack::start().await;
-    let tokens = TokenSettings::from_env();
-    let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
-    let caller = Caller {
-        stack: &stack,
-        tokens,
-        admin,
-    };
+    let caller = Caller::new(&stack);
     let now = clock::now_ms();
     let sharded = unique("live");
     caller

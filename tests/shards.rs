@@ -12,7 +12,7 @@ use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::invariants::InvariantChecker;
 use seckill_shared::ports::StockStore;
 use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
-use seckill_shared::redis_store::{RedisStock, SaleKeys, home_shard};
+use seckill_shared::redis_store::{LoadOutcome, RedisStock, SaleKeys, home_shard};
 use seckill_shared::sqs_queue::SqsQueue;
 use seckill_tests::*;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -37,6 +37,21 @@ fn checker(app: &App) -> InvariantChecker {
         app.queue_url.clone(),
         Some(app.dlq_url.clone()),
     )
+}
+
+/// The invariant checker over the sale finds nothing, `accepted` being the
+/// order ids the buyers were given.
+async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]) {
+    let accepted: Vec<OrderId> = accepted
+        .iter()
+        .map(|o| OrderId::parse(o.as_ref()).unwrap())
+        .collect();
+    let violations = checker(app)
+        .check_sale(&sale.sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
 }
 
 fn reconciler(app: &App) -> Reconciler {
@@ -112,16 +127,7 @@ async fn no_false_sold_out_while_any_shard_has_stock() {
         "reserved on the home shard"
     );
     app.write_queued_orders().await;
-    let accepted: Vec<OrderId> = accepted
-        .iter()
-        .map(|o| OrderId::parse(o).unwrap())
-        .collect();
-    let violations = checker(&app)
-        .check_sale(&sale.sale_id, &accepted)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(violations, vec![]);
+    assert_invariants(&app, &sale, &accepted).await;
     let view = app
         .service
         .stock()
@@ -178,12 +184,7 @@ async fn a_borrow_that_died_between_its_steps_is_completed_by_reconcile() {
         .unwrap();
     assert_eq!((snap.stock, snap.in_transit), (13, 3));
     // Not a drift: the units are in transit, still Redis's to sell.
-    let violations = checker(&app)
-        .check_sale(&sale.sale_id, &[])
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(violations, vec![]);
+    assert_invariants::<&str>(&app, &sale, &[]).await;
     let report = reconciler(&app)
         .reconcile_sale(&sale.sale_id, clock::now_ms())
         .await
@@ -332,16 +333,7 @@ async fn sell_on_the_cluster(shards: u32) {
         .unwrap();
     assert_eq!(report.violations, vec![], "{report:?}");
     assert_eq!((report.sold, report.available), (100, 0));
-    let accepted: Vec<OrderId> = accepted
-        .iter()
-        .map(|o| OrderId::parse(o).unwrap())
-        .collect();
-    let violations = checker(&app)
-        .check_sale(&sale.sale_id, &accepted)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(violations, vec![]);
+    assert_invariants(&app, &sale, &accepted).await;
     println!("cluster, {shards} shard(s) on masters {masters:?}: 100 of 300 sold, reconcile clean");
 }
 
@@ -445,17 +437,8 @@ async fn a_sharded_sale_that_lost_its_keys_fails_closed_and_is_rebuilt_from_dyna
     let (more, refused) = buy_all(&app, id, &later).await;
     assert_eq!(more.len(), 12, "{refused:?}");
     app.write_queued_orders().await;
-    let all: Vec<OrderId> = accepted
-        .iter()
-        .chain(&more)
-        .map(|o| OrderId::parse(o).unwrap())
-        .collect();
-    let violations = checker(&app)
-        .check_sale(&sale.sale_id, &all)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(violations, vec![]);
+    let all: Vec<&String> = accepted.iter().chain(&more).collect();
+    assert_invariants(&app, &sale, &all).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -486,10 +469,41 @@ async fn unpaid_orders_of_a_sharded_sale_give_their_units_back_to_their_shards()
     assert_eq!(snap.stock, 8, "every unit back");
     assert!(snap.reservations.values().all(|r| r.state == "EXPIRED"));
     assert!(snap.buyers.values().all(|&units| units == 0));
-    let violations = checker(&app)
-        .check_sale(&sale.sale_id, &[])
+    assert_invariants::<&str>(&app, &sale, &[]).await;
+}
+
+/// The per-user limit is exact only while each buyer keeps one home shard:
+/// a prewarm refresh of a sale whose directory holds a home table keeps it,
+/// and purchases follow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_never_moves_a_buyer_home() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(40, 1, 4);
+    app.open_sale(&sale).await;
+    // As a cluster's prewarm may have written it: every bucket is shard 2.
+    let directory = SaleKeys::new(&sale.sale_id);
+    let table = "2,2,2,2";
+    let mut redis = app.redis.clone();
+    let _: () = redis.hset(&directory.meta, "homes", table).await.unwrap();
+    let refreshed = app
+        .service
+        .stock()
+        .load_sale(&sale, clock::now_ms(), false)
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(violations, vec![]);
+    assert!(
+        matches!(refreshed, LoadOutcome::Refreshed { .. }),
+        "{refreshed:?}"
+    );
+    let kept: String = redis.hget(&directory.meta, "homes").await.unwrap();
+    assert_eq!(kept, table, "a refresh rewrote the home table");
+    let id = sale.sale_id.as_str();
+    for user in ["h1", "h2", "h3"] {
+        let reply = app.purchase(id, user, "").await;
+        assert_eq!(reply.status, 202, "{:?}", reply.body);
+        let order = reply.body["orderId"].as_str().unwrap();
+        assert!(order.ends_with("-s2"), "{user} bought on {order}");
+        // The same buyer again: refused by the count on that one shard.
+        assert_eq!(app.purchase(id, user, "").await.code(), "LIMIT_EXCEEDED");
+    }
 }

@@ -461,16 +461,18 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = tokio::time::Instant::now() + within;
+    // The poll's cadence: the loop ends as soon as `check` holds, or at the
+    // deadline.
+    let mut every = tokio::time::interval(Duration::from_millis(20));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        every.tick().await;
         if check().await {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
-        // The cadence of the poll, not a wait for the outcome: the loop ends
-        // as soon as `check` holds, or at the deadline.
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
