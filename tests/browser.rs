@@ -192,10 +192,17 @@ impl Ui {
         if !eventually(STEP, || self.holds(script)).await {
             self.shot(&format!("failed-{}", what.replace(' ', "-")))
                 .await;
+            // What either page says, for the failure to explain itself.
+            let mut shows = Vec::new();
+            for css in ["#status", "#buy-hint", "#report-summary", "#violations"] {
+                let text = self.text(css).await;
+                if !text.is_empty() {
+                    shows.push(format!("{css}: {text:?}"));
+                }
+            }
             panic!(
-                "{what}: not within {STEP:?}; the page's status says {:?}, its buy hint {:?}",
-                self.text("#status").await,
-                self.text("#buy-hint").await
+                "{what}: not within {STEP:?}; the page shows {}",
+                shows.join(", ")
             );
         }
     }

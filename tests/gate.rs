@@ -106,8 +106,59 @@ async fn a_gated_sale_sells_only_to_a_fresh_pass() {
     };
     let (status, _) = answer(right + 1000).await;
     assert_eq!(status, 400, "wrong answer");
-    let (status, pass) = answer(right).await;
+    // The question's id binds an answer to it; a malformed or unknown id is
+    // refused with the right answer too, and gives no pass.
+    let id = question["challengeId"].as_str().unwrap().to_owned();
+    for (body, why) in [
+        (
+            format!("{{\"answer\": {right}, \"challengeId\": 7}}"),
+            "an id that is not a string",
+        ),
+        (
+            format!("{{\"answer\": {right}, \"challengeId\": \"junk\"}}"),
+            "a junk id",
+        ),
+        (
+            format!(
+                "{{\"answer\": {right}, \"challengeId\": \"{}\"}}",
+                id.parse::<i64>().unwrap() + 1
+            ),
+            "a future id",
+        ),
+        (
+            format!("{{\"answer\": {}, \"challengeId\": \"{id}\"}}", right + 1),
+            "a near miss with its id",
+        ),
+    ] {
+        let (status, reply) = stack
+            .request(
+                "POST",
+                &format!("/sales/{sale}/challenge"),
+                &[("authorization", &alice)],
+                &body,
+            )
+            .await;
+        assert_eq!(
+            (status, reply["code"].as_str()),
+            (400, Some("INVALID_REQUEST")),
+            "{why}: {reply}"
+        );
+        assert!(reply.get("token").is_none(), "{why}");
+    }
+    let (status, pass) = stack
+        .request(
+            "POST",
+            &format!("/sales/{sale}/challenge"),
+            &[("authorization", &alice)],
+            &format!("{{\"answer\": {right}, \"challengeId\": \"{id}\"}}"),
+        )
+        .await;
     assert_eq!(status, 200, "{pass}");
+    let (status, other_pass) = answer(right).await;
+    assert_eq!(
+        status, 200,
+        "without its id the answer still counts: {other_pass}"
+    );
     let token = pass["token"].as_str().unwrap().to_owned();
 
     let (status, reply) = buy(bob.clone(), Some(token.clone())).await;

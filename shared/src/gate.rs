@@ -85,14 +85,24 @@ impl Gate {
 
     /// The two numbers of the question a user gets for a sale in one
     /// window of `CHALLENGE_TTL_MS`: derived from the key, so the server
-    /// keeps no state and a bot cannot predict them.
+    /// keeps no state and a bot cannot predict them. Even windows sum to
+    /// 5..=23 and odd ones to 30..=48: an answer that misses the current
+    /// question by less than 7 is never the previous question's right
+    /// answer, so the grace for the previous window cannot let a near
+    /// miss through.
     fn numbers(&self, sale: &SaleId, user: &UserId, window: i64) -> (i64, i64) {
         let tag = hmac::sign(&self.key, format!("q|{sale}|{user}|{window}").as_bytes());
         let b = tag.as_ref();
-        (2 + i64::from(b[0] % 17), 3 + i64::from(b[1] % 23))
+        let (a, b) = (i64::from(b[0] % 10), i64::from(b[1] % 10));
+        if window.rem_euclid(2) == 0 {
+            (2 + a, 3 + b)
+        } else {
+            (20 + a, 10 + b)
+        }
     }
 
-    /// `GET /sales/{saleId}/challenge`: the question, and until when it holds.
+    /// `GET /sales/{saleId}/challenge`: the question, its id (the window it
+    /// belongs to) and until when it holds.
     pub fn challenge(&self, sale: &SaleId, user: &UserId, now_ms: i64) -> Challenge {
         let window = now_ms.div_euclid(CHALLENGE_TTL_MS);
         let (a, b) = self.numbers(sale, user, window);
@@ -103,19 +113,32 @@ impl Gate {
         }
     }
 
-    /// `POST /sales/{saleId}/challenge`: a right answer to the current
-    /// question (or the previous one, so a question asked just before its
-    /// window ends can still be answered) gives a pass that buys once.
+    /// `POST /sales/{saleId}/challenge`: a right answer gives a pass that
+    /// buys once. With the question's `challenge_id` the answer is checked
+    /// against that question alone (the current one or the previous, so a
+    /// question asked just before its window ends can still be answered);
+    /// without it, against either of the two.
     pub fn answer(
         &self,
         sale: &SaleId,
         user: &UserId,
         answer: i64,
+        challenge_id: Option<&str>,
         now_ms: i64,
         nonce: u64,
     ) -> Result<Pass, GateError> {
         let window = now_ms.div_euclid(CHALLENGE_TTL_MS);
-        let right = [window, window - 1].iter().any(|w| {
+        let windows = match challenge_id {
+            None => vec![window, window - 1],
+            Some(id) => {
+                let asked: i64 = id.parse().map_err(|_| GateError::Invalid)?;
+                if asked != window && asked != window - 1 {
+                    return Err(GateError::Expired);
+                }
+                vec![asked]
+            }
+        };
+        let right = windows.iter().any(|w| {
             let (a, b) = self.numbers(sale, user, *w);
             a + b == answer
         });
@@ -173,7 +196,7 @@ mod tests {
         let (sale, user) = ids();
         let c = gate.challenge(&sale, &user, 1_000);
         let pass = gate
-            .answer(&sale, &user, solve(&c.question), 2_000, 7)
+            .answer(&sale, &user, solve(&c.question), None, 2_000, 7)
             .unwrap();
         assert!(gate.verify(&sale, &user, &pass.token, 3_000).is_ok());
         let other = UserId::parse("u2").unwrap();
@@ -199,24 +222,71 @@ mod tests {
     fn wrong_and_stale_answers_are_refused() {
         let gate = Gate::new(b"secret");
         let (sale, user) = ids();
-        let c = gate.challenge(&sale, &user, 1_000);
-        let right = solve(&c.question);
-        // A wrong answer may, by chance, be another question's right one:
-        // try two and require at least one refusal.
-        let wrong = [right + 1, right + 2]
-            .iter()
-            .filter(|a| gate.answer(&sale, &user, **a, 2_000, 1).is_err())
-            .count();
-        assert!(wrong >= 1);
-        // Not answerable two windows later (unless that question has the same sum).
-        let two_later = c.expires_at_ms + CHALLENGE_TTL_MS + 1;
-        let other_q = gate.challenge(&sale, &user, two_later);
-        if solve(&other_q.question) != right {
+        // Every window of a day, every question answered just after its
+        // window turned (when the previous question is still accepted):
+        // a near miss is refused with or without the question's id.
+        for w in 0..720 {
+            let now = w * CHALLENGE_TTL_MS + 1;
+            let c = gate.challenge(&sale, &user, now);
+            let right = solve(&c.question);
+            for miss in (-6..=6).filter(|m| *m != 0) {
+                for id in [None, Some(c.challenge_id.as_str())] {
+                    assert_eq!(
+                        gate.answer(&sale, &user, right + miss, id, now, 1),
+                        Err(GateError::WrongAnswer),
+                        "window {w}, {} answered {}",
+                        c.question,
+                        right + miss
+                    );
+                }
+            }
+        }
+        // With its id, only that question's answer counts: the previous
+        // question's right answer is refused for the current one.
+        let before = gate.challenge(&sale, &user, 1_000);
+        let now = before.expires_at_ms + 1;
+        let current = gate.challenge(&sale, &user, now);
+        let old_right = solve(&before.question);
+        assert_ne!(old_right, solve(&current.question));
+        assert!(gate.answer(&sale, &user, old_right, None, now, 1).is_ok());
+        assert!(
+            gate.answer(&sale, &user, old_right, Some(&before.challenge_id), now, 1)
+                .is_ok()
+        );
+        assert_eq!(
+            gate.answer(&sale, &user, old_right, Some(&current.challenge_id), now, 1),
+            Err(GateError::WrongAnswer)
+        );
+        // Not answerable two windows later, with or without its id (unless
+        // that window's question has the same sum).
+        let two_later = before.expires_at_ms + CHALLENGE_TTL_MS + 1;
+        assert_eq!(
+            gate.answer(
+                &sale,
+                &user,
+                old_right,
+                Some(&before.challenge_id),
+                two_later,
+                1
+            ),
+            Err(GateError::Expired)
+        );
+        if solve(&gate.challenge(&sale, &user, two_later).question) != old_right {
             assert_eq!(
-                gate.answer(&sale, &user, right, two_later, 1),
+                gate.answer(&sale, &user, old_right, None, two_later, 1),
                 Err(GateError::WrongAnswer)
             );
         }
+        // An id from the future or not a number is refused too.
+        assert_eq!(
+            gate.answer(&sale, &user, old_right, Some("junk"), now, 1),
+            Err(GateError::Invalid)
+        );
+        let next = format!("{}", now.div_euclid(CHALLENGE_TTL_MS) + 1);
+        assert_eq!(
+            gate.answer(&sale, &user, old_right, Some(&next), now, 1),
+            Err(GateError::Expired)
+        );
         assert!(format!("{gate:?}").contains("<secret>"));
     }
 }

@@ -18,7 +18,8 @@
 //!   no reservation, no message (only checkable by whoever saw the `202`).
 //!
 //! The stock comparison is made only while nothing is in the queue, because
-//! in-flight messages move both sides.
+//! in-flight messages move both sides; the counters are compared with the
+//! rows and Redis only when they did not move while those were read.
 
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::dynamo::{DynamoCatalog, SaleCounters};
@@ -47,6 +48,10 @@ pub struct SaleState {
     pub queue_visible: u64,
     pub queue_in_flight: u64,
     pub dlq_visible: u64,
+    /// The sale item's counters read the same after the rows and Redis as
+    /// before them: no order was written or released while they were read,
+    /// so counters, rows and Redis may be compared with each other.
+    pub settled: bool,
 }
 
 impl SaleState {
@@ -108,7 +113,7 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
             format!("orders hold {held} units, sold {sold}, total {total}"),
         ));
     }
-    if sold != held || available + sold != total {
+    if state.settled && (sold != held || available + sold != total) {
         out.push(violation(
             "COUNTS_DISAGREE",
             format!(
@@ -171,7 +176,7 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
             format!("{user} holds {units} units but Redis does not count them"),
         ));
     }
-    if state.queue_quiet() {
+    if state.settled && state.queue_quiet() {
         let owed = state.owed_to_redis();
         // Units lent by one shard and not yet received by another are still
         // Redis's to sell (reconcile completes the transfer).
@@ -279,7 +284,26 @@ impl InvariantChecker {
     }
 
     /// The sale's state; `None` when the sale does not exist.
+    ///
+    /// The stores cannot be read at one instant: an order written or
+    /// released between reading the sale item and reading the rows would
+    /// look like counts that disagree. So the counters are read again at
+    /// the end, and the whole read is taken again (a few times) while they
+    /// moved; a state that never settled says so and is not compared.
     pub async fn observe(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
+        let mut attempt = 1;
+        loop {
+            let Some(state) = self.observe_once(sale_id).await? else {
+                return Ok(None);
+            };
+            if state.settled || attempt == OBSERVE_ATTEMPTS {
+                return Ok(Some(state));
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn observe_once(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
         let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
             return Ok(None);
         };
@@ -299,6 +323,8 @@ impl InvariantChecker {
             rows.extend(found.into_iter().map(|o| (o.order_id.to_string(), o)));
         }
         let redis = self.stock.snapshot(sale_id).await?;
+        let after = self.catalog.get_record(sale_id).await?;
+        let settled = after.is_some_and(|(_, again)| again == counters);
         Ok(Some(SaleState {
             sale,
             counters,
@@ -307,6 +333,7 @@ impl InvariantChecker {
             queue_visible,
             queue_in_flight,
             dlq_visible,
+            settled,
         }))
     }
 
@@ -394,6 +421,10 @@ pub(crate) fn holds_units(status: OrderStatus) -> bool {
     matches!(status, OrderStatus::PendingPayment | OrderStatus::Paid)
 }
 
+/// Reads of a sale taken before giving up on a settled one (a busy sale
+/// moves its counters all the time; the next run compares them).
+const OBSERVE_ATTEMPTS: u32 = 3;
+
 fn violation(code: &'static str, detail: String) -> Violation {
     Violation { code, detail }
 }
@@ -454,6 +485,7 @@ mod tests {
             queue_visible: 0,
             queue_in_flight: 0,
             dlq_visible: 0,
+            settled: true,
         }
     }
 
@@ -523,6 +555,35 @@ mod tests {
         // While messages are in flight the numbers move: no judgement.
         s.queue_in_flight = 1;
         assert_eq!(check(&s), vec![]);
+    }
+
+    #[test]
+    fn counters_that_moved_during_the_read_are_not_compared() {
+        // An order written between the read of the sale item and the read
+        // of the rows: one row more than `sold` says.
+        let mut s = state(
+            3,
+            2,
+            1,
+            vec![
+                row("o1", "alice", 1, OrderStatus::Paid),
+                row("o2", "bob", 1, OrderStatus::PendingPayment),
+            ],
+        );
+        s.redis = Some(RedisSnapshot {
+            stock: 0,
+            total: 3,
+            buyers: [("alice".into(), 1), ("bob".into(), 1)].into(),
+            ..RedisSnapshot::default()
+        });
+        assert_eq!(codes(&check(&s)), vec!["COUNTS_DISAGREE", "STOCK_DRIFT"]);
+        s.settled = false;
+        assert_eq!(check(&s), vec![]);
+        // What needs no comparison between stores is still judged.
+        if let Some(snap) = s.redis.as_mut() {
+            snap.buyers.insert("alice".into(), 3);
+        }
+        assert_eq!(codes(&check(&s)), vec!["USER_OVER_LIMIT"]);
     }
 
     #[test]

@@ -36,8 +36,8 @@ pub enum QueryError {
     GateNotOpen { start_ms: i64 },
     #[error("the sale has ended")]
     SaleEnded,
-    #[error("wrong answer")]
-    WrongAnswer,
+    #[error("the gate refused the answer: {0}")]
+    WrongAnswer(crate::gate::GateError),
     #[error("the gate is not configured")]
     GateUnavailable,
 }
@@ -58,8 +58,14 @@ impl QueryError {
                 }
             }
             Self::SaleEnded => ApiError::SaleEnded,
-            Self::WrongAnswer => {
+            Self::WrongAnswer(crate::gate::GateError::Expired) => {
+                ApiError::InvalidRequest("that question has expired; ask for a new one".into())
+            }
+            Self::WrongAnswer(crate::gate::GateError::WrongAnswer) => {
                 ApiError::InvalidRequest("wrong answer; ask for the question again".into())
+            }
+            Self::WrongAnswer(_) => {
+                ApiError::InvalidRequest("challengeId is not one this sale's question gave".into())
             }
             Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
                 ApiError::paused("temporarily unavailable; retry shortly")
@@ -141,23 +147,26 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             .challenge(sale_id, caller, now);
         Ok(serde_json::json!({
             "question": c.question,
+            "challengeId": c.challenge_id,
             "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
         }))
     }
 
-    /// `POST /sales/{saleId}/challenge` with `{"answer": n}`.
+    /// `POST /sales/{saleId}/challenge` with `{"answer": n}` and, when the
+    /// client kept it, the question's `challengeId`.
     pub async fn answer(
         &self,
         sale_id: &SaleId,
         caller: &UserId,
         answer: i64,
+        challenge_id: Option<&str>,
     ) -> Result<serde_json::Value, QueryError> {
         let now = clock::now_ms();
         let gate = self.gated(sale_id, now).await?;
         let nonce = nonce_from(now, caller);
         let pass = gate
-            .answer(sale_id, caller, answer, now, nonce)
-            .map_err(|_| QueryError::WrongAnswer)?;
+            .answer(sale_id, caller, answer, challenge_id, now, nonce)
+            .map_err(QueryError::WrongAnswer)?;
         Ok(serde_json::json!({
             "token": pass.token,
             "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),

@@ -57,6 +57,7 @@
     session: null, // {token, userId, expiresAtMs}
     gate: "unknown", // unknown | none | needed | passed
     gateBusy: false,
+    challengeId: null, // the id of the question shown
     gateRetryAtMs: 0,
     // Pages open since long before the start would all ask for the gate's
     // question at the same second; each waits a little of its own.
@@ -200,6 +201,8 @@
       const first = state.gate !== "needed";
       state.gate = "needed";
       ui.question.textContent = reply.body.question;
+      // Sent back with the answer: it is checked against this question only.
+      state.challengeId = reply.body.challengeId || null;
       if (first) say("This sale asks one question before you buy: answer it above the buy button.", "info");
     } else if (reply.code === "INVALID_REQUEST" || reply.code === "SALE_ENDED") {
       state.gate = "none";
@@ -224,7 +227,7 @@
     const reply = await S.api(salePath + "/challenge", {
       method: "POST",
       token: state.session.token,
-      body: { answer: answer },
+      body: state.challengeId ? { answer: answer, challengeId: state.challengeId } : { answer: answer },
     });
     if (reply.ok && reply.body) {
       state.pass = { token: reply.body.token, expiresAtMs: Date.parse(reply.body.expiresAt) };
@@ -233,6 +236,12 @@
       render();
       say("Right. The pass holds for a minute: press Buy now.", "ok");
       if (!ui.buyButton.disabled) ui.buyButton.focus();
+    } else if (reply.code === "INVALID_REQUEST" && /expired/.test(reply.body && reply.body.message)) {
+      // The question's window passed while the buyer thought: a new one.
+      ui.answer.value = "";
+      await fetchQuestion();
+      say("That question expired: here is a new one.", "error", null, "WRONG_ANSWER");
+      ui.answer.focus();
     } else if (reply.code === "INVALID_REQUEST") {
       say("That answer is not right. Try again.", "error", null, "WRONG_ANSWER");
       ui.answer.select();

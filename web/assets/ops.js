@@ -304,7 +304,8 @@
       S.number(report.sold) +
       " · " +
       repairs +
-      (repairs === 1 ? " repair" : " repairs");
+      (repairs === 1 ? " repair" : " repairs") +
+      (report.countsCompared === false ? " · orders kept moving: counts compared next run" : "");
     const violations = report.violations || [];
     if (!violations.length) {
       ui.violations.replaceChildren(cell("li", "No violations.", "none"));

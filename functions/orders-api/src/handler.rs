@@ -88,8 +88,19 @@ where
                 .get("answer")
                 .and_then(serde_json::Value::as_i64)
                 .ok_or_else(|| ApiError::InvalidRequest("answer must be an integer".into()))?;
+            // Optional: the id GET gave with the question binds the answer
+            // to that question alone.
+            let challenge_id = match body.get("challengeId") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(id)) => Some(id.as_str()),
+                Some(_) => {
+                    return Err(ApiError::InvalidRequest(
+                        "challengeId must be the string GET gave".into(),
+                    ));
+                }
+            };
             let pass = queries
-                .answer(&sale_id, &caller.user_id, answer)
+                .answer(&sale_id, &caller.user_id, answer, challenge_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
             Ok(http::json(200, &pass))
