@@ -226,6 +226,46 @@ async fn concurrent_prewarms_load_once() {
 }
 
 #[tokio::test]
+async fn a_sale_created_live_loads_at_once_while_other_orders_are_queued() {
+    let app = App::spawn().await;
+    let busy = live_sale(20, 1);
+    app.open_sale(&busy).await;
+    for n in 0..3 {
+        let reply = app
+            .purchase(busy.sale_id.as_str(), &format!("b{n}"), "")
+            .await;
+        assert_eq!(reply.status, 202, "{:?}", reply.body);
+    }
+    // Created already running, never loaded: nothing of it can be on the
+    // queue, so the other sale's messages do not hold it up.
+    let fresh = live_sale(5, 1);
+    let id = fresh.sale_id.as_str();
+    assert!(app.catalog.create_sale(&fresh).await.unwrap());
+    let jobs = app.jobs().await;
+    match jobs
+        .prewarm_sale(&fresh.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+    {
+        PrewarmOutcome::Loaded { stock, buyers } => assert_eq!((stock, buyers), (5, 0)),
+        other => panic!("a new live sale was held up: {other:?}"),
+    }
+    let reply = app.purchase(id, "first", "").await;
+    assert_eq!(reply.status, 202, "{:?}", reply.body);
+    // Loaded once, then lost: now it waits, as its own purchase is queued.
+    app.lose_redis_keys(id).await;
+    match jobs
+        .prewarm_sale(&fresh.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+    {
+        PrewarmOutcome::WaitingForQueue { in_flight } => assert_eq!(in_flight, 4),
+        other => panic!("rebuilt while its order was in flight: {other:?}"),
+    }
+    assert_eq!(app.stock(id).await, None);
+}
+
+#[tokio::test]
 async fn lost_keys_pause_the_sale_until_the_queue_drains_then_rebuild_from_the_truth() {
     let app = App::spawn().await;
     let sale = live_sale(20, 1);

@@ -164,6 +164,30 @@ impl DynamoCatalog {
 }
 
 impl DynamoCatalog {
+    /// Records on the sale item that its keys are being loaded into Redis
+    /// (`loadedAtMs`, the first time only) and says whether they had been
+    /// before. Written before the keys exist: a purchase needs the keys, so
+    /// a sale never marked can have no accepted purchase on its way.
+    pub async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET loadedAtMs = if_not_exists(loadedAtMs, :now)")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            // The whole old item: UPDATED_OLD may leave out an attribute set
+            // to the value it already had (the emulator does).
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(out
+            .attributes
+            .is_some_and(|old| old.contains_key("loadedAtMs")))
+    }
+
     /// Keeps the last reconciliation report (JSON) on the sale item.
     pub async fn store_report(&self, sale_id: &str, json: &str) -> Result<(), CatalogError> {
         self.client

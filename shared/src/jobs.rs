@@ -170,6 +170,8 @@ impl Jobs {
             return Ok(PrewarmOutcome::NotDue);
         }
         if self.stock.view(sale_id, None).await?.is_some() {
+            // Also marks sales loaded before the mark existed.
+            self.catalog.mark_loaded(sale_id, now_ms).await?;
             self.stock.load_sale(&sale, now_ms, false).await?;
             return Ok(PrewarmOutcome::Refreshed);
         }
@@ -181,9 +183,7 @@ impl Jobs {
         {
             return Ok(PrewarmOutcome::Busy);
         }
-        let outcome = self
-            .load_from_truth(&sale, counters.available, now_ms)
-            .await;
+        let outcome = self.load_from_truth(&sale, counters, now_ms).await;
         if let Ok(PrewarmOutcome::Loaded { .. }) = outcome {
             self.metrics.count(Counter::SalesPrewarmed, 1);
         }
@@ -197,10 +197,17 @@ impl Jobs {
     async fn load_from_truth(
         &self,
         sale: &crate::domain::Sale,
-        available: i64,
+        counters: crate::dynamo::SaleCounters,
         now_ms: i64,
     ) -> Result<PrewarmOutcome, JobError> {
-        if sale.phase_at(now_ms) == SalePhase::Live {
+        let available = counters.available;
+        // A live sale whose keys are missing was either lost (Redis
+        // restarted: purchases it accepted may still be on the queue, and
+        // the rebuild must wait for them) or never loaded (created already
+        // live: nothing can be on its way, so it loads at once).
+        let loaded_before =
+            self.catalog.mark_loaded(&sale.sale_id, now_ms).await? || counters.sold > 0;
+        if loaded_before && sale.phase_at(now_ms) == SalePhase::Live {
             let in_flight = self.in_flight().await?;
             if in_flight > 0 {
                 tracing::warn!(sale_id = %sale.sale_id, in_flight, "live sale missing from Redis; waiting for the queue to drain before rebuilding");

@@ -151,6 +151,14 @@ impl App {
     /// Writes the sale to the `sales` table and loads it into Redis.
     pub async fn open_sale(&self, sale: &Sale) {
         assert!(self.catalog.create_sale(sale).await.unwrap());
+        // As prewarm does before it loads a sale.
+        assert!(
+            !self
+                .catalog
+                .mark_loaded(&sale.sale_id, clock::now_ms())
+                .await
+                .unwrap()
+        );
         self.service
             .stock()
             .load_sale(sale, clock::now_ms(), false)
