@@ -229,6 +229,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             .await
             .map_err(other)?
             .ok_or_else(|| LocalError::Other("demo sale vanished".into()))?;
+        // As prewarm does before it loads a sale, so a Redis restart under
+        // the local stack rebuilds it only once the queue drained.
+        catalog
+            .mark_loaded(&id, clock::now_ms())
+            .await
+            .map_err(other)?;
         let stock =
             RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2)).map_err(other)?;
         let loaded = stock
