@@ -6,10 +6,10 @@
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
-use seckill_shared::domain::{Quantity, UserId};
+use seckill_shared::domain::{Quantity, Sale, UserId};
 use seckill_shared::orders::OrderStatus;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
-use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
+use seckill_shared::reconcile::{ReconcileReport, ReconcileSettings, Reconciler};
 use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::time::Duration;
@@ -23,6 +23,20 @@ async fn reconciler(app: &App) -> Reconciler {
             max_age: Duration::from_secs(3_600),
             ..ReconcileSettings::default()
         })
+}
+
+/// One reconcile of `sale` now; the sale exists.
+async fn reconcile_now(reconciler: &Reconciler, sale: &Sale) -> ReconcileReport {
+    reconciler
+        .reconcile_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Whether the report names a violation with this code.
+fn names(report: &ReconcileReport, code: &str) -> bool {
+    report.violations.iter().any(|v| v.code == code)
 }
 
 /// Reserves in Redis and sends nothing: a purchase that crashed between the
@@ -90,11 +104,7 @@ async fn crash_between_redis_and_sqs_is_relayed_exactly_once() {
     assert_eq!(app.sale_counters(id).await, (4, 1), "stock taken once");
     assert_eq!(app.reservations(id).await[&order_id].state, "WRITTEN");
 
-    let report = reconciler
-        .reconcile_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-        .unwrap();
+    let report = reconcile_now(&reconciler, &sale).await;
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     assert!(
         report.repairs.is_empty(),
@@ -155,17 +165,8 @@ async fn oversell_risk_is_reported_never_fixed() {
     // Redis believes in more units than DynamoDB has.
     let keys = SaleKeys::new(&sale.sale_id);
     let _: () = app.redis.clone().set(&keys.stock, 9).await.unwrap();
-    let report = reconciler(&app)
-        .await
-        .reconcile_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        report.violations.iter().any(|v| v.code == "OVERSELL_RISK"),
-        "{:?}",
-        report.violations
-    );
+    let report = reconcile_now(&reconciler(&app).await, &sale).await;
+    assert!(names(&report, "OVERSELL_RISK"), "{:?}", report.violations);
     assert_eq!(app.stock(id).await, Some(9), "not auto-fixed");
     // The report is kept for the admin API.
     let stored = app
@@ -205,12 +206,7 @@ async fn a_buyer_count_is_lowered_only_when_nothing_proves_it() {
         .await
         .unwrap();
     assert!(resolved);
-    let report = reconciler(&app)
-        .await
-        .reconcile_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-        .unwrap();
+    let report = reconcile_now(&reconciler(&app).await, &sale).await;
     let cleared: Vec<&str> = report
         .repairs
         .iter()
@@ -249,11 +245,7 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
     let mut during = 0;
     let mut uncompared = 0;
     while !writing.is_finished() {
-        let report = reconciler
-            .reconcile_sale(&sale.sale_id, clock::now_ms())
-            .await
-            .unwrap()
-            .unwrap();
+        let report = reconcile_now(&reconciler, &sale).await;
         assert!(
             report.violations.is_empty(),
             "while {} of 60 were written: {:?}",
@@ -271,11 +263,7 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
     assert!(during > 0, "no reconcile ran while orders were written");
     eprintln!("{during} reconciles while writing, {uncompared} with counts moving throughout");
 
-    let report = reconciler
-        .reconcile_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-        .unwrap();
+    let report = reconcile_now(&reconciler, &sale).await;
     assert!(report.counts_compared);
     assert_eq!((report.sold, report.available), (60, 0));
     assert!(report.violations.is_empty(), "{:?}", report.violations);
@@ -296,19 +284,8 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
         .send()
         .await
         .unwrap();
-    let report = reconciler
-        .reconcile_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.code == "COUNTS_DISAGREE"),
-        "{:?}",
-        report.violations
-    );
+    let report = reconcile_now(&reconciler, &sale).await;
+    assert!(names(&report, "COUNTS_DISAGREE"), "{:?}", report.violations);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
