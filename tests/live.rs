@@ -2,12 +2,13 @@
 //! HTTP against the local stack: exact numbers after a small sale (stock,
 //! orders by status, queue, the flushed outcome tally, the last reconcile
 //! report), a sharded sale summed over its shards, no tally for a sale Redis
-//! does not hold, 404 for an unknown sale, and the admin scope.
+//! does not hold, 404 for an unknown sale, and the admin scope; with Redis or
+//! the queue unreachable, the rest of the view still answers.
 
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
-use seckill_tests::{LocalStack, eventually, unique};
+use seckill_tests::{App, LocalStack, eventually, free_port, live_sale, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -352,4 +353,58 @@ async fn live_is_404_for_an_unknown_sale_and_admin_only() {
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["stock"]["total"], 100);
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let reply = app.purchase(sale.sale_id.as_str(), "alice", "").await;
+    assert_eq!(reply.status, 202, "{:?}", reply.body);
+    app.write_queued_orders().await;
+
+    // The view as admin-api builds it, over stores of which one is gone.
+    let view = |tweak: fn(&mut seckill_shared::config::Config)| {
+        let mut config = app.config.clone();
+        tweak(&mut config);
+        let sale_id = sale.sale_id.clone();
+        async move {
+            let reconciler = seckill_shared::reconcile::wire(&config).await.unwrap();
+            let started = Instant::now();
+            let body = seckill_shared::live::live(reconciler.checker(), &sale_id)
+                .await
+                .unwrap()
+                .unwrap();
+            (body, started.elapsed())
+        }
+    };
+    let (all, _) = view(|_| {}).await;
+    assert_eq!(all["unavailable"], json!([]));
+    assert_eq!(all["stock"]["remaining"], 4);
+    assert_eq!(all["orders"]["PENDING_PAYMENT"], 1);
+
+    let (body, took) = view(|c| {
+        // Nothing listens there: connections are refused.
+        c.redis_url = format!("redis://127.0.0.1:{}", free_port());
+    })
+    .await;
+    assert_eq!(body["unavailable"], json!(["redis"]), "{body}");
+    assert!(body["stock"]["remaining"].is_null(), "{body}");
+    assert!(body["outcomes"].is_null(), "{body}");
+    assert_eq!(body["stock"]["total"], 5);
+    assert_eq!(body["orders"]["PENDING_PAYMENT"], 1, "{body}");
+    assert_eq!(body["queue"]["visible"], 0, "{body}");
+    assert!(took < Duration::from_secs(5), "answered in {took:?}");
+
+    let (body, _) = view(|c| {
+        let url = c.orders_queue_url.clone().unwrap();
+        c.orders_queue_url = Some(format!("{url}-gone"));
+    })
+    .await;
+    assert_eq!(body["unavailable"], json!(["queue"]), "{body}");
+    assert!(body["queue"]["visible"].is_null(), "{body}");
+    assert!(body["queue"]["inFlight"].is_null(), "{body}");
+    assert_eq!(body["queue"]["dlq"], 0, "the DLQ still answers: {body}");
+    assert_eq!(body["stock"]["remaining"], 4, "{body}");
 }

@@ -16,7 +16,10 @@
 //! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
 //!
 //! Everything is read, nothing written. The sale item comes first (404 for
-//! an unknown sale); the other reads run concurrently.
+//! an unknown sale; 503 when the table cannot be read); the other reads run
+//! concurrently, and a store that cannot be read leaves its parts `null`
+//! and is named in `unavailable` (`redis`, `orders`, `queue`): an operator
+//! needs the rest of the view most when one store is in trouble.
 
 use crate::clock;
 use crate::domain::{Sale, SaleId};
@@ -52,29 +55,50 @@ pub const LISTED_OUTCOMES: [&str; 9] = [
     "GATE_REQUIRED",
 ];
 
-/// Everything the view is made of, as read.
+/// Everything the view is made of, as read; `None` where a store could
+/// not be read.
 #[derive(Debug, Clone)]
 pub struct LiveState {
     pub sale: Sale,
-    /// `None`: Redis does not hold the sale.
-    pub stock: Option<StockView>,
-    pub orders: BTreeMap<&'static str, u64>,
-    pub queue: QueueDepth,
-    pub dlq: QueueDepth,
-    pub outcomes: BTreeMap<String, u64>,
+    /// Redis's view of the sale; the inner `None`: Redis does not hold it.
+    pub stock: Option<Option<StockView>>,
+    pub orders: Option<BTreeMap<&'static str, u64>>,
+    pub queue: Option<QueueDepth>,
+    pub dlq: Option<QueueDepth>,
+    /// From Redis, with the stock.
+    pub outcomes: Option<BTreeMap<String, u64>>,
     /// The last reconcile report's JSON, if any.
     pub last_report: Option<String>,
 }
 
 impl LiveState {
+    /// The stores that could not be read, as `unavailable` names them.
+    pub fn unavailable(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.stock.is_none() || self.outcomes.is_none() {
+            out.push("redis");
+        }
+        if self.orders.is_none() {
+            out.push("orders");
+        }
+        if self.queue.is_none() || self.dlq.is_none() {
+            out.push("queue");
+        }
+        out
+    }
+
     /// The response body at `now_ms`.
     pub fn body(&self, now_ms: i64) -> serde_json::Value {
-        let (_, status) =
-            crate::order_queries::public_status(&self.sale, now_ms, self.stock.as_ref());
-        let mut outcomes: BTreeMap<&str, u64> = LISTED_OUTCOMES.iter().map(|o| (*o, 0)).collect();
-        for (outcome, n) in &self.outcomes {
-            outcomes.insert(outcome.as_str(), *n);
-        }
+        let view = self.stock.as_ref().and_then(Option::as_ref);
+        let (_, status) = crate::order_queries::public_status(&self.sale, now_ms, view);
+        let outcomes = self.outcomes.as_ref().map(|counted| {
+            let mut outcomes: BTreeMap<&str, u64> =
+                LISTED_OUTCOMES.iter().map(|o| (*o, 0)).collect();
+            for (outcome, n) in counted {
+                outcomes.insert(outcome.as_str(), *n);
+            }
+            outcomes
+        });
         let last_report = self.last_report.as_deref().and_then(|raw| {
             serde_json::from_str::<serde_json::Value>(raw)
                 .map_err(|err| tracing::warn!(sale_id = %self.sale.sale_id, %err, "stored reconcile report is not JSON"))
@@ -85,25 +109,33 @@ impl LiveState {
             "atMs": now_ms,
             "stock": {
                 "total": self.sale.total_stock,
-                "remaining": self.stock.as_ref().map(|s| s.remaining.max(0)),
+                "remaining": view.map(|s| s.remaining.max(0)),
                 "status": status,
             },
             "orders": self.orders,
             "queue": {
                 // Waiting to be received: visible plus delayed, as the
                 // reconcile report counts them.
-                "visible": self.queue.visible + self.queue.delayed,
-                "inFlight": self.queue.in_flight,
-                "dlq": self.dlq.visible + self.dlq.delayed,
+                "visible": self.queue.map(|q| q.visible + q.delayed),
+                "inFlight": self.queue.map(|q| q.in_flight),
+                "dlq": self.dlq.map(|q| q.visible + q.delayed),
             },
             "outcomes": outcomes,
             "lastReport": last_report,
+            "unavailable": self.unavailable(),
         })
     }
 }
 
+/// A part of the view, or `None` (logged) when its store cannot be read.
+fn part<T, E: std::fmt::Display>(sale_id: &SaleId, what: &str, read: Result<T, E>) -> Option<T> {
+    read.map_err(|err| tracing::warn!(%sale_id, %err, "live view: cannot read {what}"))
+        .ok()
+}
+
 /// Reads the sale's live state from the stores the checker reads; `None`
-/// when the sale does not exist.
+/// when the sale does not exist. Fails only when the sale item cannot be
+/// read.
 pub async fn observe(
     checker: &InvariantChecker,
     sale_id: &SaleId,
@@ -112,11 +144,7 @@ pub async fn observe(
         return Ok(None);
     };
     let stock = checker.stock();
-    let depth = |url: String| async move {
-        crate::sqs_queue::depth(checker.sqs(), &url)
-            .await
-            .map_err(JobError::Queue)
-    };
+    let depth = |url: String| async move { crate::sqs_queue::depth(checker.sqs(), &url).await };
     let dlq = async {
         match checker.dlq_url() {
             Some(url) => depth(url.to_owned()).await,
@@ -135,20 +163,20 @@ pub async fn observe(
         let counted = tokio::try_join!(count(a), count(b), count(c), count(d))?;
         Ok::<_, JobError>(BTreeMap::from([counted.0, counted.1, counted.2, counted.3]))
     };
-    let (view, outcomes, orders, queue, dlq) = tokio::try_join!(
-        async { stock.view(sale_id, None).await.map_err(JobError::from) },
-        async { stock.outcomes(sale_id).await.map_err(JobError::from) },
+    let (view, outcomes, orders, queue, dlq) = tokio::join!(
+        stock.view(sale_id, None),
+        stock.outcomes(sale_id),
         orders,
         depth(checker.queue_url().to_owned()),
         dlq,
-    )?;
+    );
     Ok(Some(LiveState {
         sale,
-        stock: view,
-        orders,
-        queue,
-        dlq,
-        outcomes,
+        stock: part(sale_id, "Redis", view),
+        orders: part(sale_id, "the orders index", orders),
+        queue: part(sale_id, "the orders queue", queue),
+        dlq: part(sale_id, "the DLQ", dlq),
+        outcomes: part(sale_id, "the outcome tally", outcomes),
         last_report,
     }))
 }
@@ -170,19 +198,22 @@ mod tests {
     fn state() -> LiveState {
         LiveState {
             sale: crate::memory::test_sale("s1", 10, 1).unwrap(),
-            stock: Some(StockView {
+            stock: Some(Some(StockView {
                 remaining: 4,
                 paused: false,
                 reservation: None,
-            }),
-            orders: STORED_STATUSES.map(|s| (s.as_str(), 1)).into(),
-            queue: QueueDepth {
+            })),
+            orders: Some(STORED_STATUSES.map(|s| (s.as_str(), 1)).into()),
+            queue: Some(QueueDepth {
                 visible: 2,
                 in_flight: 3,
                 delayed: 1,
-            },
-            dlq: QueueDepth::default(),
-            outcomes: BTreeMap::from([("ACCEPTED".into(), 6), ("SOLD_OUT".into(), 9)]),
+            }),
+            dlq: Some(QueueDepth::default()),
+            outcomes: Some(BTreeMap::from([
+                ("ACCEPTED".into(), 6),
+                ("SOLD_OUT".into(), 9),
+            ])),
             last_report: Some(r#"{"saleId":"s1","violations":[]}"#.into()),
         }
     }
@@ -208,23 +239,48 @@ mod tests {
         assert_eq!(body["outcomes"]["SOLD_OUT"], 9);
         assert_eq!(body["outcomes"]["RATE_LIMITED"], 0, "listed at 0");
         assert_eq!(body["lastReport"]["saleId"], "s1");
+        assert_eq!(body["unavailable"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_read_leaves_its_parts_null() {
+        let mut state = state();
+        state.stock = None;
+        state.outcomes = None;
+        let now = state.sale.start_ms + 1;
+        let body = state.body(now);
+        assert!(body["stock"]["remaining"].is_null());
+        assert_eq!(body["stock"]["total"], 10);
+        assert!(body["outcomes"].is_null());
+        assert_eq!(body["orders"]["PAID"], 1, "the other stores still show");
+        assert_eq!(body["unavailable"], serde_json::json!(["redis"]));
+        state.orders = None;
+        state.dlq = None;
+        let body = state.body(now);
+        assert!(body["orders"].is_null());
+        assert_eq!(body["queue"]["visible"], 3);
+        assert!(body["queue"]["dlq"].is_null());
+        assert_eq!(
+            body["unavailable"],
+            serde_json::json!(["redis", "orders", "queue"])
+        );
     }
 
     #[test]
     fn a_sale_redis_does_not_hold_has_no_remaining() {
         let mut state = state();
-        state.stock = None;
+        state.stock = Some(None);
         state.last_report = None;
         let now = state.sale.start_ms + 1;
         let body = state.body(now);
         assert!(body["stock"]["remaining"].is_null());
         assert_eq!(body["stock"]["status"], "PAUSED");
         assert!(body["lastReport"].is_null());
-        state.stock = Some(StockView {
+        state.stock = Some(Some(StockView {
             remaining: 0,
             paused: false,
             reservation: None,
-        });
+        }));
         assert_eq!(state.body(now)["stock"]["status"], "SOLD_OUT");
         assert_eq!(state.body(state.sale.end_ms)["stock"]["status"], "ENDED");
     }

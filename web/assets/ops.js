@@ -50,12 +50,14 @@
     watch: 0, // bumped when the sale changes: late answers for the old one are dropped
     timer: 0,
     failures: 0,
+    down: "", // the stores the last poll could not read, as said
     previous: null, // the last poll's answer, for per-second rates
     history: [], // {at, stock, accepted, written, paid}
     reportAt: null, // the report already announced
   };
 
   // Stable row order; statuses or outcomes the API adds later follow, sorted.
+  const STORE_NAME = { redis: "Redis", orders: "the orders table", queue: "the orders queue" };
   const STATUS_ORDER = ["QUEUED", "PENDING_PAYMENT", "PAID", "EXPIRED", "REJECTED"];
   const OUTCOME_ORDER = [
     "ACCEPTED",
@@ -225,9 +227,26 @@
   function apply(live) {
     const previous = state.previous;
     state.previous = live;
+    // A store the API could not read leaves its figures null: shown as
+    // "–" (and as a gap in the chart) while the rest stays live.
+    const down = live.unavailable || [];
+    const redisDown = down.indexOf("redis") >= 0;
+    if (down.join() !== state.down) {
+      state.down = down.join();
+      if (down.length) {
+        say(
+          "The API cannot read " +
+            down.map((store) => STORE_NAME[store] || store).join(", ") +
+            " right now: those figures show – until it can; the rest is live.",
+          "warn"
+        );
+      } else {
+        say("Every store answers again.", "ok");
+      }
+    }
     const stock = live.stock || {};
     const loaded = typeof stock.remaining === "number";
-    ui.stockRemaining.textContent = loaded ? S.number(stock.remaining) : "not loaded";
+    ui.stockRemaining.textContent = loaded ? S.number(stock.remaining) : redisDown ? "–" : "not loaded";
     ui.stockTotal.textContent = S.number(stock.total);
     ui.stockStatus.textContent = String(stock.status || "–").replace("_", " ");
     ui.stockStatus.dataset.tone = STATUS_TONE[stock.status] || "info";
@@ -240,7 +259,8 @@
     ui.queueDlq.textContent = S.number(queue.dlq);
     ui.queueDlq.dataset.tone = queue.dlq > 0 ? "danger" : "";
 
-    const orders = live.orders || {};
+    const unknown = (keys) => Object.fromEntries(keys.map((k) => [k, null]));
+    const orders = live.orders || unknown(STATUS_ORDER.slice(1));
     ui.orders.replaceChildren(
       ...ordered(Object.keys(orders), STATUS_ORDER).map((status) => {
         const row = document.createElement("tr");
@@ -253,14 +273,15 @@
 
     // Per second from two polls: the server's own timestamps, so a slow
     // answer does not bend the rate.
-    const outcomes = live.outcomes || {};
+    const outcomes = live.outcomes || unknown(OUTCOME_ORDER);
     const dt = previous ? (live.atMs - previous.atMs) / 1000 : 0;
     ui.outcomes.replaceChildren(
       ...ordered(Object.keys(outcomes), OUTCOME_ORDER).map((outcome) => {
         const before = previous && previous.outcomes ? previous.outcomes[outcome] || 0 : null;
         const delta = before === null ? null : outcomes[outcome] - before;
         // A count that went down means the sale was loaded again: no rate.
-        const rate = dt > 0 && delta !== null && delta >= 0 ? (delta / dt).toFixed(1) : "–";
+        const rate =
+          dt > 0 && live.outcomes && delta !== null && delta >= 0 ? (delta / dt).toFixed(1) : "–";
         const row = document.createElement("tr");
         row.dataset.outcome = outcome;
         const name = cell("th", LABEL[outcome] || outcome);
@@ -273,9 +294,9 @@
     state.history.push({
       at: live.atMs,
       stock: loaded ? stock.remaining : null,
-      accepted: outcomes.ACCEPTED || 0,
-      written: sum(orders),
-      paid: orders.PAID || 0,
+      accepted: live.outcomes ? outcomes.ACCEPTED || 0 : null,
+      written: live.orders ? sum(orders) : null,
+      paid: live.orders ? orders.PAID || 0 : null,
       total: stock.total || 0,
     });
     if (state.history.length > HISTORY) state.history.shift();
