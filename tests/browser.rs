@@ -310,6 +310,18 @@ impl Ui {
         self.until(what, Self::BUYABLE).await;
     }
 
+    /// Until the page's status line says `text` (after answer `code`).
+    async fn until_said(&self, code: &str, text: &str) {
+        self.until(
+            &format!("{code} said"),
+            &format!(
+                "return document.getElementById('status').textContent.includes({})",
+                json!(text)
+            ),
+        )
+        .await;
+    }
+
     async fn until_order(&self, status: &str) {
         self.until(
             &format!("order {status}"),
@@ -777,14 +789,7 @@ async fn every_refusal_is_said_in_words(ui: &Ui) {
         ui.js(&format!("window.canned = {canned}; return true"))
             .await;
         ui.click("#buy-button").await;
-        ui.until(
-            &format!("{code} said"),
-            &format!(
-                "return document.getElementById('status').textContent.includes({})",
-                json!(says)
-            ),
-        )
-        .await;
+        ui.until_said(code, says).await;
         if code == "LIMIT_EXCEEDED" {
             ui.until(
                 "buy button off at the limit",
@@ -838,14 +843,7 @@ async fn every_refusal_is_said_in_words(ui: &Ui) {
         )
         .await;
         ui.click("#pay-button").await;
-        ui.until(
-            &format!("{code} said"),
-            &format!(
-                "return document.getElementById('status').textContent.includes({})",
-                json!(says)
-            ),
-        )
-        .await;
+        ui.until_said(code, says).await;
     }
     ui.shot("buyer-pay-expired-1280").await;
 }
