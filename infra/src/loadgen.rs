@@ -372,6 +372,7 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
         demo_sale: String::new(),
         visibility_timeout_secs: 60,
         rate_limits: Some(UNLIMITED),
+        login_url: None,
     };
     let stack = local::prepare(&local).await?;
     let config = stack.config.clone();

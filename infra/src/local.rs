@@ -48,6 +48,9 @@ pub struct LocalSettings {
     pub visibility_timeout_secs: u32,
     /// Replaces the `RATE_*` settings of the environment (tests).
     pub rate_limits: Option<seckill_shared::config::RateLimits>,
+    /// `SECKILL_LOGIN_URL` (default unset: the local sign-in form): the
+    /// pages sign in through this hosted UI, as on AWS.
+    pub login_url: Option<String>,
 }
 
 impl LocalSettings {
@@ -65,6 +68,9 @@ impl LocalSettings {
                 .parse()
                 .unwrap_or(emulator::VISIBILITY_TIMEOUT_SECS),
             rate_limits: None,
+            login_url: std::env::var("SECKILL_LOGIN_URL")
+                .ok()
+                .filter(|url| !url.is_empty()),
         }
     }
 }
@@ -251,7 +257,10 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             orders_api::wire(&config).await.map_err(other)?,
             admin.clone(),
         )
-        .with_pages(PageSettings::for_demo_sale(&settings.demo_sale)),
+        .with_pages(
+            PageSettings::for_demo_sale(&settings.demo_sale)
+                .with_login_url(settings.login_url.clone()),
+        ),
     );
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
     let scheduled = Arc::new(Scheduled::wire(&config).await?);

@@ -95,12 +95,17 @@ pub struct PageSettings {
     /// The sale the pages show unless the URL names another (`?sale=`):
     /// `SECKILL_DEMO_SALE`, else `demo`.
     pub sale_id: String,
+    /// `SECKILL_LOGIN_URL`: sign in through this hosted UI (implicit grant,
+    /// the token back in the URL fragment) as the pages do on AWS, instead
+    /// of the local form. Its tokens must be ones this gateway accepts.
+    pub login_url: Option<String>,
 }
 
 impl Default for PageSettings {
     fn default() -> Self {
         Self {
             sale_id: "demo".into(),
+            login_url: None,
         }
     }
 }
@@ -113,19 +118,35 @@ impl PageSettings {
         } else {
             Self {
                 sale_id: demo_sale.to_owned(),
+                login_url: None,
             }
         }
     }
 
+    /// The same pages signing in through `login_url` (when given).
+    pub fn with_login_url(mut self, login_url: Option<String>) -> Self {
+        self.login_url = login_url;
+        self
+    }
+
     /// The body of `GET /config.js`. The API is this same origin (`apiBase`
-    /// empty) and sign-in is `POST /local/token` (`auth: local`); the pages
-    /// bucket on AWS gets a file of the same shape with `auth: cognito`.
+    /// empty) and sign-in is `POST /local/token` (`auth: local`), or the
+    /// hosted UI at `login_url` (`auth: cognito`, the shape the pages
+    /// bucket on AWS gets).
     pub fn config_js(&self) -> String {
-        let config = serde_json::json!({
-            "apiBase": "",
-            "auth": "local",
-            "saleId": self.sale_id,
-        });
+        let config = match &self.login_url {
+            None => serde_json::json!({
+                "apiBase": "",
+                "auth": "local",
+                "saleId": self.sale_id,
+            }),
+            Some(login_url) => serde_json::json!({
+                "apiBase": "",
+                "auth": "cognito",
+                "saleId": self.sale_id,
+                "loginUrl": login_url,
+            }),
+        };
         format!("window.SECKILL_CONFIG = {config};\n")
     }
 }
@@ -325,19 +346,30 @@ mod tests {
         assert_eq!(get(Page::Asset, None).status(), 404);
     }
 
-    #[test]
-    fn config_names_the_sale_and_local_auth() {
-        let js = PageSettings::for_demo_sale("launch-1").config_js();
+    fn config_of(settings: &PageSettings) -> serde_json::Value {
+        let js = settings.config_js();
         let json = js
             .strip_prefix("window.SECKILL_CONFIG = ")
             .and_then(|s| s.trim_end().strip_suffix(';'))
             .unwrap();
-        let config: serde_json::Value = serde_json::from_str(json).unwrap();
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn config_names_the_sale_and_local_auth() {
         assert_eq!(
-            config,
+            config_of(&PageSettings::for_demo_sale("launch-1")),
             serde_json::json!({"apiBase": "", "auth": "local", "saleId": "launch-1"})
         );
         assert_eq!(PageSettings::for_demo_sale("").sale_id, "demo");
+        let hosted = PageSettings::for_demo_sale("launch-1").with_login_url(Some(
+            "https://id.example/oauth2/authorize?client_id=c".into(),
+        ));
+        assert_eq!(
+            config_of(&hosted),
+            serde_json::json!({"apiBase": "", "auth": "cognito", "saleId": "launch-1",
+                "loginUrl": "https://id.example/oauth2/authorize?client_id=c"})
+        );
     }
 
     #[test]

@@ -510,6 +510,19 @@ impl LocalStack {
     /// With the queue's visibility timeout and the event source's number of
     /// pollers chosen by the test (`None`: the template's).
     pub async fn start_with(visibility_secs: u32, pollers: Option<usize>) -> LocalStack {
+        Self::start_full(visibility_secs, pollers, None).await
+    }
+
+    /// With pages that sign in through the hosted UI at `login_url`.
+    pub async fn start_signing_in_at(login_url: &str) -> LocalStack {
+        Self::start_full(TEST_VISIBILITY_SECS, None, Some(login_url.to_owned())).await
+    }
+
+    async fn start_full(
+        visibility_secs: u32,
+        pollers: Option<usize>,
+        login_url: Option<String>,
+    ) -> LocalStack {
         let name = unique("l");
         let settings = seckill_infra::local::LocalSettings {
             listen: "127.0.0.1:0".into(),
@@ -522,6 +535,7 @@ impl LocalStack {
             visibility_timeout_secs: visibility_secs,
             // Every request of these tests comes from 127.0.0.1.
             rate_limits: Some(GENEROUS_LIMITS),
+            login_url,
         };
         let stack = seckill_infra::local::prepare(&settings).await.unwrap();
         let source = match pollers {

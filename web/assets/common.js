@@ -132,6 +132,18 @@
     },
   };
 
+  // Back from the hosted UI: its redirect_uri is the bare page (it must
+  // match a registered callback URL exactly), so the query the buyer left
+  // with (?sale=...) is put back from where loginUrl() kept it, before the
+  // page reads it.
+  if (location.hash.indexOf("access_token=") >= 0) {
+    const search = store.get("login.search");
+    store.set("login.search", null);
+    if (search && !location.search) {
+      history.replaceState(null, "", location.pathname + search + location.hash);
+    }
+  }
+
   // A session from a token: who, until when, and whether it is an admin's.
   function sessionFrom(token) {
     const claims = claimsOf(token);
@@ -235,6 +247,7 @@
     if (!config.loginUrl) return "";
     const state = randomKey();
     store.set("login.state", state);
+    store.set("login.search", location.search);
     const url = new URL(config.loginUrl, location.href);
     if (!url.searchParams.has("redirect_uri")) {
       url.searchParams.set("redirect_uri", location.origin + location.pathname);
