@@ -507,3 +507,94 @@ async fn a_refresh_never_moves_a_buyer_home() {
         assert_eq!(app.purchase(id, user, "").await.code(), "LIMIT_EXCEEDED");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
+    let app = App::spawn().await;
+    let sale = sharded_sale(40, 1, 4);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // Uneven: shard 1's buyers take its 10 units and borrow 4 more from
+    // the others, whose own buyers take 2 each.
+    let heavy = buyers_homed_on(1, 4, 14);
+    let light: Vec<String> = [0, 2, 3]
+        .into_iter()
+        .flat_map(|k| buyers_homed_on(k, 4, 2))
+        .collect();
+    let (mut accepted, refused) = buy_all(&app, id, &heavy).await;
+    assert_eq!((accepted.len(), refused.len()), (14, 0), "{refused:?}");
+    let (more, refused) = buy_all(&app, id, &light).await;
+    assert_eq!((more.len(), refused.len()), (6, 0), "{refused:?}");
+    accepted.extend(more);
+    app.write_queued_orders().await;
+    assert_eq!(app.sale_counters(id).await, (20, 20));
+
+    // Shard 1's node restarts empty; the others keep their stock.
+    let lost = SaleKeys::shard(&sale.sale_id, 1);
+    let _: () = app
+        .redis
+        .clone()
+        .del(&[
+            &lost.meta,
+            &lost.stock,
+            &lost.buyers,
+            &lost.resv,
+            &lost.user_orders,
+            &lost.lent,
+            &lost.received,
+        ])
+        .await
+        .unwrap();
+    let jobs = app.jobs().await;
+    match jobs
+        .prewarm_sale(&sale.sale_id, clock::now_ms())
+        .await
+        .unwrap()
+    {
+        seckill_shared::jobs::PrewarmOutcome::Loaded { .. } => {}
+        other => panic!("the lost shard was not rebuilt: {other:?}"),
+    }
+    // Redis offers exactly what DynamoDB has left, not the lost shard's
+    // first share on top of what the others still hold.
+    let snap = checker(&app)
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.stock + snap.in_transit, 20, "{snap:?}");
+    // Reconcile finds nothing to complete twice.
+    let report = reconciler(&app)
+        .reconcile_sale(&sale.sale_id, clock::now_ms() + 120_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !report
+            .repairs
+            .iter()
+            .any(|r| r.kind == "TRANSFER_COMPLETED"),
+        "{:?}",
+        report.repairs
+    );
+
+    // The lost shard's buyers are still held to the limit (from the rows);
+    // 60 newcomers get the 20 units left, and DynamoDB rejects none.
+    let (again, _) = buy_all(&app, id, &heavy).await;
+    assert!(again.is_empty(), "{again:?}");
+    let newcomers: Vec<String> = (0..60).map(|n| format!("late{n}")).collect();
+    let (late, _) = buy_all(&app, id, &newcomers).await;
+    assert_eq!(late.len(), 20);
+    accepted.extend(late);
+    app.write_queued_orders().await;
+    assert_eq!(app.sale_counters(id).await, (0, 40));
+    let orders = app.orders().await;
+    assert!(
+        accepted
+            .iter()
+            .all(|o| orders[o.as_str()].status
+                == seckill_shared::orders::OrderStatus::PendingPayment),
+        "an accepted order was rejected"
+    );
+    assert_invariants(&app, &sale, &accepted).await;
+}

@@ -1040,7 +1040,12 @@ impl RedisStock {
         }
         // Each shard is loaded only if absent, so a rebuild that died half
         // way is finished by the next one.
-        let shares = layout.shares(stock);
+        let shares = if shards > 1 {
+            self.rebuild_shares(&sale.sale_id, &layout, stock, buyers, expire_at)
+                .await?
+        } else {
+            vec![stock]
+        };
         for (k, share) in (0..shards).zip(shares) {
             let keys = SaleKeys::of(&sale.sale_id, shards, k);
             let mut args: Vec<String> = head.to_vec();
@@ -1061,6 +1066,87 @@ impl RedisStock {
             loaded |= parse_rebuild_reply(&reply)?;
         }
         Ok(loaded)
+    }
+
+    /// The stock each shard of a sharded sale is rebuilt with. With every
+    /// shard gone, DynamoDB's `available` split by the home table. With only
+    /// some gone (one node of a cluster restarted), the survivors keep
+    /// selling what they hold, so the lost shards share only what DynamoDB
+    /// has beyond what the survivors still offer: their stock, their
+    /// reservations that have no row yet, and units they lent that were not
+    /// received (reconcile completes those transfers). Never more: a unit
+    /// counted twice would be sold twice. The caller waits for the queue to
+    /// drain first, so nothing of the lost shards is still on its way.
+    ///
+    /// Units a survivor lent to a lost shard are the lost shard's: they are
+    /// recorded received on it before it is rebuilt, so reconcile does not
+    /// credit them a second time.
+    async fn rebuild_shares(
+        &self,
+        sale_id: &SaleId,
+        layout: &ShardLayout,
+        available: i64,
+        buyers: &[HeldUnits],
+        expire_at: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        let (parts, lent) = self.shard_parts(sale_id, layout.shards()).await?;
+        let lost: Vec<usize> = (0..parts.len()).filter(|k| parts[*k].is_none()).collect();
+        if lost.len() == parts.len() {
+            return Ok(layout.shares(available));
+        }
+        for t in lent.iter().filter(|t| lost.contains(&(t.to as usize))) {
+            let received = SaleKeys::shard(sale_id, t.to).received;
+            let call = async {
+                let mut conn = self.conn.get().await?;
+                redis::pipe()
+                    .cmd("HSETNX")
+                    .arg(&received)
+                    .arg(&t.id)
+                    .arg(t.units)
+                    .ignore()
+                    .cmd("PEXPIREAT")
+                    .arg(&received)
+                    .arg(expire_at)
+                    .ignore()
+                    .query_async::<()>(&mut conn)
+                    .await
+            };
+            tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+        }
+        let with_rows: std::collections::HashSet<&str> = buyers
+            .iter()
+            .flat_map(|b| b.order_ids.iter().map(String::as_str))
+            .collect();
+        let mut received = std::collections::HashSet::new();
+        let mut offered = 0i64;
+        for part in parts.iter().flatten() {
+            offered += part.stock;
+            offered += part
+                .reservations
+                .iter()
+                .filter(|(id, r)| r.state == "QUEUED" && !with_rows.contains(id.as_str()))
+                .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
+                .sum::<i64>();
+            received.extend(part.received.iter().cloned());
+        }
+        // Lent to a survivor and not received yet: still Redis's to sell
+        // (reconcile completes the transfer).
+        offered += lent
+            .iter()
+            .filter(|t| !lost.contains(&(t.to as usize)) && !received.contains(&t.id))
+            .map(|t| t.units)
+            .sum::<i64>();
+        let units = (available - offered).max(0);
+        let n = i64::try_from(lost.len()).unwrap_or(1);
+        let mut shares = vec![0i64; parts.len()];
+        for (i, k) in lost.iter().enumerate() {
+            let i = i64::try_from(i).unwrap_or(0);
+            shares[*k] = units / n + i64::from(i < units % n);
+        }
+        Ok(shares)
     }
 
     /// Gives an expired order's units back (`return_units.lua`).
@@ -1106,21 +1192,10 @@ impl RedisStock {
             shards,
             ..RedisSnapshot::default()
         };
-        let mut lent: Vec<PendingTransfer> = Vec::new();
+        let (parts, lent) = self.shard_parts(sale_id, shards).await?;
         let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
-        for k in 0..shards {
-            let keys = SaleKeys::of(sale_id, shards, k);
-            let mut names = vec![
-                keys.meta.as_str(),
-                keys.stock.as_str(),
-                keys.buyers.as_str(),
-                keys.resv.as_str(),
-            ];
-            if shards > 1 {
-                names.extend([keys.lent.as_str(), keys.received.as_str()]);
-            }
-            let reply: redis::Value = self.run(&SNAPSHOT, &names, &[]).await?;
-            let Some(part) = parse_snapshot(reply, k, &mut lent)? else {
+        for part in parts {
+            let Some(part) = part else {
                 // A shard without keys: the sale is not whole in Redis.
                 return Ok(None);
             };
@@ -1142,6 +1217,32 @@ impl RedisStock {
             .collect();
         merged.in_transit = merged.pending_transfers.iter().map(|t| t.units).sum();
         Ok(Some(merged))
+    }
+
+    /// Each shard's state, read atomically per shard (`None`: that shard's
+    /// keys are gone), and the transfers the shards lent.
+    async fn shard_parts(
+        &self,
+        sale_id: &SaleId,
+        shards: u32,
+    ) -> Result<(Vec<Option<SnapshotPart>>, Vec<PendingTransfer>), StoreError> {
+        let mut parts = Vec::new();
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let mut names = vec![
+                keys.meta.as_str(),
+                keys.stock.as_str(),
+                keys.buyers.as_str(),
+                keys.resv.as_str(),
+            ];
+            if shards > 1 {
+                names.extend([keys.lent.as_str(), keys.received.as_str()]);
+            }
+            let reply: redis::Value = self.run(&SNAPSHOT, &names, &[]).await?;
+            parts.push(parse_snapshot(reply, k, &mut lent)?);
+        }
+        Ok((parts, lent))
     }
 
     /// The sale's purchase answers by outcome (`sale:{S}:outcomes`), as the
