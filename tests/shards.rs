@@ -530,21 +530,7 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     assert_eq!(app.sale_counters(id).await, (20, 20));
 
     // Shard 1's node restarts empty; the others keep their stock.
-    let lost = SaleKeys::shard(&sale.sale_id, 1);
-    let _: () = app
-        .redis
-        .clone()
-        .del(&[
-            &lost.meta,
-            &lost.stock,
-            &lost.buyers,
-            &lost.resv,
-            &lost.user_orders,
-            &lost.lent,
-            &lost.received,
-        ])
-        .await
-        .unwrap();
+    app.lose_group(&SaleKeys::shard(&sale.sale_id, 1)).await;
     let jobs = app.jobs().await;
     match jobs
         .prewarm_sale(&sale.sale_id, clock::now_ms())

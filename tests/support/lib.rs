@@ -298,7 +298,13 @@ impl App {
     /// Deletes every Redis key of a sale, as a Redis restart would. (Not
     /// FLUSHALL: other tests share the server.)
     pub async fn lose_redis_keys(&self, sale: &str) {
-        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        self.lose_group(&SaleKeys::new(&SaleId::parse(sale).unwrap()))
+            .await;
+    }
+
+    /// Deletes one key group (a sale, or one shard of it), as a restart of
+    /// the node holding it would.
+    pub async fn lose_group(&self, keys: &SaleKeys) {
         let _: () = self
             .redis
             .clone()
@@ -308,6 +314,8 @@ impl App {
                 &keys.buyers,
                 &keys.resv,
                 &keys.user_orders,
+                &keys.lent,
+                &keys.received,
             ])
             .await
             .unwrap();
