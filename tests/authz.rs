@@ -12,15 +12,7 @@ async fn every_route_refuses_the_wrong_caller() {
     let owner = format!("Bearer {}", tokens.mint("owner", false, 300).unwrap());
     let other = format!("Bearer {}", tokens.mint("intruder", false, 300).unwrap());
     let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
-    let forged = format!(
-        "Bearer {}",
-        TokenSettings {
-            secret: "guessed".into(),
-            ..tokens.clone()
-        }
-        .mint("ops", true, 300)
-        .unwrap()
-    );
+    let forged = seckill_tests::forged_admin_bearer(&tokens);
     let sale = stack.demo_sale.clone();
 
     // An order that belongs to "owner".

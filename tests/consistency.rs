@@ -6,7 +6,7 @@
 //! through the real handlers.
 
 use seckill_infra::consistency::{self, Code, LocalRoute, Mismatch, Template, check};
-use seckill_infra::invoke::{self, Function};
+use seckill_infra::invoke::{self, Function, Handler};
 use seckill_shared::config::{Config, ConfigError, Lookup};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};

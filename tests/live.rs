@@ -316,15 +316,7 @@ async fn live_is_404_for_an_unknown_sale_and_admin_only() {
     let tokens = TokenSettings::from_env();
     let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
     let buyer = format!("Bearer {}", tokens.mint("bob", false, 300).unwrap());
-    let forged = format!(
-        "Bearer {}",
-        TokenSettings {
-            secret: "guessed".into(),
-            ..tokens.clone()
-        }
-        .mint("ops", true, 300)
-        .unwrap()
-    );
+    let forged = seckill_tests::forged_admin_bearer(&tokens);
     let ghost = format!("/admin/sales/{}/live", unique("ghost"));
     let (status, body) = stack
         .request("GET", &ghost, &[("authorization", &admin)], "")

@@ -349,24 +349,9 @@ async fn a_sale_of_eight_shards_spread_over_three_masters_sells_exactly() {
 
 /// Every key of a sharded sale, as a lost Redis would leave it: none.
 async fn lose_every_key(app: &App, sale: &Sale) {
-    let mut groups = vec![SaleKeys::new(&sale.sale_id)];
-    groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
-    let mut redis = app.redis.clone();
-    for keys in groups {
-        let _: () = redis
-            .del(&[
-                &keys.meta,
-                &keys.stock,
-                &keys.buyers,
-                &keys.resv,
-                &keys.user_orders,
-                &keys.gate_used,
-                &keys.rate_limit,
-                &keys.lent,
-                &keys.received,
-            ])
-            .await
-            .unwrap();
+    app.lose_group(&SaleKeys::new(&sale.sale_id)).await;
+    for k in 0..sale.shards {
+        app.lose_group(&SaleKeys::shard(&sale.sale_id, k)).await;
     }
 }
 
@@ -531,7 +516,27 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
 
     // Shard 1's node restarts empty; the others keep their stock.
     app.lose_group(&SaleKeys::shard(&sale.sale_id, 1)).await;
+    // Fail closed for the lost shard's buyers only; the others buy on.
+    let homed_on = |k: u32| {
+        (0..)
+            .map(|n| format!("fresh{n}"))
+            .find(|u| home_shard(u, 4) == k)
+            .unwrap()
+    };
+    let reply = app.purchase(id, &homed_on(1), "").await;
+    assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
+    let reply = app.purchase(id, &homed_on(0), "").await;
+    assert_eq!(reply.status, 202, "{:?}", reply.body);
+    accepted.push(reply.body["orderId"].as_str().unwrap().to_owned());
+    // Its order is on the queue: the rebuild waits for it, as any does.
     let jobs = app.jobs().await;
+    assert!(matches!(
+        jobs.prewarm_sale(&sale.sale_id, clock::now_ms())
+            .await
+            .unwrap(),
+        seckill_shared::jobs::PrewarmOutcome::WaitingForQueue { .. }
+    ));
+    app.write_queued_orders().await;
     match jobs
         .prewarm_sale(&sale.sale_id, clock::now_ms())
         .await
@@ -548,7 +553,24 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(snap.stock + snap.in_transit, 20, "{snap:?}");
+    assert_eq!(snap.stock + snap.in_transit, 19, "{snap:?}");
+    // Prewarm again: the shard is there now, nothing is added.
+    assert_eq!(
+        jobs.prewarm_sale(&sale.sale_id, clock::now_ms())
+            .await
+            .unwrap(),
+        seckill_shared::jobs::PrewarmOutcome::Refreshed
+    );
+    let again = checker(&app)
+        .stock()
+        .snapshot(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.stock, again.in_transit),
+        (snap.stock, snap.in_transit)
+    );
     // Reconcile finds nothing to complete twice.
     let report = reconciler(&app)
         .reconcile_sale(&sale.sale_id, clock::now_ms() + 120_000)
@@ -565,12 +587,12 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     );
 
     // The lost shard's buyers are still held to the limit (from the rows);
-    // 60 newcomers get the 20 units left, and DynamoDB rejects none.
+    // 60 newcomers get the 19 units left, and DynamoDB rejects none.
     let (again, _) = buy_all(&app, id, &heavy).await;
     assert!(again.is_empty(), "{again:?}");
     let newcomers: Vec<String> = (0..60).map(|n| format!("late{n}")).collect();
     let (late, _) = buy_all(&app, id, &newcomers).await;
-    assert_eq!(late.len(), 20);
+    assert_eq!(late.len(), 19);
     accepted.extend(late);
     app.write_queued_orders().await;
     assert_eq!(app.sale_counters(id).await, (0, 40));

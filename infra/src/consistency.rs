@@ -22,7 +22,7 @@
 //! gateway may serve the routes of [`LOCAL_ONLY_ROUTES`] (the pages and the
 //! local token endpoint) that the template does not declare.
 
-use crate::invoke::{Function, Loader};
+use crate::invoke::{Function, Handler, Loader};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use serde_json::Value as Json;
 use std::cell::RefCell;

@@ -8,17 +8,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, Diagnostic, LambdaEvent};
 use seckill_shared::config::{Config, ConfigError, Lookup};
 
-/// A function of `template.yaml`, named by its binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Function {
-    Purchase,
-    OrderWriter,
-    OrdersApi,
-    AdminApi,
-    Prewarm,
-    ReleaseUnpaid,
-    Reconcile,
-}
+/// A function of `template.yaml`, named by its binary (the same names its
+/// metrics carry).
+pub use seckill_shared::metrics::Function;
 
 /// A function crate's configuration loader: reads what that function reads.
 pub type Loader = fn(Lookup<'_>) -> Result<Config, ConfigError>;
@@ -34,36 +26,18 @@ pub enum EventKind {
     Json,
 }
 
-impl Function {
-    pub const ALL: [Function; 7] = [
-        Function::Purchase,
-        Function::OrderWriter,
-        Function::OrdersApi,
-        Function::AdminApi,
-        Function::Prewarm,
-        Function::ReleaseUnpaid,
-        Function::Reconcile,
-    ];
-
-    /// The binary's name (`functions/<name>`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Function::Purchase => "purchase",
-            Function::OrderWriter => "order-writer",
-            Function::OrdersApi => "orders-api",
-            Function::AdminApi => "admin-api",
-            Function::Prewarm => "prewarm",
-            Function::ReleaseUnpaid => "release-unpaid",
-            Function::Reconcile => "reconcile",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name() == name)
-    }
-
+/// What running a function takes besides its name: its configuration
+/// loader and its event type.
+pub trait Handler {
     /// The loader the function's `main.rs` calls.
-    pub fn loader(self) -> Loader {
+    fn loader(self) -> Loader;
+    fn event_kind(self) -> EventKind;
+    /// Parses `raw` into the handler's event type, as [`invoke`] does.
+    fn parse_event(self, raw: &str) -> Result<(), InvokeError>;
+}
+
+impl Handler for Function {
+    fn loader(self) -> Loader {
         match self {
             Function::Purchase => purchase::config,
             Function::OrderWriter => order_writer::config,
@@ -75,7 +49,7 @@ impl Function {
         }
     }
 
-    pub fn event_kind(self) -> EventKind {
+    fn event_kind(self) -> EventKind {
         match self {
             Function::Purchase | Function::OrdersApi | Function::AdminApi => EventKind::Http,
             Function::OrderWriter => EventKind::Sqs,
@@ -83,8 +57,7 @@ impl Function {
         }
     }
 
-    /// Parses `raw` into the handler's event type, as [`invoke`] does.
-    pub fn parse_event(self, raw: &str) -> Result<(), InvokeError> {
+    fn parse_event(self, raw: &str) -> Result<(), InvokeError> {
         match self.event_kind() {
             EventKind::Http => http_event(raw).map(drop),
             EventKind::Sqs => lambda_event::<SqsEvent>(raw, "an SQS event").map(drop),

@@ -425,16 +425,9 @@ where
         &config.sales_table,
     );
     catalog.create_sale(&sale).await.map_err(setup)?;
-    catalog
-        .mark_loaded(&sale.sale_id, clock::now_ms())
-        .await
-        .map_err(setup)?;
     // Through the service's own connection, so the first timed request does
     // not pay the connect.
-    gateway
-        .purchase
-        .stock()
-        .load_sale(&sale, clock::now_ms(), false)
+    seckill_shared::jobs::mark_and_load(&catalog, gateway.purchase.stock(), &sale, clock::now_ms())
         .await
         .map_err(setup)?;
     let addr = listener.local_addr().map_err(setup)?;

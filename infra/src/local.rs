@@ -235,16 +235,11 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             .await
             .map_err(other)?
             .ok_or_else(|| LocalError::Other("demo sale vanished".into()))?;
-        // As prewarm does before it loads a sale, so a Redis restart under
-        // the local stack rebuilds it only once the queue drained.
-        catalog
-            .mark_loaded(&id, clock::now_ms())
-            .await
-            .map_err(other)?;
         let stock =
             RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2)).map_err(other)?;
-        let loaded = stock
-            .load_sale(&sale, clock::now_ms(), false)
+        // Marked loaded as prewarm marks it, so a Redis restart under the
+        // local stack rebuilds it only once the queue drained.
+        let loaded = seckill_shared::jobs::mark_and_load(&catalog, &stock, &sale, clock::now_ms())
             .await
             .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");

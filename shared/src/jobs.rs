@@ -31,6 +31,21 @@ pub enum JobError {
     Queue(String),
 }
 
+/// Loads a sale into Redis (or refreshes it there), marking it loaded on
+/// the sale item first ([`DynamoCatalog::mark_loaded`]): a later loss of
+/// its keys is then known to be one, and its rebuild waits for the queue.
+/// Prewarm, the local stack's demo sale and the test and bench set-ups all
+/// load through here.
+pub async fn mark_and_load(
+    catalog: &DynamoCatalog,
+    stock: &RedisStock,
+    sale: &crate::domain::Sale,
+    now_ms: i64,
+) -> Result<crate::redis_store::LoadOutcome, JobError> {
+    catalog.mark_loaded(&sale.sale_id, now_ms).await?;
+    Ok(stock.load_sale(sale, now_ms, false).await?)
+}
+
 /// What prewarm did for one sale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrewarmOutcome {
@@ -171,8 +186,7 @@ impl Jobs {
         }
         if self.stock.view(sale_id, None).await?.is_some() {
             // Also marks sales loaded before the mark existed.
-            self.catalog.mark_loaded(sale_id, now_ms).await?;
-            self.stock.load_sale(&sale, now_ms, false).await?;
+            mark_and_load(&self.catalog, &self.stock, &sale, now_ms).await?;
             return Ok(PrewarmOutcome::Refreshed);
         }
         let token = format!("prewarm-{now_ms}-{}", std::process::id());

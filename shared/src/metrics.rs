@@ -50,8 +50,9 @@ pub const DEFAULT_NAMESPACE: &str = "Seckill";
 /// The most values one metric may carry in one EMF line.
 pub const MAX_VALUES: usize = 100;
 
-/// The `Function` dimension: each Lambda function's short name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The `Function` dimension: each Lambda function's short name, which is
+/// also its binary's (`functions/<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Function {
     Purchase,
     OrderWriter,
@@ -83,6 +84,10 @@ impl Function {
             Self::ReleaseUnpaid => "release-unpaid",
             Self::Reconcile => "reconcile",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
     }
 }
 

@@ -53,6 +53,16 @@ pub fn unique(prefix: &str) -> String {
 
 /// A loopback port that was free a moment ago, for a server a test starts
 /// itself (the start retries or fails loudly on the rare race).
+/// `Authorization` for an admin token signed with a guessed key: what a
+/// forger would send.
+pub fn forged_admin_bearer(tokens: &seckill_infra::token::TokenSettings) -> String {
+    let forger = seckill_infra::token::TokenSettings {
+        secret: "guessed".into(),
+        ..tokens.clone()
+    };
+    format!("Bearer {}", forger.mint("ops", true, 300).unwrap())
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -151,19 +161,15 @@ impl App {
     /// Writes the sale to the `sales` table and loads it into Redis.
     pub async fn open_sale(&self, sale: &Sale) {
         assert!(self.catalog.create_sale(sale).await.unwrap());
-        // As prewarm does before it loads a sale.
-        assert!(
-            !self
-                .catalog
-                .mark_loaded(&sale.sale_id, clock::now_ms())
-                .await
-                .unwrap()
-        );
-        self.service
-            .stock()
-            .load_sale(sale, clock::now_ms(), false)
-            .await
-            .unwrap();
+        let loaded = seckill_shared::jobs::mark_and_load(
+            &self.catalog,
+            self.service.stock(),
+            sale,
+            clock::now_ms(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(loaded, seckill_shared::redis_store::LoadOutcome::Loaded);
     }
 
     /// Sends a real-shaped event through the handler.
@@ -302,8 +308,8 @@ impl App {
             .await;
     }
 
-    /// Deletes one key group (a sale, or one shard of it), as a restart of
-    /// the node holding it would.
+    /// Deletes every key of one group (a sale, or one shard of it), as a
+    /// restart of the node holding it would.
     pub async fn lose_group(&self, keys: &SaleKeys) {
         let _: () = self
             .redis
@@ -314,6 +320,8 @@ impl App {
                 &keys.buyers,
                 &keys.resv,
                 &keys.user_orders,
+                &keys.gate_used,
+                &keys.rate_limit,
                 &keys.lent,
                 &keys.received,
             ])
