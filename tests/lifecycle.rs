@@ -259,7 +259,7 @@ async fn a_sale_created_live_loads_at_once_while_other_orders_are_queued() {
         .await
         .unwrap()
     {
-        PrewarmOutcome::WaitingForQueue { in_flight } => assert_eq!(in_flight, 4),
+        PrewarmOutcome::WaitingForQueue { in_flight, dlq } => assert_eq!((in_flight, dlq), (4, 0)),
         other => panic!("rebuilt while its order was in flight: {other:?}"),
     }
     assert_eq!(app.stock(id).await, None);
@@ -290,7 +290,7 @@ async fn lost_keys_pause_the_sale_until_the_queue_drains_then_rebuild_from_the_t
         .await
         .unwrap()
     {
-        PrewarmOutcome::WaitingForQueue { in_flight } => assert_eq!(in_flight, 10),
+        PrewarmOutcome::WaitingForQueue { in_flight, dlq } => assert_eq!((in_flight, dlq), (10, 0)),
         other => panic!("rebuilt while orders were in flight: {other:?}"),
     }
     assert_eq!(app.stock(id).await, None);

@@ -571,6 +571,120 @@ async fn refused_connection_to_sqs_is_definite_and_returns_the_stock() {
 }
 
 #[tokio::test]
+async fn defect4_a_send_is_definite_only_if_no_attempt_could_have_reached_the_queue() {
+    // Issue 13, defect 4. Attempt 1 reaches the queue but its answer never
+    // comes back (it times out); attempt 2 is refused outright. The refusal
+    // says nothing about attempt 1: the message may be on the queue, so the
+    // send is ambiguous and the stock must stay reserved. Giving it back
+    // would let the buyer buy again and Redis offer a unit already sold.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Reads one HTTP/1.1 request (head and `content-length` body) in full.
+    async fn read_request(stream: &mut tokio::net::TcpStream) -> bool {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let body_len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                if buf.len() >= end + 4 + body_len {
+                    return true;
+                }
+            }
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    let fake_sqs = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", fake_sqs.local_addr().unwrap());
+    // Requests the fake has read in full: the first (held unanswered), then
+    // the ones it refused.
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let (delivered, refused) = (delivered.clone(), refused.clone());
+        tokio::spawn(async move {
+            let mut first = true;
+            while let Ok((mut stream, _)) = fake_sqs.accept().await {
+                if std::mem::take(&mut first) {
+                    let delivered = delivered.clone();
+                    tokio::spawn(async move {
+                        if read_request(&mut stream).await {
+                            delivered.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // Never answered; kept open until the client gives up.
+                        let _ = stream.read(&mut [0u8; 1]).await;
+                    });
+                    continue;
+                }
+                let (delivered, refused) = (delivered.clone(), refused.clone());
+                tokio::spawn(async move {
+                    while read_request(&mut stream).await {
+                        delivered.fetch_add(1, Ordering::SeqCst);
+                        let body = r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue","message":"refused by the test"}"#;
+                        let response = format!(
+                            "HTTP/1.1 400 Bad Request\r\n\
+                             content-type: application/x-amz-json-1.0\r\n\
+                             x-amzn-query-error: InvalidParameterValue;Sender\r\n\
+                             content-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(response.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        refused.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        })
+    };
+
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // 800 ms per operation: each attempt is cut at 360 ms, so attempt 1
+    // times out and attempt 2 still fits before the operation's bound.
+    let service = service_with_sqs_at(&app, &endpoint).await;
+
+    let reply = seckill_tests::Reply::from(
+        purchase::handler::handle(&service, purchase_event(id, Some("grace"), "", &[]))
+            .await
+            .unwrap(),
+    );
+    server.abort();
+    // The scenario happened as described, or this test proves nothing.
+    assert!(
+        delivered.load(Ordering::SeqCst) >= 2 && refused.load(Ordering::SeqCst) >= 1,
+        "expected attempt 1 delivered and unanswered, a later one refused: \
+         delivered={} refused={}",
+        delivered.load(Ordering::SeqCst),
+        refused.load(Ordering::SeqCst)
+    );
+
+    assert_eq!(
+        reply.status, 202,
+        "attempt 1 may have reached the queue, so the send is ambiguous, \
+         not a definite refusal: {reply:?}"
+    );
+    let order_id = reply.body["orderId"].as_str().unwrap();
+    assert_eq!(
+        app.reservations(id).await[order_id].state,
+        "QUEUED",
+        "the reservation stays for reconcile to relay"
+    );
+    assert_eq!(app.buyers(id).await["grace"], 1, "the buyer's count stays");
+    assert_eq!(app.stock(id).await, Some(4), "the unit stays taken");
+}
+
+#[tokio::test]
 async fn sold_out_is_answered_from_memory_and_rearmed_when_stock_comes_back() {
     use seckill_shared::ports::StockStore;
     let app = App::spawn().await;

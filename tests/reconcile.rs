@@ -156,8 +156,12 @@ async fn a_reservation_that_never_became_an_order_is_released_and_recorded() {
     assert_eq!(app.orders().await[&order_id].status, OrderStatus::Rejected);
 }
 
+/// Redis is derived from the ledger: a stock that offers more than
+/// DynamoDB has is reported (it pages) and, with nothing in flight, set back
+/// to the ledger's figure; one that offers less (units stuck) is set back
+/// too.
 #[tokio::test]
-async fn oversell_risk_is_reported_never_fixed() {
+async fn oversell_risk_is_reported_and_redis_reset_to_the_ledger() {
     let app = App::spawn().await;
     let sale = live_sale(5, 1);
     app.open_sale(&sale).await;
@@ -165,9 +169,15 @@ async fn oversell_risk_is_reported_never_fixed() {
     // Redis believes in more units than DynamoDB has.
     let keys = SaleKeys::new(&sale.sale_id);
     let _: () = app.redis.clone().set(&keys.stock, 9).await.unwrap();
-    let report = reconcile_now(&reconciler(&app).await, &sale).await;
+    let reconciler = reconciler(&app).await;
+    let report = reconcile_now(&reconciler, &sale).await;
     assert!(names(&report, "OVERSELL_RISK"), "{:?}", report.violations);
-    assert_eq!(app.stock(id).await, Some(9), "not auto-fixed");
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "STOCK_RESET"),
+        "{:?}",
+        report.repairs
+    );
+    assert_eq!(app.stock(id).await, Some(5), "reset to available");
     // The report is kept for the admin API.
     let stored = app
         .catalog
@@ -176,6 +186,17 @@ async fn oversell_risk_is_reported_never_fixed() {
         .unwrap()
         .unwrap();
     assert!(stored.contains("OVERSELL_RISK"));
+    // And the other way: units stuck in Redis come back.
+    let _: () = app.redis.clone().set(&keys.stock, 2).await.unwrap();
+    let stuck = reconcile_now(&reconciler, &sale).await;
+    assert!(names(&stuck, "STOCK_DRIFT"), "{:?}", stuck.violations);
+    assert_eq!(app.stock(id).await, Some(5), "stuck units back");
+    assert!(
+        reconcile_now(&reconciler, &sale)
+            .await
+            .violations
+            .is_empty()
+    );
 }
 
 #[tokio::test]

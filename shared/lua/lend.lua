@@ -8,11 +8,17 @@
 -- the transfer in its `lent` hash in the same step. The home shard credits
 -- it with receive.lua; if the caller dies in between, reconcile finds the
 -- transfer in `lent` and not in the home shard's `received`, and completes it.
+-- Idempotent by transfer id: a run again (a client that resent the call
+-- after a dropped connection) answers what the first run lent.
 -- Replies: {"LENT", units} or {"SHORT"} (nothing to give) or {"MISSING"}
 
 local stock = tonumber(redis.call('GET', KEYS[2]))
 if not stock then
   return {'MISSING'}
+end
+local prior = redis.call('HGET', KEYS[3], ARGV[1])
+if prior then
+  return {'LENT', string.match(prior, '^[^:]*:([^:]*):')}
 end
 local need = tonumber(ARGV[2])
 if not need or need < 1 then

@@ -1,7 +1,7 @@
 -- purchase.lua: the whole purchase decision, atomically.
 --
 -- KEYS[1] sale:{S}:meta        hash  total, startMs, endMs, perUserLimit, shards,
---                                    status, version, expireAtMs, seq
+--                                    status, version, expireAtMs, ledgerSeq
 -- KEYS[2] sale:{S}:stock       int   units left
 -- KEYS[3] sale:{S}:buyers      hash  userId -> units held
 -- KEYS[4] sale:{S}:resv        hash  orderId -> reservation JSON
@@ -12,6 +12,12 @@
 --         says gate = 1; the signature and expiry were checked before)
 -- ARGV[11] the order id suffix: "" for a sale of one shard, "-k" for shard k
 --         (so an order id names the shard its reservation lives in)
+-- ARGV[12] the request id: 31 characters the caller draws at random once
+--         per purchase. Without an Idempotency-Key the order id is made of
+--         it, so ids never repeat (not across rebuilds, not after a failover
+--         that rolled writes back), and a run of the same call again (a
+--         client that resent it after a dropped connection) finds its own
+--         reservation and answers REPLAY instead of reserving twice.
 -- With shards, every key above is the shard's own (`{S:k}`): a buyer always
 -- buys on their home shard, so their count and limit live in one place.
 -- KEYS[7] sale:{S}:ratelimit and ARGV[6..10] source address ("" when
@@ -82,14 +88,21 @@ local function reply(r)
   return r
 end
 
--- A retry with the same key gets its first answer, even after sell-out.
+-- A retry with the same key (or the same call run again) gets its first
+-- answer, even after sell-out.
 local order_id
 if idem ~= '' then
   order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31) .. id_suffix
-  local existing = redis.call('HGET', resv_key, order_id)
-  if existing then
-    return reply({'REPLAY', order_id, existing})
+else
+  local request = ARGV[12] or ''
+  if string.len(request) ~= 31 then
+    return redis.error_reply('ERR request id must be 31 characters')
   end
+  order_id = 'n' .. request .. id_suffix
+end
+local existing = redis.call('HGET', resv_key, order_id)
+if existing then
+  return reply({'REPLAY', order_id, existing})
 end
 
 if m[4] == 'PAUSED' then
@@ -115,14 +128,6 @@ if held + qty > limit then
 end
 if stock < qty then
   return reply({'SOLD_OUT', tostring(stock)})
-end
-
-if not order_id then
-  -- version changes on every load of the sale, so a sequence that restarts
-  -- after a rebuild never reproduces an order id that was already used.
-  local seq = redis.call('HINCRBY', meta_key, 'seq', 1)
-  order_id = 'n' .. string.sub(
-    redis.sha1hex(sale .. '|' .. user .. '|' .. (m[5] or '0') .. '|' .. seq), 1, 31) .. id_suffix
 end
 
 local left = redis.call('DECRBY', stock_key, qty)

@@ -1,21 +1,30 @@
--- rebuild.lua: load a sale into Redis from the source of truth, once.
+-- rebuild.lua: load a sale into Redis from the ledger (DynamoDB), once.
 --
--- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] userorders
+-- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] userorders  KEYS[5] resv
 -- ARGV[1..8]: total, startMs, endMs, perUserLimit, shards, status, version,
 --             expireAtMs
--- ARGV[9]:    stock (the sale item's `available`: total minus units held by
---             PENDING_PAYMENT and PAID orders)
+-- ARGV[9]:    stock (this key group's share of the sale item's `available`)
 -- ARGV[10]:   gate (1 or 0)
 -- ARGV[11]:   "1" for a sharded sale's directory keys (meta only), else ""
--- ARGV[12..]: triples userId, units held, comma-separated orderIds; for a
---             directory, ARGV[12] is its home table ("" for the uniform hash)
+-- For a directory: ARGV[12] is its home table ("" for the uniform hash).
+-- Otherwise:
+-- ARGV[12]:   ledgerSeq: the sale item's `returnSeq` read with `available`
+--             (every expiry up to it is in that stock; see return_units.lua)
+-- ARGV[13]:   n, the number of buyers that follow
+-- then n triples userId, units held, comma-separated orderIds;
+-- then pairs orderId, reservation JSON: the ledger's orders as decided
+--             reservations (WRITTEN, EXPIRED, REJECTED), so an
+--             Idempotency-Key retry replays its order instead of reserving
+--             again under the same id, and a return already in the stock is
+--             not made twice.
 --
 -- Only when the sale is absent: live stock is never overwritten (that would
 -- sell it twice), so concurrent runs load it exactly once.
 -- Replies: {"LOADED"} or {"EXISTS"}; a directory's end with the home table
 -- it holds (an existing one keeps its own).
 
-local meta_key, stock_key, buyers_key, uorders_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta_key, stock_key, buyers_key, uorders_key, resv_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if redis.call('EXISTS', meta_key) == 1 or redis.call('EXISTS', stock_key) == 1 then
   if ARGV[11] == '1' then
     return {'EXISTS', redis.call('HGET', meta_key, 'homes') or ''}
@@ -31,17 +40,23 @@ if ARGV[11] == '1' then
   redis.call('PEXPIREAT', meta_key, expire_at)
   return {'LOADED', ARGV[12] or ''}
 end
+redis.call('HSET', meta_key, 'ledgerSeq', tonumber(ARGV[12]) or 0)
 redis.call('SET', stock_key, tonumber(ARGV[9]))
-redis.call('DEL', buyers_key, uorders_key)
-local i = 12
-while ARGV[i] do
+redis.call('DEL', buyers_key, uorders_key, resv_key)
+local n = tonumber(ARGV[13]) or 0
+local i = 14
+for _ = 1, n do
   redis.call('HSET', buyers_key, ARGV[i], tonumber(ARGV[i + 1]))
   if ARGV[i + 2] ~= '' then
     redis.call('HSET', uorders_key, ARGV[i], ARGV[i + 2])
   end
   i = i + 3
 end
-for _, key in ipairs({meta_key, stock_key, buyers_key, uorders_key}) do
+while ARGV[i] do
+  redis.call('HSET', resv_key, ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+for _, key in ipairs({meta_key, stock_key, buyers_key, uorders_key, resv_key}) do
   redis.call('PEXPIREAT', key, expire_at)
 end
 return {'LOADED'}

@@ -3,10 +3,17 @@
 --
 -- KEYS as in purchase.lua (meta, stock, buyers, resv, userorders).
 -- ARGV[1] orderId  ARGV[2] userId  ARGV[3] quantity  ARGV[4] nowMs
+-- ARGV[5] the expiry's position in the ledger (the sale item's `returnSeq`
+--         the expiry set), or "" when unknown
 --
--- Idempotent: the reservation entry records state EXPIRED (it is created as
--- a marker if the sale was rebuilt without it), so a second run returns
--- nothing. Stock goes back capped at the total.
+-- A return is applied once, whatever the order of expiry, rebuild,
+-- redelivery and reconcile:
+-- - the reservation entry records state EXPIRED (it is created as a marker
+--   if there was none), so a second run returns nothing;
+-- - a sale loaded from the ledger records the `returnSeq` it read
+--   (meta `ledgerSeq`): an expiry at or before it is already in the stock
+--   and the buyers' counts it loaded, so only the marker is written.
+-- Stock goes back capped at the total.
 -- Replies: {"RETURNED", stockNow} {"SAME"} {"MISSING"}
 --
 -- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
@@ -14,6 +21,7 @@
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local order_id, user, qty, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local seq = tonumber(ARGV[5] or '')
 
 local total = tonumber(redis.call('HGET', meta_key, 'total'))
 local stock = tonumber(redis.call('GET', stock_key))
@@ -31,14 +39,19 @@ else
   resv = {userId = user, quantity = qty, atMs = now}
 end
 
-drop_holding(buyers_key, uorders_key, user, qty, order_id)
-
 resv.state = 'EXPIRED'
 redis.call('HSET', resv_key, order_id, cjson.encode(resv))
 local expire_at = tonumber(redis.call('HGET', meta_key, 'expireAtMs'))
 if expire_at then
   redis.call('PEXPIREAT', resv_key, expire_at)
 end
+
+local ledger = tonumber(redis.call('HGET', meta_key, 'ledgerSeq'))
+if seq and ledger and seq <= ledger then
+  return {'SAME'}
+end
+
+drop_holding(buyers_key, uorders_key, user, qty, order_id)
 local back = math.min(stock + qty, total)
 redis.call('SET', stock_key, back, 'KEEPTTL')
 return {'RETURNED', tostring(back)}

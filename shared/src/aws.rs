@@ -26,7 +26,8 @@ pub fn loader(operation_timeout: Duration) -> ConfigLoader {
     // Two attempts with a short backoff: the SDK's default first backoff (up
     // to 1 s) alone would outlast the operation bound, turning a definite
     // failure of the first attempt (connection refused) into a timeout, which
-    // the purchase must treat as ambiguous.
+    // the purchase must treat as ambiguous. `SqsQueue::send` makes these
+    // attempts itself, to judge all of them rather than the last.
     let retry = RetryConfig::standard()
         .with_max_attempts(2)
         .with_initial_backoff(Duration::from_millis(25));

@@ -61,6 +61,10 @@ pub struct SaleCounters {
     pub available: i64,
     pub sold: i64,
     pub version: i64,
+    /// How many expiries have returned units to `available` (each sets the
+    /// next number on its order row): the ledger position a rebuild loads
+    /// Redis at. 0 before the first.
+    pub return_seq: u64,
 }
 
 /// What `upsert_sale` did.
@@ -102,6 +106,7 @@ impl DynamoCatalog {
             available: n("available")?,
             sold: n("sold")?,
             version: n("version").unwrap_or(1),
+            return_seq: n("returnSeq").map_or(0, |v| u64::try_from(v).unwrap_or(0)),
         };
         Ok(Some((sale_from_item(&item)?, counters)))
     }

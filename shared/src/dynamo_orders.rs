@@ -1,22 +1,33 @@
-//! The `orders` table on DynamoDB, and the `available`/`sold` counters of
-//! the `sales` table that order writes move.
+//! The `orders` table on DynamoDB, the per-buyer records it also holds,
+//! and the `available`/`sold`/`returnSeq` counters of the `sales` table that
+//! order writes move. This is the ledger: Redis is derived from it.
 //!
-//! Item: `orderId` (key), `saleId`, `userId`, `quantity`, `status`,
+//! Order item: `orderId` (key), `saleId`, `userId`, `quantity`, `status`,
 //! `createdAt`, `expiresAt`, `reservedAt`, `shard`, and `pendingSaleId`
 //! only while `PENDING_PAYMENT` (the sparse `pendingByExpiry` index), plus
-//! `paidAt` / `expiredAt` / `rejectedAt` when those happen.
+//! `paidAt` / `expiredAt` (with the `returnSeq` of the expiry) /
+//! `rejectedAt` (with `rejectReason`) when those happen.
+//!
+//! Buyer item, one per (sale, buyer): `orderId` = `buyer#<saleId>#<userId>`
+//! (no order id has a `#`, and a sale id has none either, so the key is
+//! unambiguous whatever the user id holds), `buyerSaleId`, `buyerUserId`,
+//! `held` (units in `PENDING_PAYMENT` or `PAID` orders). It has no
+//! `saleId`/`status`/`pendingSaleId`, so it is in neither index. `held`
+//! changes only in the transaction that writes an order (condition:
+//! `held + q <= perUserLimit`) or expires one: the per-user limit holds in
+//! the ledger even when Redis lost count.
 
 use crate::clock;
 use crate::domain::{OrderId, Quantity, SaleId, UserId};
 use crate::orders::{
     ExpireOutcome, GroupWrite, NewOrder, Order, OrderStatus, OrderStore, OrderStoreError,
-    PayOutcome, SingleWrite,
+    PayOutcome, RejectReason, RejectWrite, SingleWrite,
 };
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,7 +40,22 @@ pub struct WriteCounters {
     pub write_requests: AtomicU64,
     /// Updates of a sale item (the hot partition), successful or not.
     pub sale_item_updates: AtomicU64,
+    /// Items written by those requests (orders, buyer records, sale items).
+    pub items_written: AtomicU64,
 }
+
+/// The key of a buyer's record in the `orders` table.
+pub fn buyer_key(sale_id: &SaleId, user_id: &UserId) -> String {
+    format!("buyer#{sale_id}#{user_id}")
+}
+
+/// Whether an item of the `orders` table is a buyer record, not an order.
+pub fn is_buyer_item(item: &Item) -> bool {
+    matches!(item.get("orderId"), Some(AttributeValue::S(k)) if k.starts_with("buyer#"))
+}
+
+/// Attempts of an expiry whose ledger position another expiry took first.
+const EXPIRE_ATTEMPTS: u32 = 5;
 
 #[derive(Clone)]
 pub struct DynamoOrders {
@@ -53,21 +79,124 @@ impl DynamoOrders {
         }
     }
 
-    fn count(&self, sale_updates: u64) {
+    fn count(&self, sale_updates: u64, items: usize) {
         self.counters.write_requests.fetch_add(1, Ordering::Relaxed);
         self.counters
             .sale_item_updates
             .fetch_add(sale_updates, Ordering::Relaxed);
+        self.counters
+            .items_written
+            .fetch_add(u64::try_from(items).unwrap_or(0), Ordering::Relaxed);
     }
 
     fn put_order(&self, order: &NewOrder) -> Result<TransactWriteItem, OrderStoreError> {
         let put = Put::builder()
             .table_name(&self.orders_table)
-            .set_item(Some(order_item(order, OrderStatus::PendingPayment)))
+            .set_item(Some(order_item(order, OrderStatus::PendingPayment, None)))
             .condition_expression("attribute_not_exists(orderId)")
             .build()
             .map_err(transient)?;
         Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// Adds `units` to a buyer's record, on condition that it stays within
+    /// `limit`; `None` when `units` alone exceed it.
+    fn add_to_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+        units: u64,
+        limit: u32,
+    ) -> Result<Option<TransactWriteItem>, OrderStoreError> {
+        let Some(room) = u64::from(limit).checked_sub(units) else {
+            return Ok(None);
+        };
+        let update = Update::builder()
+            .table_name(&self.orders_table)
+            .key("orderId", AttributeValue::S(buyer_key(sale_id, user_id)))
+            .update_expression(
+                "SET held = if_not_exists(held, :zero) + :q, buyerSaleId = :sale, buyerUserId = :user",
+            )
+            .condition_expression("attribute_not_exists(held) OR held <= :room")
+            .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":room", AttributeValue::N(room.to_string()))
+            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+            .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
+            .build()
+            .map_err(transient)?;
+        Ok(Some(TransactWriteItem::builder().update(update).build()))
+    }
+
+    /// Takes `units` off a buyer's record (an expiry). A record that does not
+    /// exist (orders written before records were kept) is left at zero.
+    fn take_from_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+        units: u64,
+    ) -> Result<TransactWriteItem, OrderStoreError> {
+        let update = Update::builder()
+            .table_name(&self.orders_table)
+            .key("orderId", AttributeValue::S(buyer_key(sale_id, user_id)))
+            .update_expression(
+                "SET held = if_not_exists(held, :q) - :q, buyerSaleId = :sale, buyerUserId = :user",
+            )
+            .condition_expression("attribute_not_exists(held) OR held >= :q")
+            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+            .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
+            .build()
+            .map_err(transient)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// Units a buyer holds in the ledger (0 without a record).
+    pub async fn held_by(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> Result<u64, OrderStoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.orders_table)
+            .key("orderId", AttributeValue::S(buyer_key(sale_id, user_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(transient)?;
+        Ok(match out.item.as_ref().and_then(|i| i.get("held")) {
+            Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
+            _ => 0,
+        })
+    }
+
+    /// The sale item's `returnSeq` (0 before the first expiry).
+    async fn return_seq(&self, sale_id: &SaleId) -> Result<Option<u64>, OrderStoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.sales_table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("saleId, returnSeq")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(transient)?;
+        Ok(out.item.map(|item| match item.get("returnSeq") {
+            Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
+            _ => 0,
+        }))
+    }
+
+    /// The row that made a conditional put fail, read back.
+    async fn existing(&self, order_id: &OrderId) -> Result<Order, OrderStoreError> {
+        self.get(order_id).await?.ok_or_else(|| {
+            OrderStoreError::Transient(format!(
+                "{order_id}: the condition failed on a row that is not there"
+            ))
+        })
     }
 
     fn take_units(
@@ -232,18 +361,32 @@ impl OrderStore for DynamoOrders {
         &self,
         sale_id: &SaleId,
         orders: &[NewOrder],
+        per_user_limit: u32,
         request_token: &str,
     ) -> Result<GroupWrite, OrderStoreError> {
         let total: u64 = orders
             .iter()
             .map(|o| u64::from(o.message.quantity.get()))
             .sum();
+        // One update per buyer (a transaction touches an item once).
+        let mut by_buyer: BTreeMap<&UserId, u64> = BTreeMap::new();
+        for o in orders {
+            *by_buyer.entry(&o.message.user_id).or_default() += u64::from(o.message.quantity.get());
+        }
         let mut items = orders
             .iter()
             .map(|o| self.put_order(o))
             .collect::<Result<Vec<_>, _>>()?;
+        for (user_id, units) in by_buyer {
+            match self.add_to_buyer(sale_id, user_id, units, per_user_limit)? {
+                Some(item) => items.push(item),
+                // One buyer's orders in this group pass the limit together:
+                // the single writes decide which of them fit.
+                None => return Ok(GroupWrite::Cancelled(vec!["BuyerOverLimitInGroup".into()])),
+            }
+        }
         items.push(self.take_units(sale_id, total)?);
-        self.count(1);
+        self.count(1, items.len());
         let result = self
             .client
             .transact_write_items()
@@ -257,13 +400,25 @@ impl OrderStore for DynamoOrders {
         }
     }
 
-    async fn write_single(&self, order: &NewOrder) -> Result<SingleWrite, OrderStoreError> {
-        let sale_id = &order.message.sale_id;
+    async fn write_single(
+        &self,
+        order: &NewOrder,
+        per_user_limit: u32,
+    ) -> Result<SingleWrite, OrderStoreError> {
+        let m = &order.message;
+        let units = u64::from(m.quantity.get());
+        let Some(buyer) = self.add_to_buyer(&m.sale_id, &m.user_id, units, per_user_limit)? else {
+            return match self.get(&m.order_id).await? {
+                Some(row) => Ok(SingleWrite::Duplicate(row)),
+                None => Ok(SingleWrite::OverLimit),
+            };
+        };
         let items = vec![
             self.put_order(order)?,
-            self.take_units(sale_id, u64::from(order.message.quantity.get()))?,
+            buyer,
+            self.take_units(&m.sale_id, units)?,
         ];
-        self.count(1);
+        self.count(1, items.len());
         let result = self
             .client
             .transact_write_items()
@@ -280,12 +435,14 @@ impl OrderStore for DynamoOrders {
                 .is_some_and(|c| c == "ConditionalCheckFailed")
         };
         if failed(0) {
-            Ok(SingleWrite::Duplicate)
+            Ok(SingleWrite::Duplicate(self.existing(&m.order_id).await?))
         } else if failed(1) {
-            if self.sale_exists(sale_id).await? {
+            Ok(SingleWrite::OverLimit)
+        } else if failed(2) {
+            if self.sale_exists(&m.sale_id).await? {
                 Ok(SingleWrite::NoStock)
             } else {
-                Err(OrderStoreError::SaleMissing(sale_id.clone()))
+                Err(OrderStoreError::SaleMissing(m.sale_id.clone()))
             }
         } else {
             Err(OrderStoreError::Transient(format!(
@@ -294,14 +451,18 @@ impl OrderStore for DynamoOrders {
         }
     }
 
-    async fn write_rejected(&self, order: &NewOrder) -> Result<(), OrderStoreError> {
-        let mut item = order_item(order, OrderStatus::Rejected);
+    async fn write_rejected(
+        &self,
+        order: &NewOrder,
+        reason: RejectReason,
+    ) -> Result<RejectWrite, OrderStoreError> {
+        let mut item = order_item(order, OrderStatus::Rejected, Some(reason));
         item.remove("expiresAt");
         item.insert(
             "rejectedAt".into(),
             AttributeValue::S(clock::rfc3339_ms(clock::now_ms())),
         );
-        self.count(0);
+        self.count(0, 1);
         let result = self
             .client
             .put_item()
@@ -311,13 +472,17 @@ impl OrderStore for DynamoOrders {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(RejectWrite::Recorded),
+            // The order was written (or rejected) first: it stays what it is,
+            // and the caller follows the row, not its own plan.
             Err(err)
                 if err
                     .as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                Ok(())
+                Ok(RejectWrite::Exists(
+                    self.existing(&order.message.order_id).await?,
+                ))
             }
             Err(err) => Err(transient(err)),
         }
@@ -342,7 +507,7 @@ impl OrderStore for DynamoOrders {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<PayOutcome, OrderStoreError> {
-        self.count(0);
+        self.count(0, 1);
         let result = self
             .client
             .update_item()
@@ -397,57 +562,110 @@ impl OrderStore for DynamoOrders {
         if order.status != OrderStatus::PendingPayment || !due {
             return Ok(ExpireOutcome::NotExpirable);
         }
+        for _ in 0..EXPIRE_ATTEMPTS {
+            let Some(seq) = self.return_seq(&order.sale_id).await? else {
+                return Err(OrderStoreError::SaleMissing(order.sale_id));
+            };
+            match self.expire_at_seq(&order, now_ms, seq).await? {
+                Some(outcome) => return Ok(outcome),
+                // Another expiry took this position first: read it again.
+                None => continue,
+            }
+        }
+        Err(OrderStoreError::Transient(format!(
+            "{order_id}: {EXPIRE_ATTEMPTS} expiries of the sale raced this one"
+        )))
+    }
+}
+
+impl DynamoOrders {
+    /// One attempt of [`OrderStore::expire`]: the order becomes `EXPIRED`
+    /// with return position `seq + 1`, and the sale item moves from `seq` to
+    /// `seq + 1` in the same transaction. `None`: the sale item was no
+    /// longer at `seq`.
+    async fn expire_at_seq(
+        &self,
+        order: &Order,
+        now_ms: i64,
+        seq: u64,
+    ) -> Result<Option<ExpireOutcome>, OrderStoreError> {
         let now = clock::rfc3339_ms(now_ms);
+        let next = AttributeValue::N((seq + 1).to_string());
+        let units = u64::from(order.quantity.get());
         let mark = Update::builder()
             .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(order_id.to_string()))
-            .update_expression("SET #s = :expired, expiredAt = :now REMOVE pendingSaleId")
+            .key("orderId", AttributeValue::S(order.order_id.to_string()))
+            .update_expression(
+                "SET #s = :expired, expiredAt = :now, returnSeq = :next REMOVE pendingSaleId",
+            )
             .condition_expression("#s = :pending AND expiresAt <= :now")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
             .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
             .expression_attribute_values(":now", AttributeValue::S(now))
+            .expression_attribute_values(":next", next.clone())
             .build()
             .map_err(transient)?;
-        let give_back = Update::builder()
+        let position = if seq == 0 {
+            "attribute_not_exists(returnSeq)"
+        } else {
+            "returnSeq = :seq"
+        };
+        let mut give_back = Update::builder()
             .table_name(&self.sales_table)
             .key("saleId", AttributeValue::S(order.sale_id.to_string()))
-            .update_expression("SET available = available + :q, sold = sold - :q")
-            .condition_expression("attribute_exists(saleId) AND sold >= :q")
-            .expression_attribute_values(":q", AttributeValue::N(order.quantity.get().to_string()))
-            .build()
-            .map_err(transient)?;
-        self.count(1);
+            .update_expression(
+                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
+            )
+            .condition_expression(format!(
+                "attribute_exists(saleId) AND sold >= :q AND {position}"
+            ))
+            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":next", next);
+        if seq > 0 {
+            give_back =
+                give_back.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
+        }
+        let give_back = give_back.build().map_err(transient)?;
+        let buyer = self.take_from_buyer(&order.sale_id, &order.user_id, units)?;
+        self.count(1, 3);
         let result = self
             .client
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(mark).build())
             .transact_items(TransactWriteItem::builder().update(give_back).build())
+            .transact_items(buyer)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(ExpireOutcome::Expired(Order {
-                status: OrderStatus::Expired,
-                ..order
-            })),
-            Err(err) => {
-                let reasons = cancellation(err)?;
-                if reasons
-                    .first()
-                    .is_some_and(|c| c == "ConditionalCheckFailed")
-                {
-                    Ok(ExpireOutcome::NotExpirable)
-                } else if reasons
-                    .get(1)
-                    .is_some_and(|c| c == "ConditionalCheckFailed")
-                {
-                    Err(OrderStoreError::SaleMissing(order.sale_id))
-                } else {
-                    Err(OrderStoreError::Transient(format!(
-                        "expiry cancelled: {reasons:?}"
-                    )))
-                }
+        let reasons = match result {
+            Ok(_) => {
+                return Ok(Some(ExpireOutcome::Expired(Order {
+                    status: OrderStatus::Expired,
+                    return_seq: Some(seq + 1),
+                    ..order.clone()
+                })));
             }
+            Err(err) => cancellation(err)?,
+        };
+        let failed = |i: usize| {
+            reasons
+                .get(i)
+                .is_some_and(|c| c == "ConditionalCheckFailed")
+        };
+        if failed(0) {
+            Ok(Some(ExpireOutcome::NotExpirable))
+        } else if failed(1) {
+            // Moved on (another expiry), or gone: the caller reads it again.
+            if self.return_seq(&order.sale_id).await?.is_none() {
+                return Err(OrderStoreError::SaleMissing(order.sale_id.clone()));
+            }
+            Ok(None)
+        } else if reasons.iter().any(|c| c == "TransactionConflict") {
+            Ok(None)
+        } else {
+            Err(OrderStoreError::Transient(format!(
+                "expiry cancelled: {reasons:?}"
+            )))
         }
     }
 }
@@ -456,7 +674,7 @@ fn transient(err: impl std::error::Error + Send + Sync + 'static) -> OrderStoreE
     OrderStoreError::Transient(DisplayErrorContext(err).to_string())
 }
 
-pub fn order_item(order: &NewOrder, status: OrderStatus) -> Item {
+pub fn order_item(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> Item {
     let m = &order.message;
     let mut item: Item = HashMap::from([
         ("orderId".into(), AttributeValue::S(m.order_id.to_string())),
@@ -485,6 +703,12 @@ pub fn order_item(order: &NewOrder, status: OrderStatus) -> Item {
         item.insert(
             "pendingSaleId".into(),
             AttributeValue::S(m.sale_id.to_string()),
+        );
+    }
+    if let Some(reason) = reason {
+        item.insert(
+            "rejectReason".into(),
+            AttributeValue::S(reason.as_str().into()),
         );
     }
     item
@@ -518,6 +742,11 @@ pub fn order_from_item(item: &Item) -> Result<Order, OrderStoreError> {
         } else {
             time("expiresAt")
         },
+        reject_reason: s("rejectReason").ok().and_then(RejectReason::parse),
+        return_seq: match item.get("returnSeq") {
+            Some(AttributeValue::N(n)) => n.parse().ok(),
+            _ => None,
+        },
     })
 }
 
@@ -538,11 +767,14 @@ mod tests {
             reserved_at: clock::rfc3339_ms(1_000_000),
         };
         let order = NewOrder::new(message, 1_000_000, 900);
-        let item = order_item(&order, OrderStatus::PendingPayment);
+        let item = order_item(&order, OrderStatus::PendingPayment, None);
         assert!(item.contains_key("pendingSaleId"));
         let back = order_from_item(&item).unwrap();
         assert_eq!(back.expires_at_ms, Some(1_900_000));
         assert_eq!(back.status, OrderStatus::PendingPayment);
-        assert!(!order_item(&order, OrderStatus::Rejected).contains_key("pendingSaleId"));
+        assert!(
+            !order_item(&order, OrderStatus::Rejected, Some(RejectReason::OverLimit))
+                .contains_key("pendingSaleId")
+        );
     }
 }

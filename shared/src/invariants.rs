@@ -459,6 +459,8 @@ mod tests {
                 status,
                 created_at_ms: 0,
                 expires_at_ms: None,
+                reject_reason: None,
+                return_seq: None,
             },
         )
     }
@@ -479,6 +481,7 @@ mod tests {
                 available,
                 sold,
                 version: 1,
+                return_seq: 0,
             },
             rows: rows.into_iter().collect(),
             redis: None,

@@ -9,7 +9,7 @@ use crate::dynamo_orders::DynamoOrders;
 use crate::metrics::{Counter, Metrics};
 use crate::orders::{ExpireOutcome, OrderStatus, OrderStore, OrderStoreError};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
-use crate::redis_store::{HeldUnits, RedisStock, Returned};
+use crate::redis_store::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -60,10 +60,14 @@ pub enum PrewarmOutcome {
         stock: i64,
         buyers: usize,
     },
-    /// Running and missing from Redis, but order messages are still in
-    /// flight: rebuilding now could count their units twice or not at all.
+    /// Running and missing from Redis, but accepted orders may still be on
+    /// their way: messages on the orders queue, or in the DLQ (orders the
+    /// writer could not write yet, which a redrive will). Rebuilding now
+    /// could sell their units again; the sale stays paused (503) until an
+    /// operator redrives or clears the DLQ and the queue drains.
     WaitingForQueue {
         in_flight: u64,
+        dlq: u64,
     },
     /// Another run holds the lock.
     Busy,
@@ -75,8 +79,8 @@ impl PrewarmOutcome {
             Self::Loaded { stock, buyers } => {
                 serde_json::json!({"outcome": "LOADED", "stock": stock, "buyers": buyers})
             }
-            Self::WaitingForQueue { in_flight } => {
-                serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight})
+            Self::WaitingForQueue { in_flight, dlq } => {
+                serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight, "dlq": dlq})
             }
             other => serde_json::json!({"outcome": match other {
                 Self::NotFound => "NOT_FOUND",
@@ -107,8 +111,10 @@ pub struct Jobs {
     stock: RedisStock,
     catalog: DynamoCatalog,
     orders: DynamoOrders,
-    /// The orders queue, to tell whether messages are in flight.
+    /// The orders queue, to tell whether messages are in flight, and its
+    /// DLQ.
     queue: Option<(aws_sdk_sqs::Client, String)>,
+    dlq_url: Option<String>,
     lead: Duration,
     metrics: Metrics,
 }
@@ -126,9 +132,17 @@ impl Jobs {
             catalog,
             orders,
             queue,
+            dlq_url: None,
             lead,
             metrics: Metrics::off(),
         }
+    }
+
+    /// The same jobs reading the orders queue's DLQ too: a rebuild waits
+    /// while it holds messages (accepted orders not written yet).
+    pub fn with_dlq(mut self, dlq_url: Option<String>) -> Self {
+        self.dlq_url = dlq_url;
+        self
     }
 
     /// The same jobs counting into `metrics` (`SalesPrewarmed`, `Releases`,
@@ -214,23 +228,86 @@ impl Jobs {
         counters: crate::dynamo::SaleCounters,
         now_ms: i64,
     ) -> Result<PrewarmOutcome, JobError> {
-        let available = counters.available;
         // A live sale whose keys are missing was either lost (Redis
-        // restarted: purchases it accepted may still be on the queue, and
-        // the rebuild must wait for them) or never loaded (created already
-        // live: nothing can be on its way, so it loads at once).
+        // restarted: purchases it accepted may still be on the queue or in
+        // the DLQ, and the rebuild must wait for them) or never loaded
+        // (created already live: nothing can be on its way, so it loads at
+        // once).
         let loaded_before =
             self.catalog.mark_loaded(&sale.sale_id, now_ms).await? || counters.sold > 0;
         if loaded_before && sale.phase_at(now_ms) == SalePhase::Live {
-            let in_flight = self.in_flight().await?;
-            if in_flight > 0 {
-                tracing::warn!(sale_id = %sale.sale_id, in_flight, "live sale missing from Redis; waiting for the queue to drain before rebuilding");
-                return Ok(PrewarmOutcome::WaitingForQueue { in_flight });
+            let (in_flight, dlq) = self.in_flight().await?;
+            if in_flight + dlq > 0 {
+                tracing::warn!(sale_id = %sale.sale_id, in_flight, dlq, "live sale missing from Redis; waiting for the queue and the DLQ to drain before rebuilding");
+                return Ok(PrewarmOutcome::WaitingForQueue { in_flight, dlq });
             }
         }
+        // Surviving shards first, the ledger after (see `Survivors`).
+        let survivors = self.stock.survivors(sale).await?;
+        let (ledger, buyers) = self.read_ledger(&sale.sale_id).await?;
+        if self
+            .stock
+            .rebuild_sale(sale, now_ms, &ledger, &buyers, survivors.as_ref())
+            .await?
+        {
+            Ok(PrewarmOutcome::Loaded {
+                stock: ledger.available,
+                buyers: buyers.len(),
+            })
+        } else {
+            Ok(PrewarmOutcome::Refreshed)
+        }
+    }
+
+    /// What Redis is derived from: the sale item's `available` and
+    /// `returnSeq` (one consistent read), then every order row. An expiry
+    /// after that read has a higher `returnSeq` and no marker, so its
+    /// return is still made once; one before it is in `available` and gets
+    /// an `EXPIRED` marker.
+    async fn read_ledger(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<(LedgerRead, Vec<HeldUnits>), JobError> {
+        let Some((_, counters)) = self.catalog.get_record(sale_id).await? else {
+            return Err(JobError::Catalog(CatalogError::Malformed(format!(
+                "sale {sale_id} vanished during its rebuild"
+            ))));
+        };
+        let mut ledger = LedgerRead {
+            available: counters.available,
+            return_seq: counters.return_seq,
+            decided: Vec::new(),
+        };
         let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
-        for status in [OrderStatus::PendingPayment, OrderStatus::Paid] {
-            for order in self.orders.orders_of_sale(&sale.sale_id, status).await? {
+        for status in [
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+            OrderStatus::Expired,
+            OrderStatus::Rejected,
+        ] {
+            for order in self.orders.orders_of_sale(sale_id, status).await? {
+                let state = match status {
+                    OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",
+                    OrderStatus::Expired
+                        if order
+                            .return_seq
+                            .is_none_or(|seq| seq <= counters.return_seq) =>
+                    {
+                        "EXPIRED"
+                    }
+                    OrderStatus::Rejected => "REJECTED",
+                    _ => continue,
+                };
+                ledger.decided.push(DecidedOrder {
+                    order_id: order.order_id.to_string(),
+                    user_id: order.user_id.to_string(),
+                    quantity: u64::from(order.quantity.get()),
+                    at_ms: order.created_at_ms,
+                    state,
+                });
+                if state != "WRITTEN" {
+                    continue;
+                }
                 let entry = held
                     .entry(order.user_id.to_string())
                     .or_insert_with(|| HeldUnits {
@@ -242,31 +319,27 @@ impl Jobs {
                 entry.order_ids.push(order.order_id.to_string());
             }
         }
-        let buyers: Vec<HeldUnits> = held.into_values().collect();
-        if self
-            .stock
-            .rebuild_sale(sale, now_ms, available, &buyers)
-            .await?
-        {
-            Ok(PrewarmOutcome::Loaded {
-                stock: available,
-                buyers: buyers.len(),
-            })
-        } else {
-            Ok(PrewarmOutcome::Refreshed)
-        }
+        Ok((ledger, held.into_values().collect()))
     }
 
-    /// Messages on the orders queue, visible, in flight or delayed. Unknown
-    /// (no queue configured) counts as in flight: never rebuild blind.
-    async fn in_flight(&self) -> Result<u64, JobError> {
+    /// Messages on the orders queue (visible, in flight or delayed) and in
+    /// its DLQ. Unknown (no queue configured) counts as in flight: never
+    /// rebuild blind.
+    async fn in_flight(&self) -> Result<(u64, u64), JobError> {
         let Some((sqs, url)) = &self.queue else {
-            return Ok(u64::MAX);
+            return Ok((u64::MAX, 0));
         };
         let depth = crate::sqs_queue::depth(sqs, url)
             .await
             .map_err(JobError::Queue)?;
-        Ok(depth.total())
+        let dlq = match &self.dlq_url {
+            Some(dlq_url) => crate::sqs_queue::depth(sqs, dlq_url)
+                .await
+                .map_err(JobError::Queue)?
+                .total(),
+            None => 0,
+        };
+        Ok((depth.total(), dlq))
     }
 
     /// Expires every order past its payment window, in chunks, until none is
@@ -313,6 +386,7 @@ impl Jobs {
                                     &order.order_id,
                                     order.user_id.as_str(),
                                     order.quantity.get(),
+                                    order.return_seq,
                                 )
                                 .await
                             {
@@ -352,5 +426,6 @@ pub async fn wire(config: &crate::config::Config) -> Result<Jobs, StoreError> {
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
         queue,
         config.prewarm_lead,
-    ))
+    )
+    .with_dlq(config.orders_dlq_url.clone()))
 }

@@ -207,10 +207,18 @@ impl StockStore for MemoryStock {
         let Some((user, resv)) = s.resv.get(order_id).cloned() else {
             return Ok(false);
         };
-        if resolution == Resolution::Rejected
+        // As resolve.lua: only a QUEUED reservation moves on.
+        if s.resolved.contains_key(order_id) {
+            return Ok(true);
+        }
+        let q = resv.quantity.get();
+        if matches!(resolution, Resolution::Rejected | Resolution::Abandoned)
             && let Some(held) = s.buyers.get_mut(&user)
         {
-            *held = held.saturating_sub(resv.quantity.get());
+            *held = held.saturating_sub(q);
+        }
+        if resolution == Resolution::Abandoned {
+            s.stock = (s.stock + q).min(s.sale.total_stock);
         }
         s.resolved.insert(order_id.clone(), resolution);
         Ok(true)
@@ -227,7 +235,8 @@ impl StockStore for MemoryStock {
         };
         let reservation = order_id.and_then(|id| s.resv.get(id)).map(|(user, r)| {
             let state = match s.resolved.get(&r.order_id) {
-                Some(resolution) => resolution.as_str(),
+                Some(Resolution::Written) => "WRITTEN",
+                Some(_) => "REJECTED",
                 None => "QUEUED",
             };
             ReservationRecord {

@@ -259,6 +259,8 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 status: OrderStatus::Queued,
                 created_at_ms: resv.at_ms,
                 expires_at_ms: None,
+                reject_reason: None,
+                return_seq: None,
             }));
         }
         Ok(None)

@@ -5,13 +5,17 @@
 //!    `maxReceiveCount`), and never fails its neighbours.
 //! 2. The same order twice in one batch is written once.
 //! 3. Valid orders are grouped per sale; each group is one transaction that
-//!    puts every order and takes the group's total off the sale item, so the
-//!    hot item is written once per batch. The request token is derived from
-//!    the group, so a retried call is idempotent.
+//!    puts every order, adds each buyer's units to their ledger record
+//!    (within the per-user limit) and takes the group's total off the sale
+//!    item, so the hot item is written once per batch. The request token is
+//!    derived from the group, so a retried call is idempotent.
 //! 4. A cancelled transaction falls back to one transaction per order, which
-//!    tells a duplicate (success) from no stock (written `REJECTED`: the
-//!    database stopped an oversell) from a transient fault (reported failed).
-//! 5. Written and rejected orders mark their reservation in Redis.
+//!    tells a duplicate (success: the row as it stands decides) from no
+//!    stock or a buyer at the limit (written `REJECTED` with the reason: the
+//!    database stopped an oversell, or a buyer Redis lost count of) from a
+//!    transient fault (reported failed).
+//! 5. Every decided order marks its reservation in Redis the way its row
+//!    says ([`Resolution::of_row`]).
 //! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
 //!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, and `DlqMoves`
 //!    (failures on a record's last receive, which SQS moves to the DLQ).
@@ -19,13 +23,16 @@
 use crate::clock;
 use crate::domain::{OrderMessage, SaleId};
 use crate::metrics::{Counter, Metrics};
-use crate::orders::{GroupWrite, NewOrder, OrderStore, OrderStoreError, SingleWrite};
+use crate::orders::{
+    GroupWrite, NewOrder, OrderStore, OrderStoreError, RejectReason, RejectWrite, SingleWrite,
+};
 use crate::ports::{Resolution, SaleCatalog, StockStore};
 use std::collections::BTreeMap;
 use tracing::Instrument;
 
-/// DynamoDB takes at most 100 items per transaction; one is the sale update.
-const MAX_ORDERS_PER_TRANSACTION: usize = 99;
+/// DynamoDB takes at most 100 items per transaction: each order, at most one
+/// buyer record per order, and the sale update.
+const MAX_ORDERS_PER_TRANSACTION: usize = 49;
 
 /// One queue record, as the event source delivered it.
 #[derive(Debug, Clone)]
@@ -181,7 +188,11 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             })
             .collect();
         let token = request_token(&orders);
-        match self.orders.write_group(sale_id, &orders, &token).await {
+        match self
+            .orders
+            .write_group(sale_id, &orders, sale.per_user_limit, &token)
+            .await
+        {
             Ok(GroupWrite::Written) => {
                 for entry in entries {
                     let span = message_span(entry);
@@ -198,7 +209,8 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             Ok(GroupWrite::Cancelled(reasons)) => {
                 tracing::warn!(%sale_id, ?reasons, "group transaction cancelled; writing one by one");
                 for (entry, order) in entries.iter().zip(&orders) {
-                    self.write_one(entry, order, report).await;
+                    self.write_one(entry, order, sale.per_user_limit, report)
+                        .await;
                 }
             }
             Err(err) => {
@@ -208,33 +220,36 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         }
     }
 
-    async fn write_one(&self, entry: &Entry, order: &NewOrder, report: &mut BatchReport) {
+    async fn write_one(
+        &self,
+        entry: &Entry,
+        order: &NewOrder,
+        per_user_limit: u32,
+        report: &mut BatchReport,
+    ) {
         let span = message_span(entry);
         async {
-            match self.orders.write_single(order).await {
+            match self.orders.write_single(order, per_user_limit).await {
                 Ok(SingleWrite::Written) => {
                     report.written += 1;
                     self.mark(entry, Resolution::Written).await;
                 }
-                Ok(SingleWrite::Duplicate) => {
+                Ok(SingleWrite::Duplicate(row)) => {
                     report.duplicates += 1;
-                    tracing::info!("duplicate delivery; order already written");
-                    self.mark(entry, Resolution::Written).await;
+                    tracing::info!(
+                        status = row.status.as_str(),
+                        "duplicate delivery; the row stands"
+                    );
+                    self.follow(entry, &row).await;
                 }
-                Ok(SingleWrite::NoStock) => match self.orders.write_rejected(order).await {
-                    Ok(()) => {
-                        report.rejected += 1;
-                        tracing::warn!(
-                            quantity = order.message.quantity.get(),
-                            "no stock left in DynamoDB: order REJECTED (the database stopped an oversell)"
-                        );
-                        self.mark(entry, Resolution::Rejected).await;
-                    }
-                    Err(err) => {
-                        tracing::warn!(%err, "could not record the rejection; retried");
-                        fail_one(entry, report);
-                    }
-                },
+                Ok(SingleWrite::NoStock) => {
+                    self.reject(entry, order, RejectReason::SoldOut, report)
+                        .await;
+                }
+                Ok(SingleWrite::OverLimit) => {
+                    self.reject(entry, order, RejectReason::OverLimit, report)
+                        .await;
+                }
                 Err(OrderStoreError::SaleMissing(sale_id)) => {
                     tracing::error!(%sale_id, "sale item missing; retried, then the DLQ");
                     fail_one(entry, report);
@@ -247,6 +262,48 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         }
         .instrument(span)
         .await;
+    }
+
+    /// Records the order `REJECTED`, unless a row got there first (then
+    /// that row decides).
+    async fn reject(
+        &self,
+        entry: &Entry,
+        order: &NewOrder,
+        reason: RejectReason,
+        report: &mut BatchReport,
+    ) {
+        match self.orders.write_rejected(order, reason).await {
+            Ok(RejectWrite::Recorded) => {
+                report.rejected += 1;
+                tracing::warn!(
+                    quantity = order.message.quantity.get(),
+                    reason = reason.as_str(),
+                    "the ledger refused the order: REJECTED (the database stopped an oversell or a buyer over the limit)"
+                );
+                let resolution = match reason {
+                    RejectReason::OverLimit => Resolution::RejectedOverLimit,
+                    RejectReason::SoldOut => Resolution::Rejected,
+                    RejectReason::Abandoned => Resolution::Abandoned,
+                };
+                self.mark(entry, resolution).await;
+            }
+            Ok(RejectWrite::Exists(row)) => {
+                report.duplicates += 1;
+                self.follow(entry, &row).await;
+            }
+            Err(err) => {
+                tracing::warn!(%err, "could not record the rejection; retried");
+                fail_one(entry, report);
+            }
+        }
+    }
+
+    /// Marks the reservation as the row in the ledger says.
+    async fn follow(&self, entry: &Entry, row: &crate::orders::Order) {
+        if let Some(resolution) = Resolution::of_row(row.status, row.reject_reason) {
+            self.mark(entry, resolution).await;
+        }
     }
 
     /// Best effort: the row is the truth; a reservation left unmarked is

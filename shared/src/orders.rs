@@ -3,7 +3,9 @@
 //!
 //! States: `QUEUED` (accepted, row not written yet; never stored, derived
 //! from the reservation) → `PENDING_PAYMENT` → `PAID` or `EXPIRED`;
-//! `REJECTED` when DynamoDB refused the units Redis had let through.
+//! `REJECTED` when DynamoDB refused the units Redis had let through (no
+//! stock, or the buyer's limit: the ledger enforces both) or reconcile gave
+//! the reservation up.
 
 use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
@@ -41,6 +43,37 @@ impl OrderStatus {
     }
 }
 
+/// Why an order was written `REJECTED`. It decides what Redis does with
+/// the reservation (see `resolve.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The sale item had fewer units than the order.
+    SoldOut,
+    /// The buyer's record in the ledger would pass the per-user limit.
+    OverLimit,
+    /// Reconcile gave up a reservation that never became an order.
+    Abandoned,
+}
+
+impl RejectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SoldOut => "SOLD_OUT",
+            Self::OverLimit => "LIMIT_EXCEEDED",
+            Self::Abandoned => "ABANDONED",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "SOLD_OUT" => Self::SoldOut,
+            "LIMIT_EXCEEDED" => Self::OverLimit,
+            "ABANDONED" => Self::Abandoned,
+            _ => return None,
+        })
+    }
+}
+
 /// An order as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
@@ -52,6 +85,11 @@ pub struct Order {
     pub created_at_ms: i64,
     /// The payment deadline; none while `QUEUED` or when `REJECTED`.
     pub expires_at_ms: Option<i64>,
+    /// Why it is `REJECTED` (rows written before reasons were kept: none).
+    pub reject_reason: Option<RejectReason>,
+    /// For an `EXPIRED` order: the sale item's `returnSeq` its expiry set,
+    /// the ledger position of its returned units (see `return_units.lua`).
+    pub return_seq: Option<u64>,
 }
 
 impl Order {
@@ -91,14 +129,27 @@ impl NewOrder {
 }
 
 /// How writing one order on its own went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SingleWrite {
     Written,
-    /// The row was already there (a redelivery): success, nothing changed.
-    Duplicate,
+    /// The row was already there (a redelivery, or reconcile's give-up got
+    /// there first): nothing changed; the row as it stands.
+    Duplicate(Order),
     /// The sale item has fewer units than the order: the database stopped an
     /// oversell that Redis let through.
     NoStock,
+    /// The buyer's record would pass the per-user limit: the database
+    /// stopped a buyer Redis lost count of (a failover that lost writes).
+    OverLimit,
+}
+
+/// How recording a rejection went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectWrite {
+    /// The `REJECTED` row is written.
+    Recorded,
+    /// A row was there already, and stays as it is.
+    Exists(Order),
 }
 
 /// How writing a whole sale group in one transaction went.
@@ -143,25 +194,30 @@ pub enum OrderStoreError {
 
 /// The `orders` table (and the counters of the `sales` table it moves).
 pub trait OrderStore: Send + Sync {
-    /// All orders of one sale and one update of the sale item, in one
+    /// All orders of one sale, their buyers' records (each kept within
+    /// `per_user_limit`) and one update of the sale item, in one
     /// transaction: all written or none.
     fn write_group(
         &self,
         sale_id: &SaleId,
         orders: &[NewOrder],
+        per_user_limit: u32,
         request_token: &str,
     ) -> impl Future<Output = Result<GroupWrite, OrderStoreError>> + Send;
 
     fn write_single(
         &self,
         order: &NewOrder,
+        per_user_limit: u32,
     ) -> impl Future<Output = Result<SingleWrite, OrderStoreError>> + Send;
 
-    /// Records an order the database refused as `REJECTED` (no units held).
+    /// Records an order that holds no units as `REJECTED`, only if no row
+    /// has that id: a written order is never turned into a rejection.
     fn write_rejected(
         &self,
         order: &NewOrder,
-    ) -> impl Future<Output = Result<(), OrderStoreError>> + Send;
+        reason: RejectReason,
+    ) -> impl Future<Output = Result<RejectWrite, OrderStoreError>> + Send;
 
     fn get(
         &self,
@@ -176,8 +232,9 @@ pub trait OrderStore: Send + Sync {
         now_ms: i64,
     ) -> impl Future<Output = Result<PayOutcome, OrderStoreError>> + Send;
 
-    /// `PENDING_PAYMENT` past its deadline becomes `EXPIRED` and its units go
-    /// back to the sale item, in one transaction. Races with `pay` have
+    /// `PENDING_PAYMENT` past its deadline becomes `EXPIRED`, its units go
+    /// back to the sale item and off its buyer's record, in one transaction
+    /// that also numbers the return (`returnSeq`). Races with `pay` have
     /// exactly one winner: both are conditional on `PENDING_PAYMENT`.
     fn expire(
         &self,

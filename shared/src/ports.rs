@@ -90,15 +90,42 @@ pub enum StoreError {
 pub enum Resolution {
     /// The order row exists.
     Written,
-    /// DynamoDB refused the units; the buyer holds nothing.
+    /// DynamoDB had no units for it; the buyer holds nothing, and the unit
+    /// Redis took was one it over-counted: it stays taken.
     Rejected,
+    /// The buyer's ledger record was at the limit: Redis had lost count of
+    /// an order of theirs (a failover). This reservation stands in for that
+    /// lost one: its units and the buyer's count stay.
+    RejectedOverLimit,
+    /// Reconcile gave it up; no units were ever taken in DynamoDB, so Redis
+    /// gives them back (once: only from `QUEUED`).
+    Abandoned,
 }
 
 impl Resolution {
+    /// The mode `resolve.lua` takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Written => "WRITTEN",
             Self::Rejected => "REJECTED",
+            Self::RejectedOverLimit => "REJECTED_LIMIT",
+            Self::Abandoned => "ABANDONED",
+        }
+    }
+
+    /// What a row in the ledger says of its reservation; `None` while it
+    /// holds nothing that Redis must follow (expired: the release's part).
+    pub fn of_row(
+        status: crate::orders::OrderStatus,
+        reason: Option<crate::orders::RejectReason>,
+    ) -> Option<Self> {
+        use crate::orders::{OrderStatus as S, RejectReason as R};
+        match (status, reason) {
+            (S::PendingPayment | S::Paid, _) => Some(Self::Written),
+            (S::Rejected, Some(R::OverLimit)) => Some(Self::RejectedOverLimit),
+            (S::Rejected, Some(R::Abandoned)) => Some(Self::Abandoned),
+            (S::Rejected, _) => Some(Self::Rejected),
+            (S::Queued | S::Expired, _) => None,
         }
     }
 }

@@ -305,6 +305,13 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
         match outcome {
             ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
+            // Without an Idempotency-Key a replay is this very call, run a
+            // second time by the Redis client after a dropped connection:
+            // the first run's answer never came back, so nothing was sent
+            // for it yet. Send now; a duplicate is written once.
+            ReserveOutcome::Replayed(resv) if req.idempotency_key.is_none() => {
+                self.hand_off_replayed(req, resv).await
+            }
             ReserveOutcome::Replayed(resv) => Ok(Accepted {
                 order_id: resv.order_id,
                 sale_id: req.sale_id.clone(),
@@ -326,20 +333,32 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
     }
 
+    /// The send of a reservation a first run of the script made. Any
+    /// failure keeps it (reconcile relays it): whether an earlier attempt
+    /// of this purchase reached the queue is unknown.
+    async fn hand_off_replayed(
+        &self,
+        req: &PurchaseRequest,
+        resv: Reservation,
+    ) -> Result<Accepted, PurchaseError> {
+        let message = order_message(req, &resv);
+        if let Err(err) = self.queue.send(&message).await {
+            tracing::warn!(order_id = %resv.order_id, %err, "send of a replayed reservation failed; reservation kept for relay");
+        }
+        Ok(Accepted {
+            order_id: resv.order_id,
+            sale_id: req.sale_id.clone(),
+            quantity: resv.quantity,
+            replayed: false,
+        })
+    }
+
     async fn hand_off(
         &self,
         req: &PurchaseRequest,
         resv: Reservation,
     ) -> Result<Accepted, PurchaseError> {
-        let message = OrderMessage {
-            v: OrderMessage::VERSION,
-            order_id: resv.order_id.clone(),
-            sale_id: req.sale_id.clone(),
-            user_id: req.user_id.clone(),
-            quantity: resv.quantity,
-            shard: resv.shard,
-            reserved_at: clock::rfc3339_ms(resv.reserved_at_ms),
-        };
+        let message = order_message(req, &resv);
         let accepted = Accepted {
             order_id: resv.order_id.clone(),
             sale_id: req.sale_id.clone(),
@@ -391,6 +410,19 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             },
             Err(err) => PurchaseError::Catalog(err),
         }
+    }
+}
+
+/// The queue message of a reservation.
+fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
+    OrderMessage {
+        v: OrderMessage::VERSION,
+        order_id: resv.order_id.clone(),
+        sale_id: req.sale_id.clone(),
+        user_id: req.user_id.clone(),
+        quantity: resv.quantity,
+        shard: resv.shard,
+        reserved_at: clock::rfc3339_ms(resv.reserved_at_ms),
     }
 }
 

@@ -8,18 +8,27 @@
 //!   relayed to the queue again (the outbox relay for a crash between Redis
 //!   and SQS; a duplicate delivery writes nothing twice);
 //! - one older than the maximum age is given up: recorded as a `REJECTED`
-//!   row (so a late redrive cannot resurrect it), its stock released;
+//!   row (so a late redrive cannot resurrect it), its stock released; if the
+//!   order was written meanwhile, the row decides and nothing is released;
 //! - a reservation whose row exists is marked `WRITTEN` / `REJECTED`;
 //! - an order `EXPIRED` in DynamoDB whose units Redis never got back gets
 //!   them back (the release crashed between its two steps);
 //! - a buyer count above what the buyer provably holds (rows, or Redis's
-//!   own live reservations) is lowered, on a settled read only;
+//!   own live reservations) is lowered, on a settled read only, and only if
+//!   it is still the count that was read (compare and set);
 //! - a transfer between shards whose units left one shard and never reached
 //!   the other (the borrow died between its steps) is completed.
 //!
+//! - a buyer count below what the ledger proves is raised to it, and a
+//!   sale's stock is set to what the ledger leaves for it (`available`
+//!   less what is reserved without a row and what is owed back), both on a
+//!   settled read with nothing in flight, compare-and-set: Redis is derived
+//!   from the ledger (invariant 8), and both repairs only bring it back.
+//!
 //! The violations are [`crate::invariants::check`] of what was read, before
-//! any repair. Anything that could mean oversell is reported as `OVERSELL_RISK` and never
-//! fixed automatically.
+//! any repair. `OVERSELL_RISK` is reported (and pages) whether or not a
+//! repair followed: DynamoDB's conditions stopped any oversell, but an
+//! operator should know Redis was wrong.
 
 use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
@@ -28,7 +37,7 @@ use crate::dynamo_orders::DynamoOrders;
 use crate::invariants::{self, InvariantChecker, SaleState};
 use crate::jobs::JobError;
 use crate::metrics::{Counter, Metrics};
-use crate::orders::{NewOrder, OrderStatus, OrderStore};
+use crate::orders::{NewOrder, OrderStatus, OrderStore, RejectReason, RejectWrite};
 use crate::ports::{OrderQueue, Resolution, StockStore};
 use crate::redis_store::{RedisSnapshot, RedisStock, Returned};
 use crate::sqs_queue::SqsQueue;
@@ -228,6 +237,21 @@ impl Reconciler {
         Ok(Some(report))
     }
 
+    /// The repairs of one run over a state read earlier (the tests hand it
+    /// a stale read, as a run whose stores moved after its read would see).
+    /// Returns what was repaired, and what could not be.
+    pub async fn repair_observed(
+        &self,
+        state: &SaleState,
+        now_ms: i64,
+    ) -> (Vec<Repair>, Vec<Violation>) {
+        let mut report = ReconcileReport::default();
+        if let Some(snap) = &state.redis {
+            self.repair(state, snap, now_ms, &mut report).await;
+        }
+        (report.repairs, report.violations)
+    }
+
     /// Only the provably safe repairs; see the module documentation.
     async fn repair(
         &self,
@@ -258,10 +282,10 @@ impl Reconciler {
                     }
                 }
                 ("QUEUED", Some(order)) => {
-                    let resolution = if order.status == OrderStatus::Rejected {
-                        Resolution::Rejected
-                    } else {
-                        Resolution::Written
+                    // Expired rows are the release's (below).
+                    let Some(resolution) = Resolution::of_row(order.status, order.reject_reason)
+                    else {
+                        continue;
                     };
                     if let Ok(id) = OrderId::parse(order_id)
                         && stock
@@ -317,6 +341,7 @@ impl Reconciler {
                         &order.order_id,
                         order.user_id.as_str(),
                         order.quantity.get(),
+                        order.return_seq,
                     )
                     .await
                 {
@@ -358,7 +383,8 @@ impl Reconciler {
                 + queued_by_user.get(user).copied().unwrap_or(0))
             .max(reserved_by_user.get(user.as_str()).copied().unwrap_or(0));
             if count > provable
-                && let Ok(now) = stock.lower_buyer(sale_id, user, provable).await
+                && let Ok(now) = stock.set_buyer(sale_id, user, count, provable).await
+                && now < count
             {
                 report.repairs.push(Repair {
                     kind: "BUYER_CLEARED",
@@ -366,6 +392,87 @@ impl Reconciler {
                     detail: format!("{user}: {count} -> {now}"),
                 });
             }
+        }
+        // Counts below what the ledger proves (a failover lost the
+        // purchases that made them) are raised to it: the ledger refuses
+        // such a buyer anyway, and Redis should say so at once.
+        let mut proven: HashMap<&str, i64> = HashMap::new();
+        for (user, units) in &held_by_user {
+            *proven.entry(user.as_str()).or_default() += units;
+        }
+        for (user, units) in &queued_by_user {
+            *proven.entry(user.as_str()).or_default() += units;
+        }
+        for (user, &units) in &proven {
+            let count = snap.buyers.get(*user).copied().unwrap_or(0);
+            if count < units
+                && let Ok(now) = stock.set_buyer(sale_id, user, count, units).await
+                && now > count
+            {
+                report.repairs.push(Repair {
+                    kind: "BUYER_RAISED",
+                    order_id: None,
+                    detail: format!("{user}: {count} -> {now}"),
+                });
+            }
+        }
+        self.reset_stock(state, snap, report).await;
+    }
+
+    /// Redis's stock is derived from the ledger: `available`, less what
+    /// Redis holds reserved without a row, less the units of expiries it
+    /// has not been given back yet. With nothing in flight (the queue and
+    /// the DLQ empty, no transfer between shards half done) and a settled
+    /// read, a stock that differs (a failover lost deductions, or units
+    /// were left stuck) is set to that figure, compare-and-set on the value
+    /// read. A sharded sale's stock is split across shards: it is reported,
+    /// never reset here.
+    async fn reset_stock(
+        &self,
+        state: &SaleState,
+        snap: &RedisSnapshot,
+        report: &mut ReconcileReport,
+    ) {
+        if !state.settled
+            || !state.queue_quiet()
+            || state.dlq_visible > 0
+            || snap.shards > 1
+            || !snap.pending_transfers.is_empty()
+        {
+            return;
+        }
+        let queued: i64 = state
+            .queued_without_row()
+            .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
+            .sum();
+        let target = state.counters.available - queued - state.owed_to_redis();
+        if target == snap.stock || target < 0 {
+            return;
+        }
+        match self
+            .checker
+            .stock()
+            .set_stock(&state.sale.sale_id, snap.stock, target)
+            .await
+        {
+            Ok(Some(now)) if now == target => {
+                tracing::warn!(sale_id = %state.sale.sale_id, from = snap.stock, to = target, "Redis stock reset to the ledger's figure");
+                report.repairs.push(Repair {
+                    kind: "STOCK_RESET",
+                    order_id: None,
+                    detail: format!(
+                        "Redis stock {} -> {target} (available {} - queued {queued} - owed back {})",
+                        snap.stock,
+                        state.counters.available,
+                        state.owed_to_redis()
+                    ),
+                });
+            }
+            Ok(_) => {}
+            Err(err) => report.violations.push(Violation {
+                code: "REPAIR_FAILED",
+                detail: format!("stock reset: {err}"),
+            }),
         }
     }
 
@@ -409,24 +516,53 @@ impl Reconciler {
         let at_ms = resv.at_ms.parse::<i64>().unwrap_or(0);
         let order = NewOrder::new(message, at_ms, sale.payment_window_seconds);
         // The row first: once it exists as REJECTED, a late redelivery of the
-        // message is a duplicate and cannot take the units back.
-        if let Err(err) = self.checker.orders().write_rejected(&order).await {
-            report.violations.push(Violation {
-                code: "REPAIR_FAILED",
-                detail: format!("give up {order_id}: {err}"),
-            });
-            return;
-        }
+        // message is a duplicate and cannot take the units back. If a row
+        // got there first (the writer wrote the order after this run read
+        // the table), that row decides, never this run's plan.
+        let resolution = match self
+            .checker
+            .orders()
+            .write_rejected(&order, RejectReason::Abandoned)
+            .await
+        {
+            Ok(RejectWrite::Recorded) => Resolution::Abandoned,
+            Ok(RejectWrite::Exists(row)) => {
+                match Resolution::of_row(row.status, row.reject_reason) {
+                    Some(resolution) => resolution,
+                    None => return,
+                }
+            }
+            Err(err) => {
+                report.violations.push(Violation {
+                    code: "REPAIR_FAILED",
+                    detail: format!("give up {order_id}: {err}"),
+                });
+                return;
+            }
+        };
         let id = order.message.order_id.clone();
-        match self.checker.stock().release(&sale.sale_id, &id).await {
-            Ok(outcome) => {
-                tracing::warn!(%order_id, ?outcome, "reservation older than the maximum age released and recorded as failed");
+        match self
+            .checker
+            .stock()
+            .resolve(&sale.sale_id, &id, resolution)
+            .await
+        {
+            Ok(_) if resolution == Resolution::Abandoned => {
+                tracing::warn!(%order_id, "reservation older than the maximum age released and recorded as failed");
                 report.repairs.push(Repair {
                     kind: "RELEASED_FAILED",
                     order_id: Some(order_id.into()),
                     detail: "never became an order within the maximum age; stock released".into(),
                 });
             }
+            Ok(_) => report.repairs.push(Repair {
+                kind: "MARKED",
+                order_id: Some(order_id.into()),
+                detail: format!(
+                    "written meanwhile: reservation marked {}",
+                    resolution.as_str()
+                ),
+            }),
             Err(err) => report.violations.push(Violation {
                 code: "REPAIR_FAILED",
                 detail: format!("release {order_id}: {err}"),

@@ -61,6 +61,8 @@ static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
 static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
+static SET_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/set_stock.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
@@ -69,6 +71,30 @@ static RECEIVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/receive.lua")));
 static OUTCOMES: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/outcomes.lua")));
+
+/// A purchase's request id for `purchase.lua` (ARGV[12]): 31 hex digits,
+/// a random 64-bit prefix drawn once per execution environment and a
+/// 60-bit counter. Order ids without an Idempotency-Key are made of it, so
+/// they never repeat: not after a rebuild, not after a failover that rolled
+/// Redis back (a sequence kept in Redis would), and not between
+/// environments.
+fn request_id() -> String {
+    static PREFIX: LazyLock<u64> = LazyLock::new(|| {
+        let mut bytes = [0u8; 8];
+        if aws_lc_rs::rand::fill(&mut bytes).is_err() {
+            // The system's generator failed: fall back on what differs
+            // between environments (time and process), still unique here.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            return (nanos as u64) ^ (u64::from(std::process::id()) << 32);
+        }
+        u64::from_le_bytes(bytes)
+    });
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 60) - 1);
+    format!("{:016x}{n:015x}", *PREFIX)
+}
 
 /// Keys outlive the sale's end by this much, so late reconciliation and
 /// order-status reads still find reservations.
@@ -591,6 +617,7 @@ impl RedisStock {
         keys: &SaleKeys,
         req: &ReserveRequest<'_>,
         quantity: &str,
+        request: &str,
         shard: u32,
     ) -> Result<Decided, StoreError> {
         let idem = req.idempotency_key.map_or("", |k| k.as_str());
@@ -606,6 +633,7 @@ impl RedisStock {
             &self.limit_args[2],
             &self.limit_args[3],
             &keys.id_suffix,
+            request,
         ];
         let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
         let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
@@ -685,6 +713,16 @@ impl RedisStock {
             _ => Err(protocol(&reply)),
         }
     }
+}
+
+/// The shards of a sharded sale as they were before a rebuild read the
+/// ledger: `None` for a lost shard. Read first, so that whatever the
+/// survivors sell meanwhile is counted twice (once in what they held, once
+/// in the lower `available` read after), never not at all: a lost shard
+/// rebuilt from it can only get fewer units than the ledger has, never more.
+pub struct Survivors {
+    parts: Vec<Option<SnapshotPart>>,
+    lent: Vec<PendingTransfer>,
 }
 
 /// One key group's `snapshot.lua` reply.
@@ -962,6 +1000,39 @@ pub struct HeldUnits {
     pub order_ids: Vec<String>,
 }
 
+/// What a rebuild reads from the ledger: the sale item's `available` and
+/// `returnSeq` (one consistent read), and every decided order as the
+/// reservation Redis keeps for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerRead {
+    pub available: i64,
+    pub return_seq: u64,
+    pub decided: Vec<DecidedOrder>,
+}
+
+/// An order the ledger has decided, as a reservation in `resv`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecidedOrder {
+    pub order_id: String,
+    pub user_id: String,
+    pub quantity: u64,
+    pub at_ms: i64,
+    /// `WRITTEN`, `EXPIRED` or `REJECTED`.
+    pub state: &'static str,
+}
+
+impl DecidedOrder {
+    fn reservation_json(&self) -> String {
+        serde_json::json!({
+            "userId": self.user_id,
+            "quantity": self.quantity,
+            "atMs": self.at_ms.to_string(),
+            "state": self.state,
+        })
+        .to_string()
+    }
+}
+
 /// A sale's Redis state at one instant (`snapshot.lua`).
 #[derive(Debug, Clone, Default)]
 pub struct RedisSnapshot {
@@ -992,13 +1063,28 @@ pub enum Returned {
 impl RedisStock {
     /// Loads a sale with its stock and buyers from DynamoDB unless it is
     /// there (`rebuild.lua`). Returns true if this call loaded it.
+    /// What the shards of a sharded sale that kept their keys hold, read
+    /// *before* the ledger is read for a rebuild (see [`Survivors`]); `None`
+    /// for a sale of one shard.
+    pub async fn survivors(&self, sale: &Sale) -> Result<Option<Survivors>, StoreError> {
+        if sale.shards <= 1 {
+            return Ok(None);
+        }
+        let (parts, lent) = self.shard_parts(&sale.sale_id, sale.shards).await?;
+        Ok(Some(Survivors { parts, lent }))
+    }
+
+    /// `survivors` is what [`Self::survivors`] read before `ledger` was
+    /// read (required for a sharded sale: without it nothing is loaded).
     pub async fn rebuild_sale(
         &self,
         sale: &Sale,
         version: i64,
-        stock: i64,
+        ledger: &LedgerRead,
         buyers: &[HeldUnits],
+        survivors: Option<&Survivors>,
     ) -> Result<bool, StoreError> {
+        let stock = ledger.available;
         let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
         let head = [
             sale.total_stock.to_string(),
@@ -1041,7 +1127,12 @@ impl RedisStock {
         // Each shard is loaded only if absent, so a rebuild that died half
         // way is finished by the next one.
         let shares = if shards > 1 {
-            self.rebuild_shares(&sale.sale_id, &layout, stock, buyers, expire_at)
+            let Some(survivors) = survivors else {
+                return Err(StoreError::Protocol(
+                    "a sharded sale is rebuilt only with what its shards held first".into(),
+                ));
+            };
+            self.rebuild_shares(&sale.sale_id, &layout, stock, buyers, survivors, expire_at)
                 .await?
         } else {
             vec![stock]
@@ -1049,17 +1140,41 @@ impl RedisStock {
         for (k, share) in (0..shards).zip(shares) {
             let keys = SaleKeys::of(&sale.sale_id, shards, k);
             let mut args: Vec<String> = head.to_vec();
-            args.extend([share.to_string(), gate.clone(), String::new()]);
-            for b in buyers.iter().filter(|b| layout.home(&b.user_id) == k) {
+            let here: Vec<&HeldUnits> = buyers
+                .iter()
+                .filter(|b| layout.home(&b.user_id) == k)
+                .collect();
+            args.extend([
+                share.to_string(),
+                gate.clone(),
+                String::new(),
+                ledger.return_seq.to_string(),
+                here.len().to_string(),
+            ]);
+            for b in here {
                 args.push(b.user_id.clone());
                 args.push(b.units.to_string());
                 args.push(b.order_ids.join(","));
+            }
+            for m in ledger
+                .decided
+                .iter()
+                .filter(|m| shard_of_order(&m.order_id).unwrap_or(0) == k)
+            {
+                args.push(m.order_id.clone());
+                args.push(m.reservation_json());
             }
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let reply: Vec<String> = self
                 .run(
                     &REBUILD,
-                    &[&keys.meta, &keys.stock, &keys.buyers, &keys.user_orders],
+                    &[
+                        &keys.meta,
+                        &keys.stock,
+                        &keys.buyers,
+                        &keys.user_orders,
+                        &keys.resv,
+                    ],
                     &args,
                 )
                 .await?;
@@ -1087,9 +1202,13 @@ impl RedisStock {
         layout: &ShardLayout,
         available: i64,
         buyers: &[HeldUnits],
+        survivors: &Survivors,
         expire_at: i64,
     ) -> Result<Vec<i64>, StoreError> {
-        let (parts, lent) = self.shard_parts(sale_id, layout.shards()).await?;
+        let Survivors { parts, lent } = survivors;
+        if parts.len() != layout.shards() as usize {
+            return Err(StoreError::Protocol("survivors of another layout".into()));
+        }
         let lost: Vec<usize> = (0..parts.len()).filter(|k| parts[*k].is_none()).collect();
         if lost.len() == parts.len() {
             return Ok(layout.shares(available));
@@ -1149,21 +1268,26 @@ impl RedisStock {
         Ok(shares)
     }
 
-    /// Gives an expired order's units back (`return_units.lua`).
+    /// Gives an expired order's units back (`return_units.lua`), once:
+    /// `return_seq` is the ledger position of the expiry (the sale item's
+    /// `returnSeq` it set); a sale loaded from the ledger at or after that
+    /// position has the units already.
     pub async fn return_units(
         &self,
         sale_id: &SaleId,
         order_id: &OrderId,
         user_id: &str,
         quantity: u32,
+        return_seq: Option<u64>,
     ) -> Result<Returned, StoreError> {
         let keys = SaleKeys::of_order(sale_id, order_id);
         let (quantity, now) = (quantity.to_string(), crate::clock::now_ms().to_string());
+        let seq = return_seq.map(|s| s.to_string()).unwrap_or_default();
         let reply: Vec<String> = self
             .run(
                 &RETURN_UNITS,
                 &keys.all(),
-                &[order_id.as_str(), user_id, &quantity, &now],
+                &[order_id.as_str(), user_id, &quantity, &now, &seq],
             )
             .await?;
         match reply
@@ -1270,11 +1394,14 @@ impl RedisStock {
             .collect()
     }
 
-    /// Lowers a buyer's count to `units` (never raises it).
-    pub async fn lower_buyer(
+    /// Sets a buyer's count to `units` if it is still `read` (compare and
+    /// set: a purchase or release made since the read is never erased).
+    /// Returns the count now.
+    pub async fn set_buyer(
         &self,
         sale_id: &SaleId,
         user_id: &str,
+        read: i64,
         units: i64,
     ) -> Result<i64, StoreError> {
         let layout = self
@@ -1282,9 +1409,33 @@ impl RedisStock {
             .await?
             .unwrap_or_else(|| ShardLayout::uniform(1));
         let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id));
-        let units = units.to_string();
-        self.run(&SET_BUYER, &[&keys.buyers], &[user_id, &units])
-            .await
+        let (units, read) = (units.to_string(), read.to_string());
+        self.run(
+            &SET_BUYER,
+            &[&keys.buyers, &keys.meta],
+            &[user_id, &units, &read],
+        )
+        .await
+    }
+
+    /// Sets the stock of a sale of one shard to `units` if it is still
+    /// `read` (compare and set). Returns the stock now; `None` when the sale
+    /// has no keys.
+    pub async fn set_stock(
+        &self,
+        sale_id: &SaleId,
+        read: i64,
+        units: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let (read, units) = (read.to_string(), units.to_string());
+        let reply: String = self
+            .run(&SET_STOCK, &[&keys.meta, &keys.stock], &[&read, &units])
+            .await?;
+        if reply == "MISSING" {
+            return Ok(None);
+        }
+        parse_i64(&reply).map(Some)
     }
 
     /// A lock with an owner token and an expiry (`SET NX PX`), on the sale's
@@ -1332,10 +1483,17 @@ impl RedisStock {
 impl StockStore for RedisStock {
     async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
         let quantity = quantity_arg(req.quantity.get());
+        let request = request_id();
         let mut known = self.known(req.sale_id);
         let mut home = known.layout.home(req.user_id.as_str());
         let mut outcome = match self
-            .reserve_on(&known.groups[home as usize], &req, &quantity, home)
+            .reserve_on(
+                &known.groups[home as usize],
+                &req,
+                &quantity,
+                &request,
+                home,
+            )
             .await?
         {
             Decided::Outcome(ReserveOutcome::SaleMissing) if known.groups.len() > 1 => {
@@ -1352,8 +1510,14 @@ impl StockStore for RedisStock {
                 // trip, once per environment.
                 known = self.remember(req.sale_id, layout);
                 home = known.layout.home(req.user_id.as_str());
-                self.reserve_on(&known.groups[home as usize], &req, &quantity, home)
-                    .await?
+                self.reserve_on(
+                    &known.groups[home as usize],
+                    &req,
+                    &quantity,
+                    &request,
+                    home,
+                )
+                .await?
             }
             decided => decided,
         };
@@ -1389,7 +1553,13 @@ impl StockStore for RedisStock {
             // have brought units home meanwhile. Sold out only when the
             // other shards were empty *and* home still is.
             outcome = self
-                .reserve_on(&known.groups[home as usize], &req, &quantity, home)
+                .reserve_on(
+                    &known.groups[home as usize],
+                    &req,
+                    &quantity,
+                    &request,
+                    home,
+                )
                 .await?;
             if got == 0 {
                 break;

@@ -369,7 +369,12 @@ impl App {
                 .send()
                 .await
                 .unwrap();
-            for item in page.items() {
+            // The table also holds one ledger record per buyer.
+            for item in page
+                .items()
+                .iter()
+                .filter(|i| !seckill_shared::dynamo_orders::is_buyer_item(i))
+            {
                 let order = seckill_shared::dynamo_orders::order_from_item(item).unwrap();
                 out.insert(order.order_id.to_string(), order);
             }

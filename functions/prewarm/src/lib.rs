@@ -13,14 +13,15 @@ pub mod handler;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 
 /// This function's settings: the orders table (a live sale is rebuilt from
-/// its orders), the orders queue (read only: its backlog says whether a
-/// rebuild must wait) and the prewarm lead besides the common ones.
+/// its orders), the orders queue and its DLQ (read only: their backlog says
+/// whether a rebuild must wait) and the prewarm lead besides the common ones.
 pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     Config::reading(
         env,
         Reads {
             orders_table: true,
             orders_queue: true,
+            orders_dlq: true,
             prewarm_lead: true,
             ..Reads::COMMON
         },

@@ -1,0 +1,19 @@
+-- set_stock.lua: set a sale's stock in Redis to what the ledger says is
+-- left for it (reconcile's repair after a failover that lost deductions, or
+-- units left stuck), only if the stock is still the one reconcile read: a
+-- purchase or a return made since then is never erased. Never above the
+-- total.
+-- KEYS[1] meta  KEYS[2] stock  ARGV[1] the stock reconcile read
+-- ARGV[2] the stock the ledger proves
+-- Reply: the stock now, or "MISSING".
+local total = tonumber(redis.call('HGET', KEYS[1], 'total'))
+local now = tonumber(redis.call('GET', KEYS[2]))
+if not total or not now then
+  return 'MISSING'
+end
+local want = math.min(tonumber(ARGV[2]), total)
+if now ~= tonumber(ARGV[1]) or want < 0 then
+  return tostring(now)
+end
+redis.call('SET', KEYS[2], want, 'KEEPTTL')
+return tostring(want)
