@@ -7,7 +7,7 @@
 
 use redis::AsyncCommands;
 use seckill_shared::clock;
-use seckill_shared::domain::{OrderId, OrderMessage, Sale, SaleId};
+use seckill_shared::domain::{OrderId, OrderMessage, Sale, SaleId, UserId};
 use seckill_shared::invariants;
 use seckill_shared::jobs::PrewarmOutcome;
 use seckill_shared::orders::{NewOrder, OrderStatus, OrderStore, RejectReason};
@@ -278,6 +278,18 @@ async fn defect2a_a_failover_that_loses_a_purchase_cannot_put_its_buyer_over_the
     assert_eq!(orders[&first].status, OrderStatus::PendingPayment);
     assert_eq!(orders[&second].status, OrderStatus::Rejected);
     assert_eq!(app.sale_counters(id).await, (3, 2));
+    let writer = app.writer().await;
+    let (u, v) = (UserId::parse("u").unwrap(), UserId::parse("v").unwrap());
+    let records = writer
+        .orders()
+        .held_by_all(&sale.sale_id, &[&u, &v])
+        .await
+        .unwrap();
+    assert_eq!(
+        (records["u"], records["v"]),
+        (1, 1),
+        "the buyers' ledger records"
+    );
     // Redis took a unit for the rejected order in place of the one the
     // failover lost: it offers exactly what DynamoDB has, and still counts u.
     assert_redis_matches_ledger(&app, id).await;
@@ -690,7 +702,7 @@ async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger()
     let ledger = LedgerRead {
         available: counters.available,
         return_seq: counters.return_seq,
-        decided: Vec::new(),
+        ..LedgerRead::default()
     };
     assert!(
         stock

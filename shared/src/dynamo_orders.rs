@@ -151,25 +151,68 @@ impl DynamoOrders {
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    /// Units a buyer holds in the ledger (0 without a record).
-    pub async fn held_by(
+    /// Units each of `users` holds in the ledger (their buyer records; 0
+    /// without one). `BatchGetItem`, 100 keys a call, unprocessed keys asked
+    /// again.
+    pub async fn held_by_all(
         &self,
         sale_id: &SaleId,
-        user_id: &UserId,
-    ) -> Result<u64, OrderStoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(buyer_key(sale_id, user_id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(transient)?;
-        Ok(match out.item.as_ref().and_then(|i| i.get("held")) {
-            Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
-            _ => 0,
-        })
+        users: &[&UserId],
+    ) -> Result<HashMap<String, u64>, OrderStoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut held: HashMap<String, u64> = users.iter().map(|u| (u.to_string(), 0)).collect();
+        for chunk in users.chunks(100) {
+            let keys: Vec<Item> = chunk
+                .iter()
+                .map(|u| {
+                    HashMap::from([(
+                        "orderId".to_owned(),
+                        AttributeValue::S(buyer_key(sale_id, u)),
+                    )])
+                })
+                .collect();
+            let mut pending = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(transient)?,
+            );
+            // Bounded: the service hands back what it could not read now.
+            for _ in 0..10 {
+                let Some(ask) = pending.take() else { break };
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.orders_table, ask)
+                    .send()
+                    .await
+                    .map_err(transient)?;
+                for item in out
+                    .responses
+                    .as_ref()
+                    .and_then(|r| r.get(&self.orders_table))
+                    .into_iter()
+                    .flatten()
+                {
+                    if let (Some(AttributeValue::S(user)), Some(AttributeValue::N(n))) =
+                        (item.get("buyerUserId"), item.get("held"))
+                    {
+                        held.insert(user.clone(), n.parse().unwrap_or(0));
+                    }
+                }
+                pending = out
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.orders_table))
+                    .filter(|k| !k.keys().is_empty());
+            }
+            if pending.is_some() {
+                return Err(OrderStoreError::Transient(
+                    "buyer records still unprocessed after 10 tries".into(),
+                ));
+            }
+        }
+        Ok(held)
     }
 
     /// The sale item's `returnSeq` (0 before the first expiry).

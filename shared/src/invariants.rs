@@ -16,6 +16,8 @@
 //! - `STOCK_DRIFT`: Redis offers fewer units than DynamoDB has (undersell).
 //! - `LOST_ORDER`: a purchase answered `202` whose order is nowhere: no row,
 //!   no reservation, no message (only checkable by whoever saw the `202`).
+//! - `LEDGER_DISAGREES`: a buyer's ledger record is not what their rows hold
+//!   (checked by [`InvariantChecker::check_sale`], on a settled read).
 //!
 //! The stock comparison is made only while nothing is in the queue, because
 //! in-flight messages move both sides; the counters are compared with the
@@ -348,6 +350,9 @@ impl InvariantChecker {
             return Ok(None);
         };
         let mut found = check(&state);
+        if state.settled {
+            found.extend(self.ledger_records(&state).await?);
+        }
         let unplaced = lost_orders(&state, accepted, &HashSet::new());
         if !unplaced.is_empty() {
             // Only then look into the queues: peeking costs a receive per
@@ -356,6 +361,35 @@ impl InvariantChecker {
             found.extend(lost_orders(&state, accepted, &in_queues));
         }
         Ok(Some(found))
+    }
+
+    /// `LEDGER_DISAGREES` for every buyer whose ledger record is not the
+    /// sum of their rows pending payment or paid (the record and the rows
+    /// change in one transaction, so they must agree on a settled read).
+    async fn ledger_records(&self, state: &SaleState) -> Result<Vec<Violation>, JobError> {
+        let held = state.held_by_user();
+        let users: Vec<&crate::domain::UserId> = state
+            .rows
+            .values()
+            .map(|o| &o.user_id)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let records = self.orders.held_by_all(&state.sale.sale_id, &users).await?;
+        let mut out: Vec<Violation> = records
+            .iter()
+            .filter_map(|(user, &record)| {
+                let rows = held.get(user).copied().unwrap_or(0);
+                (i64::try_from(record).unwrap_or(i64::MAX) != rows).then(|| {
+                    violation(
+                        "LEDGER_DISAGREES",
+                        format!("{user}: buyer record holds {record}, rows hold {rows}"),
+                    )
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.detail.cmp(&b.detail));
+        Ok(out)
     }
 
     /// Order ids of the messages in the queue and the DLQ. Pages through with

@@ -276,7 +276,7 @@ impl Jobs {
         let mut ledger = LedgerRead {
             available: counters.available,
             return_seq: counters.return_seq,
-            decided: Vec::new(),
+            ..LedgerRead::default()
         };
         let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
         for status in [
@@ -286,22 +286,33 @@ impl Jobs {
             OrderStatus::Rejected,
         ] {
             for order in self.orders.orders_of_sale(sale_id, status).await? {
+                let units = u64::from(order.quantity.get());
                 let state = match status {
                     OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",
-                    OrderStatus::Expired
+                    OrderStatus::Expired => {
+                        ledger.expired.push((
+                            order.order_id.to_string(),
+                            i64::try_from(units).unwrap_or(0),
+                        ));
                         if order
                             .return_seq
-                            .is_none_or(|seq| seq <= counters.return_seq) =>
-                    {
-                        "EXPIRED"
+                            .is_none_or(|seq| seq <= counters.return_seq)
+                        {
+                            "EXPIRED"
+                        } else {
+                            // Expired after `available` was read: at that
+                            // position its units were still held, and its
+                            // return is still to be made.
+                            "WRITTEN"
+                        }
                     }
                     OrderStatus::Rejected => "REJECTED",
-                    _ => continue,
+                    OrderStatus::Queued => continue,
                 };
                 ledger.decided.push(DecidedOrder {
                     order_id: order.order_id.to_string(),
                     user_id: order.user_id.to_string(),
-                    quantity: u64::from(order.quantity.get()),
+                    quantity: units,
                     at_ms: order.created_at_ms,
                     state,
                 });
@@ -315,7 +326,7 @@ impl Jobs {
                         units: 0,
                         order_ids: Vec::new(),
                     });
-                entry.units += u64::from(order.quantity.get());
+                entry.units += units;
                 entry.order_ids.push(order.order_id.to_string());
             }
         }

@@ -1008,6 +1008,9 @@ pub struct LedgerRead {
     pub available: i64,
     pub return_seq: u64,
     pub decided: Vec<DecidedOrder>,
+    /// Every `EXPIRED` order (id, units), whatever its position: a shard
+    /// that survived a partial loss may still be owed their return.
+    pub expired: Vec<(String, i64)>,
 }
 
 /// An order the ledger has decided, as a reservation in `resv`.
@@ -1132,7 +1135,7 @@ impl RedisStock {
                     "a sharded sale is rebuilt only with what its shards held first".into(),
                 ));
             };
-            self.rebuild_shares(&sale.sale_id, &layout, stock, buyers, survivors, expire_at)
+            self.rebuild_shares(&sale.sale_id, &layout, ledger, buyers, survivors, expire_at)
                 .await?
         } else {
             vec![stock]
@@ -1200,11 +1203,12 @@ impl RedisStock {
         &self,
         sale_id: &SaleId,
         layout: &ShardLayout,
-        available: i64,
+        ledger: &LedgerRead,
         buyers: &[HeldUnits],
         survivors: &Survivors,
         expire_at: i64,
     ) -> Result<Vec<i64>, StoreError> {
+        let available = ledger.available;
         let Survivors { parts, lent } = survivors;
         if parts.len() != layout.shards() as usize {
             return Err(StoreError::Protocol("survivors of another layout".into()));
@@ -1241,8 +1245,23 @@ impl RedisStock {
             .collect();
         let mut received = std::collections::HashSet::new();
         let mut offered = 0i64;
-        for part in parts.iter().flatten() {
+        for (k, part) in parts.iter().enumerate() {
+            let Some(part) = part else { continue };
             offered += part.stock;
+            // Expired on a survivor and not given back to it yet: the
+            // release (or reconcile) gives them to that shard, whose ledger
+            // position is its own; they are not the lost shard's.
+            offered += ledger
+                .expired
+                .iter()
+                .filter(|(id, _)| shard_of_order(id).unwrap_or(0) as usize == k)
+                .filter(|(id, _)| {
+                    part.reservations
+                        .get(id)
+                        .is_none_or(|r| r.state != "EXPIRED")
+                })
+                .map(|(_, units)| units)
+                .sum::<i64>();
             offered += part
                 .reservations
                 .iter()
