@@ -656,8 +656,8 @@ async fn ceiling(
     // The same keys and arguments as the handler sends: ARGV[4] is the
     // Idempotency-Key and ARGV[5] the gate pass nonce ("" is none; an empty
     // bulk string passes through redis-benchmark as is), then the source
-    // address (none: the buyers are random) and the limiter's limits
-    // (unlimited, as in the handler rows).
+    // address (none: the buyers are random), the limiter's limits
+    // (unlimited, as in the handler rows), the id suffix and the request id.
     cmd.args(["EVALSHA", sha, "7"])
         .args([
             &keys.meta,
@@ -679,6 +679,11 @@ async fn ceiling(
             "1000000000",
             "1000000000",
             "1000000000",
+            // ARGV[11], the shard's order id suffix (none), and ARGV[12],
+            // the request id the store draws per purchase: 31 characters,
+            // 19 fixed and redis-benchmark's 12 random digits.
+            "",
+            "0000000000000000000__rand_int__",
         ]);
     let out = cmd
         .output()
