@@ -79,17 +79,16 @@ static OUTCOMES: LazyLock<Script> =
 /// Redis back (a sequence kept in Redis would), and not between
 /// environments.
 fn request_id() -> String {
+    // std's `RandomState` is keyed from the operating system's random
+    // source once per thread: random enough that environments never share
+    // a prefix, and cheap on a cold start (aws-lc's generator took ~30 ms to
+    // seed on the first purchase, `make bench`'s cold-start row).
     static PREFIX: LazyLock<u64> = LazyLock::new(|| {
-        let mut bytes = [0u8; 8];
-        if aws_lc_rs::rand::fill(&mut bytes).is_err() {
-            // The system's generator failed: fall back on what differs
-            // between environments (time and process), still unique here.
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            return (nanos as u64) ^ (u64::from(std::process::id()) << 32);
-        }
-        u64::from_le_bytes(bytes)
+        use std::hash::BuildHasher;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()))
     });
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 60) - 1);
