@@ -42,8 +42,9 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 
 /// Once per execution environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
-    // DynamoDB transactions of up to 11 items: give them more time than a
-    // purchase's SendMessage, still well inside the function's timeout.
+    // DynamoDB transactions of up to 21 items (10 orders, their buyers'
+    // records, the sale item): give them more time than a purchase's
+    // SendMessage, still well inside the function's timeout.
     let sdk = aws::sdk_config(Duration::from_secs(4)).await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
