@@ -170,8 +170,9 @@ pub trait RebuildTrigger: Send + Sync {
 /// that finds the keys missing asks, the others in that second do not.
 pub const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// How long a purchase waits for the rebuild it asked for.
-pub const REBUILD_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the rebuild a purchase asked for may run before it is dropped
+/// (the next ask starts another).
+pub const REBUILD_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     pub fn new(stock: S, queue: Q, catalog: C) -> Self {
@@ -197,9 +198,12 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     }
 
     /// Asks for the sale's rebuild unless this environment asked within
-    /// [`REBUILD_EVERY`]. The buyer is answered `503` either way; the next
-    /// purchase after the rebuild sells.
-    async fn ask_rebuild(&self, sale_id: &SaleId) {
+    /// [`REBUILD_EVERY`], in a task of its own: the buyer gets their `503`
+    /// at once (invariant 7), and the next purchase after the rebuild
+    /// sells. (In Lambda the task may be frozen with its environment
+    /// between invocations; it goes on at the next one, and every other
+    /// environment asks too.)
+    fn ask_rebuild(&self, sale_id: &SaleId) {
         let Some(rebuild) = &self.rebuild else { return };
         let now = std::time::Instant::now();
         {
@@ -217,15 +221,17 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             }
             asked.insert(sale_id.to_string(), now);
         }
-        // Bounded: the buyer is waiting for their 503, and the function's
-        // timeout is short. A rebuild cut off here is finished by the next
-        // ask (every step is idempotent; the lock lapses by itself).
-        if tokio::time::timeout(REBUILD_BUDGET, rebuild.rebuild(sale_id))
-            .await
-            .is_err()
-        {
-            tracing::warn!(%sale_id, "rebuild asked by a purchase did not finish in time; the next ask goes on");
-        }
+        let (rebuild, sale_id) = (rebuild.clone(), sale_id.clone());
+        tokio::spawn(async move {
+            // Bounded: a rebuild cut off here is finished by the next ask
+            // (every step is idempotent; the lock lapses by itself).
+            if tokio::time::timeout(REBUILD_BUDGET, rebuild.rebuild(&sale_id))
+                .await
+                .is_err()
+            {
+                tracing::warn!(%sale_id, "rebuild asked by a purchase did not finish in time; the next ask goes on");
+            }
+        });
     }
 
     /// This environment's tally of answers by sale and outcome. The handler
@@ -467,7 +473,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 SalePhase::Ended => PurchaseError::Ended,
                 SalePhase::Live => {
                     tracing::error!(%sale_id, "live sale missing from the stock store; paused until rebuilt");
-                    self.ask_rebuild(sale_id).await;
+                    self.ask_rebuild(sale_id);
                     PurchaseError::KeysMissing
                 }
             },
