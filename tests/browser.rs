@@ -1273,6 +1273,52 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
         "return document.getElementById('stock-remaining').textContent === '0'",
     )
     .await;
+
+    // Pause and resume from the dashboard: each asks first; a cancel
+    // changes nothing; yes is obeyed by the next purchase.
+    ui.until(
+        "the pause button on",
+        "return !document.getElementById('pause-button').disabled",
+    )
+    .await;
+    ui.click("#pause-button").await;
+    ui.until(
+        "the pause question",
+        "return !document.getElementById('confirm').hidden && document.getElementById('confirm-text').textContent.includes('Pause sale')",
+    )
+    .await;
+    ui.click("#confirm-no").await;
+    assert!(ui.js("return document.getElementById('confirm').hidden").await == json!(true));
+    let (_, view) = ui.api("GET", &format!("/sales/{sale}"), "x", false, "").await;
+    assert_eq!(view["status"], "SOLD_OUT", "a cancel pauses nothing");
+    ui.click("#pause-button").await;
+    ui.click("#confirm-yes").await;
+    ui.until(
+        "the status pill says paused",
+        "return document.getElementById('stock-status').textContent === 'PAUSED'",
+    )
+    .await;
+    let (status, reply) = ui
+        .api("POST", &format!("/sales/{sale}/purchase"), &unique("d5"), false, "{}")
+        .await;
+    assert_eq!((status, reply["code"].as_str()), (503, Some("SALE_PAUSED")));
+    ui.shot("ops-paused-1280").await;
+    ui.until(
+        "the resume button on",
+        "return !document.getElementById('resume-button').disabled",
+    )
+    .await;
+    ui.click("#resume-button").await;
+    ui.click("#confirm-yes").await;
+    ui.until(
+        "the status pill says sold out again",
+        "return document.getElementById('stock-status').textContent === 'SOLD OUT'",
+    )
+    .await;
+    let (status, reply) = ui
+        .api("POST", &format!("/sales/{sale}/purchase"), &unique("d6"), false, "{}")
+        .await;
+    assert_eq!((status, reply["code"].as_str()), (410, Some("SOLD_OUT")));
 }
 
 // ----------------------------------------------------------------- test

@@ -1041,3 +1041,39 @@ fn shape_differences_are_found() {
     assert!(is_route_key("POST /sales/{saleId}/purchase") && is_route_key("$default"));
     assert!(!is_route_key("post /x") && !is_route_key("GET x"));
 }
+
+/// The seeds' monitoring: a low-stock alarm and a purchase latency alarm,
+/// each watching a metric the code writes, from the function that writes it.
+#[test]
+fn the_low_stock_and_latency_alarms_watch_what_the_code_writes() {
+    use seckill_shared::metrics::{Function, LUA_LATENCY, STOCK_LEFT_PERCENT};
+    let template = template_json();
+    let resources = &template["Resources"];
+    for (alarm, metric, function, comparison) in [
+        (
+            "LowStockAlarm",
+            STOCK_LEFT_PERCENT,
+            Function::Prewarm,
+            "LessThanThreshold",
+        ),
+        (
+            "PurchaseLatencyAlarm",
+            LUA_LATENCY,
+            Function::Purchase,
+            "GreaterThanThreshold",
+        ),
+    ] {
+        let props = &resources[alarm]["Properties"];
+        assert_eq!(props["MetricName"], metric, "{alarm}");
+        assert_eq!(
+            props["Dimensions"],
+            json!([{"Name": "Function", "Value": function.name()}]),
+            "{alarm}"
+        );
+        assert_eq!(props["ComparisonOperator"], comparison, "{alarm}");
+        assert!(props["Threshold"].as_f64().is_some(), "{alarm}");
+        assert!(props["AlarmActions"].is_object(), "{alarm} notifies");
+    }
+    assert_eq!(resources["PurchaseLatencyAlarm"]["Properties"]["ExtendedStatistic"], "p99");
+    assert_eq!(resources["LowStockAlarm"]["Properties"]["Threshold"], 10);
+}

@@ -204,9 +204,10 @@ async fn live_sale_without_redis_keys_is_503_paused() {
 #[tokio::test]
 async fn operator_paused_sale_is_503() {
     let app = App::spawn().await;
-    let sale = live_sale(10, 1);
+    let mut sale = live_sale(10, 1);
+    sale.paused = true;
     assert!(app.catalog.create_sale(&sale).await.unwrap());
-    app.service.stock().load_sale(&sale, 1, true).await.unwrap();
+    app.service.stock().load_sale(&sale, 1).await.unwrap();
     let reply = app.purchase(sale.sale_id.as_str(), "u1", "").await;
     assert_eq!((reply.status, reply.code()), (503, "SALE_PAUSED"));
     assert_eq!(app.stock(sale.sale_id.as_str()).await, Some(10));

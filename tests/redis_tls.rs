@@ -359,7 +359,7 @@ fn rediss_with_auth_sells_through_the_store() {
                 let stock = RedisStock::connect_lazy(&url, Duration::from_secs(2)).unwrap();
                 let sale = live_sale(5, 2);
                 assert_eq!(
-                    stock.load_sale(&sale, 1, false).await.unwrap(),
+                    stock.load_sale(&sale, 1).await.unwrap(),
                     LoadOutcome::Loaded,
                     "{url}"
                 );

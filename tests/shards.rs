@@ -473,7 +473,7 @@ async fn a_refresh_never_moves_a_buyer_home() {
     let refreshed = app
         .service
         .stock()
-        .load_sale(&sale, clock::now_ms(), false)
+        .load_sale(&sale, clock::now_ms())
         .await
         .unwrap();
     assert!(

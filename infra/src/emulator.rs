@@ -148,9 +148,11 @@ pub async fn ensure_tables(
             .attribute_definitions(attr("status")?)
             .attribute_definitions(attr("pendingSaleId")?)
             .attribute_definitions(attr("expiresAt")?)
+            .attribute_definitions(attr("userId")?)
             .key_schema(key("orderId", KeyType::Hash)?)
             .global_secondary_indexes(index("bySaleStatus", "saleId", "status")?)
             .global_secondary_indexes(index("pendingByExpiry", "pendingSaleId", "expiresAt")?)
+            .global_secondary_indexes(index("byBuyer", "userId", "saleId")?)
             .send()
             .await
             .map_err(fail)?;

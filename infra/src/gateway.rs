@@ -174,6 +174,12 @@ pub const ROUTES: &[Route] = &[
         authorized: true,
     },
     Route {
+        method: "GET",
+        path: "/sales/{saleId}/orders",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
         method: "POST",
         path: "/sales/{saleId}/challenge",
         target: Target::OrdersApi,
@@ -206,6 +212,24 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/admin/sales/{saleId}/reconcile",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/sales/{saleId}/pause",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/sales/{saleId}/resume",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/audit",
         target: Target::AdminApi,
         authorized: true,
     },

@@ -91,6 +91,7 @@ pub fn demo_sale(id: &SaleId) -> Sale {
         payment_window_seconds: 900,
         shards: 1,
         gate: false,
+        paused: false,
     }
 }
 

@@ -13,7 +13,8 @@
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
 -- sell it twice); only the window, limit, status and expiry are refreshed,
--- so a changed endAt extends the keys.
+-- so a changed endAt extends the keys, and an edited total moves the stock
+-- by the difference.
 -- Replies: {"LOADED"} or {"REFRESHED", stockNow}; a directory's replies end
 -- with the home table it holds.
 
@@ -48,6 +49,15 @@ local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
   'status', status, 'expireAtMs', expire_at, 'gate', gate}
 
 if stock and redis.call('EXISTS', meta_key) == 1 then
+  -- A one-shard sale whose total was edited (allowed before its start):
+  -- the stock moves by the same amount, once (the meta's total says
+  -- whether it was applied). A shard holds a share, never edited.
+  local was = tonumber(redis.call('HGET', meta_key, 'total'))
+  if not ARGV[10] and tonumber(shards) <= 1 and was and was ~= tonumber(total) then
+    stock = tostring(math.max(0, tonumber(stock) + tonumber(total) - was))
+    redis.call('SET', stock_key, stock, 'KEEPTTL')
+    redis.call('HSET', meta_key, 'total', total)
+  end
   redis.call('HSET', meta_key, unpack(fields))
   -- A changed endAt moves every key's expiry, not just these two.
   for _, key in ipairs(KEYS) do

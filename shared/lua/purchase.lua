@@ -122,12 +122,16 @@ if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
   return reply({'GATE'})
 end
 
+-- Sold out before the limit: after a sell-out every buyer gets the same
+-- answer, holders included, whether it comes from here or from an
+-- environment's in-memory sold-out flag (a holder finds their order with
+-- GET /sales/{saleId}/orders).
+if stock < qty then
+  return reply({'SOLD_OUT', tostring(stock)})
+end
 local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
 if held + qty > limit then
   return reply({'LIMIT', redis.call('HGET', uorders_key, user) or ''})
-end
-if stock < qty then
-  return reply({'SOLD_OUT', tostring(stock)})
 end
 
 local left = redis.call('DECRBY', stock_key, qty)

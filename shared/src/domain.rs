@@ -125,6 +125,9 @@ pub struct Sale {
     pub payment_window_seconds: u32,
     pub shards: u32,
     pub gate: bool,
+    /// An operator paused it: durable (the `sales` table's `paused`), kept
+    /// by every job; purchases get `503 SALE_PAUSED` until it is resumed.
+    pub paused: bool,
 }
 
 /// Where a sale stands at a given instant, by its configured window.
@@ -218,6 +221,7 @@ mod tests {
             payment_window_seconds: 900,
             shards: 1,
             gate: false,
+            paused: false,
         };
         assert_eq!(sale.phase_at(9), SalePhase::NotStarted);
         assert_eq!(sale.phase_at(10), SalePhase::Live);

@@ -65,6 +65,9 @@ pub struct SaleCounters {
     /// next number on its order row): the ledger position a rebuild loads
     /// Redis at. 0 before the first.
     pub return_seq: u64,
+    /// Prewarm has loaded it into Redis (`loadedAtMs`): its shard count is
+    /// fixed from then on.
+    pub loaded: bool,
 }
 
 /// What `upsert_sale` did.
@@ -72,8 +75,12 @@ pub struct SaleCounters {
 pub enum Upsert {
     Created,
     Updated,
-    /// The sale has started: its stock and shards can no longer change.
+    /// The sale has started: its stock, shards and start can no longer
+    /// change.
     StartedStockChange,
+    /// The sale is loaded into Redis and the edit cannot follow it there
+    /// exactly; why, for the operator.
+    Loaded(&'static str),
     /// Someone else changed it meanwhile; retry.
     Conflict,
 }
@@ -107,23 +114,49 @@ impl DynamoCatalog {
             sold: n("sold")?,
             version: n("version").unwrap_or(1),
             return_seq: n("returnSeq").map_or(0, |v| u64::try_from(v).unwrap_or(0)),
+            loaded: item.contains_key("loadedAtMs"),
         };
         Ok(Some((sale_from_item(&item)?, counters)))
     }
 
-    /// Creates a sale, or updates its definition. Stock and shards of a sale
-    /// that has started cannot change (units may be held against them);
-    /// before the start a new total resets `available` to total minus sold.
-    pub async fn upsert_sale(&self, sale: &Sale, now_ms: i64) -> Result<Upsert, CatalogError> {
+    /// Creates a sale, or updates its definition, and returns it as it was
+    /// before (for the audit trail). Stock, shards and start of a sale that
+    /// has started cannot change (units may be held against them; and a
+    /// start moved later first would dodge the rule). Once loaded into
+    /// Redis, the shard count is fixed (buyers' homes are), and so is a
+    /// sharded sale's stock (split across the shards); a one-shard sale's
+    /// stock may still change before the start: prewarm moves Redis's stock
+    /// by the same amount. Before the start a new total resets `available`
+    /// to total minus sold.
+    pub async fn upsert_sale(
+        &self,
+        sale: &Sale,
+        now_ms: i64,
+    ) -> Result<(Upsert, Option<Sale>), CatalogError> {
         if self.create_sale(sale).await? {
-            return Ok(Upsert::Created);
+            return Ok((Upsert::Created, None));
         }
         let Some((current, counters)) = self.get_record(&sale.sale_id).await? else {
-            return Ok(Upsert::Conflict);
+            return Ok((Upsert::Conflict, None));
         };
         let started = now_ms >= current.start_ms;
-        if started && (current.total_stock != sale.total_stock || current.shards != sale.shards) {
-            return Ok(Upsert::StartedStockChange);
+        let stock_changed = current.total_stock != sale.total_stock;
+        let shards_changed = current.shards != sale.shards;
+        let refusal = if started && (stock_changed || shards_changed || current.start_ms != sale.start_ms) {
+            Some(Upsert::StartedStockChange)
+        } else if counters.loaded && shards_changed {
+            Some(Upsert::Loaded(
+                "the sale is loaded into Redis: its shard count is fixed (buyers' home shards are)",
+            ))
+        } else if counters.loaded && stock_changed && current.shards > 1 {
+            Some(Upsert::Loaded(
+                "the sale is loaded into Redis: a sharded sale's stock is split across its shards and can no longer change",
+            ))
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            return Ok((refusal, Some(current)));
         }
         let item = sale_to_item(sale);
         let get = |k: &str| item.get(k).cloned().unwrap_or(AttributeValue::Null(true));
@@ -155,16 +188,102 @@ impl DynamoCatalog {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(Upsert::Updated),
+            Ok(_) => Ok((Upsert::Updated, Some(current))),
             Err(err)
                 if err
                     .as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                Ok(Upsert::Conflict)
+                Ok((Upsert::Conflict, Some(current)))
             }
             Err(err) => Err(unavailable(err)),
         }
+    }
+
+    /// An operator's pause (`true`) or resume, kept on the sale item.
+    /// Returns the sale as it was before; `None` when there is no such sale.
+    pub async fn set_paused(
+        &self,
+        sale_id: &SaleId,
+        paused: bool,
+    ) -> Result<Option<Sale>, CatalogError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET paused = :p")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":p", AttributeValue::Bool(paused))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => out.attributes.as_ref().map(sale_from_item).transpose(),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// Appends one entry (a JSON object) to the sale's audit trail
+    /// (`audit`, a list on the sale item: an item holds up to 400 KB, about
+    /// a thousand entries).
+    pub async fn append_audit(
+        &self,
+        sale_id: &SaleId,
+        entry: &serde_json::Value,
+    ) -> Result<(), CatalogError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET audit = list_append(if_not_exists(audit, :none), :entry)")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(
+                ":entry",
+                AttributeValue::L(vec![AttributeValue::S(entry.to_string())]),
+            )
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// The sale's audit trail, oldest first; `None` when there is no sale.
+    pub async fn audit(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<Vec<serde_json::Value>>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("saleId, audit")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        Ok(Some(match item.get("audit") {
+            Some(AttributeValue::L(entries)) => entries
+                .iter()
+                .filter_map(|e| match e {
+                    AttributeValue::S(raw) => serde_json::from_str(raw).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }))
     }
 }
 
@@ -322,6 +441,7 @@ pub fn sale_to_item(sale: &Sale) -> Item {
         ),
         ("shards".into(), n(sale.shards)),
         ("gate".into(), AttributeValue::Bool(sale.gate)),
+        ("paused".into(), AttributeValue::Bool(sale.paused)),
         ("available".into(), n(sale.total_stock)),
         ("sold".into(), n(0)),
         ("version".into(), n(1)),
@@ -357,6 +477,7 @@ pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
         payment_window_seconds: n("paymentWindowSeconds")?,
         shards: n("shards")?,
         gate: matches!(item.get("gate"), Some(AttributeValue::Bool(true))),
+        paused: matches!(item.get("paused"), Some(AttributeValue::Bool(true))),
     })
 }
 
@@ -376,6 +497,7 @@ mod tests {
             payment_window_seconds: 900,
             shards: 1,
             gate: false,
+            paused: false,
         };
         let item = sale_to_item(&sale);
         assert_eq!(sale_from_item(&item).unwrap(), sale);

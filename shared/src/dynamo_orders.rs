@@ -544,6 +544,36 @@ impl OrderStore for DynamoOrders {
         out.item.as_ref().map(order_from_item).transpose()
     }
 
+    async fn orders_of_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> Result<Vec<Order>, OrderStoreError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.orders_table)
+                .index_name("byBuyer")
+                .key_condition_expression("userId = :user AND saleId = :sale")
+                .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
+                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(transient)?;
+            for item in page.items() {
+                out.push(order_from_item(item)?);
+            }
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(out),
+            }
+        }
+    }
+
     async fn pay(
         &self,
         order_id: &OrderId,

@@ -40,8 +40,10 @@ pub enum ApiError {
     OrderExpired,
     #[error("{0}")]
     OrderNotPayable(String),
-    #[error("the sale has started: its stock and shards can no longer change")]
+    #[error("the sale has started: its stock, shards and start can no longer change")]
     SaleStarted,
+    #[error("{0}")]
+    SaleLoaded(&'static str),
     #[error("the sale changed meanwhile; read it and retry")]
     Conflict,
     #[error(
@@ -63,6 +65,7 @@ impl ApiError {
             | Self::OrderExpired
             | Self::OrderNotPayable(_)
             | Self::SaleStarted
+            | Self::SaleLoaded(_)
             | Self::Conflict => 409,
             Self::SaleEnded | Self::SoldOut { .. } => 410,
             Self::SaleNotStarted { .. } => 425,
@@ -91,6 +94,7 @@ impl ApiError {
             Self::OrderExpired => "ORDER_EXPIRED",
             Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
             Self::SaleStarted => "SALE_STARTED",
+            Self::SaleLoaded(_) => "SALE_LOADED",
             Self::Conflict => "CONFLICT",
             Self::GateRequired => "GATE_REQUIRED",
         }

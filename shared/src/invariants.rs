@@ -479,6 +479,7 @@ mod tests {
             payment_window_seconds: 60,
             shards: 1,
             gate: false,
+            paused: false,
         }
     }
 
@@ -516,6 +517,7 @@ mod tests {
                 sold,
                 version: 1,
                 return_seq: 0,
+                loaded: true,
             },
             rows: rows.into_iter().collect(),
             redis: None,

@@ -43,7 +43,7 @@ pub async fn mark_and_load(
     now_ms: i64,
 ) -> Result<crate::redis_store::LoadOutcome, JobError> {
     catalog.mark_loaded(&sale.sale_id, now_ms).await?;
-    Ok(stock.load_sale(sale, now_ms, false).await?)
+    Ok(stock.load_sale(sale, now_ms).await?)
 }
 
 /// What prewarm did for one sale.
@@ -160,6 +160,14 @@ impl Jobs {
         &self.catalog
     }
 
+    /// An operator's pause or resume (already kept in the sales table) on
+    /// every key group Redis holds: the next purchase obeys it. Returns how
+    /// many groups took it (0: Redis does not hold the sale; its next load
+    /// or rebuild reads the status from the table).
+    pub async fn apply_status(&self, sale: &crate::domain::Sale) -> Result<u32, JobError> {
+        Ok(self.stock.set_status(sale).await?)
+    }
+
     /// Prewarm every sale that needs it.
     pub async fn prewarm_all(
         &self,
@@ -193,14 +201,23 @@ impl Jobs {
         };
         let lead_ms = i64::try_from(self.lead.as_millis()).unwrap_or(i64::MAX);
         if sale.phase_at(now_ms) == SalePhase::Ended {
+            // An end moved earlier (even into the past) reaches Redis at
+            // once: the script answers 410 SALE_ENDED from the next request.
+            if self.stock.view(sale_id, None).await?.is_some() {
+                self.stock.load_sale(&sale, now_ms).await?;
+            }
             return Ok(PrewarmOutcome::Ended);
         }
         if now_ms < sale.start_ms.saturating_sub(lead_ms) {
             return Ok(PrewarmOutcome::NotDue);
         }
-        if self.stock.view(sale_id, None).await?.is_some() {
+        if let Some(view) = self.stock.view(sale_id, None).await? {
             // Also marks sales loaded before the mark existed.
             mark_and_load(&self.catalog, &self.stock, &sale, now_ms).await?;
+            if sale.phase_at(now_ms) == SalePhase::Live {
+                self.metrics
+                    .stock_left(sale_id.as_str(), view.remaining, sale.total_stock);
+            }
             return Ok(PrewarmOutcome::Refreshed);
         }
         let token = format!("prewarm-{now_ms}-{}", std::process::id());
@@ -420,6 +437,20 @@ impl Jobs {
             }
         }
         Ok(report)
+    }
+}
+
+impl crate::purchase::RebuildTrigger for Jobs {
+    fn rebuild<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            match self.prewarm_sale(sale_id, crate::clock::now_ms()).await {
+                Ok(outcome) => tracing::info!(%sale_id, ?outcome, "rebuild asked by a purchase"),
+                Err(err) => tracing::warn!(%sale_id, %err, "rebuild asked by a purchase failed"),
+            }
+        })
     }
 }
 

@@ -369,5 +369,6 @@ pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain
         payment_window_seconds: 900,
         shards: 1,
         gate: false,
+        paused: false,
     })
 }

@@ -171,6 +171,14 @@ pub const PURCHASES: &str = "Purchases";
 /// `LuaLatency` (Milliseconds): the reserve script's round trip.
 pub const LUA_LATENCY: &str = "LuaLatency";
 
+/// `StockLeft` (Count) and `StockLeftPercent` (Percent) of one live sale in
+/// Redis, written by prewarm every minute, with the dimension sets
+/// `[["Function"],["Function","SaleId"]]`: per sale for the dashboard, and
+/// across sales (its `Minimum`) for the low-stock alarm. A handful of live
+/// sales at a time, so the per-sale dimension costs a handful of metrics.
+pub const STOCK_LEFT: &str = "StockLeft";
+pub const STOCK_LEFT_PERCENT: &str = "StockLeftPercent";
+
 /// The `Outcome` of an accepted purchase, and of one replayed for a retry
 /// with the same `Idempotency-Key`; refusals use their API error code.
 pub const ACCEPTED: &str = "ACCEPTED";
@@ -408,6 +416,35 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// What one live sale has left in Redis, as its own line now (a job's
+    /// figure, once a minute: not the hot path).
+    pub fn stock_left(&self, sale_id: &str, left: i64, total: u32) {
+        let Some(inner) = &self.0 else { return };
+        let percent = if total == 0 {
+            0.0
+        } else {
+            (left.max(0) as f64 * 100.0 / f64::from(total) * 10.0).round() / 10.0
+        };
+        let line = serde_json::json!({
+            "_aws": {
+                "Timestamp": crate::clock::now_ms(),
+                "CloudWatchMetrics": [{
+                    "Namespace": inner.namespace,
+                    "Dimensions": [["Function"], ["Function", "SaleId"]],
+                    "Metrics": [
+                        {"Name": STOCK_LEFT, "Unit": "Count"},
+                        {"Name": STOCK_LEFT_PERCENT, "Unit": "Percent"},
+                    ],
+                }],
+            },
+            "Function": inner.function.name(),
+            "SaleId": sale_id,
+            STOCK_LEFT: left,
+            STOCK_LEFT_PERCENT: percent,
+        });
+        inner.emitter.sink.write_line(line.to_string().as_bytes());
     }
 
     /// One round trip of the reserve script.
@@ -690,7 +727,7 @@ mod tests {
             for m in d["Metrics"].as_array().unwrap() {
                 let name = m["Name"].as_str().unwrap();
                 let unit = m["Unit"].as_str().unwrap();
-                assert!(matches!(unit, "Count" | "Milliseconds"), "{m}");
+                assert!(matches!(unit, "Count" | "Milliseconds" | "Percent"), "{m}");
                 let value = &line[name];
                 let ok = value.is_number()
                     || value
@@ -700,6 +737,26 @@ mod tests {
             }
         }
         assert_eq!(line["Function"], function);
+    }
+
+    #[test]
+    fn a_sales_stock_left_is_a_line_per_sale_and_across_sales() {
+        let (m, out) = metrics(Function::Prewarm, Flush::EachInvocation);
+        m.stock_left("s-1", 7, 70);
+        m.stock_left("s-2", -1, 0);
+        let lines = out.lines();
+        assert_eq!(lines.len(), 2);
+        for line in &lines {
+            assert_emf(line, "Seckill/test", "prewarm");
+        }
+        assert_eq!(lines[0]["SaleId"], "s-1");
+        assert_eq!(lines[0][STOCK_LEFT], 7);
+        assert_eq!(lines[0][STOCK_LEFT_PERCENT], 10.0);
+        assert_eq!(lines[1][STOCK_LEFT_PERCENT], 0.0);
+        assert_eq!(
+            lines[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([["Function"], ["Function", "SaleId"]])
+        );
     }
 
     #[test]

@@ -173,6 +173,54 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         }))
     }
 
+    /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
+    /// newest first: every row (through the buyer index, and by id for a
+    /// reservation marked written that the index does not show yet), and
+    /// `QUEUED` for a reservation whose row is not written yet. How a buyer
+    /// who lost their `202` finds it.
+    pub async fn my_orders(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+    ) -> Result<Vec<Order>, QueryError> {
+        if self.catalog.get_sale(sale_id).await?.is_none() {
+            return Err(QueryError::NotFound);
+        }
+        let mut orders = self.orders.orders_of_buyer(sale_id, caller).await?;
+        let reservations = self.stock.buyer_reservations(sale_id, caller).await?;
+        for (order_id, resv) in reservations {
+            if orders.iter().any(|o| o.order_id == order_id) {
+                continue;
+            }
+            match resv.state.as_str() {
+                "QUEUED" => {
+                    let quantity =
+                        Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?;
+                    orders.push(Order {
+                        order_id,
+                        sale_id: sale_id.clone(),
+                        user_id: caller.clone(),
+                        quantity,
+                        status: OrderStatus::Queued,
+                        created_at_ms: resv.at_ms,
+                        expires_at_ms: None,
+                        reject_reason: None,
+                        return_seq: None,
+                    });
+                }
+                _ => {
+                    if let Some(row) = self.orders.get(&order_id).await?
+                        && &row.user_id == caller
+                    {
+                        orders.push(row);
+                    }
+                }
+            }
+        }
+        orders.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms));
+        Ok(orders)
+    }
+
     /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
     /// orders by the queue's delay).
     pub async fn sale_view(&self, sale_id: &SaleId) -> Result<serde_json::Value, QueryError> {
@@ -300,6 +348,7 @@ pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64
             "UPCOMING",
         ),
         (SalePhase::Ended, live) => (live.map_or(0, |l| l.remaining), "ENDED"),
+        (SalePhase::Live, live) if sale.paused => (live.map_or(0, |l| l.remaining), "PAUSED"),
         (SalePhase::Live, None) => (0, "PAUSED"),
         (SalePhase::Live, Some(l)) if l.paused => (l.remaining, "PAUSED"),
         (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),

@@ -224,6 +224,14 @@ pub trait OrderStore: Send + Sync {
         order_id: &OrderId,
     ) -> impl Future<Output = Result<Option<Order>, OrderStoreError>> + Send;
 
+    /// One buyer's orders of one sale, every status (an index: it may lag
+    /// the table by a moment).
+    fn orders_of_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> impl Future<Output = Result<Vec<Order>, OrderStoreError>> + Send;
+
     /// `PENDING_PAYMENT` and not expired becomes `PAID`; one conditional write.
     fn pay(
         &self,

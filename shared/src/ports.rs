@@ -187,6 +187,16 @@ pub trait StockStore: Send + Sync {
         counts: &[(&'static str, u64)],
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// A buyer's reservations of a sale (their order ids and states), for
+    /// `GET /sales/{saleId}/orders`; empty when the store holds none.
+    fn buyer_reservations(
+        &self,
+        _sale_id: &SaleId,
+        _user_id: &UserId,
+    ) -> impl Future<Output = Result<Vec<(OrderId, ReservationRecord)>, StoreError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
+
     /// How often the rate limiter failed open (its own key broken) in this
     /// environment; the purchase went ahead each time.
     fn limiter_failures(&self) -> u64 {

@@ -149,7 +149,30 @@ pub struct PurchaseService<S, Q, C> {
     /// This environment's answers per sale and outcome, on their way to
     /// Redis for the operator dashboard ([`crate::outcomes`]).
     outcomes: std::sync::Arc<crate::outcomes::OutcomeTally>,
+    /// Rebuilds a live sale whose keys are missing, at once (not at the
+    /// next schedule); `None`: the schedule alone does.
+    rebuild: Option<std::sync::Arc<dyn RebuildTrigger>>,
+    /// Sale id -> when this environment last asked for its rebuild.
+    rebuild_asked: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// Starts the rebuild of a live sale whose keys are missing: prewarm's
+/// rebuild, under the sale's lock, waiting for what is in flight exactly as
+/// the schedule's does (safe to ask any number of times).
+pub trait RebuildTrigger: Send + Sync {
+    fn rebuild<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+}
+
+/// How often one environment asks for the rebuild of one sale: a purchase
+/// that finds the keys missing asks, the others in that second do not.
+pub const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long the rebuild a purchase asked for may run before it is dropped
+/// (the next ask starts another).
+pub const REBUILD_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     pub fn new(stock: S, queue: Q, catalog: C) -> Self {
@@ -163,7 +186,52 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             fast_path_hits: std::sync::atomic::AtomicU64::new(0),
             metrics: crate::metrics::Metrics::off(),
             outcomes: std::sync::Arc::default(),
+            rebuild: None,
+            rebuild_asked: std::sync::Mutex::default(),
         }
+    }
+
+    /// The same service rebuilding a lost live sale at once.
+    pub fn with_rebuild(mut self, rebuild: std::sync::Arc<dyn RebuildTrigger>) -> Self {
+        self.rebuild = Some(rebuild);
+        self
+    }
+
+    /// Asks for the sale's rebuild unless this environment asked within
+    /// [`REBUILD_EVERY`], in a task of its own: the buyer gets their `503`
+    /// at once (invariant 7), and the next purchase after the rebuild
+    /// sells. (In Lambda the task may be frozen with its environment
+    /// between invocations; it goes on at the next one, and every other
+    /// environment asks too.)
+    fn ask_rebuild(&self, sale_id: &SaleId) {
+        let Some(rebuild) = &self.rebuild else { return };
+        let now = std::time::Instant::now();
+        {
+            let Ok(mut asked) = self.rebuild_asked.lock() else {
+                return;
+            };
+            if asked
+                .get(sale_id.as_str())
+                .is_some_and(|at| now.duration_since(*at) < REBUILD_EVERY)
+            {
+                return;
+            }
+            if asked.len() > 1_024 {
+                asked.clear();
+            }
+            asked.insert(sale_id.to_string(), now);
+        }
+        let (rebuild, sale_id) = (rebuild.clone(), sale_id.clone());
+        tokio::spawn(async move {
+            // Bounded: a rebuild cut off here is finished by the next ask
+            // (every step is idempotent; the lock lapses by itself).
+            if tokio::time::timeout(REBUILD_BUDGET, rebuild.rebuild(&sale_id))
+                .await
+                .is_err()
+            {
+                tracing::warn!(%sale_id, "rebuild asked by a purchase did not finish in time; the next ask goes on");
+            }
+        });
     }
 
     /// This environment's tally of answers by sale and outcome. The handler
@@ -405,6 +473,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 SalePhase::Ended => PurchaseError::Ended,
                 SalePhase::Live => {
                     tracing::error!(%sale_id, "live sale missing from the stock store; paused until rebuilt");
+                    self.ask_rebuild(sale_id);
                     PurchaseError::KeysMissing
                 }
             },

@@ -61,6 +61,10 @@ static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
 static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
+static BUYER_ORDERS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/buyer_orders.lua")));
+static SET_STATUS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/set_status.lua")));
 static SET_STOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_stock.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
@@ -93,6 +97,12 @@ fn request_id() -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 60) - 1);
     format!("{:016x}{n:015x}", *PREFIX)
+}
+
+/// The `status` field of a sale's meta: an operator's pause is kept by
+/// every load, refresh and rebuild.
+fn status_of(sale: &Sale) -> &'static str {
+    if sale.paused { "PAUSED" } else { "LIVE" }
 }
 
 /// Keys outlive the sale's end by this much, so late reconciliation and
@@ -362,12 +372,7 @@ impl RedisStock {
 
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites
     /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
-    pub async fn load_sale(
-        &self,
-        sale: &Sale,
-        version: i64,
-        paused: bool,
-    ) -> Result<LoadOutcome, StoreError> {
+    pub async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
         let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
         let args = [
             sale.total_stock.to_string(),
@@ -375,7 +380,7 @@ impl RedisStock {
             sale.end_ms.to_string(),
             sale.per_user_limit.to_string(),
             sale.shards.to_string(),
-            String::from(if paused { "PAUSED" } else { "LIVE" }),
+            String::from(status_of(sale)),
             version.to_string(),
             expire_at.to_string(),
             String::from(if sale.gate { "1" } else { "0" }),
@@ -1094,7 +1099,7 @@ impl RedisStock {
             sale.end_ms.to_string(),
             sale.per_user_limit.to_string(),
             sale.shards.to_string(),
-            "LIVE".to_owned(),
+            status_of(sale).to_owned(),
             version.to_string(),
             expire_at.to_string(),
         ];
@@ -1436,6 +1441,23 @@ impl RedisStock {
         .await
     }
 
+    /// An operator's pause or resume on every key group of the sale that
+    /// Redis holds (the directory and each shard: a purchase reads the
+    /// status of the group it buys on). Returns how many groups took it.
+    pub async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
+        let status = status_of(sale);
+        let mut groups = vec![SaleKeys::new(&sale.sale_id)];
+        if sale.shards > 1 {
+            groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
+        }
+        let mut applied = 0;
+        for keys in &groups {
+            let took: i64 = self.run(&SET_STATUS, &[&keys.meta], &[status]).await?;
+            applied += u32::from(took == 1);
+        }
+        Ok(applied)
+    }
+
     /// Sets the stock of a sale of one shard to `units` if it is still
     /// `read` (compare and set). Returns the stock now; `None` when the sale
     /// has no keys.
@@ -1595,6 +1617,43 @@ impl StockStore for RedisStock {
                 "a shard's keys answered as a directory".into(),
             )),
         }
+    }
+
+    async fn buyer_reservations(
+        &self,
+        sale_id: &SaleId,
+        user_id: &crate::domain::UserId,
+    ) -> Result<Vec<(OrderId, ReservationRecord)>, StoreError> {
+        let Some(layout) = self.layout(sale_id).await? else {
+            return Ok(Vec::new());
+        };
+        let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id.as_str()));
+        let flat: Vec<String> = self
+            .run(
+                &BUYER_ORDERS,
+                &[&keys.user_orders, &keys.resv],
+                &[user_id.as_str()],
+            )
+            .await?;
+        let mut out = Vec::new();
+        for pair in flat.chunks(2) {
+            let [id, raw] = pair else { continue };
+            if raw.is_empty() {
+                continue;
+            }
+            let stored: StoredReservation =
+                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            out.push((
+                parse_order_id(id)?,
+                ReservationRecord {
+                    user_id: stored.user_id,
+                    quantity: stored.quantity,
+                    at_ms: parse_i64(&stored.at_ms)?,
+                    state: stored.state,
+                },
+            ));
+        }
+        Ok(out)
     }
 
     async fn release(

@@ -88,6 +88,9 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         payment_window_seconds: small(window),
         shards: small(shards),
         gate,
+        // Not part of the definition: pause and resume have their own
+        // routes, and a PUT never changes it.
+        paused: false,
     })
 }
 

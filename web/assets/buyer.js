@@ -443,10 +443,26 @@
 
   // An order kept from before a reload, or the one a link names: its
   // status is asked for at once.
+  // Without either (a purchase whose answer never arrived, another
+  // browser), the API lists the buyer's orders of this sale, QUEUED ones
+  // included: the newest one that still counts is shown.
   function restoreOrder() {
     const saved = S.store.get(orderKey());
     if (linkedOrder) trackOrder({ orderId: linkedOrder, status: "QUEUED", expiresAt: null }, 0);
     else if (saved && S.validId(saved.orderId)) trackOrder(saved, 0);
+    else findOrders();
+  }
+
+  async function findOrders() {
+    if (!state.session) return;
+    const session = state.session;
+    const reply = await S.api("/sales/" + encodeURIComponent(saleId) + "/orders", { token: session.token });
+    if (state.session !== session || state.order || !reply.ok || !reply.body) return;
+    const orders = reply.body.orders || [];
+    const current = orders.find((o) => !reorderable(o.status)) || orders[0];
+    if (current && S.validId(current.orderId)) {
+      trackOrder({ orderId: current.orderId, status: current.status, expiresAt: current.expiresAt || null }, 0);
+    }
   }
 
   // `delay`: a fresh order is not written yet; the first look is in 2 s.

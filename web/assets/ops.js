@@ -41,6 +41,13 @@
     funnel: $("funnel"),
     reportSummary: $("report-summary"),
     violations: $("violations"),
+    control: $("control"),
+    pauseButton: $("pause-button"),
+    resumeButton: $("resume-button"),
+    confirm: $("confirm"),
+    confirmText: $("confirm-text"),
+    confirmYes: $("confirm-yes"),
+    confirmNo: $("confirm-no"),
   };
 
   const query = new URLSearchParams(location.search);
@@ -207,6 +214,66 @@
     state.timer = setTimeout(poll, next);
   }
 
+  // ------------------------------------------------------------ control
+
+  // Pause and resume ask first: one misplaced click must not stop a sale.
+  let pending = null; // "pause" or "resume" while the question is open
+
+  function ask(action) {
+    pending = action;
+    ui.confirmText.textContent =
+      action === "pause"
+        ? "Pause sale " + state.saleId + "? Buyers are told to retry shortly until you resume it."
+        : "Resume sale " + state.saleId + "? Purchases are taken again at once.";
+    ui.confirm.hidden = false;
+    ui.confirmYes.focus();
+  }
+
+  function closeQuestion() {
+    const was = pending;
+    pending = null;
+    ui.confirm.hidden = true;
+    (was === "resume" ? ui.resumeButton : ui.pauseButton).focus();
+  }
+
+  async function act() {
+    const action = pending;
+    if (!action || !state.session) return;
+    ui.confirmYes.disabled = true;
+    const reply = await S.api(
+      "/admin/sales/" + encodeURIComponent(state.saleId) + "/" + action,
+      { method: "POST", token: state.session.token }
+    );
+    ui.confirmYes.disabled = false;
+    closeQuestion();
+    if (reply.ok) {
+      say(
+        action === "pause"
+          ? "Sale " + state.saleId + " is paused: purchases get “paused” from now on."
+          : "Sale " + state.saleId + " is live again.",
+        "ok"
+      );
+      poll();
+    } else if (reply.code === "SALE_ENDED") {
+      say("Sale " + state.saleId + " has ended: there is nothing to " + action + ".", "error");
+    } else if (reply.code === "SALE_NOT_FOUND") {
+      say("There is no sale “" + state.saleId + "”.", "error");
+    } else {
+      say(
+        "Could not " + action + " the sale (" + (reply.code || "HTTP " + reply.status) + "). Nothing changed; try again.",
+        "error"
+      );
+    }
+  }
+
+  ui.pauseButton.addEventListener("click", () => ask("pause"));
+  ui.resumeButton.addEventListener("click", () => ask("resume"));
+  ui.confirmYes.addEventListener("click", act);
+  ui.confirmNo.addEventListener("click", closeQuestion);
+  ui.confirm.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeQuestion();
+  });
+
   // ------------------------------------------------------------- render
 
   const sum = (counts) => Object.values(counts || {}).reduce((a, n) => a + (Number(n) || 0), 0);
@@ -249,6 +316,9 @@
     ui.stockRemaining.textContent = loaded ? S.number(stock.remaining) : redisDown ? "–" : "not loaded";
     ui.stockTotal.textContent = S.number(stock.total);
     ui.stockStatus.textContent = String(stock.status || "–").replace("_", " ");
+    ui.control.hidden = false;
+    ui.pauseButton.disabled = stock.status === "PAUSED" || stock.status === "ENDED";
+    ui.resumeButton.disabled = stock.status !== "PAUSED";
     ui.stockStatus.dataset.tone = STATUS_TONE[stock.status] || "info";
     ui.stockBar.max = Math.max(1, stock.total || 0);
     ui.stockBar.value = loaded ? Math.max(0, stock.remaining) : 0;

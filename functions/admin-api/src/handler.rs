@@ -15,12 +15,15 @@ use seckill_shared::sale_spec;
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 5] = [
+pub const ROUTES: [&str; 8] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
+    "POST /admin/sales/{saleId}/pause",
+    "POST /admin/sales/{saleId}/resume",
     "GET /admin/sales/{saleId}/report",
     "GET /admin/sales/{saleId}/live",
+    "GET /admin/sales/{saleId}/audit",
 ];
 
 pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
@@ -54,25 +57,27 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         "PUT /admin/sales/{saleId}" => {
             let sale = sale_spec::parse_sale(&sale_id, http::body_bytes(req)?)
                 .map_err(ApiError::InvalidRequest)?;
-            let status = match jobs
+            let (upsert, before) = jobs
                 .catalog()
                 .upsert_sale(&sale, now)
                 .await
-                .map_err(unavailable)?
-            {
+                .map_err(unavailable)?;
+            let status = match upsert {
                 Upsert::Created => 201,
                 Upsert::Updated => 200,
                 Upsert::StartedStockChange => return Err(ApiError::SaleStarted),
+                Upsert::Loaded(why) => return Err(ApiError::SaleLoaded(why)),
                 Upsert::Conflict => return Err(ApiError::Conflict),
             };
-            // Load or refresh Redis at once when the sale is due, so a
-            // changed end or limit applies without waiting for the schedule.
+            // Load or refresh Redis at once, so a changed end (even one
+            // already past), limit or stock applies from the next purchase.
             let prewarm = jobs
                 .prewarm_sale(&sale_id, now)
                 .await
                 .map_err(unavailable)?;
-            tracing::info!(%sale_id, status, actor = %caller.user_id, ?prewarm, "sale saved");
             let mut body = sale_body(jobs, &sale_id).await?;
+            let action = if status == 201 { "create" } else { "update" };
+            audit(jobs, &caller.user_id, &sale_id, action, before.as_ref().map(definition), Some(body.clone()), now).await;
             body["prewarm"] = prewarm.body();
             Ok(http::json(status, &body))
         }
@@ -84,7 +89,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             {
                 PrewarmOutcome::NotFound => Err(ApiError::SaleNotFound),
                 outcome => {
-                    tracing::info!(%sale_id, actor = %caller.user_id, ?outcome, "prewarm on demand");
+                    audit(jobs, &caller.user_id, &sale_id, "prewarm", None, Some(outcome.body()), now).await;
                     Ok(http::json(200, &outcome.body()))
                 }
             }
@@ -96,11 +101,54 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            tracing::info!(%sale_id, actor = %caller.user_id, violations = report.violations.len(), "reconcile on demand");
+            let summary = serde_json::json!({
+                "violations": report.violations.len(),
+                "repairs": report.repairs.len(),
+            });
+            audit(jobs, &caller.user_id, &sale_id, "reconcile", None, Some(summary), now).await;
             Ok(http::json(
                 200,
                 &serde_json::to_value(&report).unwrap_or_default(),
             ))
+        }
+        route @ ("POST /admin/sales/{saleId}/pause" | "POST /admin/sales/{saleId}/resume") => {
+            let pause = route.ends_with("/pause");
+            let (sale, _) = jobs
+                .catalog()
+                .get_record(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            if sale.phase_at(now) == seckill_shared::domain::SalePhase::Ended {
+                return Err(ApiError::SaleEnded);
+            }
+            // The table first: it is what every job loads from, so the pause
+            // survives whatever happens to Redis. Then Redis, at once.
+            let before = jobs
+                .catalog()
+                .set_paused(&sale_id, pause)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let after = seckill_shared::domain::Sale {
+                paused: pause,
+                ..before.clone()
+            };
+            let redis_groups = jobs.apply_status(&after).await.map_err(unavailable)?;
+            let mut body = sale_body(jobs, &sale_id).await?;
+            body["redisGroups"] = serde_json::json!(redis_groups);
+            let action = if pause { "pause" } else { "resume" };
+            audit(jobs, &caller.user_id, &sale_id, action, Some(definition(&before)), Some(body.clone()), now).await;
+            Ok(http::json(200, &body))
+        }
+        "GET /admin/sales/{saleId}/audit" => {
+            let entries = jobs
+                .catalog()
+                .audit(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            Ok(http::json(200, &serde_json::json!({ "entries": entries })))
         }
         "GET /admin/sales/{saleId}/report" => {
             let raw = jobs
@@ -145,9 +193,67 @@ async fn sale_body(
         "paymentWindowSeconds": sale.payment_window_seconds,
         "shards": sale.shards,
         "gate": sale.gate,
+        "paused": sale.paused,
+        "status": status_of(&sale, now_ms()),
         "available": counters.available,
         "sold": counters.sold,
     }))
+}
+
+fn now_ms() -> i64 {
+    clock::now_ms()
+}
+
+/// The operator's view of where a sale stands.
+fn status_of(sale: &seckill_shared::domain::Sale, now: i64) -> &'static str {
+    use seckill_shared::domain::SalePhase;
+    match sale.phase_at(now) {
+        SalePhase::Ended => "ENDED",
+        _ if sale.paused => "PAUSED",
+        SalePhase::NotStarted => "NOT_STARTED",
+        SalePhase::Live => "LIVE",
+    }
+}
+
+/// A sale's definition as the audit trail keeps it.
+fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
+    serde_json::json!({
+        "name": sale.name,
+        "totalStock": sale.total_stock,
+        "startAt": clock::rfc3339_ms(sale.start_ms),
+        "endAt": clock::rfc3339_ms(sale.end_ms),
+        "perUserLimit": sale.per_user_limit,
+        "paymentWindowSeconds": sale.payment_window_seconds,
+        "shards": sale.shards,
+        "gate": sale.gate,
+        "paused": sale.paused,
+    })
+}
+
+/// Every admin action: who (the token's `sub`), what, when, before and
+/// after. A structured log line (target `audit`), and an entry kept with the
+/// sale (`GET /admin/sales/{saleId}/audit`). Keeping it is best effort: the
+/// action is done, and the log line holds it either way.
+async fn audit(
+    jobs: &seckill_shared::jobs::Jobs,
+    actor: &seckill_shared::domain::UserId,
+    sale_id: &SaleId,
+    action: &str,
+    before: Option<serde_json::Value>,
+    after: Option<serde_json::Value>,
+    now: i64,
+) {
+    let entry = serde_json::json!({
+        "at": clock::rfc3339_ms(now),
+        "actor": actor,
+        "action": action,
+        "before": before,
+        "after": after,
+    });
+    tracing::info!(target: "audit", %sale_id, %actor, action, entry = %entry, "admin action");
+    if let Err(err) = jobs.catalog().append_audit(sale_id, &entry).await {
+        tracing::warn!(%sale_id, %err, "could not keep the audit entry with the sale");
+    }
 }
 
 fn unavailable(err: impl std::fmt::Display) -> ApiError {

@@ -13,9 +13,10 @@ use seckill_shared::ports::{SaleCatalog, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 6] = [
+pub const ROUTES: [&str; 7] = [
     "GET /health",
     "GET /sales/{saleId}",
+    "GET /sales/{saleId}/orders",
     "GET /sales/{saleId}/challenge",
     "POST /sales/{saleId}/challenge",
     "GET /orders/{orderId}",
@@ -69,6 +70,16 @@ where
                 .await
                 .map_err(|e| e.into_api(true))?;
             Ok(http::json(200, &view))
+        }
+        "GET /sales/{saleId}/orders" => {
+            let caller = http::caller(req)?;
+            let sale_id = sale_id(req)?;
+            let orders = queries
+                .my_orders(&sale_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            let orders: Vec<serde_json::Value> = orders.iter().map(|o| o.body()).collect();
+            Ok(http::json(200, &serde_json::json!({ "orders": orders })))
         }
         "GET /sales/{saleId}/challenge" => {
             let caller = http::caller(req)?;

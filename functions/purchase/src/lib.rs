@@ -18,6 +18,8 @@ use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
+use seckill_shared::dynamo_orders::DynamoOrders;
+use seckill_shared::jobs::Jobs;
 use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
@@ -37,12 +39,17 @@ pub enum WireError {
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
 
 /// This function's settings: the queue it sends to and the SDK bound of a
-/// send, the sale cache, the rate limits and the gate key. No orders table:
-/// the purchase path never touches it.
+/// send, the sale cache, the rate limits and the gate key; and what a
+/// rebuild reads (the orders table, the DLQ, the prewarm lead): a purchase
+/// that finds a live sale's keys missing starts its rebuild at once. The
+/// purchase path itself never touches the orders table.
 pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     Config::reading(
         env,
         Reads {
+            orders_table: true,
+            orders_dlq: true,
+            prewarm_lead: true,
             orders_queue: true,
             sqs_timeout: true,
             sale_cache: true,
@@ -68,7 +75,20 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     );
     let metrics = Metrics::new(Function::Purchase, &config.metrics_namespace);
     metrics.cold_start();
-    let service = PurchaseService::new(stock, queue, catalog).with_metrics(metrics);
+    // The rebuild of a lost live sale, started by the purchase that finds
+    // it missing: prewarm's code, on this environment's clients.
+    let db = aws::dynamodb(&sdk);
+    let jobs = Jobs::new(
+        stock.clone(),
+        DynamoCatalog::new(db.clone(), &config.sales_table),
+        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
+        Some((aws::sqs(&sdk), queue_url.to_owned())),
+        config.prewarm_lead,
+    )
+    .with_dlq(config.orders_dlq_url.clone());
+    let service = PurchaseService::new(stock, queue, catalog)
+        .with_metrics(metrics)
+        .with_rebuild(std::sync::Arc::new(jobs));
     Ok(match &config.gate_secret {
         Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
         None => {

@@ -212,7 +212,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             args.stock,
             1,
         )?;
-        loader.load_sale(&sale, clock::now_ms(), false).await?;
+        loader.load_sale(&sale, clock::now_ms()).await?;
         let row = ceiling(&host, port, &sha, &sale, pipeline).await?;
         check_redis(&mut conn, &sale, &row.label, &mut failures).await?;
         rows.push(row);
@@ -904,7 +904,7 @@ where
     // first timed calls do not pay the connect.
     service
         .stock()
-        .load_sale(sale, clock::now_ms(), false)
+        .load_sale(sale, clock::now_ms())
         .await?;
     let started = Instant::now();
     let requests = build_requests(work.template, sale, work.plan, work.keyed, work.first_user)?;
@@ -1112,7 +1112,7 @@ async fn drain(
     // The sale is live in Redis as in a real sale; the messages below skip
     // the purchase, so it holds no reservations for the writer to mark.
     RedisStock::connect_lazy(env.redis_url, REDIS_TIMEOUT)?
-        .load_sale(&sale, clock::now_ms(), false)
+        .load_sale(&sale, clock::now_ms())
         .await?;
     let started = Instant::now();
     enqueue(env.sqs, &queues.orders_url, &sale, plan.orders).await?;

@@ -105,7 +105,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         .create_sale(&sale)
         .await?;
     RedisStock::connect_lazy(&redis_url, Duration::from_secs(2))?
-        .load_sale(&sale, clock::now_ms(), false)
+        .load_sale(&sale, clock::now_ms())
         .await?;
 
     // The function's settings as `template.yaml` gives them.

@@ -1,0 +1,405 @@
+//! Operators are obeyed at once and buyers always find their orders: the
+//! local stack's HTTP API driven as a client would (admin and buyer
+//! tokens), with Redis losing keys where the test says so.
+
+use redis::AsyncCommands;
+use seckill_infra::token::TokenSettings;
+use seckill_shared::clock;
+use seckill_shared::domain::SaleId;
+use seckill_shared::redis_store::SaleKeys;
+use seckill_tests::{LocalStack, eventually, unique};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+struct Client<'a> {
+    stack: &'a LocalStack,
+    tokens: TokenSettings,
+    admin: String,
+}
+
+impl<'a> Client<'a> {
+    fn new(stack: &'a LocalStack) -> Self {
+        let tokens = TokenSettings::from_env();
+        let admin = format!("Bearer {}", tokens.mint("ops-1", true, 600).unwrap());
+        Client {
+            stack,
+            tokens,
+            admin,
+        }
+    }
+
+    fn buyer(&self, user: &str) -> String {
+        format!("Bearer {}", self.tokens.mint(user, false, 600).unwrap())
+    }
+
+    async fn admin(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        self.stack
+            .request(method, path, &[("authorization", &self.admin)], body)
+            .await
+    }
+
+    async fn put_sale(&self, id: &str, body: &Value) -> (u16, Value) {
+        self.admin("PUT", &format!("/admin/sales/{id}"), &body.to_string())
+            .await
+    }
+
+    async fn buy(&self, sale: &str, user: &str) -> (u16, Value) {
+        self.stack
+            .request(
+                "POST",
+                &format!("/sales/{sale}/purchase"),
+                &[
+                    ("authorization", &self.buyer(user)),
+                    ("content-type", "application/json"),
+                ],
+                r#"{"quantity": 1}"#,
+            )
+            .await
+    }
+
+    async fn my_orders(&self, sale: &str, user: &str) -> (u16, Value) {
+        self.stack
+            .request(
+                "GET",
+                &format!("/sales/{sale}/orders"),
+                &[("authorization", &self.buyer(user))],
+                "",
+            )
+            .await
+    }
+}
+
+fn sale_json(stock: u32, shards: u32, start_ms: i64, end_ms: i64) -> Value {
+    json!({
+        "name": "Operator test",
+        "totalStock": stock,
+        "startAt": clock::rfc3339_ms(start_ms),
+        "endAt": clock::rfc3339_ms(end_ms),
+        "perUserLimit": 1,
+        "paymentWindowSeconds": 900,
+        "shards": shards,
+    })
+}
+
+async fn redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(std::env::var("REDIS_URL").unwrap())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Deletes every key group of a sale, as a Redis restart would.
+async fn lose_sale(id: &str, shards: u32) {
+    let sale_id = SaleId::parse(id).unwrap();
+    let mut groups = vec![SaleKeys::new(&sale_id)];
+    groups.extend((0..shards.max(1)).map(|k| SaleKeys::shard(&sale_id, k)));
+    let mut conn = redis().await;
+    for keys in groups {
+        let _: () = conn
+            .del(&[
+                &keys.meta,
+                &keys.stock,
+                &keys.buyers,
+                &keys.resv,
+                &keys.user_orders,
+                &keys.gate_used,
+                &keys.rate_limit,
+                &keys.lent,
+                &keys.received,
+            ])
+            .await
+            .unwrap();
+    }
+}
+
+fn code(reply: &Value) -> &str {
+    reply["code"].as_str().unwrap_or("")
+}
+
+/// Polls until `user`'s order of `sale` is written (no longer `QUEUED`).
+async fn until_written(client: &Client<'_>, sale: &str, user: &str) {
+    let written = eventually(Duration::from_secs(30), || async {
+        let (_, reply) = client.my_orders(sale, user).await;
+        reply["orders"]
+            .as_array()
+            .is_some_and(|o| !o.is_empty() && o.iter().all(|o| o["status"] != "QUEUED"))
+    })
+    .await;
+    assert!(written, "{user}'s order of {sale} was not written");
+}
+
+/// Pause → 503 from the next request, still paused after prewarm,
+/// reconcile, the schedule's jobs and a rebuild of lost keys; resume → 202,
+/// nothing lost or counted twice. For a sale of one shard and of eight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    for shards in [1, 8] {
+        let id = unique("pause");
+        let now = clock::now_ms();
+        let (status, reply) = client
+            .put_sale(&id, &sale_json(20, shards, now - 1_000, now + 3_600_000))
+            .await;
+        assert_eq!(status, 201, "{reply}");
+        assert_eq!(client.buy(&id, "a").await.0, 202);
+
+        let (status, reply) = client
+            .admin("POST", &format!("/admin/sales/{id}/pause"), "")
+            .await;
+        assert_eq!((status, reply["status"].as_str()), (200, Some("PAUSED")), "{reply}");
+        let (status, reply) = client.buy(&id, "b").await;
+        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "shards={shards}");
+        let (_, public) = stack.request("GET", &format!("/sales/{id}"), &[], "").await;
+        assert_eq!(public["status"], "PAUSED");
+
+        // Every job, on demand and as the schedule runs them.
+        let (status, _) = client
+            .admin("POST", &format!("/admin/sales/{id}/prewarm"), "")
+            .await;
+        assert_eq!(status, 200);
+        let (status, _) = client
+            .admin("POST", &format!("/admin/sales/{id}/reconcile"), "")
+            .await;
+        assert_eq!(status, 200);
+        stack.admin.jobs.prewarm_all(clock::now_ms()).await.unwrap();
+        stack
+            .admin
+            .reconciler
+            .reconcile_all(clock::now_ms())
+            .await
+            .unwrap();
+        let (status, reply) = client.buy(&id, "b").await;
+        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "after the jobs");
+        // Redis loses the sale; the rebuild (started by the purchase that
+        // finds it missing) keeps the pause.
+        until_written(&client, &id, "a").await;
+        lose_sale(&id, shards).await;
+        let rebuilt = eventually(Duration::from_secs(20), || async {
+            client.buy(&id, "b").await;
+            let mut conn = redis().await;
+            let status: Option<String> = conn
+                .hget(SaleKeys::new(&SaleId::parse(&id).unwrap()).meta, "status")
+                .await
+                .unwrap();
+            status.is_some()
+        })
+        .await;
+        assert!(rebuilt, "the sale was not rebuilt");
+        let (status, reply) = client.buy(&id, "b").await;
+        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "after the rebuild");
+
+        let (status, reply) = client
+            .admin("POST", &format!("/admin/sales/{id}/resume"), "")
+            .await;
+        assert_eq!((status, reply["status"].as_str()), (200, Some("LIVE")), "{reply}");
+        let (status, reply) = client.buy(&id, "b").await;
+        assert_eq!(status, 202, "after resume: {reply}");
+        assert_eq!(client.buy(&id, "a").await.1["code"], "LIMIT_EXCEEDED");
+        until_written(&client, &id, "b").await;
+        let (_, sale) = client
+            .admin("POST", &format!("/admin/sales/{id}/reconcile"), "")
+            .await;
+        assert_eq!((sale["available"].as_i64(), sale["sold"].as_i64()), (Some(18), Some(2)));
+        assert_eq!(sale["redisStock"].as_i64(), Some(18), "{sale}");
+        assert_eq!(sale["violations"], json!([]), "{sale}");
+
+        // The audit trail: who did what, before and after.
+        let (status, audit) = client
+            .admin("GET", &format!("/admin/sales/{id}/audit"), "")
+            .await;
+        assert_eq!(status, 200);
+        let actions: Vec<&str> = audit["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            ["create", "pause", "prewarm", "reconcile", "resume", "reconcile"]
+        );
+        let pause = &audit["entries"][1];
+        assert_eq!(pause["actor"], "ops-1");
+        assert_eq!(
+            (&pause["before"]["paused"], &pause["after"]["paused"]),
+            (&json!(false), &json!(true))
+        );
+    }
+    // Bad input changes nothing: an unknown sale, a buyer's token.
+    let (status, _) = client.admin("POST", "/admin/sales/nope/pause", "").await;
+    assert_eq!(status, 404);
+    let (status, _) = stack
+        .request(
+            "POST",
+            &format!("/admin/sales/{}/pause", stack.demo_sale),
+            &[("authorization", &client.buyer("bob"))],
+            "",
+        )
+        .await;
+    assert_eq!(status, 403);
+}
+
+/// `PUT` with an end already past stops purchases at once (410); the
+/// orders accepted before it are kept. Pausing an ended sale is 410.
+#[tokio::test]
+async fn an_end_moved_into_the_past_stops_purchases_at_once() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("end");
+    let now = clock::now_ms();
+    let (status, _) = client
+        .put_sale(&id, &sale_json(10, 1, now - 60_000, now + 3_600_000))
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(client.buy(&id, "a").await.0, 202);
+    let (status, reply) = client
+        .put_sale(&id, &sale_json(10, 1, now - 60_000, clock::now_ms() - 1_000))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = client.buy(&id, "b").await;
+    assert_eq!((status, code(&reply)), (410, "SALE_ENDED"));
+    until_written(&client, &id, "a").await;
+    let (_, orders) = client.my_orders(&id, "a").await;
+    assert_eq!(orders["orders"][0]["status"], "PENDING_PAYMENT");
+    let (status, reply) = client
+        .admin("POST", &format!("/admin/sales/{id}/pause"), "")
+        .await;
+    assert_eq!((status, code(&reply)), (410, "SALE_ENDED"));
+}
+
+/// Edits to a sale that is loaded but not started reach Redis exactly, or
+/// are refused with a 409 that says why; "started" cannot be dodged by
+/// moving the start first.
+#[tokio::test]
+async fn edits_to_a_loaded_sale_reach_redis_or_are_refused() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let now = clock::now_ms();
+    let (start, end) = (now + 300_000, now + 3_600_000);
+
+    // Loaded at once (it starts within the prewarm lead).
+    let id = unique("edit");
+    let (status, reply) = client.put_sale(&id, &sale_json(100, 1, start, end)).await;
+    assert_eq!((status, reply["prewarm"]["outcome"].as_str()), (201, Some("LOADED")));
+    let (status, reply) = client.put_sale(&id, &sale_json(10, 1, start, end)).await;
+    assert_eq!(status, 200, "{reply}");
+    let stock: Option<i64> = redis()
+        .await
+        .get(SaleKeys::new(&SaleId::parse(&id).unwrap()).stock)
+        .await
+        .unwrap();
+    assert_eq!(stock, Some(10), "Redis sells the edited stock");
+    let (status, reply) = client.put_sale(&id, &sale_json(12, 1, start, end)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["available"], 12);
+    let stock: Option<i64> = redis()
+        .await
+        .get(SaleKeys::new(&SaleId::parse(&id).unwrap()).stock)
+        .await
+        .unwrap();
+    assert_eq!(stock, Some(12), "each edit moves Redis by its difference, once");
+    let (status, reply) = client.put_sale(&id, &sale_json(12, 4, start, end)).await;
+    assert_eq!((status, code(&reply)), (409, "SALE_LOADED"), "{reply}");
+
+    // A sharded sale's stock is split across its shards once loaded.
+    let sharded = unique("edit8");
+    assert_eq!(client.put_sale(&sharded, &sale_json(80, 8, start, end)).await.0, 201);
+    let (status, reply) = client.put_sale(&sharded, &sale_json(40, 8, start, end)).await;
+    assert_eq!((status, code(&reply)), (409, "SALE_LOADED"), "{reply}");
+    assert!(reply["message"].as_str().unwrap().contains("shards"));
+
+    // Started: moving the start later first does not reopen the stock.
+    let live = unique("live");
+    assert_eq!(client.put_sale(&live, &sale_json(10, 1, now - 1_000, end)).await.0, 201);
+    let (status, reply) = client
+        .put_sale(&live, &sale_json(10, 1, now + 600_000, end))
+        .await;
+    assert_eq!((status, code(&reply)), (409, "SALE_STARTED"), "{reply}");
+    let (status, reply) = client.put_sale(&live, &sale_json(20, 1, now - 1_000, end)).await;
+    assert_eq!((status, code(&reply)), (409, "SALE_STARTED"), "{reply}");
+}
+
+/// A buyer who lost their 202 finds the order with GET
+/// /sales/{saleId}/orders (QUEUED ones included); after the sell-out, the
+/// holder who asks again gets the same answer as everyone: 410 SOLD_OUT.
+#[tokio::test]
+async fn a_buyer_finds_their_orders_after_a_lost_202() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("mine");
+    let now = clock::now_ms();
+    assert_eq!(
+        client
+            .put_sale(&id, &sale_json(2, 1, now - 1_000, now + 3_600_000))
+            .await
+            .0,
+        201
+    );
+    let (status, first) = client.buy(&id, "winner").await;
+    assert_eq!(status, 202);
+    // The answer was lost: the buyer asks what they hold.
+    let (status, mine) = client.my_orders(&id, "winner").await;
+    assert_eq!(status, 200);
+    let orders = mine["orders"].as_array().unwrap();
+    assert_eq!(orders.len(), 1, "{mine}");
+    assert_eq!(orders[0]["orderId"], first["orderId"]);
+    assert!(
+        matches!(orders[0]["status"].as_str(), Some("QUEUED" | "PENDING_PAYMENT")),
+        "{mine}"
+    );
+    // Nobody else's orders, and none of another sale.
+    let (_, theirs) = client.my_orders(&id, "other").await;
+    assert_eq!(theirs["orders"], json!([]));
+    assert_eq!(client.buy(&id, "second").await.0, 202);
+    // Sold out: the holder asking again gets 410, every time.
+    for _ in 0..3 {
+        let (status, reply) = client.buy(&id, "winner").await;
+        assert_eq!((status, code(&reply)), (410, "SOLD_OUT"), "{reply}");
+    }
+    until_written(&client, &id, "winner").await;
+    let (_, mine) = client.my_orders(&id, "winner").await;
+    assert_eq!(mine["orders"][0]["status"], "PENDING_PAYMENT");
+    // Bad input: no token, an unknown sale, a malformed id.
+    let (status, _) = stack
+        .request("GET", &format!("/sales/{id}/orders"), &[], "")
+        .await;
+    assert_eq!(status, 401);
+    assert_eq!(client.my_orders("no-such-sale", "winner").await.0, 404);
+    assert_eq!(client.my_orders("bad%20id", "winner").await.0, 400);
+}
+
+/// After Redis loses a live sale, the purchase that finds it missing starts
+/// the rebuild: the sale sells again within seconds, not at the next
+/// scheduled prewarm.
+#[tokio::test]
+async fn a_lost_sale_sells_again_within_seconds() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("back");
+    let now = clock::now_ms();
+    assert_eq!(
+        client
+            .put_sale(&id, &sale_json(10, 1, now - 1_000, now + 3_600_000))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(client.buy(&id, "a").await.0, 202);
+    until_written(&client, &id, "a").await;
+    lose_sale(&id, 1).await;
+    let lost = Instant::now();
+    let mut n = 0;
+    let back = eventually(Duration::from_secs(5), || {
+        n += 1;
+        let user = format!("b{n}");
+        let client = &client;
+        let id = &id;
+        async move { client.buy(id, &user).await.0 == 202 }
+    })
+    .await;
+    assert!(back, "no 202 within 5 s of losing the sale");
+    println!("lost sale: first 202 after {:?}", lost.elapsed());
+    assert_eq!(client.buy(&id, "a").await.1["code"], "LIMIT_EXCEEDED");
+}
