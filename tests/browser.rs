@@ -1288,8 +1288,14 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
     )
     .await;
     ui.click("#confirm-no").await;
-    assert!(ui.js("return document.getElementById('confirm').hidden").await == json!(true));
-    let (_, view) = ui.api("GET", &format!("/sales/{sale}"), "x", false, "").await;
+    assert!(
+        ui.js("return document.getElementById('confirm').hidden")
+            .await
+            == json!(true)
+    );
+    let (_, view) = ui
+        .api("GET", &format!("/sales/{sale}"), "x", false, "")
+        .await;
     assert_eq!(view["status"], "SOLD_OUT", "a cancel pauses nothing");
     ui.click("#pause-button").await;
     ui.click("#confirm-yes").await;
@@ -1299,7 +1305,13 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
     )
     .await;
     let (status, reply) = ui
-        .api("POST", &format!("/sales/{sale}/purchase"), &unique("d5"), false, "{}")
+        .api(
+            "POST",
+            &format!("/sales/{sale}/purchase"),
+            &unique("d5"),
+            false,
+            "{}",
+        )
         .await;
     assert_eq!((status, reply["code"].as_str()), (503, Some("SALE_PAUSED")));
     ui.shot("ops-paused-1280").await;
@@ -1316,7 +1328,13 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
     )
     .await;
     let (status, reply) = ui
-        .api("POST", &format!("/sales/{sale}/purchase"), &unique("d6"), false, "{}")
+        .api(
+            "POST",
+            &format!("/sales/{sale}/purchase"),
+            &unique("d6"),
+            false,
+            "{}",
+        )
         .await;
     assert_eq!((status, reply["code"].as_str()), (410, Some("SOLD_OUT")));
 }

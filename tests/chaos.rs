@@ -552,7 +552,11 @@ impl Stores {
         let jobs = seckill_shared::jobs::Jobs::new(
             stock.clone(),
             DynamoCatalog::new(db.clone(), &self.config.sales_table),
-            DynamoOrders::new(db.clone(), &self.config.orders_table, &self.config.sales_table),
+            DynamoOrders::new(
+                db.clone(),
+                &self.config.orders_table,
+                &self.config.sales_table,
+            ),
             Some((aws::sqs(&sdk), self.queue_url.clone())),
             self.config.prewarm_lead,
         )

@@ -446,8 +446,8 @@ fn an_unused_variable_is_reported() {
     let mut template = template_json();
     set(
         &mut template,
-        "/Resources/PurchaseFunction/Properties/Environment/Variables/ORDERS_DLQ_URL",
-        json!({"Ref": "OrdersDLQ"}),
+        "/Resources/PurchaseFunction/Properties/Environment/Variables/MAX_RECEIVE_COUNT",
+        json!("5"),
     );
     let found = mismatches(&template, &code());
     assert_eq!(
@@ -455,7 +455,7 @@ fn an_unused_variable_is_reported() {
         [Mismatch::SetNotRead {
             function: "PurchaseFunction".into(),
             binary: "purchase".into(),
-            variable: "ORDERS_DLQ_URL".into(),
+            variable: "MAX_RECEIVE_COUNT".into(),
         }],
         "{}",
         listed(&found)
@@ -520,7 +520,7 @@ fn a_variable_the_code_starts_or_stops_reading_is_reported() {
         &Mismatch::ReadNotSet {
             function: "PurchaseFunction".into(),
             binary: "purchase".into(),
-            variable: "ORDERS_TABLE".into(),
+            variable: "MAX_RECEIVE_COUNT".into(),
         },
     );
 }
@@ -1074,6 +1074,9 @@ fn the_low_stock_and_latency_alarms_watch_what_the_code_writes() {
         assert!(props["Threshold"].as_f64().is_some(), "{alarm}");
         assert!(props["AlarmActions"].is_object(), "{alarm} notifies");
     }
-    assert_eq!(resources["PurchaseLatencyAlarm"]["Properties"]["ExtendedStatistic"], "p99");
+    assert_eq!(
+        resources["PurchaseLatencyAlarm"]["Properties"]["ExtendedStatistic"],
+        "p99"
+    );
     assert_eq!(resources["LowStockAlarm"]["Properties"]["Threshold"], 10);
 }

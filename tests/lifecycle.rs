@@ -285,11 +285,22 @@ async fn lost_keys_pause_the_sale_until_the_queue_drains_then_rebuild_from_the_t
     );
 
     let jobs = app.jobs().await;
-    match jobs
-        .prewarm_sale(&sale.sale_id, clock::now_ms())
-        .await
-        .unwrap()
-    {
+    // The purchase that found the keys missing started a rebuild of its
+    // own (it waits for the queue too); while it holds the sale's lock,
+    // prewarm answers BUSY.
+    let outcome = std::cell::RefCell::new(PrewarmOutcome::Busy);
+    let settled = eventually(Duration::from_secs(10), || async {
+        let now = jobs
+            .prewarm_sale(&sale.sale_id, clock::now_ms())
+            .await
+            .unwrap();
+        let busy = now == PrewarmOutcome::Busy;
+        *outcome.borrow_mut() = now;
+        !busy
+    })
+    .await;
+    assert!(settled, "the sale's lock was never released");
+    match outcome.into_inner() {
         PrewarmOutcome::WaitingForQueue { in_flight, dlq } => assert_eq!((in_flight, dlq), (10, 0)),
         other => panic!("rebuilt while orders were in flight: {other:?}"),
     }

@@ -73,6 +73,11 @@ fn contract() -> BTreeMap<&'static str, (&'static str, &'static [&'static str])>
             ("Count", &["reconcile", "admin-api"][..]),
         ),
         ("SalesPrewarmed", ("Count", &["prewarm", "admin-api"][..])),
+        ("StockLeft", ("Count", &["prewarm", "admin-api"][..])),
+        (
+            "StockLeftPercent",
+            ("Percent", &["prewarm", "admin-api"][..]),
+        ),
         ("ColdStarts", ("Count", all)),
     ])
 }
@@ -117,18 +122,35 @@ impl Totals {
                     );
                     names.push(name);
                 }
-                // Purchases alone carries the Outcome set, and nothing else does.
+                // Purchases alone carries the Outcome set, and the stock
+                // left alone the SaleId set; nothing else does.
                 if names == ["Purchases"] {
                     assert_eq!(
                         d["Dimensions"],
                         serde_json::json!([["Function"], ["Function", "Outcome"]])
                     );
+                } else if names == ["StockLeft", "StockLeftPercent"] {
+                    assert_eq!(
+                        d["Dimensions"],
+                        serde_json::json!([["Function"], ["Function", "SaleId"]])
+                    );
+                    assert!(line["SaleId"].is_string(), "{line}");
                 } else {
                     assert_eq!(d["Dimensions"], serde_json::json!([["Function"]]), "{line}");
                     assert!(!names.contains(&"Purchases"), "{line}");
                 }
                 for name in names {
                     let value = &line[name];
+                    // A gauge (what a sale has left), not a count to sum.
+                    if name.starts_with("StockLeft") {
+                        assert!(value.as_f64().is_some_and(|v| v >= 0.0), "{line}");
+                        // Counted as lines written.
+                        *totals
+                            .counts
+                            .entry((function.clone(), name.to_owned()))
+                            .or_default() += 1;
+                        continue;
+                    }
                     let n = match value {
                         Value::Array(values) => {
                             assert!(values.len() <= 100, "{line}");

@@ -148,9 +148,17 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
         let (status, reply) = client
             .admin("POST", &format!("/admin/sales/{id}/pause"), "")
             .await;
-        assert_eq!((status, reply["status"].as_str()), (200, Some("PAUSED")), "{reply}");
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (200, Some("PAUSED")),
+            "{reply}"
+        );
         let (status, reply) = client.buy(&id, "b").await;
-        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "shards={shards}");
+        assert_eq!(
+            (status, code(&reply)),
+            (503, "SALE_PAUSED"),
+            "shards={shards}"
+        );
         let (_, public) = stack.request("GET", &format!("/sales/{id}"), &[], "").await;
         assert_eq!(public["status"], "PAUSED");
 
@@ -171,7 +179,11 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
             .await
             .unwrap();
         let (status, reply) = client.buy(&id, "b").await;
-        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "after the jobs");
+        assert_eq!(
+            (status, code(&reply)),
+            (503, "SALE_PAUSED"),
+            "after the jobs"
+        );
         // Redis loses the sale; the rebuild (started by the purchase that
         // finds it missing) keeps the pause.
         until_written(&client, &id, "a").await;
@@ -188,12 +200,20 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
         .await;
         assert!(rebuilt, "the sale was not rebuilt");
         let (status, reply) = client.buy(&id, "b").await;
-        assert_eq!((status, code(&reply)), (503, "SALE_PAUSED"), "after the rebuild");
+        assert_eq!(
+            (status, code(&reply)),
+            (503, "SALE_PAUSED"),
+            "after the rebuild"
+        );
 
         let (status, reply) = client
             .admin("POST", &format!("/admin/sales/{id}/resume"), "")
             .await;
-        assert_eq!((status, reply["status"].as_str()), (200, Some("LIVE")), "{reply}");
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (200, Some("LIVE")),
+            "{reply}"
+        );
         let (status, reply) = client.buy(&id, "b").await;
         assert_eq!(status, 202, "after resume: {reply}");
         assert_eq!(client.buy(&id, "a").await.1["code"], "LIMIT_EXCEEDED");
@@ -201,7 +221,10 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
         let (_, sale) = client
             .admin("POST", &format!("/admin/sales/{id}/reconcile"), "")
             .await;
-        assert_eq!((sale["available"].as_i64(), sale["sold"].as_i64()), (Some(18), Some(2)));
+        assert_eq!(
+            (sale["available"].as_i64(), sale["sold"].as_i64()),
+            (Some(18), Some(2))
+        );
         assert_eq!(sale["redisStock"].as_i64(), Some(18), "{sale}");
         assert_eq!(sale["violations"], json!([]), "{sale}");
 
@@ -218,7 +241,14 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
             .collect();
         assert_eq!(
             actions,
-            ["create", "pause", "prewarm", "reconcile", "resume", "reconcile"]
+            [
+                "create",
+                "pause",
+                "prewarm",
+                "reconcile",
+                "resume",
+                "reconcile"
+            ]
         );
         let pause = &audit["entries"][1];
         assert_eq!(pause["actor"], "ops-1");
@@ -255,7 +285,10 @@ async fn an_end_moved_into_the_past_stops_purchases_at_once() {
     assert_eq!(status, 201);
     assert_eq!(client.buy(&id, "a").await.0, 202);
     let (status, reply) = client
-        .put_sale(&id, &sale_json(10, 1, now - 60_000, clock::now_ms() - 1_000))
+        .put_sale(
+            &id,
+            &sale_json(10, 1, now - 60_000, clock::now_ms() - 1_000),
+        )
         .await;
     assert_eq!(status, 200, "{reply}");
     let (status, reply) = client.buy(&id, "b").await;
@@ -282,7 +315,10 @@ async fn edits_to_a_loaded_sale_reach_redis_or_are_refused() {
     // Loaded at once (it starts within the prewarm lead).
     let id = unique("edit");
     let (status, reply) = client.put_sale(&id, &sale_json(100, 1, start, end)).await;
-    assert_eq!((status, reply["prewarm"]["outcome"].as_str()), (201, Some("LOADED")));
+    assert_eq!(
+        (status, reply["prewarm"]["outcome"].as_str()),
+        (201, Some("LOADED"))
+    );
     let (status, reply) = client.put_sale(&id, &sale_json(10, 1, start, end)).await;
     assert_eq!(status, 200, "{reply}");
     let stock: Option<i64> = redis()
@@ -299,25 +335,45 @@ async fn edits_to_a_loaded_sale_reach_redis_or_are_refused() {
         .get(SaleKeys::new(&SaleId::parse(&id).unwrap()).stock)
         .await
         .unwrap();
-    assert_eq!(stock, Some(12), "each edit moves Redis by its difference, once");
+    assert_eq!(
+        stock,
+        Some(12),
+        "each edit moves Redis by its difference, once"
+    );
     let (status, reply) = client.put_sale(&id, &sale_json(12, 4, start, end)).await;
     assert_eq!((status, code(&reply)), (409, "SALE_LOADED"), "{reply}");
 
     // A sharded sale's stock is split across its shards once loaded.
     let sharded = unique("edit8");
-    assert_eq!(client.put_sale(&sharded, &sale_json(80, 8, start, end)).await.0, 201);
-    let (status, reply) = client.put_sale(&sharded, &sale_json(40, 8, start, end)).await;
+    assert_eq!(
+        client
+            .put_sale(&sharded, &sale_json(80, 8, start, end))
+            .await
+            .0,
+        201
+    );
+    let (status, reply) = client
+        .put_sale(&sharded, &sale_json(40, 8, start, end))
+        .await;
     assert_eq!((status, code(&reply)), (409, "SALE_LOADED"), "{reply}");
     assert!(reply["message"].as_str().unwrap().contains("shards"));
 
     // Started: moving the start later first does not reopen the stock.
     let live = unique("live");
-    assert_eq!(client.put_sale(&live, &sale_json(10, 1, now - 1_000, end)).await.0, 201);
+    assert_eq!(
+        client
+            .put_sale(&live, &sale_json(10, 1, now - 1_000, end))
+            .await
+            .0,
+        201
+    );
     let (status, reply) = client
         .put_sale(&live, &sale_json(10, 1, now + 600_000, end))
         .await;
     assert_eq!((status, code(&reply)), (409, "SALE_STARTED"), "{reply}");
-    let (status, reply) = client.put_sale(&live, &sale_json(20, 1, now - 1_000, end)).await;
+    let (status, reply) = client
+        .put_sale(&live, &sale_json(20, 1, now - 1_000, end))
+        .await;
     assert_eq!((status, code(&reply)), (409, "SALE_STARTED"), "{reply}");
 }
 
@@ -346,7 +402,10 @@ async fn a_buyer_finds_their_orders_after_a_lost_202() {
     assert_eq!(orders.len(), 1, "{mine}");
     assert_eq!(orders[0]["orderId"], first["orderId"]);
     assert!(
-        matches!(orders[0]["status"].as_str(), Some("QUEUED" | "PENDING_PAYMENT")),
+        matches!(
+            orders[0]["status"].as_str(),
+            Some("QUEUED" | "PENDING_PAYMENT")
+        ),
         "{mine}"
     );
     // Nobody else's orders, and none of another sale.

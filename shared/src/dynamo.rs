@@ -142,7 +142,9 @@ impl DynamoCatalog {
         let started = now_ms >= current.start_ms;
         let stock_changed = current.total_stock != sale.total_stock;
         let shards_changed = current.shards != sale.shards;
-        let refusal = if started && (stock_changed || shards_changed || current.start_ms != sale.start_ms) {
+        let refusal = if started
+            && (stock_changed || shards_changed || current.start_ms != sale.start_ms)
+        {
             Some(Upsert::StartedStockChange)
         } else if counters.loaded && shards_changed {
             Some(Upsert::Loaded(

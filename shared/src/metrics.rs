@@ -444,7 +444,9 @@ impl Metrics {
             STOCK_LEFT: left,
             STOCK_LEFT_PERCENT: percent,
         });
-        inner.emitter.sink.write_line(line.to_string().as_bytes());
+        let mut out = line.to_string().into_bytes();
+        out.push(b'\n');
+        inner.emitter.sink.write_line(&out);
     }
 
     /// One round trip of the reserve script.

@@ -217,7 +217,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 }
             }
         }
-        orders.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms));
+        orders.sort_by_key(|o| std::cmp::Reverse(o.created_at_ms));
         Ok(orders)
     }
 

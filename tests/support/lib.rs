@@ -399,6 +399,24 @@ impl App {
     }
 }
 
+/// Prewarm as the schedule runs it, asked again while another run holds
+/// the sale's lock: a purchase that finds a live sale's keys missing starts
+/// the rebuild itself, so a test's run may meet it.
+pub async fn prewarm_now(
+    jobs: &seckill_shared::jobs::Jobs,
+    sale_id: &SaleId,
+) -> seckill_shared::jobs::PrewarmOutcome {
+    use seckill_shared::jobs::PrewarmOutcome;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let outcome = jobs.prewarm_sale(sale_id, clock::now_ms()).await.unwrap();
+        if outcome != PrewarmOutcome::Busy || tokio::time::Instant::now() >= deadline {
+            return outcome;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A sale open from a minute ago for an hour.
 pub fn live_sale(stock: u32, limit: u32) -> Sale {
     seckill_shared::memory::test_sale(&unique("s"), stock, limit).unwrap()

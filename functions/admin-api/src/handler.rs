@@ -77,7 +77,16 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .map_err(unavailable)?;
             let mut body = sale_body(jobs, &sale_id).await?;
             let action = if status == 201 { "create" } else { "update" };
-            audit(jobs, &caller.user_id, &sale_id, action, before.as_ref().map(definition), Some(body.clone()), now).await;
+            audit(
+                jobs,
+                &caller.user_id,
+                &sale_id,
+                action,
+                before.as_ref().map(definition),
+                Some(body.clone()),
+                now,
+            )
+            .await;
             body["prewarm"] = prewarm.body();
             Ok(http::json(status, &body))
         }
@@ -89,7 +98,16 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             {
                 PrewarmOutcome::NotFound => Err(ApiError::SaleNotFound),
                 outcome => {
-                    audit(jobs, &caller.user_id, &sale_id, "prewarm", None, Some(outcome.body()), now).await;
+                    audit(
+                        jobs,
+                        &caller.user_id,
+                        &sale_id,
+                        "prewarm",
+                        None,
+                        Some(outcome.body()),
+                        now,
+                    )
+                    .await;
                     Ok(http::json(200, &outcome.body()))
                 }
             }
@@ -105,7 +123,16 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 "violations": report.violations.len(),
                 "repairs": report.repairs.len(),
             });
-            audit(jobs, &caller.user_id, &sale_id, "reconcile", None, Some(summary), now).await;
+            audit(
+                jobs,
+                &caller.user_id,
+                &sale_id,
+                "reconcile",
+                None,
+                Some(summary),
+                now,
+            )
+            .await;
             Ok(http::json(
                 200,
                 &serde_json::to_value(&report).unwrap_or_default(),
@@ -138,7 +165,16 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             let mut body = sale_body(jobs, &sale_id).await?;
             body["redisGroups"] = serde_json::json!(redis_groups);
             let action = if pause { "pause" } else { "resume" };
-            audit(jobs, &caller.user_id, &sale_id, action, Some(definition(&before)), Some(body.clone()), now).await;
+            audit(
+                jobs,
+                &caller.user_id,
+                &sale_id,
+                action,
+                Some(definition(&before)),
+                Some(body.clone()),
+                now,
+            )
+            .await;
             Ok(http::json(200, &body))
         }
         "GET /admin/sales/{saleId}/audit" => {

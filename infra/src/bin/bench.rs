@@ -902,10 +902,7 @@ where
     };
     // Loading through the service's own connection also opens it, so the
     // first timed calls do not pay the connect.
-    service
-        .stock()
-        .load_sale(sale, clock::now_ms())
-        .await?;
+    service.stock().load_sale(sale, clock::now_ms()).await?;
     let started = Instant::now();
     let requests = build_requests(work.template, sale, work.plan, work.keyed, work.first_user)?;
     let built = started.elapsed();
