@@ -399,9 +399,10 @@ async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
     let app = App::spawn().await;
     let mut sale = live_sale(50, 1);
     // Long enough for the emulator to write all 50 orders (with their
-    // buyers' records) before the first deadline: the race is only a race
-    // if every order is payable when its payer starts.
-    sale.payment_window_seconds = 3;
+    // buyers' records) before the first deadline, even while other tests
+    // keep it busy: the race is only a race if every order is payable when
+    // its payer starts.
+    sale.payment_window_seconds = 6;
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();
     for n in 0..50 {

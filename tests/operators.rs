@@ -7,7 +7,7 @@ use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::redis_store::SaleKeys;
-use seckill_tests::{LocalStack, eventually, unique};
+use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -96,20 +96,7 @@ async fn lose_sale(id: &str, shards: u32) {
     groups.extend((0..shards.max(1)).map(|k| SaleKeys::shard(&sale_id, k)));
     let mut conn = redis().await;
     for keys in groups {
-        let _: () = conn
-            .del(&[
-                &keys.meta,
-                &keys.stock,
-                &keys.buyers,
-                &keys.resv,
-                &keys.user_orders,
-                &keys.gate_used,
-                &keys.rate_limit,
-                &keys.lent,
-                &keys.received,
-            ])
-            .await
-            .unwrap();
+        lose_key_group(&mut conn, &keys).await;
     }
 }
 

@@ -311,22 +311,7 @@ impl App {
     /// Deletes every key of one group (a sale, or one shard of it), as a
     /// restart of the node holding it would.
     pub async fn lose_group(&self, keys: &SaleKeys) {
-        let _: () = self
-            .redis
-            .clone()
-            .del(&[
-                &keys.meta,
-                &keys.stock,
-                &keys.buyers,
-                &keys.resv,
-                &keys.user_orders,
-                &keys.gate_used,
-                &keys.rate_limit,
-                &keys.lent,
-                &keys.received,
-            ])
-            .await
-            .unwrap();
+        lose_key_group(&mut self.redis.clone(), keys).await;
     }
 
     /// The live order-writer on this test's tables.
@@ -397,6 +382,25 @@ impl App {
     pub async fn queue_depth(&self) -> u64 {
         self.depth_of(&self.queue_url).await
     }
+}
+
+/// Deletes every key of one group (a sale, or one shard of it), as a
+/// restart of the node holding it would.
+pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: &SaleKeys) {
+    let _: () = conn
+        .del(&[
+            &keys.meta,
+            &keys.stock,
+            &keys.buyers,
+            &keys.resv,
+            &keys.user_orders,
+            &keys.gate_used,
+            &keys.rate_limit,
+            &keys.lent,
+            &keys.received,
+        ])
+        .await
+        .unwrap();
 }
 
 /// Prewarm as the schedule runs it, asked again while another run holds

@@ -219,25 +219,12 @@ async fn sale_body(
         .await
         .map_err(unavailable)?
         .ok_or(ApiError::SaleNotFound)?;
-    Ok(serde_json::json!({
-        "saleId": sale.sale_id,
-        "name": sale.name,
-        "totalStock": sale.total_stock,
-        "startAt": clock::rfc3339_ms(sale.start_ms),
-        "endAt": clock::rfc3339_ms(sale.end_ms),
-        "perUserLimit": sale.per_user_limit,
-        "paymentWindowSeconds": sale.payment_window_seconds,
-        "shards": sale.shards,
-        "gate": sale.gate,
-        "paused": sale.paused,
-        "status": status_of(&sale, now_ms()),
-        "available": counters.available,
-        "sold": counters.sold,
-    }))
-}
-
-fn now_ms() -> i64 {
-    clock::now_ms()
+    let mut body = definition(&sale);
+    body["saleId"] = serde_json::json!(sale.sale_id);
+    body["status"] = serde_json::json!(status_of(&sale, clock::now_ms()));
+    body["available"] = serde_json::json!(counters.available);
+    body["sold"] = serde_json::json!(counters.sold);
+    Ok(body)
 }
 
 /// The operator's view of where a sale stands.
