@@ -614,6 +614,22 @@ async fn a_second_press_sends_nothing(ui: &Ui) {
         );
     }
     assert_eq!(buyers.len(), 3, "{buyers:?}");
+
+    // The answer was lost (another browser, cleared storage): on load the
+    // page asks the API for this buyer's orders and shows the one it holds.
+    let held = ui
+        .js("return document.getElementById('order-id').textContent")
+        .await;
+    ui.js("localStorage.clear(); sessionStorage.clear(); return true")
+        .await;
+    ui.open(&format!("/?sale={sale}")).await;
+    ui.sign_in(&script).await;
+    ui.until(
+        "the order found again after a reload",
+        &format!("return document.getElementById('order-id').textContent === {held}"),
+    )
+    .await;
+    ui.until_order("PENDING_PAYMENT").await;
 }
 
 /// c) The last unit goes to someone else; the page says sold out, whether
@@ -1337,6 +1353,13 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
         )
         .await;
     assert_eq!((status, reply["code"].as_str()), (410, Some("SOLD_OUT")));
+    // Both actions are in the audit trail on the page, with who did them.
+    ui.until(
+        "the audit trail shows the pause and the resume",
+        "const t = document.getElementById('audit').textContent; \
+         return t.includes('pause') && t.includes('resume') && t.includes('ops')",
+    )
+    .await;
 }
 
 // ----------------------------------------------------------------- test

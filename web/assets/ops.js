@@ -41,6 +41,7 @@
     funnel: $("funnel"),
     reportSummary: $("report-summary"),
     violations: $("violations"),
+    audit: $("audit"),
     control: $("control"),
     pauseButton: $("pause-button"),
     resumeButton: $("resume-button"),
@@ -153,6 +154,28 @@
     if (state.session) {
       say("Watching sale " + id + ".", "info");
       poll();
+      loadAudit();
+    }
+  }
+
+  // Every admin action on the sale, newest first: who, what, when.
+  async function loadAudit() {
+    if (!state.session) return;
+    const watching = state.watch;
+    const reply = await S.api("/admin/sales/" + encodeURIComponent(state.saleId) + "/audit", {
+      token: state.session.token,
+    });
+    if (watching !== state.watch || !reply.ok || !reply.body) return;
+    const entries = (reply.body.entries || []).slice().reverse();
+    ui.audit.textContent = "";
+    if (!entries.length) {
+      ui.audit.appendChild(cell("li", "No admin action yet.", "muted"));
+      return;
+    }
+    for (const e of entries.slice(0, 20)) {
+      ui.audit.appendChild(
+        cell("li", S.time(Date.parse(e.at)) + " · " + (e.actor || "?") + " · " + e.action)
+      );
     }
   }
 
@@ -247,6 +270,7 @@
     ui.confirmYes.disabled = false;
     closeQuestion();
     if (reply.ok) {
+      loadAudit();
       say(
         action === "pause"
           ? "Sale " + state.saleId + " is paused: purchases get “paused” from now on."
