@@ -259,17 +259,7 @@ impl DynamoOrders {
     }
 
     async fn sale_exists(&self, sale_id: &SaleId) -> Result<bool, OrderStoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.sales_table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .projection_expression("saleId")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(transient)?;
-        Ok(out.item.is_some())
+        Ok(self.return_seq(sale_id).await?.is_some())
     }
 }
 

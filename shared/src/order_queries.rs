@@ -193,21 +193,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 continue;
             }
             match resv.state.as_str() {
-                "QUEUED" => {
-                    let quantity =
-                        Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?;
-                    orders.push(Order {
-                        order_id,
-                        sale_id: sale_id.clone(),
-                        user_id: caller.clone(),
-                        quantity,
-                        status: OrderStatus::Queued,
-                        created_at_ms: resv.at_ms,
-                        expires_at_ms: None,
-                        reject_reason: None,
-                        return_seq: None,
-                    });
-                }
+                "QUEUED" => orders.push(queued_order(order_id, sale_id.clone(), caller, &resv)?),
                 _ => {
                     if let Some(row) = self.orders.get(&order_id).await?
                         && &row.user_id == caller
@@ -298,18 +284,12 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             if resv.user_id != caller.as_str() || resv.state == "REJECTED" {
                 return Ok(None);
             }
-            let quantity = Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?;
-            return Ok(Some(Order {
-                order_id: order_id.clone(),
+            return Ok(Some(queued_order(
+                order_id.clone(),
                 sale_id,
-                user_id: caller.clone(),
-                quantity,
-                status: OrderStatus::Queued,
-                created_at_ms: resv.at_ms,
-                expires_at_ms: None,
-                reject_reason: None,
-                return_seq: None,
-            }));
+                caller,
+                &resv,
+            )?));
         }
         Ok(None)
     }
@@ -354,6 +334,26 @@ pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64
         (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),
         (SalePhase::Live, Some(l)) => (l.remaining, "LIVE"),
     }
+}
+
+/// An order as `QUEUED`: accepted, its reservation in Redis, no row yet.
+fn queued_order(
+    order_id: OrderId,
+    sale_id: SaleId,
+    caller: &UserId,
+    resv: &crate::ports::ReservationRecord,
+) -> Result<Order, StoreError> {
+    Ok(Order {
+        order_id,
+        sale_id,
+        user_id: caller.clone(),
+        quantity: Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?,
+        status: OrderStatus::Queued,
+        created_at_ms: resv.at_ms,
+        expires_at_ms: None,
+        reject_reason: None,
+        return_seq: None,
+    })
 }
 
 /// A pass nonce: unique per issue (time, caller, a process counter).
