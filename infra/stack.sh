@@ -8,6 +8,7 @@
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
+#   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
 #   infra/stack.sh pages   # make pages: web/ + config.js into the stack's pages bucket
 set -euo pipefail
 
@@ -255,10 +256,91 @@ cmd_build() {
   return "$missing"
 }
 
+# Refuses a deploy whose parameter overrides still hold a placeholder
+# (CHANGEME) or a secret typed into a parameter (a GateSecret=... left from
+# an old samconfig.toml, a RedisUrl with a password): the stack keeps its
+# secrets in Secrets Manager, and a key published in this repository is no
+# key. Checks what `sam deploy` would use: the --parameter-overrides given on
+# the command line, else samconfig.toml's [<CONFIG_ENV or default>] profile
+# (SAMCONFIG or --config-file names another file). Names the parameters,
+# never their values; runs nothing else and reaches nothing.
+check_deploy_overrides() {
+  SAMCONFIG="${SAMCONFIG:-samconfig.toml}" CONFIG_ENV="${CONFIG_ENV:-default}" python3 - "$@" <<'PY'
+import os, re, shlex, sys, tomllib
+
+args = sys.argv[1:]
+config_file, config_env, cli = os.environ["SAMCONFIG"], os.environ["CONFIG_ENV"], None
+i = 0
+while i < len(args):
+    arg, value = (args[i].split("=", 1) + [None])[:2] if args[i].startswith("--") else (args[i], None)
+    if arg in ("--config-file", "--config-env", "--parameter-overrides"):
+        values = [value] if value is not None else []
+        i += 1
+        if value is None:
+            while i < len(args) and not args[i].startswith("--"):
+                values.append(args[i])
+                i += 1
+        if arg == "--config-file" and values:
+            config_file = values[0]
+        elif arg == "--config-env" and values:
+            config_env = values[0]
+        elif arg == "--parameter-overrides":
+            cli = (cli or []) + values
+        continue
+    i += 1
+
+if cli is not None:
+    entries, source = cli, "--parameter-overrides"
+elif os.path.exists(config_file):
+    with open(config_file, "rb") as f:
+        conf = tomllib.load(f).get(config_env, {})
+    entries = None
+    for section in ("deploy", "global"):
+        found = conf.get(section, {}).get("parameters", {}).get("parameter_overrides")
+        if found is not None:
+            entries = found
+            break
+    entries = [entries] if isinstance(entries, str) else (entries or [])
+    source = f"{config_file} [{config_env}]"
+else:
+    sys.exit(0)
+
+pairs = []
+for entry in entries:
+    for token in shlex.split(entry):
+        if token.startswith("ParameterKey="):
+            fields = dict(f.split("=", 1) for f in token.split(",") if "=" in f)
+            pairs.append((fields.get("ParameterKey", ""), fields.get("ParameterValue", "")))
+        elif "=" in token:
+            pairs.append(tuple(token.split("=", 1)))
+
+problems = []
+for key, value in pairs:
+    if "CHANGEME" in value.upper():
+        problems.append(f"{key} still holds a placeholder (CHANGEME): put the real value in")
+    elif re.search(r"secret|password|token", key, re.I) and value and not value.startswith("arn:"):
+        problems.append(
+            f"{key} holds a secret value: secrets never go into parameters. The stack "
+            "generates the gate key and the Redis AUTH token in Secrets Manager; "
+            "GateSecretArn / RedisAuthSecretArn take the ARN of your own secret instead"
+        )
+    elif key == "RedisUrl" and re.match(r"^[a-z]+://[^/?#@]*:[^/?#]*@", value):
+        problems.append("RedisUrl carries a password: put the AUTH token in a secret (RedisAuthSecretArn)")
+if problems:
+    print(f"refusing to deploy with {source}:", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
+    print("Edit samconfig.toml (or pass --parameter-overrides), then run make deploy again.", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
 # `sam deploy --guided` on what `make build` produced. The first run asks for
 # the parameters (README "Deploy on AWS") and can save them to samconfig.toml;
-# `make deploy CONFIG_ENV=production` uses the production profile.
+# `make deploy CONFIG_ENV=production` uses the production profile. Nothing is
+# built or asked while an override is a placeholder or a secret.
 cmd_deploy() {
+  check_deploy_overrides "$@"
   cmd_build
   local env_args=()
   if [ -n "${CONFIG_ENV:-}" ]; then env_args=(--config-env "$CONFIG_ENV"); fi
@@ -361,6 +443,7 @@ case "${1:-}" in
   chaos) shift; cmd_chaos "$@" ;;
   build) shift; cmd_build "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
+  check-deploy) shift; check_deploy_overrides "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|bench|chaos|build|deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|chaos|build|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 //! Creates what `template.yaml` creates in AWS (the orders queue with its
-//! DLQ and redrive, the two tables with their indexes) on any AWS-compatible
-//! endpoint, if missing. Tests use it too, with their own names.
+//! DLQ and redrive, the two tables with their indexes, the secrets the
+//! functions fetch at cold start) on any AWS-compatible endpoint, if
+//! missing. Tests use it too, with their own names.
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
@@ -158,4 +159,40 @@ pub async fn ensure_tables(
             .map_err(fail)?;
     }
     Ok(())
+}
+
+/// The ARN of the Secrets Manager secret `name`, created with `value` if
+/// missing (an existing secret keeps its value: someone may have put another
+/// key there on purpose).
+pub async fn ensure_secret(
+    secrets: &seckill_shared::aws::SecretsClient,
+    name: &str,
+    value: &str,
+) -> Result<String, SetupError> {
+    match secrets
+        .create_secret()
+        .name(name)
+        .secret_string(value)
+        .send()
+        .await
+    {
+        Ok(created) => created
+            .arn
+            .ok_or_else(|| SetupError(format!("secret {name}: no ARN"))),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_resource_exists_exception()) =>
+        {
+            secrets
+                .describe_secret()
+                .secret_id(name)
+                .send()
+                .await
+                .map_err(fail)?
+                .arn
+                .ok_or_else(|| SetupError(format!("secret {name}: no ARN")))
+        }
+        Err(err) => Err(fail(err)),
+    }
 }

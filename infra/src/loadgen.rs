@@ -389,10 +389,14 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
 }
 
 /// `purchase::wire` with the queue swapped for [`NullQueue`]: the same
-/// Redis adapter, limits, catalog and gate.
+/// secrets, Redis adapter, limits, catalog and gate.
 async fn null_purchase(
     config: &Config,
 ) -> Result<PurchaseService<RedisStock, NullQueue, CachedCatalog<DynamoCatalog>>, LoadError> {
+    let config =
+        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
+            .await
+            .map_err(setup)?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)
         .map_err(setup)?

@@ -1,5 +1,6 @@
 //! Settings of the local stack and the `up` command: create what is missing
-//! on the emulator, load a demo sale, serve the API.
+//! on the emulator (the gate key's secret too, which the functions fetch at
+//! cold start as on AWS), load a demo sale, serve the API.
 
 use crate::emulator;
 use crate::event_source::{self, EventSource, EventSourceSettings};
@@ -75,8 +76,39 @@ impl LocalSettings {
     }
 }
 
-/// The local stack's gate key unless `GATE_SECRET` says otherwise.
+/// The local stack's gate key: the value `up` (and `invoke`) put into the
+/// emulator's secret [`LOCAL_GATE_SECRET_NAME`] when it is missing.
 pub const DEFAULT_GATE_SECRET: &str = "seckill-local-gate-secret-not-for-production";
+
+/// The emulator secret holding the local gate key; the functions get its
+/// ARN as `GATE_SECRET_ARN` unless the environment names another secret.
+pub const LOCAL_GATE_SECRET_NAME: &str = "seckill-local-gate";
+
+/// The ARN of the local gate key's secret on the emulator, created with
+/// [`DEFAULT_GATE_SECRET`] if missing.
+pub async fn ensure_gate_secret(secrets: &aws::SecretsClient) -> Result<String, LocalError> {
+    Ok(emulator::ensure_secret(secrets, LOCAL_GATE_SECRET_NAME, DEFAULT_GATE_SECRET).await?)
+}
+
+/// `GATE_SECRET_ARN` for `seckill-local invoke`: what `env` names, or, for a
+/// function that reads the gate key, the local gate secret (created if
+/// missing, as `up` does), so the gate's path runs through Secrets Manager
+/// here too. `None` for a function that does not read it.
+pub async fn invoke_gate_secret(
+    function: crate::invoke::Function,
+    env: seckill_shared::config::Lookup<'_>,
+) -> Result<Option<String>, LocalError> {
+    if let Some(named) = env("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()) {
+        return Ok(Some(named));
+    }
+    let reads = crate::consistency::reads(crate::invoke::Handler::loader(function))
+        .map_err(LocalError::Other)?;
+    if !reads.contains("GATE_SECRET_ARN") {
+        return Ok(None);
+    }
+    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    Ok(Some(ensure_gate_secret(&aws::secrets(&sdk)).await?))
+}
 
 /// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
 pub fn demo_sale(id: &SaleId) -> Sale {
@@ -223,10 +255,16 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         ..Config::from_lookup(&|name| local_default(name, settings, &queues.orders_url))
             .map_err(other)?
     };
-    let config = Config {
+    let mut config = Config {
         rate_limits: settings.rate_limits.unwrap_or(config.rate_limits),
         ..config
     };
+    // The gate key goes through Secrets Manager as on AWS: each function's
+    // wiring fetches it at cold start. `GATE_SECRET_ARN` in the environment
+    // names another secret instead.
+    if config.secrets.gate.is_none() {
+        config.secrets.gate = Some(ensure_gate_secret(&aws::secrets(&sdk)).await?);
+    }
     if !settings.demo_sale.is_empty() {
         let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;
         let catalog = DynamoCatalog::new(db.clone(), &settings.sales_table);
@@ -393,8 +431,6 @@ fn local_default(name: &str, settings: &LocalSettings, queue_url: &str) -> Optio
         // The redrive of the queues `up` creates; the template feeds both
         // from one parameter too.
         "MAX_RECEIVE_COUNT" => Some(emulator::MAX_RECEIVE_COUNT.to_string()),
-        // Documented in the README; a deployed stack sets its own.
-        "GATE_SECRET" => Some(DEFAULT_GATE_SECRET.to_owned()),
         _ => None,
     })
 }

@@ -91,7 +91,16 @@ async fn invoke(args: &[String]) -> Result<(), String> {
     })?;
     let path = flag(args, "--event").ok_or(USAGE)?;
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let printed = invoke::invoke(function, &raw, &config::process_env)
+    // The process's environment, with the local gate secret's ARN for a
+    // function that reads it (unless GATE_SECRET_ARN names another).
+    let gate = local::invoke_gate_secret(function, &config::process_env)
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    let env = |var: &str| match var {
+        "GATE_SECRET_ARN" => gate.clone(),
+        _ => config::process_env(var),
+    };
+    let printed = invoke::invoke(function, &raw, &env)
         .await
         .map_err(|e| match e {
             invoke::InvokeError::Event { .. } => format!("{path}: {e}"),

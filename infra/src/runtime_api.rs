@@ -760,7 +760,8 @@ fn log_tail(path: &Path) -> String {
 /// The environment `template.yaml` gives the purchase function for `config`
 /// (globals plus its own variables), plus the `AWS_*` settings of this
 /// process (endpoint, region, credentials) so the child reaches the same
-/// emulator.
+/// emulator. Secrets pass as their ARNs (`config.secrets`), as on AWS: the
+/// child fetches them at cold start; `config.gate_secret` has no variable.
 pub fn function_env(config: &Config) -> Vec<(String, String)> {
     let mut env = vec![
         ("REDIS_URL".to_owned(), config.redis_url.clone()),
@@ -803,7 +804,8 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
     let optional = [
         ("ORDERS_QUEUE_URL", config.orders_queue_url.clone()),
         ("ORDERS_DLQ_URL", config.orders_dlq_url.clone()),
-        ("GATE_SECRET", config.gate_secret.clone()),
+        ("REDIS_AUTH_SECRET_ARN", config.secrets.redis_auth.clone()),
+        ("GATE_SECRET_ARN", config.secrets.gate.clone()),
     ];
     let forwarded = [
         "AWS_ENDPOINT_URL",

@@ -43,3 +43,11 @@ pub fn sqs(sdk: &SdkConfig) -> aws_sdk_sqs::Client {
 pub fn dynamodb(sdk: &SdkConfig) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::new(sdk)
 }
+
+/// The Secrets Manager client, named here so the local tools and tests
+/// create secrets without depending on the SDK crate themselves.
+pub type SecretsClient = aws_sdk_secretsmanager::Client;
+
+pub fn secrets(sdk: &SdkConfig) -> SecretsClient {
+    SecretsClient::new(sdk)
+}

@@ -1,6 +1,13 @@
 //! Typed configuration, read once from the environment at cold start.
 //! Every name here is documented in the README and set in `template.yaml`.
 //!
+//! The environment holds no secret: it names them. `REDIS_AUTH_SECRET_ARN`
+//! and `GATE_SECRET_ARN` are Secrets Manager ids, which each function's
+//! `wire` fetches once ([`crate::secrets::resolve`]) into the two resolved
+//! fields, [`Config::redis_url`] (the token as its password) and
+//! [`Config::gate_secret`]. Tests and the local tools may fill those two
+//! fields directly; no loader reads a secret value from the environment.
+//!
 //! Each function reads only what its wiring uses ([`Reads`], chosen in the
 //! function crate's `config`), through a [`Lookup`]: the template-code
 //! consistency test runs those same loaders with a recording lookup to learn
@@ -15,6 +22,40 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("environment variable {name} is invalid: {why}")]
     Invalid { name: &'static str, why: String },
+}
+
+/// Why a function could not be wired at cold start: its settings, its
+/// secrets, or a client that refused them. Every function's `wire` returns
+/// it, and `main.rs` ends the init with it (Lambda reports an init error).
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
+    #[error(transparent)]
+    Store(#[from] crate::ports::StoreError),
+}
+
+/// The Secrets Manager secrets a function's wiring fetches at cold start
+/// (secret ARNs, or names: whatever `GetSecretValue` takes as `SecretId`).
+/// Not secret themselves; the values never pass through the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretArns {
+    /// `REDIS_AUTH_SECRET_ARN`: the Redis AUTH token, a JSON object
+    /// `{"token": "..."}`; it becomes the password of [`Config::redis_url`],
+    /// which then must carry none itself. Unset: Redis without AUTH (or a
+    /// password already in `REDIS_URL`, for the local stack and tests).
+    pub redis_auth: Option<String>,
+    /// `GATE_SECRET_ARN`: the sale gate's HMAC key, the secret string
+    /// itself (32 characters or more); it becomes [`Config::gate_secret`].
+    pub gate: Option<String>,
+}
+
+impl SecretArns {
+    pub fn is_empty(&self) -> bool {
+        self.redis_auth.is_none() && self.gate.is_none()
+    }
 }
 
 /// Token-bucket defaults of the purchase rate limiter; a sale's meta hash
@@ -49,7 +90,9 @@ pub struct Config {
     /// for TLS (ElastiCache in-transit encryption), the certificate verified
     /// against the system roots (`SSL_CERT_FILE` replaces them). Reserved
     /// characters of the password are percent-encoded. Never logged whole:
-    /// see [`redact_url`].
+    /// see [`redact_url`]. On AWS it carries no password: the token comes
+    /// from `REDIS_AUTH_SECRET_ARN` ([`SecretArns::redis_auth`]) and is
+    /// added here at cold start.
     pub redis_url: String,
     /// `ORDERS_QUEUE_URL`: the SQS queue the winners go to. Only the
     /// functions that send or measure it have it (see [`Reads`]).
@@ -72,9 +115,13 @@ pub struct Config {
     /// sale is loaded into Redis.
     pub prewarm_lead: Duration,
     pub rate_limits: RateLimits,
-    /// `GATE_SECRET`: the HMAC key of the sale gate's questions and passes.
-    /// Without it, gated sales sell to nobody (and say so at cold start).
+    /// The HMAC key of the sale gate's questions and passes, fetched from
+    /// `GATE_SECRET_ARN` at cold start (no variable holds it). Without it,
+    /// gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
+    /// The secrets to fetch at cold start (`REDIS_AUTH_SECRET_ARN`,
+    /// `GATE_SECRET_ARN`); empty once [`crate::secrets::resolve`] has.
+    pub secrets: SecretArns,
     /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
     /// the EMF lines; the template sets `Seckill/<stack name>`.
     pub metrics_namespace: String,
@@ -101,6 +148,7 @@ impl std::fmt::Debug for Config {
                 "gate_secret",
                 &self.gate_secret.as_ref().map(|_| "<secret>"),
             )
+            .field("secrets", &self.secrets)
             .field("metrics_namespace", &self.metrics_namespace)
             .field("max_receive_count", &self.max_receive_count)
             .finish()
@@ -119,6 +167,18 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Whether some node of `url` (a comma-separated cluster seed list too)
+/// names a password: `scheme://user:password@...`.
+pub fn has_password(url: &str) -> bool {
+    url.split(',').any(|node| {
+        let rest = node.split_once("://").map_or(node, |(_, rest)| rest);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    })
+}
+
 /// The environment, as a lookup function so tests can pass a map.
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -129,7 +189,8 @@ pub fn process_env(name: &str) -> Option<String> {
 }
 
 /// Which settings a function reads besides those every function reads
-/// (`REDIS_URL`, `REDIS_TIMEOUT_MS`, `SALES_TABLE`, `METRICS_NAMESPACE`). A setting a function
+/// (`REDIS_URL`, `REDIS_AUTH_SECRET_ARN`, `REDIS_TIMEOUT_MS`, `SALES_TABLE`,
+/// `METRICS_NAMESPACE`). A setting a function
 /// does not read keeps its default (`None`, the documented default, or an
 /// empty table name), which that function's wiring never looks at; so its
 /// `template.yaml` entry sets exactly what it reads.
@@ -149,7 +210,7 @@ pub struct Reads {
     pub prewarm_lead: bool,
     /// `RATE_USER_PER_SEC`, `RATE_USER_BURST`, `RATE_IP_PER_SEC`, `RATE_IP_BURST`.
     pub rate_limits: bool,
-    /// `GATE_SECRET`.
+    /// `GATE_SECRET_ARN`: the gate key's secret.
     pub gate_secret: bool,
     /// `MAX_RECEIVE_COUNT` (the order-writer's: when a failure is final).
     pub max_receive_count: bool,
@@ -202,8 +263,23 @@ impl Config {
         // A setting not read is looked up in an empty environment, so it
         // takes its default through the same parser.
         let env_if = |read: bool| -> Lookup<'_> { if read { env } else { &none } };
+        let redis_url = required(env, "REDIS_URL")?;
+        let secrets = SecretArns {
+            redis_auth: env("REDIS_AUTH_SECRET_ARN").filter(|v| !v.trim().is_empty()),
+            gate: env_if(reads.gate_secret)("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()),
+        };
+        if secrets.redis_auth.is_some() && has_password(&redis_url) {
+            // Two sources of one password: refuse rather than guess.
+            return Err(ConfigError::Invalid {
+                name: "REDIS_URL",
+                why:
+                    "carries a password while REDIS_AUTH_SECRET_ARN names the AUTH token's secret; \
+                      leave the password out of the URL"
+                        .into(),
+            });
+        }
         Ok(Self {
-            redis_url: required(env, "REDIS_URL")?,
+            redis_url,
             orders_queue_url: env_if(reads.orders_queue)("ORDERS_QUEUE_URL")
                 .filter(|v| !v.trim().is_empty()),
             orders_dlq_url: env_if(reads.orders_dlq)("ORDERS_DLQ_URL")
@@ -227,7 +303,8 @@ impl Config {
                 600,
             )?),
             rate_limits: rate_limits(env_if(reads.rate_limits))?,
-            gate_secret: env_if(reads.gate_secret)("GATE_SECRET").filter(|v| !v.is_empty()),
+            gate_secret: None,
+            secrets,
             metrics_namespace: env("METRICS_NAMESPACE")
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
@@ -369,6 +446,7 @@ mod tests {
             *asked.borrow(),
             [
                 "METRICS_NAMESPACE",
+                "REDIS_AUTH_SECRET_ARN",
                 "REDIS_TIMEOUT_MS",
                 "REDIS_URL",
                 "SALES_TABLE"
@@ -395,7 +473,13 @@ mod tests {
 
         asked.borrow_mut().clear();
         Config::from_lookup(&record).unwrap();
-        assert_eq!(asked.borrow().len(), 16, "{:?}", asked.borrow());
+        assert_eq!(asked.borrow().len(), 17, "{:?}", asked.borrow());
+        // No loader reads a secret value, only where to fetch it.
+        assert!(
+            !asked.borrow().iter().any(|name| name == "GATE_SECRET"),
+            "{:?}",
+            asked.borrow()
+        );
     }
 
     #[test]
@@ -404,15 +488,22 @@ mod tests {
             ("REDIS_URL", "rediss://default:hunter2@cache.example:6379"),
             ("SALES_TABLE", "s"),
             ("ORDERS_TABLE", "o"),
-            ("GATE_SECRET", "correct-horse-battery-staple"),
+            (
+                "GATE_SECRET_ARN",
+                "arn:aws:secretsmanager:us-east-1:1:secret:gate",
+            ),
         ]);
-        let cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
+        let mut cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
+        // What `secrets::resolve` fills in at cold start.
+        cfg.gate_secret = Some("correct-horse-battery-staple".into());
         let shown = format!("{cfg:?}");
         assert!(
             !shown.contains("hunter2") && !shown.contains("correct-horse"),
             "{shown}"
         );
         assert!(shown.contains("cache.example"));
+        // Where the secrets come from is not secret.
+        assert!(shown.contains("secret:gate"), "{shown}");
         assert_eq!(
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
@@ -437,6 +528,49 @@ mod tests {
         ] {
             assert_eq!(redact_url(url), shown);
         }
+    }
+
+    #[test]
+    fn reads_where_the_secrets_are_and_refuses_two_sources_of_the_password() {
+        let base = [
+            ("SALES_TABLE", "s"),
+            ("ORDERS_TABLE", "o"),
+            (
+                "REDIS_AUTH_SECRET_ARN",
+                "arn:aws:secretsmanager:r:1:secret:redis",
+            ),
+            ("GATE_SECRET_ARN", "arn:aws:secretsmanager:r:1:secret:gate"),
+        ];
+        let with_url = |url: &str| {
+            let map = env(&[&base[..], &[("REDIS_URL", url)]].concat());
+            Config::from_lookup(&|k| map.get(k).cloned())
+        };
+        let cfg = with_url("rediss://cache.example:6379?cluster=true").unwrap();
+        assert_eq!(
+            cfg.secrets,
+            SecretArns {
+                redis_auth: Some("arn:aws:secretsmanager:r:1:secret:redis".into()),
+                gate: Some("arn:aws:secretsmanager:r:1:secret:gate".into()),
+            }
+        );
+        assert_eq!(cfg.gate_secret, None);
+        // A user without a password is fine (the token becomes its password).
+        with_url("rediss://default@cache.example:6379").unwrap();
+        for url in [
+            "rediss://:hunter2@cache.example:6379",
+            "rediss://default:hunter2@cache.example:6379",
+            "redis://a:1,redis://u:hunter2@b:2?cluster=true",
+        ] {
+            let err = with_url(url).unwrap_err();
+            let shown = format!("{err} {err:?}");
+            assert!(shown.contains("REDIS_AUTH_SECRET_ARN"), "{shown}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+        }
+        // Only the functions that read the gate look its secret up.
+        let map = env(&[&base[..], &[("REDIS_URL", "redis://h:1")]].concat());
+        let cfg = Config::reading(&|k| map.get(k).cloned(), Reads::COMMON).unwrap();
+        assert_eq!(cfg.secrets.gate, None);
+        assert!(cfg.secrets.redis_auth.is_some());
     }
 
     #[test]

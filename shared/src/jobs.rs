@@ -454,8 +454,10 @@ impl crate::purchase::RebuildTrigger for Jobs {
     }
 }
 
-/// The jobs over the live adapters, from the function's configuration.
-pub async fn wire(config: &crate::config::Config) -> Result<Jobs, StoreError> {
+/// The jobs over the live adapters, from the function's configuration;
+/// its secrets are fetched first unless the caller already resolved them.
+pub async fn wire(config: &crate::config::Config) -> Result<Jobs, crate::config::WireError> {
+    let config = &crate::secrets::resolve(config, crate::secrets::Uses::Redis).await?;
     let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let queue = config

@@ -12,6 +12,8 @@
 //! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
 //! - [`http`]: JSON responses and the API Gateway claims helpers.
 //! - [`config`]: typed configuration, read once from the environment.
+//! - [`secrets`]: the Redis AUTH token and the gate key from Secrets
+//!   Manager, fetched once per execution environment by each `wire`.
 //! - [`invariants`]: the design's invariants over one sale's Redis, queue
 //!   and DynamoDB state; reconcile, the chaos scenarios and the bench use it.
 //! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
@@ -69,6 +71,7 @@ pub mod purchase;
 pub mod reconcile;
 pub mod redis_store;
 pub mod sale_spec;
+pub mod secrets;
 pub mod shard_layout;
 pub mod sqs_queue;
 pub mod telemetry;

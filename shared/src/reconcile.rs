@@ -615,20 +615,15 @@ fn message_of(
     })
 }
 
-/// The reconciler over the live adapters.
-pub async fn wire(
-    config: &crate::config::Config,
-) -> Result<Reconciler, crate::config::ConfigError> {
+/// The reconciler over the live adapters; its secrets are fetched first
+/// unless the caller already resolved them.
+pub async fn wire(config: &crate::config::Config) -> Result<Reconciler, crate::config::WireError> {
+    let config = &crate::secrets::resolve(config, crate::secrets::Uses::Redis).await?;
     let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let sqs = crate::aws::sqs(&sdk);
     let queue_url = config.queue_url()?.to_owned();
-    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout).map_err(|e| {
-        crate::config::ConfigError::Invalid {
-            name: "REDIS_URL",
-            why: e.to_string(),
-        }
-    })?;
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     Ok(Reconciler::new(
         stock,
         DynamoCatalog::new(db.clone(), &config.sales_table),

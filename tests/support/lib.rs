@@ -15,6 +15,7 @@ use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderMessage, Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::redis_store::{SaleKeys, StoredReservation};
+use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -135,6 +136,7 @@ impl App {
             // sets tight limits.
             rate_limits: GENEROUS_LIMITS,
             gate_secret: Some(TEST_GATE_SECRET.into()),
+            secrets: Default::default(),
             metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
             // The test queues' redrive, as the template feeds both from one value.
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
@@ -736,4 +738,59 @@ impl Captured {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
+}
+
+// ---------------------------------------------------------------------------
+// template.yaml as CloudFormation reads it (consistency, secrets).
+
+/// YAML as CloudFormation reads it, as JSON: each short tag in its long
+/// form (`!Ref x` is `{"Ref": "x"}`, `!GetAtt a.b` is `{"Fn::GetAtt": ["a",
+/// "b"]}`, `!Sub`, `!If`, ... are `{"Fn::Sub": ...}`, `{"Fn::If": ...}`).
+pub fn cfn_json(yaml: serde_norway::Value) -> Json {
+    use serde_norway::Value as Yaml;
+    match yaml {
+        Yaml::Null => Json::Null,
+        Yaml::Bool(b) => Json::Bool(b),
+        Yaml::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => json!(i),
+            (_, Some(u), _) => json!(u),
+            (_, _, f) => json!(f),
+        },
+        Yaml::String(s) => Json::String(s),
+        Yaml::Sequence(items) => Json::Array(items.into_iter().map(cfn_json).collect()),
+        Yaml::Mapping(map) => Json::Object(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let key = match cfn_json(k) {
+                        Json::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, cfn_json(v))
+                })
+                .collect(),
+        ),
+        Yaml::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let value = cfn_json(tagged.value);
+            match tag.trim_start_matches('!') {
+                "Ref" => json!({"Ref": value}),
+                "Condition" => json!({"Condition": value}),
+                "GetAtt" => match value {
+                    Json::String(dotted) => {
+                        let (resource, attribute) = dotted.split_once('.').unwrap_or((&dotted, ""));
+                        json!({"Fn::GetAtt": [resource, attribute]})
+                    }
+                    other => json!({"Fn::GetAtt": other}),
+                },
+                function => json!({ format!("Fn::{function}"): value }),
+            }
+        }
+    }
+}
+
+/// `template.yaml` as it is now on disk (another change may be editing it).
+pub fn template_json() -> Json {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("template.yaml")).unwrap();
+    cfn_json(serde_norway::from_str(&text).unwrap())
 }

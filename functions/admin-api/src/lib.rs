@@ -10,7 +10,7 @@
 
 pub mod handler;
 
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 use seckill_shared::jobs::Jobs;
 use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::reconcile::Reconciler;
@@ -40,8 +40,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 }
 
 /// The admin service over the live adapters. Once per execution
-/// environment: its cold start is counted here.
-pub async fn wire(config: &Config) -> Result<Admin, Box<dyn std::error::Error + Send + Sync>> {
+/// environment: its cold start is counted here, and the Redis AUTH token is
+/// fetched, once for both wirings below (a failed fetch fails the init).
+pub async fn wire(config: &Config) -> Result<Admin, WireError> {
+    let config =
+        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::Redis).await?;
     let metrics = Metrics::new(Function::AdminApi, &config.metrics_namespace);
     metrics.cold_start();
     Ok(Admin {

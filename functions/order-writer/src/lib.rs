@@ -12,12 +12,11 @@ pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::order_writer::OrderWriter;
-use seckill_shared::ports::StoreError;
 use seckill_shared::redis_store::RedisStock;
 use std::time::Duration;
 
@@ -40,8 +39,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-/// Once per execution environment: its cold start is counted here.
-pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
+/// Once per execution environment: its cold start is counted here, and
+/// the Redis AUTH token is fetched (a failed fetch fails the init).
+pub async fn wire(config: &Config) -> Result<LiveWriter, WireError> {
+    let config =
+        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::Redis).await?;
     // DynamoDB transactions of up to 21 items (10 orders, their buyers'
     // records, the sale item): give them more time than a purchase's
     // SendMessage, still well inside the function's timeout.

@@ -12,12 +12,11 @@ pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::order_queries::OrderQueries;
-use seckill_shared::ports::StoreError;
 use seckill_shared::redis_store::RedisStock;
 use std::time::Duration;
 
@@ -37,8 +36,13 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-/// Once per execution environment: its cold start is counted here.
-pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
+/// Once per execution environment: its cold start is counted here, and
+/// the Redis AUTH token and the gate key are fetched (a failed fetch fails
+/// the init).
+pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
+    let config =
+        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
+            .await?;
     let sdk = aws::sdk_config(Duration::from_secs(2)).await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;

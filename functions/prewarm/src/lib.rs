@@ -10,7 +10,7 @@
 
 pub mod handler;
 
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 
 /// This function's settings: the orders table (a live sale is rebuilt from
 /// its orders), the orders queue and its DLQ (read only: their backlog says
@@ -30,10 +30,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 
 use seckill_shared::jobs::Jobs;
 use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::ports::StoreError;
 
-/// Once per execution environment: its cold start is counted here.
-pub async fn wire(config: &Config) -> Result<Jobs, StoreError> {
+/// Once per execution environment: its cold start is counted here, and
+/// the shared wiring fetches the Redis AUTH token (a failed fetch fails the
+/// init).
+pub async fn wire(config: &Config) -> Result<Jobs, WireError> {
     let metrics = Metrics::new(Function::Prewarm, &config.metrics_namespace);
     metrics.cold_start();
     Ok(seckill_shared::jobs::wire(config)

@@ -16,24 +16,16 @@ pub mod handler;
 
 use seckill_shared::aws;
 use seckill_shared::catalog_cache::CachedCatalog;
+/// Why the function could not be wired at cold start (settings, secrets, Redis URL).
+pub use seckill_shared::config::WireError;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::dynamo_orders::DynamoOrders;
 use seckill_shared::jobs::Jobs;
 use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::ports::StoreError;
 use seckill_shared::purchase::PurchaseService;
 use seckill_shared::redis_store::RedisStock;
 use seckill_shared::sqs_queue::SqsQueue;
-
-/// Why the function could not be wired at cold start.
-#[derive(Debug, thiserror::Error)]
-pub enum WireError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
 
 /// The purchase service over the real adapters.
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
@@ -62,9 +54,14 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 
 /// Builds the live service. Connections are lazy: the function starts even
 /// when Redis is down, and answers 503 until it is back. Runs once per
-/// execution environment, so this is where its cold start is counted.
+/// execution environment, so this is where its cold start is counted, and
+/// where the Redis AUTH token and the gate key are fetched (a failed fetch
+/// fails the init).
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
+    let config =
+        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
+            .await?;
     let sdk = aws::sdk_config(config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?
         .with_rate_limits(config.rate_limits);
@@ -92,7 +89,7 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     Ok(match &config.gate_secret {
         Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
         None => {
-            tracing::warn!("GATE_SECRET is not set: gated sales will refuse every purchase");
+            tracing::warn!("GATE_SECRET_ARN is not set: gated sales will refuse every purchase");
             service
         }
     })

@@ -10,7 +10,7 @@
 
 pub mod handler;
 
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 
 /// This function's settings: the orders table, the orders queue (the
 /// outbox relay, and its backlog) and its DLQ (the report) besides the
@@ -30,8 +30,10 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 use seckill_shared::metrics::{Function, Metrics};
 use seckill_shared::reconcile::Reconciler;
 
-/// Once per execution environment: its cold start is counted here.
-pub async fn wire(config: &Config) -> Result<Reconciler, ConfigError> {
+/// Once per execution environment: its cold start is counted here, and
+/// the shared wiring fetches the Redis AUTH token (a failed fetch fails the
+/// init).
+pub async fn wire(config: &Config) -> Result<Reconciler, WireError> {
     let metrics = Metrics::new(Function::Reconcile, &config.metrics_namespace);
     metrics.cold_start();
     Ok(seckill_shared::reconcile::wire(config)

@@ -261,6 +261,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             prewarm_lead: Duration::from_secs(600),
             rate_limits: UNLIMITED,
             gate_secret: None,
+            secrets: Default::default(),
             metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: None,
         };
@@ -1127,6 +1128,7 @@ async fn drain(
         prewarm_lead: Duration::from_secs(600),
         rate_limits: UNLIMITED,
         gate_secret: None,
+        secrets: Default::default(),
         metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
     };

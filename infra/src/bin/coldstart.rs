@@ -11,6 +11,11 @@
 //! (`AWS_ENDPOINT_URL`) and a live sale in DynamoDB and in Redis
 //! (`REDIS_URL`), one unit per run, a new buyer per run, so every run takes
 //! the accepting path (rate limiter + purchase script + SendMessage, `202`).
+//! Its secrets are wired as on AWS: the environment carries only
+//! `REDIS_AUTH_SECRET_ARN` and `GATE_SECRET_ARN`, secrets on the emulator,
+//! and the init fetches both (the Redis token is the password of an ACL user
+//! this run adds to `REDIS_URL`'s server and removes at the end), so init
+//! includes the two `GetSecretValue` calls.
 //!
 //! Usage: `seckill-coldstart --binary PATH [--runs N]` (N defaults to 10).
 //! Build the binary first with `cargo build --release -p purchase`: the
@@ -21,6 +26,7 @@ use seckill_infra::local::DEFAULT_GATE_SECRET;
 use seckill_infra::runtime_api::{self, ColdStart, Spread};
 use seckill_shared::aws;
 use seckill_shared::clock;
+use seckill_shared::config::SecretArns;
 use seckill_shared::config::{Config, RateLimits};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::memory::test_sale;
@@ -108,9 +114,15 @@ async fn main() -> Result<ExitCode, BoxError> {
         .load_sale(&sale, clock::now_ms())
         .await?;
 
+    // The secrets as on AWS: names in the environment, values on the emulator.
+    let secrets = aws::secrets(&sdk);
+    let gate =
+        emulator::ensure_secret(&secrets, &format!("{tag}-gate"), DEFAULT_GATE_SECRET).await?;
+    let redis_auth = RedisUser::add(&redis_url, &tag, &secrets).await?;
+
     // The function's settings as `template.yaml` gives them.
     let config = Config {
-        redis_url,
+        redis_url: redis_auth.function_url.clone(),
         orders_queue_url: Some(queues.orders_url.clone()),
         orders_dlq_url: None,
         sales_table,
@@ -120,7 +132,12 @@ async fn main() -> Result<ExitCode, BoxError> {
         sale_cache_ttl: Duration::from_secs(5),
         prewarm_lead: Duration::from_secs(600),
         rate_limits: RateLimits::default(),
-        gate_secret: Some(DEFAULT_GATE_SECRET.to_owned()),
+        // Fetched by the function itself at cold start.
+        gate_secret: None,
+        secrets: SecretArns {
+            redis_auth: Some(redis_auth.secret_arn.clone()),
+            gate: Some(gate),
+        },
         metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,
     };
@@ -130,9 +147,85 @@ async fn main() -> Result<ExitCode, BoxError> {
         .map(|i| runtime_api::purchase_event(&sale_id, &format!("cold-{i}"), &format!("{tag}-{i}")))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let measured = runtime_api::measure_cold_start(&args.binary, &env, &events).await?;
-    print_table(&measured);
+    let measured = runtime_api::measure_cold_start(&args.binary, &env, &events).await;
+    redis_auth.remove().await?;
+    print_table(&measured?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A Redis ACL user whose password is in a Secrets Manager secret, as the
+/// ElastiCache AUTH token is: the measured init fetches it and
+/// authenticates with it.
+struct RedisUser {
+    admin_url: String,
+    name: String,
+    /// `REDIS_URL` for the function: the user, no password.
+    function_url: String,
+    secret_arn: String,
+}
+
+impl RedisUser {
+    async fn add(
+        admin_url: &str,
+        tag: &str,
+        secrets: &aws::SecretsClient,
+    ) -> Result<Self, BoxError> {
+        let Some((scheme, rest)) = admin_url.split_once("://") else {
+            return Err("REDIS_URL has no scheme://".into());
+        };
+        if rest
+            .split(['/', '?'])
+            .next()
+            .is_some_and(|a| a.contains('@'))
+        {
+            return Err(
+                "REDIS_URL must name no user or password here: the run adds its own".into(),
+            );
+        }
+        let name = format!("{tag}-fn");
+        // Not secret: a loopback server's throw-away user, removed at the end.
+        let token = format!("{tag}-token-{}", clock::now_ms());
+        let mut conn = redis::Client::open(admin_url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let () = redis::cmd("ACL")
+            .arg(
+                &[
+                    "SETUSER",
+                    &name,
+                    "on",
+                    &format!(">{token}"),
+                    "~*",
+                    "&*",
+                    "+@all",
+                ][..],
+            )
+            .query_async(&mut conn)
+            .await?;
+        let secret_arn = emulator::ensure_secret(
+            secrets,
+            &format!("{tag}-redis-auth"),
+            &serde_json::json!({ "token": token }).to_string(),
+        )
+        .await?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            function_url: format!("{scheme}://{name}@{rest}"),
+            name,
+            secret_arn,
+        })
+    }
+
+    async fn remove(&self) -> Result<(), BoxError> {
+        let mut conn = redis::Client::open(self.admin_url.as_str())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let _: i64 = redis::cmd("ACL")
+            .arg(&["DELUSER", self.name.as_str()][..])
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -149,6 +242,9 @@ fn print_table(m: &ColdStart) {
         m.binary.display(),
         m.runs.len(),
         std::thread::available_parallelism().map_or(0, usize::from),
+    );
+    println!(
+        "init includes both secret fetches (GetSecretValue on the emulator: Redis AUTH token, gate key)"
     );
     println!("{:<34} {:>9} {:>9} {:>10}  ", "", "min", "median", "target");
     let row = |label: &str, spread: Option<Spread>, target: Option<Duration>| match spread {
