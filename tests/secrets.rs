@@ -17,13 +17,16 @@
 
 use seckill_infra::consistency::{self, Template};
 use seckill_infra::emulator;
-use seckill_infra::invoke::{Function, Handler};
+use seckill_infra::invoke::{self, Function, Handler};
+use seckill_infra::local;
 use seckill_shared::aws;
 use seckill_shared::clock;
 use seckill_shared::config::{Config, SecretArns, WireError};
 use seckill_shared::redis_store::LoadOutcome;
 use seckill_shared::secrets::{self, SecretError};
-use seckill_tests::{App, Captured, Reply, eventually, free_port, live_sale, purchase_event};
+use seckill_tests::{
+    App, Captured, LocalStack, Reply, eventually, free_port, live_sale, purchase_event,
+};
 use seckill_tests::{template_json, unique};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
@@ -300,6 +303,68 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
         "{}",
         reply.body
     );
+}
+
+// ---------------------------------------------------------------------------
+// The local stack and `seckill-local invoke` take the same path.
+
+#[tokio::test]
+async fn the_local_stack_and_invoke_fetch_the_gate_key_from_the_emulator() {
+    let stack = LocalStack::start().await;
+    let arn = stack.config.secrets.gate.clone().unwrap();
+    assert!(arn.contains(local::LOCAL_GATE_SECRET_NAME), "{arn}");
+    assert_eq!(stack.config.gate_secret, None, "no key outside the secret");
+    let sdk = aws::sdk_config(Duration::from_secs(20)).await;
+    let stored = aws::secrets(&sdk)
+        .get_secret_value()
+        .secret_id(&arn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.secret_string(), Some(local::DEFAULT_GATE_SECRET));
+    // Wired by `up`'s own code: purchase and orders-api, once each; the
+    // other functions never fetch the gate key.
+    assert_eq!(secrets::fetch_count(&arn), 2);
+
+    // `seckill-local invoke`: the functions that read the key get the local
+    // secret, the others none; a named secret wins.
+    let none = |_: &str| None;
+    assert_eq!(
+        local::invoke_gate_secret(Function::Purchase, &none)
+            .await
+            .unwrap(),
+        Some(arn.clone())
+    );
+    assert_eq!(
+        local::invoke_gate_secret(Function::OrderWriter, &none)
+            .await
+            .unwrap(),
+        None
+    );
+    let named = |name: &str| (name == "GATE_SECRET_ARN").then(|| "mine".to_owned());
+    assert_eq!(
+        local::invoke_gate_secret(Function::OrdersApi, &named)
+            .await
+            .unwrap(),
+        Some("mine".into())
+    );
+    // ... and its wiring fetches it, once, before the handler runs.
+    let env = |name: &str| match name {
+        "REDIS_URL" => Some(stack.config.redis_url.clone()),
+        "SALES_TABLE" => Some(stack.config.sales_table.clone()),
+        "ORDERS_TABLE" => Some(stack.config.orders_table.clone()),
+        "GATE_SECRET_ARN" => Some(arn.clone()),
+        _ => None,
+    };
+    let raw = std::fs::read_to_string(root().join("events/sales-get.json"))
+        .unwrap()
+        .replace("\"demo\"", &format!("{:?}", stack.demo_sale))
+        .replace("/sales/demo", &format!("/sales/{}", stack.demo_sale));
+    let answer = invoke::invoke(Function::OrdersApi, &raw, &env)
+        .await
+        .unwrap();
+    assert_eq!(answer["statusCode"], json!(200), "{answer}");
+    assert_eq!(secrets::fetch_count(&arn), 3);
 }
 
 // ---------------------------------------------------------------------------

@@ -6,9 +6,10 @@
 //! - [`pages`]: the buyer page and the operator dashboard (`web/`, compiled
 //!   in), `config.js` and the local sign-in, served by the gateway.
 //! - [`token`]: local HS256 tokens (mint and verify).
-//! - [`emulator`]: creates the queue, DLQ and tables on the emulator.
+//! - [`emulator`]: creates the queue, DLQ, tables and secrets on the emulator.
 //! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
-//! - [`local`]: settings of the local stack and `up` (set-up, demo sale, serve).
+//! - [`local`]: settings of the local stack and `up` (set-up, the gate key's
+//!   secret, demo sale, serve).
 //! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
 //!   measurement of a real function binary against it.
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
@@ -18,7 +19,8 @@
 //!   environment each function reads, routes, events (the consistency test).
 //! - `main.rs`: the `seckill-local` command line.
 //! - `bin/bench.rs`: `seckill-bench`, the purchase benchmark of `make bench`.
-//! - `bin/coldstart.rs`: `seckill-coldstart`, the cold start of the release `purchase` binary.
+//! - `bin/coldstart.rs`: `seckill-coldstart`, the cold start of the release
+//!   `purchase` binary, its secrets fetched from the emulator.
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
 pub mod consistency;
