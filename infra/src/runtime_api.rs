@@ -766,6 +766,13 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
     let mut env = vec![
         ("REDIS_URL".to_owned(), config.redis_url.clone()),
         ("SALES_TABLE".to_owned(), config.sales_table.clone()),
+        // A purchase that finds its sale's keys lost starts the rebuild,
+        // which reads the orders and the prewarm lead.
+        ("ORDERS_TABLE".to_owned(), config.orders_table.clone()),
+        (
+            "PREWARM_LEAD_SECONDS".to_owned(),
+            config.prewarm_lead.as_secs().to_string(),
+        ),
         ("RUST_LOG".to_owned(), "info".to_owned()),
         ("LOG_FORMAT".to_owned(), "json".to_owned()),
         (
@@ -1059,6 +1066,27 @@ curl -sf "$base/invocation/next" > /dev/null
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_purchase_function_env_is_all_its_loader_reads() {
+        let lookup = |name: &str| match name {
+            "REDIS_URL" => Some("redis://127.0.0.1:1".to_owned()),
+            "ORDERS_QUEUE_URL" | "ORDERS_DLQ_URL" => Some("http://127.0.0.1:1/0/q".to_owned()),
+            "SALES_TABLE" | "ORDERS_TABLE" => Some("t".to_owned()),
+            "REDIS_AUTH_SECRET_ARN" => Some("x-redis".to_owned()),
+            "GATE_SECRET_ARN" => Some("x-gate".to_owned()),
+            _ => None,
+        };
+        let config = purchase::config(&lookup).unwrap();
+        let env: HashMap<String, String> = function_env(&config).into_iter().collect();
+        // What the measured binary's own loader reads, every name present.
+        let read = crate::consistency::reads(purchase::config).unwrap();
+        let missing: Vec<&String> = read.iter().filter(|n| !env.contains_key(*n)).collect();
+        assert!(missing.is_empty(), "{missing:?}");
+        let parsed = purchase::config(&|name| env.get(name).cloned()).unwrap();
+        assert_eq!(parsed.secrets, config.secrets);
+        assert_eq!(parsed.orders_table, "t");
     }
 
     #[test]
