@@ -118,7 +118,14 @@ start_services() {
   redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no \
     --maxmemory-policy noeviction --dir "$STATE" >"$STATE/redis.log" 2>&1 &
   PIDS+=($!)
-  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  # MOTO_RECORD=1 (make test): the emulator logs every request it serves,
+  # which the IAM test reads (tests/iam.rs).
+  if [ "${MOTO_RECORD:-}" = 1 ]; then
+    MOTO_ENABLE_RECORDING=True MOTO_RECORDER_FILEPATH="$STATE/aws-calls.jsonl" \
+      "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  else
+    "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  fi
   PIDS+=($!)
   wait_for redis 20 redis-cli -p "$1" ping
   wait_for moto 60 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$2/moto-api/')"
@@ -192,13 +199,17 @@ cmd_test() {
   say "cfn-lint"; "$VENV/bin/cfn-lint" template.yaml infra/*.yaml
   say "sam validate"; "$VENV/bin/sam" validate --template template.yaml --region "$AWS_REGION"
   say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
-  start_services "$(free_port)" "$(free_port)"
+  MOTO_RECORD=1 start_services "$(free_port)" "$(free_port)"
   start_cluster
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   # tests/browser.rs fails (instead of skipping) without Chromium.
   export SECKILL_REQUIRE_BROWSER=1
   MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
+  # Every AWS call any function made in the suite, against its role.
+  say "IAM: the suite's AWS calls against the template's roles"
+  SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl" \
+    cargo test -p seckill-tests --test iam -- --ignored --nocapture whole_suite_recording
 }
 
 # The chaos scenarios at full size, one at a time so each prints its figures

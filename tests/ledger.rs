@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// A reconciler that gives up on a reservation as soon as it is `max_age`
 /// old, and relays after `grace`.
 async fn reconciler(app: &App, grace: Duration, max_age: Duration) -> Reconciler {
-    seckill_shared::reconcile::wire(&app.config)
+    seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {

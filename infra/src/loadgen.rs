@@ -393,7 +393,7 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
 async fn null_purchase(
     config: &Config,
 ) -> Result<PurchaseService<RedisStock, NullQueue, CachedCatalog<DynamoCatalog>>, LoadError> {
-    let sdk = aws::sdk_config(config.sqs_timeout).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)
         .map_err(setup)?
         .with_rate_limits(config.rate_limits);
@@ -421,7 +421,7 @@ where
     let sale = seckill_shared::memory::test_sale(&settings.name, settings.stock, 1)
         .map_err(|e| setup(e.0))?;
     let catalog = DynamoCatalog::new(
-        aws::dynamodb(&aws::sdk_config(config.sqs_timeout).await),
+        aws::dynamodb(&aws::sdk_config(aws::Caller::Tool, config.sqs_timeout).await),
         &config.sales_table,
     );
     catalog.create_sale(&sale).await.map_err(setup)?;

@@ -201,7 +201,7 @@ pub fn writer_handler(
 /// the demo sale in DynamoDB and Redis, the wired functions, the bound port.
 /// Tests call it with port 0 and their own names.
 pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalError> {
-    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
     let queues = emulator::ensure_queues(
         &sqs,

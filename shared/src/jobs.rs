@@ -454,9 +454,13 @@ impl crate::purchase::RebuildTrigger for Jobs {
     }
 }
 
-/// The jobs over the live adapters, from the function's configuration.
-pub async fn wire(config: &crate::config::Config) -> Result<Jobs, StoreError> {
-    let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
+/// The jobs over the live adapters, from the function's configuration, for
+/// `caller` (prewarm, release-unpaid and admin-api each wire their own).
+pub async fn wire(
+    config: &crate::config::Config,
+    caller: crate::aws::Caller,
+) -> Result<Jobs, StoreError> {
+    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let queue = config
         .orders_queue_url

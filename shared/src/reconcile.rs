@@ -618,8 +618,9 @@ fn message_of(
 /// The reconciler over the live adapters.
 pub async fn wire(
     config: &crate::config::Config,
+    caller: crate::aws::Caller,
 ) -> Result<Reconciler, crate::config::ConfigError> {
-    let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
+    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let sqs = crate::aws::sqs(&sdk);
     let queue_url = config.queue_url()?.to_owned();

@@ -110,7 +110,7 @@ impl App {
         }
         let redis_url = env("REDIS_URL");
         env("AWS_ENDPOINT_URL");
-        let sdk = aws::sdk_config(Duration::from_secs(20)).await;
+        let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
         let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
         let name = unique("t");
         let queues = emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"), visibility_secs)
@@ -298,7 +298,9 @@ impl App {
 
     /// The scheduled jobs on this test's tables and queue.
     pub async fn jobs(&self) -> seckill_shared::jobs::Jobs {
-        seckill_shared::jobs::wire(&self.config).await.unwrap()
+        seckill_shared::jobs::wire(&self.config, seckill_shared::aws::Caller::Tool)
+            .await
+            .unwrap()
     }
 
     /// Deletes every Redis key of a sale, as a Redis restart would. (Not
@@ -537,6 +539,8 @@ pub struct LocalStack {
     pub queues: emulator::Queues,
     pub writer: Arc<order_writer::LiveWriter>,
     pub admin: Arc<admin_api::Admin>,
+    /// The scheduled functions, each wired as its own Lambda.
+    pub scheduled: Arc<seckill_infra::local::Scheduled>,
     /// The gateway being served (its token settings, its per-route counts).
     pub gateway: Arc<seckill_infra::gateway::Gateway>,
     pub source: Option<seckill_infra::event_source::EventSource>,
@@ -599,6 +603,7 @@ impl LocalStack {
         };
         let addr = stack.listener.local_addr().unwrap();
         let outcomes = stack.start_outcome_flusher();
+        let scheduled = stack.scheduled.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let gateway = stack.gateway.clone();
         tokio::spawn(seckill_infra::gateway::serve(
@@ -615,6 +620,7 @@ impl LocalStack {
             queues: stack.queues,
             writer: stack.writer,
             admin: stack.admin,
+            scheduled,
             gateway,
             source: Some(source),
             stop: Some(stop),

@@ -45,12 +45,18 @@ pub async fn wire(config: &Config) -> Result<Admin, Box<dyn std::error::Error + 
     let metrics = Metrics::new(Function::AdminApi, &config.metrics_namespace);
     metrics.cold_start();
     Ok(Admin {
-        jobs: seckill_shared::jobs::wire(config)
-            .await?
-            .with_metrics(metrics.clone()),
-        reconciler: seckill_shared::reconcile::wire(config)
-            .await?
-            .with_metrics(metrics.clone()),
+        jobs: seckill_shared::jobs::wire(
+            config,
+            seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::AdminApi),
+        )
+        .await?
+        .with_metrics(metrics.clone()),
+        reconciler: seckill_shared::reconcile::wire(
+            config,
+            seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::AdminApi),
+        )
+        .await?
+        .with_metrics(metrics.clone()),
         metrics,
     })
 }

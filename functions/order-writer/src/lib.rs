@@ -45,7 +45,11 @@ pub async fn wire(config: &Config) -> Result<LiveWriter, StoreError> {
     // DynamoDB transactions of up to 21 items (10 orders, their buyers'
     // records, the sale item): give them more time than a purchase's
     // SendMessage, still well inside the function's timeout.
-    let sdk = aws::sdk_config(Duration::from_secs(4)).await;
+    let sdk = aws::sdk_config(
+        aws::Caller::Function(seckill_shared::metrics::Function::OrderWriter),
+        Duration::from_secs(4),
+    )
+    .await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);

@@ -39,7 +39,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 
 /// Once per execution environment: its cold start is counted here.
 pub async fn wire(config: &Config) -> Result<LiveQueries, StoreError> {
-    let sdk = aws::sdk_config(Duration::from_secs(2)).await;
+    let sdk = aws::sdk_config(
+        aws::Caller::Function(seckill_shared::metrics::Function::OrdersApi),
+        Duration::from_secs(2),
+    )
+    .await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);

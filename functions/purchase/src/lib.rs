@@ -65,7 +65,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// execution environment, so this is where its cold start is counted.
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
-    let sdk = aws::sdk_config(config.sqs_timeout).await;
+    let sdk = aws::sdk_config(
+        aws::Caller::Function(seckill_shared::metrics::Function::Purchase),
+        config.sqs_timeout,
+    )
+    .await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?
         .with_rate_limits(config.rate_limits);
     let queue = SqsQueue::new(aws::sqs(&sdk), queue_url);
