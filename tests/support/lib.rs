@@ -3,6 +3,11 @@
 //! `make test` starts a real `redis-server` and `moto_server` on free ports
 //! and exports `REDIS_URL` and `AWS_ENDPOINT_URL`. Every test gets its own
 //! queue, tables and sale ids, so tests run in parallel without sharing state.
+//!
+//! [`tls`]: the `rediss://` fixtures (a throwaway CA, a TLS `redis-server`,
+//! a TLS Redis Cluster) and the child process that trusts the CA.
+
+pub mod tls;
 
 use lambda_http::{Body, Request};
 use purchase::LivePurchase;
