@@ -131,8 +131,8 @@ pub struct Call {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IamError {
-    #[error("recording line {line}: {why}")]
-    Recording { line: usize, why: String },
+    #[error("recording: {why}")]
+    Recording { why: String },
     #[error("template: {0}")]
     Template(String),
 }
@@ -140,68 +140,98 @@ pub enum IamError {
 /// The user-agent mark of a function's SDK clients (`seckill_shared::aws`).
 const APP_PREFIX: &str = "app/seckill-";
 
-/// Reads moto's recording (one JSON object per line: `headers`, `body`,
-/// `body_encoded`) into the calls the functions made. Calls without a
-/// function's mark (tools, tests) and unknown services are skipped.
-pub fn calls(recording: &str, names: Names<'_>) -> Result<Vec<Call>, IamError> {
-    let mut out = Vec::new();
-    for (n, line) in recording.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+/// The calls read from a recording, and how many records could not be read.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub calls: Vec<Call>,
+    /// Records that were not JSON: moto's recorder writes a record and its
+    /// newline in separate writes from concurrent threads, so under load two
+    /// records can share a line (read apart here) or, for bodies larger than
+    /// its write buffer, interleave (lost; counted so a run can say so).
+    pub unreadable: usize,
+}
+
+/// Reads moto's recording (JSON objects with `headers`, `body`,
+/// `body_encoded`, one a line) into the calls the functions made. Calls
+/// without a function's mark (tools, tests) and unknown services are skipped.
+pub fn calls(recording: &str, names: Names<'_>) -> Recorded {
+    let mut out = Recorded::default();
+    let mut at = 0;
+    while at < recording.len() {
+        // Records are read as a stream, so two on one line are two records;
+        // an unreadable one is skipped to the end of its line.
+        let mut stream = serde_json::Deserializer::from_str(&recording[at..]).into_iter::<Value>();
+        match stream.next() {
+            None => break,
+            Some(Ok(entry)) => {
+                at += stream.byte_offset();
+                match call_of(&entry, names) {
+                    Ok(Some(call)) => out.calls.push(call),
+                    Ok(None) => {}
+                    Err(_) => out.unreadable += 1,
+                }
+            }
+            Some(Err(_)) => {
+                out.unreadable += 1;
+                at = recording[at..]
+                    .find('\n')
+                    .map_or(recording.len(), |n| at + n + 1);
+            }
         }
-        let bad = |why: String| IamError::Recording { line: n + 1, why };
-        let entry: Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
-        let headers = &entry["headers"];
-        let header = |name: &str| {
-            headers.as_object().and_then(|h| {
-                h.iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                    .and_then(|(_, v)| v.as_str())
-            })
-        };
-        let agent = [header("x-amz-user-agent"), header("user-agent")]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let Some(function) = agent
-            .split_whitespace()
-            .find_map(|part| part.strip_prefix(APP_PREFIX))
-        else {
-            continue;
-        };
-        let Some(target) = header("x-amz-target") else {
-            continue;
-        };
-        let raw = entry["body"].as_str().unwrap_or("");
-        let body = if entry["body_encoded"].as_bool() == Some(true) {
-            base64::engine::general_purpose::STANDARD
-                .decode(raw)
-                .map_err(|e| bad(format!("body: {e}")))?
-        } else {
-            raw.as_bytes().to_vec()
-        };
-        let body: Value = if body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&body).map_err(|e| bad(format!("body: {e}")))?
-        };
-        let Some((service, operation)) = target.split_once('.') else {
-            continue;
-        };
-        let needs = match service {
-            s if s.starts_with("DynamoDB_") => dynamodb_needs(operation, &body, names),
-            "AmazonSQS" => sqs_needs(operation, &body, names),
-            "secretsmanager" => secrets_needs(operation, &body, names),
-            _ => continue,
-        };
-        out.push(Call {
-            function: function.to_owned(),
-            operation: operation.to_owned(),
-            needs,
-        });
     }
-    Ok(out)
+    out
+}
+
+/// One record as a function's call: `None` for a tool's or an unknown
+/// service's, `Err` for a body that is not what the service takes.
+fn call_of(entry: &Value, names: Names<'_>) -> Result<Option<Call>, IamError> {
+    let bad = |why: String| IamError::Recording { why };
+    let headers = &entry["headers"];
+    let header = |name: &str| {
+        headers.as_object().and_then(|h| {
+            h.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .and_then(|(_, v)| v.as_str())
+        })
+    };
+    let agent = [header("x-amz-user-agent"), header("user-agent")]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let Some(function) = agent
+        .split_whitespace()
+        .find_map(|part| part.strip_prefix(APP_PREFIX))
+    else {
+        return Ok(None);
+    };
+    let Some((service, operation)) = header("x-amz-target").and_then(|t| t.split_once('.')) else {
+        return Ok(None);
+    };
+    let raw = entry["body"].as_str().unwrap_or("");
+    let body = if entry["body_encoded"].as_bool() == Some(true) {
+        base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .map_err(|e| bad(format!("body: {e}")))?
+    } else {
+        raw.as_bytes().to_vec()
+    };
+    let body: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).map_err(|e| bad(format!("body: {e}")))?
+    };
+    let needs = match service {
+        s if s.starts_with("DynamoDB_") => dynamodb_needs(operation, &body, names),
+        "AmazonSQS" => sqs_needs(operation, &body, names),
+        "secretsmanager" => secrets_needs(operation, &body, names),
+        _ => return Ok(None),
+    };
+    Ok(Some(Call {
+        function: function.to_owned(),
+        operation: operation.to_owned(),
+        needs,
+    }))
 }
 
 fn named(service: Service, raw: &str, names: Names<'_>) -> Resource {
@@ -657,7 +687,11 @@ mod tests {
             ),
         ]
         .join("\n");
-        let calls = calls(&recording, &names).unwrap();
+        // Two records on one line, as concurrent writes leave them.
+        let recording = recording.replacen('\n', "", 1);
+        let read = calls(&recording, &names);
+        assert_eq!(read.unreadable, 0);
+        let calls = read.calls;
         assert_eq!(calls.len(), 3, "the tool's call is not a function's");
         let actions: Vec<String> = calls[0].needs.iter().map(|p| p.to_string()).collect();
         assert_eq!(
