@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 /// Matches `template.yaml`: after this many receives a message goes to the DLQ.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
 /// Matches `template.yaml`: the order-writer's visibility timeout.
-pub const VISIBILITY_TIMEOUT_SECS: u32 = 60;
+pub const VISIBILITY_TIMEOUT_SECS: u32 = 61;
 
 #[derive(Debug, thiserror::Error)]
 #[error("emulator set-up failed: {0}")]

@@ -370,7 +370,7 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
         sales_table: format!("{name}-sales"),
         orders_table: format!("{name}-orders"),
         demo_sale: String::new(),
-        visibility_timeout_secs: 60,
+        visibility_timeout_secs: crate::emulator::VISIBILITY_TIMEOUT_SECS,
         rate_limits: Some(UNLIMITED),
         login_url: None,
     };

@@ -43,8 +43,9 @@ pub struct LocalSettings {
     pub orders_table: String,
     /// `SECKILL_DEMO_SALE` (default `demo`; empty to skip the demo sale).
     pub demo_sale: String,
-    /// `ORDERS_VISIBILITY_TIMEOUT` (default 60, as in `template.yaml`): how
-    /// long a failed batch's records stay invisible before a retry.
+    /// `ORDERS_VISIBILITY_TIMEOUT` (default [`emulator::VISIBILITY_TIMEOUT_SECS`],
+    /// the template's value): how long a failed batch's records stay
+    /// invisible before a retry.
     pub visibility_timeout_secs: u32,
     /// Replaces the `RATE_*` settings of the environment (tests).
     pub rate_limits: Option<seckill_shared::config::RateLimits>,
@@ -64,8 +65,9 @@ impl LocalSettings {
             sales_table: var("SALES_TABLE", "seckill-sales"),
             orders_table: var("ORDERS_TABLE", "seckill-orders"),
             demo_sale: std::env::var("SECKILL_DEMO_SALE").unwrap_or_else(|_| "demo".into()),
-            visibility_timeout_secs: var("ORDERS_VISIBILITY_TIMEOUT", "60")
-                .parse()
+            visibility_timeout_secs: std::env::var("ORDERS_VISIBILITY_TIMEOUT")
+                .ok()
+                .and_then(|secs| secs.parse().ok())
                 .unwrap_or(emulator::VISIBILITY_TIMEOUT_SECS),
             rate_limits: None,
             login_url: std::env::var("SECKILL_LOGIN_URL")

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Visibility timeout of test queues: a failed record comes back after this
-/// (the template says 60 s; a test cannot wait for five of those).
+/// (the template says 61 s; a test cannot wait for five of those).
 pub const TEST_VISIBILITY_SECS: u32 = 1;
 
 /// Limits that never bite: most tests are about the stock decision, send
