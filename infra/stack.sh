@@ -4,7 +4,7 @@
 # (also on failure or Ctrl-C).
 #
 #   infra/stack.sh run     # make run:  services + seckill-local up on 127.0.0.1:3000
-#   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, cargo test
+#   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, checkov, cargo test
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
@@ -14,6 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/.venv"
+CHECKOV_VENV="$ROOT/.venv-checkov"
 STATE="$ROOT/.stack/$$"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seckill/target}"
 # The caller's own AWS settings, before the emulator's defaults below replace
@@ -52,6 +53,19 @@ ensure_tools() {
     say "installing moto[server], cfn-lint, aws-sam-cli, cargo-lambda, ziglang into $VENV (PyPI)"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/infra/requirements.txt"
+  fi
+}
+
+# checkov in a virtual environment of its own (its pinned dependencies
+# conflict with SAM CLI's), reinstalled when infra/checkov/requirements.txt
+# changes. Only make test uses it.
+ensure_checkov() {
+  local pins="$ROOT/infra/checkov/requirements.txt"
+  if [ ! -x "$CHECKOV_VENV/bin/checkov" ] || ! cmp -s "$pins" "$CHECKOV_VENV/requirements-checkov.txt"; then
+    say "installing checkov into $CHECKOV_VENV (PyPI)"
+    python3 -m venv "$CHECKOV_VENV"
+    "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
+    cp "$pins" "$CHECKOV_VENV/requirements-checkov.txt"
   fi
 }
 
@@ -192,6 +206,7 @@ MSG
 
 cmd_test() {
   ensure_tools --browser
+  ensure_checkov
   say "cargo fmt --check"; cargo fmt --all -- --check
   say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
   # The nested Redis stack too (cfn-lint also follows template.yaml's local
@@ -199,6 +214,9 @@ cmd_test() {
   say "cfn-lint"; "$VENV/bin/cfn-lint" template.yaml infra/*.yaml
   say "sam validate"; "$VENV/bin/sam" validate --template template.yaml --region "$AWS_REGION"
   say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
+  # Both templates; fails on a finding not accepted, with its reason, in
+  # infra/checkov/skips.yaml.
+  say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
   MOTO_RECORD=1 start_services "$(free_port)" "$(free_port)"
   start_cluster
   say "cargo test"

@@ -76,7 +76,10 @@ impl<'a> Stack<'a> {
         uuid: &str,
     ) -> Self {
         let mut params = BTreeMap::new();
-        let declared = template["Parameters"].as_object().cloned().unwrap_or_default();
+        let declared = template["Parameters"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         for (name, spec) in &declared {
             let raw = overrides
                 .get(name)
@@ -193,8 +196,18 @@ impl<'a> Stack<'a> {
         match function.as_str() {
             "Fn::Equals" => Some(scalar(&self.eval(&args[0])?) == scalar(&self.eval(&args[1])?)),
             "Fn::Not" => self.holds(&args[0]).map(|b| !b),
-            "Fn::And" => args.as_array()?.iter().map(|a| self.holds(a)).collect::<Option<Vec<_>>>().map(|v| v.iter().all(|b| *b)),
-            "Fn::Or" => args.as_array()?.iter().map(|a| self.holds(a)).collect::<Option<Vec<_>>>().map(|v| v.iter().any(|b| *b)),
+            "Fn::And" => args
+                .as_array()?
+                .iter()
+                .map(|a| self.holds(a))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().all(|b| *b)),
+            "Fn::Or" => args
+                .as_array()?
+                .iter()
+                .map(|a| self.holds(a))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().any(|b| *b)),
             "Condition" => self.condition(args.as_str()?),
             _ => None,
         }
@@ -331,7 +344,10 @@ fn subnets_choose_zones_by_id() {
     let parent = template();
     let nested = redis_stack();
     let mut problems = Vec::new();
-    for (file, doc) in [("template.yaml", &parent), ("infra/redis-stack.yaml", &nested)] {
+    for (file, doc) in [
+        ("template.yaml", &parent),
+        ("infra/redis-stack.yaml", &nested),
+    ] {
         if doc.to_string().contains("Fn::GetAZs") {
             problems.push(format!(
                 "{file} picks zones with GetAZs: zone names map to different physical zones per account"
@@ -447,7 +463,11 @@ fn automatic_failover_always_has_a_replica() {
             );
         }
     }
-    assert!(problems.is_empty(), "replicas:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "replicas:\n  {}",
+        problems.join("\n  ")
+    );
 }
 
 // ------------------------------------------------------------ 5. CloudFront names
@@ -524,11 +544,14 @@ fn cloudfront_names_are_region_qualified_and_fit() {
                     continue;
                 };
                 if value.len() > *limit {
-                    report("length", format!(
-                        "{id}: {} characters > {limit} for a {}-character stack name: {value}",
-                        value.len(),
-                        stack_name.len()
-                    ));
+                    report(
+                        "length",
+                        format!(
+                            "{id}: {} characters > {limit} for a {}-character stack name: {value}",
+                            value.len(),
+                            stack_name.len()
+                        ),
+                    );
                 }
                 if !value.contains(region) {
                     report(
@@ -537,9 +560,10 @@ fn cloudfront_names_are_region_qualified_and_fit() {
                     );
                 }
                 if *unique && !seen.insert(value.clone()) {
-                    report("unique", format!(
-                        "{id}: {value:?} is the same for two stacks (account-wide name)"
-                    ));
+                    report(
+                        "unique",
+                        format!("{id}: {value:?} is the same for two stacks (account-wide name)"),
+                    );
                 }
                 if *kind == "AWS::CloudFront::Function"
                     && !value
@@ -618,7 +642,10 @@ fn code_contains(dirs: &[&str], needle: &str) -> bool {
     fn walk(dir: &Path, needle: &str) -> bool {
         if dir.is_file() {
             return std::fs::read_to_string(dir).is_ok_and(|text| {
-                text.split("#[cfg(test)]").next().unwrap_or("").contains(needle)
+                text.split("#[cfg(test)]")
+                    .next()
+                    .unwrap_or("")
+                    .contains(needle)
             });
         }
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -674,7 +701,9 @@ fn order_writer_polls_only_its_queue_with_reserved_concurrency() {
     for arn in as_list(&role["Properties"]["ManagedPolicyArns"]) {
         let arn = arn.to_string().to_lowercase();
         if arn.contains("sqs") || arn.contains("dynamodb") || arn.contains("fullaccess") {
-            problems.push(format!("{role_id}: managed policy {arn} grants beyond the queue and tables"));
+            problems.push(format!(
+                "{role_id}: managed policy {arn} grants beyond the queue and tables"
+            ));
         }
     }
     let mut sqs_actions = BTreeSet::new();
@@ -759,7 +788,11 @@ fn order_writer_polls_only_its_queue_with_reserved_concurrency() {
             "{role_id}: DynamoDB grants {dynamodb:?}, expected {expected:?}"
         ));
     }
-    assert!(problems.is_empty(), "order-writer:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "order-writer:\n  {}",
+        problems.join("\n  ")
+    );
 }
 
 // ------------------------------------------------------------ 7. visibility
@@ -789,7 +822,8 @@ fn visibility_timeout_follows_the_rule() {
                     "{queue}: VisibilityTimeout {visibility} < 6 x {id}'s Timeout {timeout} + batching window {window} = {needed}"
                 ));
             }
-            if queue == "OrdersQueue" && u64::from(emulator::VISIBILITY_TIMEOUT_SECS) != visibility {
+            if queue == "OrdersQueue" && u64::from(emulator::VISIBILITY_TIMEOUT_SECS) != visibility
+            {
                 problems.push(format!(
                     "the local stack's visibility timeout {} differs from the template's {visibility} (infra/src/emulator.rs)",
                     emulator::VISIBILITY_TIMEOUT_SECS
@@ -798,7 +832,11 @@ fn visibility_timeout_follows_the_rule() {
         }
     }
     assert!(checked >= 1);
-    assert!(problems.is_empty(), "visibility:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "visibility:\n  {}",
+        problems.join("\n  ")
+    );
 }
 
 // ------------------------------------------------------------ 8. tables
@@ -868,8 +906,14 @@ fn check_local_env(
         ("AWS_ENDPOINT_URL", LOCAL_AWS.to_owned()),
         ("SALES_TABLE", "seckill-sales".to_owned()),
         ("ORDERS_TABLE", "seckill-orders".to_owned()),
-        ("ORDERS_QUEUE_URL", format!("{LOCAL_AWS}/123456789012/seckill-orders")),
-        ("ORDERS_DLQ_URL", format!("{LOCAL_AWS}/123456789012/seckill-orders-dlq")),
+        (
+            "ORDERS_QUEUE_URL",
+            format!("{LOCAL_AWS}/123456789012/seckill-orders"),
+        ),
+        (
+            "ORDERS_DLQ_URL",
+            format!("{LOCAL_AWS}/123456789012/seckill-orders-dlq"),
+        ),
     ];
     let handler = Function::parse(binary).unwrap();
     let reads = consistency::reads(handler.loader()).unwrap();
@@ -889,7 +933,9 @@ fn check_local_env(
     }
     let lookup = |name: &str| env.get(name).cloned();
     if let Err(e) = handler.loader()(&lookup) {
-        problems.push(format!("{function}: its configuration refuses the local env: {e}"));
+        problems.push(format!(
+            "{function}: its configuration refuses the local env: {e}"
+        ));
     }
 }
 
@@ -1078,7 +1124,11 @@ fn the_walkthrough_is_portable() {
         .arg(format!("{helper}\nutc_in 120"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8(out.stdout).unwrap();
     let at = seckill_shared::clock::parse_rfc3339_ms(printed.trim())
         .unwrap_or_else(|| panic!("utc_in printed {printed:?}, not an RFC 3339 time"));
