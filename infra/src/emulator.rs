@@ -29,7 +29,7 @@ pub struct Queues {
 }
 
 /// Creates the orders queue and its DLQ. `visibility_timeout_secs` is the
-/// template's 60 s in the stack; tests pass less so a retry comes quickly.
+/// template's 61 s in the stack; tests pass less so a retry comes quickly.
 pub async fn ensure_queues(
     sqs: &aws_sdk_sqs::Client,
     orders: &str,
