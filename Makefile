@@ -4,7 +4,7 @@
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
 
-test:   ## fmt, clippy, cfn-lint, sam validate and every test against real services (the pages in headless Chromium)
+test:   ## fmt, clippy, cfn-lint, sam validate, checkov and every test against real services (the pages in headless Chromium)
 	@bash infra/stack.sh test
 
 bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling; order-writer drain: writes per order

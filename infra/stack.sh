@@ -4,7 +4,7 @@
 # (also on failure or Ctrl-C).
 #
 #   infra/stack.sh run     # make run:  services + seckill-local up on 127.0.0.1:3000
-#   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, cargo test
+#   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, checkov, cargo test
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
@@ -15,6 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/.venv"
+CHECKOV_VENV="$ROOT/.venv-checkov"
 STATE="$ROOT/.stack/$$"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seckill/target}"
 # The caller's own AWS settings, before the emulator's defaults below replace
@@ -53,6 +54,19 @@ ensure_tools() {
     say "installing moto[server], cfn-lint, aws-sam-cli, cargo-lambda, ziglang into $VENV (PyPI)"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/infra/requirements.txt"
+  fi
+}
+
+# checkov in a virtual environment of its own (its pinned dependencies
+# conflict with SAM CLI's), reinstalled when infra/checkov/requirements.txt
+# changes. Only make test uses it.
+ensure_checkov() {
+  local pins="$ROOT/infra/checkov/requirements.txt"
+  if [ ! -x "$CHECKOV_VENV/bin/checkov" ] || ! cmp -s "$pins" "$CHECKOV_VENV/requirements-checkov.txt"; then
+    say "installing checkov into $CHECKOV_VENV (PyPI)"
+    python3 -m venv "$CHECKOV_VENV"
+    "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
+    cp "$pins" "$CHECKOV_VENV/requirements-checkov.txt"
   fi
 }
 
@@ -119,7 +133,14 @@ start_services() {
   redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no \
     --maxmemory-policy noeviction --dir "$STATE" >"$STATE/redis.log" 2>&1 &
   PIDS+=($!)
-  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  # MOTO_RECORD=1 (make test): the emulator logs every request it serves,
+  # which the IAM test reads (tests/iam.rs).
+  if [ "${MOTO_RECORD:-}" = 1 ]; then
+    MOTO_ENABLE_RECORDING=True MOTO_RECORDER_FILEPATH="$STATE/aws-calls.jsonl" \
+      "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  else
+    "$VENV/bin/moto_server" -H 127.0.0.1 -p "$2" >"$STATE/moto.log" 2>&1 &
+  fi
   PIDS+=($!)
   wait_for redis 20 redis-cli -p "$1" ping
   wait_for moto 60 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$2/moto-api/')"
@@ -186,6 +207,7 @@ MSG
 
 cmd_test() {
   ensure_tools --browser
+  ensure_checkov
   say "cargo fmt --check"; cargo fmt --all -- --check
   say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
   # The nested Redis stack too (cfn-lint also follows template.yaml's local
@@ -193,13 +215,20 @@ cmd_test() {
   say "cfn-lint"; "$VENV/bin/cfn-lint" template.yaml infra/*.yaml
   say "sam validate"; "$VENV/bin/sam" validate --template template.yaml --region "$AWS_REGION"
   say "sam validate --lint"; "$VENV/bin/sam" validate --lint --template template.yaml --region "$AWS_REGION"
-  start_services "$(free_port)" "$(free_port)"
+  # Both templates; fails on a finding not accepted, with its reason, in
+  # infra/checkov/skips.yaml.
+  say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
+  MOTO_RECORD=1 start_services "$(free_port)" "$(free_port)"
   start_cluster
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   # tests/browser.rs fails (instead of skipping) without Chromium.
   export SECKILL_REQUIRE_BROWSER=1
   MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
+  # Every AWS call any function made in the suite, against its role.
+  say "IAM: the suite's AWS calls against the template's roles"
+  SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl" \
+    cargo test -p seckill-tests --test iam -- --ignored --nocapture whole_suite_recording
 }
 
 # The chaos scenarios at full size, one at a time so each prints its figures

@@ -441,7 +441,11 @@ impl Ui {
     /// The order's row in the orders table, if written.
     async fn order_row(&self, order_id: &str) -> Option<seckill_shared::orders::Order> {
         use aws_sdk_dynamodb::types::AttributeValue;
-        let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(10)).await;
+        let sdk = seckill_shared::aws::sdk_config(
+            seckill_shared::aws::Caller::Tool,
+            Duration::from_secs(10),
+        )
+        .await;
         let item = seckill_shared::aws::dynamodb(&sdk)
             .get_item()
             .table_name(&self.stack.config.orders_table)

@@ -461,7 +461,7 @@ impl Stores {
         visibility: u32,
         tweak: impl FnOnce(&mut Sale),
     ) -> Stores {
-        let sdk = aws::loader(Duration::from_secs(20))
+        let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(20))
             .endpoint_url(endpoint)
             .load()
             .await;
@@ -524,7 +524,7 @@ impl Stores {
 
     /// The purchase function's service, its AWS calls sent to `endpoint`.
     async fn purchase(&self, endpoint: &str) -> Arc<LivePurchase> {
-        let sdk = aws::loader(self.config.sqs_timeout)
+        let sdk = aws::loader(aws::Caller::Tool, self.config.sqs_timeout)
             .endpoint_url(endpoint)
             .load()
             .await;
@@ -542,7 +542,7 @@ impl Stores {
     /// The purchase service as the function wires it: a purchase that finds
     /// the live sale's keys missing starts its rebuild at once.
     async fn purchase_rebuilding(&self, endpoint: &str) -> Arc<LivePurchase> {
-        let sdk = aws::loader(self.config.sqs_timeout)
+        let sdk = aws::loader(aws::Caller::Tool, self.config.sqs_timeout)
             .endpoint_url(endpoint)
             .load()
             .await;
@@ -1189,7 +1189,11 @@ async fn pay_and_expire_race_under_load_never_sell_a_unit_twice() {
         stores.sale_id(),
         Buyers::service(stores.purchase(&endpoint).await),
     );
-    let jobs = Arc::new(seckill_shared::jobs::wire(&stores.config).await.unwrap());
+    let jobs = Arc::new(
+        seckill_shared::jobs::wire(&stores.config, seckill_shared::aws::Caller::Tool)
+            .await
+            .unwrap(),
+    );
     let writer = stores.writer();
     let orders = stores.checker.orders().clone();
     let done = Arc::new(AtomicBool::new(false));
@@ -1448,7 +1452,11 @@ async fn failover_loses_writes(limit: u32) {
         Buyers::service(stores.purchase(&endpoint).await),
         pool,
     );
-    let jobs = Arc::new(seckill_shared::jobs::wire(&stores.config).await.unwrap());
+    let jobs = Arc::new(
+        seckill_shared::jobs::wire(&stores.config, seckill_shared::aws::Caller::Tool)
+            .await
+            .unwrap(),
+    );
     let done = Arc::new(AtomicBool::new(false));
     let expired = Arc::new(AtomicUsize::new(0));
     let upkeep = tokio::spawn(upkeep(

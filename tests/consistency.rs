@@ -8,16 +8,24 @@
 use seckill_infra::consistency::{self, Code, LocalRoute, Mismatch, Template, check};
 use seckill_infra::invoke::{self, Function, Handler};
 use seckill_shared::config::{Config, ConfigError, Lookup};
-use seckill_tests::{cfn_json, template_json};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod cfn;
+use cfn::cfn_json;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_owned()
+}
+
+/// `template.yaml` as it is now on disk (another change may be editing it).
+fn template_json() -> Json {
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    cfn_json(serde_norway::from_str(&text).unwrap())
 }
 
 fn code() -> Code {

@@ -175,9 +175,11 @@ async fn live_shows_the_exact_numbers_of_a_small_sale() {
         .request("POST", &pay, &[("authorization", &ann)], "")
         .await;
     assert_eq!((status, paid["status"].as_str()), (200, Some("PAID")));
+    // The scheduled release-unpaid function (its own role: the IAM test
+    // attributes every call to the function that makes it).
     let report = stack
-        .admin
-        .jobs
+        .scheduled
+        .release_unpaid
         .release_unpaid(
             clock::now_ms() + 120_000,
             Instant::now() + Duration::from_secs(30),
@@ -362,7 +364,10 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
         tweak(&mut config);
         let sale_id = sale.sale_id.clone();
         async move {
-            let reconciler = seckill_shared::reconcile::wire(&config).await.unwrap();
+            let reconciler =
+                seckill_shared::reconcile::wire(&config, seckill_shared::aws::Caller::Tool)
+                    .await
+                    .unwrap();
             let started = Instant::now();
             let body = seckill_shared::live::live(reconciler.checker(), &sale_id)
                 .await

@@ -158,10 +158,15 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
             .admin("POST", &format!("/admin/sales/{id}/reconcile"), "")
             .await;
         assert_eq!(status, 200);
-        stack.admin.jobs.prewarm_all(clock::now_ms()).await.unwrap();
         stack
-            .admin
-            .reconciler
+            .scheduled
+            .prewarm
+            .prewarm_all(clock::now_ms())
+            .await
+            .unwrap();
+        stack
+            .scheduled
+            .reconcile
             .reconcile_all(clock::now_ms())
             .await
             .unwrap();

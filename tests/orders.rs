@@ -339,10 +339,11 @@ async fn transient_failure_writes_nothing_then_everything_once() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let sdk = seckill_shared::aws::loader(Duration::from_secs(1))
-        .endpoint_url(format!("http://{closed}"))
-        .load()
-        .await;
+    let sdk =
+        seckill_shared::aws::loader(seckill_shared::aws::Caller::Tool, Duration::from_secs(1))
+            .endpoint_url(format!("http://{closed}"))
+            .load()
+            .await;
     let broken_db = aws_sdk_dynamodb::Client::new(&sdk);
     let broken = seckill_shared::order_writer::OrderWriter::new(
         seckill_shared::dynamo_orders::DynamoOrders::new(

@@ -464,10 +464,13 @@ async fn bad_input_gets_400_or_401_and_changes_nothing() {
 
 /// The purchase service with its SQS client pointed at `endpoint`.
 async fn service_with_sqs_at(app: &App, endpoint: &str) -> purchase::LivePurchase {
-    let sdk = seckill_shared::aws::loader(std::time::Duration::from_millis(800))
-        .endpoint_url(endpoint)
-        .load()
-        .await;
+    let sdk = seckill_shared::aws::loader(
+        seckill_shared::aws::Caller::Tool,
+        std::time::Duration::from_millis(800),
+    )
+    .endpoint_url(endpoint)
+    .load()
+    .await;
     seckill_shared::purchase::PurchaseService::new(
         seckill_shared::redis_store::RedisStock::connect_lazy(
             &app.config.redis_url,
@@ -520,7 +523,7 @@ async fn sqs_timeout_keeps_the_reservation_and_accepts() {
         .at_ms
         .parse::<i64>()
         .unwrap();
-    let report = seckill_shared::reconcile::wire(&app.config)
+    let report = seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
         .await
         .unwrap()
         .reconcile_sale(&sale.sale_id, at + 120_000)

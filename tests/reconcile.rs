@@ -15,7 +15,7 @@ use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::time::Duration;
 
 async fn reconciler(app: &App) -> Reconciler {
-    seckill_shared::reconcile::wire(&app.config)
+    seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {

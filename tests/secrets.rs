@@ -24,16 +24,19 @@ use seckill_shared::clock;
 use seckill_shared::config::{Config, SecretArns, WireError};
 use seckill_shared::redis_store::LoadOutcome;
 use seckill_shared::secrets::{self, SecretError};
+use seckill_tests::unique;
 use seckill_tests::{
     App, Captured, LocalStack, Reply, eventually, free_port, live_sale, purchase_event,
 };
-use seckill_tests::{template_json, unique};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+mod cfn;
+use cfn::cfn_json;
 
 // ---------------------------------------------------------------------------
 // Fixtures.
@@ -43,6 +46,12 @@ fn root() -> PathBuf {
         .parent()
         .unwrap()
         .to_owned()
+}
+
+/// `template.yaml` as it is now on disk.
+fn template_json() -> Json {
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    cfn_json(serde_norway::from_str(&text).unwrap())
 }
 
 /// A `redis-server` of this test's own with `requirepass`, killed on drop.
@@ -102,12 +111,18 @@ impl Drop for AuthRedis {
     }
 }
 
-/// A secret on the emulator, under a name no other test uses; its ARN.
+/// A secret on the emulator, under a name no other test uses that ends in
+/// `-redis` or `-gate` (`kind`), as the stacks name them (the IAM test maps
+/// those to the template's secrets); its ARN.
 async fn secret(kind: &str, value: &str) -> String {
-    let sdk = aws::sdk_config(Duration::from_secs(20)).await;
-    emulator::ensure_secret(&aws::secrets(&sdk), &unique(kind), value)
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
+    emulator::ensure_secret(&aws::secrets(&sdk), &secret_name(kind), value)
         .await
         .unwrap()
+}
+
+fn secret_name(kind: &str) -> String {
+    format!("{}-{kind}", unique("secret"))
 }
 
 /// A Redis AUTH token no other test uses, shaped like an ElastiCache one.
@@ -176,7 +191,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
     let token = redis_token();
     let key = gate_key();
     let redis = AuthRedis::start(&token).await;
-    let redis_arn = secret("redis-auth", &json!({ "token": token }).to_string()).await;
+    let redis_arn = secret("redis", &json!({ "token": token }).to_string()).await;
     let gate_arn = secret("gate", &key).await;
     let arns = SecretArns {
         redis_auth: Some(redis_arn.clone()),
@@ -311,10 +326,22 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
 #[tokio::test]
 async fn the_local_stack_and_invoke_fetch_the_gate_key_from_the_emulator() {
     let stack = LocalStack::start().await;
+    // Named like the stack's other resources: `<prefix>-gate`.
+    let settings = local::LocalSettings {
+        queue_name: stack
+            .config
+            .sales_table
+            .trim_end_matches("-sales")
+            .to_owned(),
+        ..local::LocalSettings::from_env()
+    };
     let arn = stack.config.secrets.gate.clone().unwrap();
-    assert!(arn.contains(local::LOCAL_GATE_SECRET_NAME), "{arn}");
+    assert!(
+        arn.contains(&format!(":secret:{}-", settings.gate_secret_name())),
+        "{arn}"
+    );
     assert_eq!(stack.config.gate_secret, None, "no key outside the secret");
-    let sdk = aws::sdk_config(Duration::from_secs(20)).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
     let stored = aws::secrets(&sdk)
         .get_secret_value()
         .secret_id(&arn)
@@ -330,20 +357,20 @@ async fn the_local_stack_and_invoke_fetch_the_gate_key_from_the_emulator() {
     // secret, the others none; a named secret wins.
     let none = |_: &str| None;
     assert_eq!(
-        local::invoke_gate_secret(Function::Purchase, &none)
+        local::invoke_gate_secret(Function::Purchase, &none, &settings)
             .await
             .unwrap(),
         Some(arn.clone())
     );
     assert_eq!(
-        local::invoke_gate_secret(Function::OrderWriter, &none)
+        local::invoke_gate_secret(Function::OrderWriter, &none, &settings)
             .await
             .unwrap(),
         None
     );
     let named = |name: &str| (name == "GATE_SECRET_ARN").then(|| "mine".to_owned());
     assert_eq!(
-        local::invoke_gate_secret(Function::OrdersApi, &named)
+        local::invoke_gate_secret(Function::OrdersApi, &named, &settings)
             .await
             .unwrap(),
         Some("mine".into())
@@ -374,23 +401,24 @@ async fn the_local_stack_and_invoke_fetch_the_gate_key_from_the_emulator() {
 async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() {
     let app = App::spawn().await;
     let redis_url = std::env::var("REDIS_URL").unwrap();
-    let missing = format!("{}-never-created", unique("missing"));
+    let missing_redis = secret_name("redis");
+    let missing_gate = secret_name("gate");
     let plain = format!("plain-token-{}", unique("p"));
     let no_token_key = format!("no-token-key-{}", unique("n"));
     let short = format!("short-{}", &unique("s")[..8]);
-    let plain_arn = secret("plain", &plain).await;
-    let no_token_arn = secret("notoken", &json!({ "password": no_token_key }).to_string()).await;
-    let short_arn = secret("short", &short).await;
+    let plain_arn = secret("redis", &plain).await;
+    let no_token_arn = secret("redis", &json!({ "password": no_token_key }).to_string()).await;
+    let short_arn = secret("gate", &short).await;
     let good_gate = secret("gate", &gate_key()).await;
 
     let cases = [
         (
             SecretArns {
-                redis_auth: Some(missing.clone()),
+                redis_auth: Some(missing_redis.clone()),
                 gate: Some(good_gate.clone()),
             },
             "REDIS_AUTH_SECRET_ARN",
-            &missing,
+            &missing_redis,
             "ResourceNotFound",
             None,
         ),
@@ -427,10 +455,10 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
         (
             SecretArns {
                 redis_auth: None,
-                gate: Some(missing.clone()),
+                gate: Some(missing_gate.clone()),
             },
             "GATE_SECRET_ARN",
-            &missing,
+            &missing_gate,
             "ResourceNotFound",
             None,
         ),
@@ -541,9 +569,9 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
         let redis = AuthRedis::start(&token).await;
         // Created before the capture starts: the SDK traces a CreateSecret
         // request with its body, which is the test's doing, not a function's.
-        let redis_arn = secret("redis-auth", &json!({ "token": token }).to_string()).await;
+        let redis_arn = secret("redis", &json!({ "token": token }).to_string()).await;
         let gate_arn = secret("gate", &key).await;
-        let malformed = secret("plain", &token).await;
+        let malformed = secret("redis", &token).await;
 
         let logs = Captured::default();
         let writer = logs.clone();
@@ -563,9 +591,10 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
         let queries = orders_api::wire(&app.config).await.unwrap();
         admin_api::wire(&app.config).await.unwrap();
         // The resolved configuration, as a careless log line would show it.
-        let resolved = secrets::resolve(&app.config, secrets::Uses::RedisAndGate)
-            .await
-            .unwrap();
+        let resolved =
+            secrets::resolve(&app.config, aws::Caller::Tool, secrets::Uses::RedisAndGate)
+                .await
+                .unwrap();
         assert!(resolved.redis_url.contains(&token) && resolved.gate_secret == Some(key.clone()));
         tracing::info!(config = ?resolved, "resolved configuration");
 
@@ -752,41 +781,59 @@ fn outcomes(value: &Json) -> BTreeSet<String> {
     }
 }
 
-/// The secrets a function may `GetSecretValue` on (each as the set of
-/// values its resource expression may take), from its `Policies`: SAM's
-/// `AWSSecretsManagerGetSecretValuePolicy` and plain statements, inside
-/// `Fn::If` too.
-fn granted(policies: &Json) -> Vec<BTreeSet<String>> {
-    let mut out = Vec::new();
-    let visit = |policy: &Json, out: &mut Vec<BTreeSet<String>>| {
+/// The policy items of a function's role: its own `Policies` (SAM), or
+/// those of the role its `Role: !GetAtt X.Arn` names.
+fn policy_items<'a>(template: &'a Json, function: &str) -> Vec<&'a Json> {
+    let props = &template["Resources"][function]["Properties"];
+    let policies = match props.pointer("/Role/Fn::GetAtt/0").and_then(Json::as_str) {
+        Some(role) => &template["Resources"][role]["Properties"]["Policies"],
+        None => &props["Policies"],
+    };
+    policies.as_array().into_iter().flatten().collect()
+}
+
+/// An item as the policies it may be: each branch of an `Fn::If`, nested
+/// ones too, `AWS::NoValue` none.
+fn branches(item: &Json) -> Vec<&Json> {
+    if item.get("Ref").and_then(Json::as_str) == Some("AWS::NoValue") {
+        return Vec::new();
+    }
+    match item
+        .get("Fn::If")
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+    {
+        Some([_, yes, no]) => branches(yes).into_iter().chain(branches(no)).collect(),
+        _ => vec![item],
+    }
+}
+
+/// Every secret a function may `GetSecretValue` on, as the values its
+/// resource expressions may take: SAM's `AWSSecretsManagerGetSecretValuePolicy`,
+/// SAM `Statement` items and a role's `PolicyDocument`s.
+fn granted(template: &Json, function: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for policy in policy_items(template, function)
+        .into_iter()
+        .flat_map(branches)
+    {
         if let Some(arn) = policy.pointer("/AWSSecretsManagerGetSecretValuePolicy/SecretArn") {
-            out.push(outcomes(arn));
+            out.extend(outcomes(arn));
         }
-        for statement in policy["Statement"].as_array().into_iter().flatten() {
+        let statements = [&policy["Statement"], &policy["PolicyDocument"]["Statement"]];
+        for statement in statements.into_iter().filter_map(Json::as_array).flatten() {
             let actions = match &statement["Action"] {
                 Json::Array(a) => a.clone(),
                 single => vec![single.clone()],
             };
-            if actions.iter().any(|a| {
+            let reads_secrets = actions.iter().any(|a| {
                 a.as_str().is_some_and(|a| {
                     a == "secretsmanager:GetSecretValue" || a == "secretsmanager:*" || a == "*"
                 })
-            }) {
-                out.push(outcomes(&statement["Resource"]));
+            });
+            if reads_secrets {
+                out.extend(outcomes(&statement["Resource"]));
             }
-        }
-    };
-    for item in policies.as_array().into_iter().flatten() {
-        match item
-            .get("Fn::If")
-            .and_then(Json::as_array)
-            .map(Vec::as_slice)
-        {
-            Some([_, yes, no]) => {
-                visit(yes, &mut out);
-                visit(no, &mut out);
-            }
-            _ => visit(item, &mut out),
         }
     }
     out
@@ -803,27 +850,26 @@ fn grant_mismatches(template: &Json) -> Vec<String> {
             continue;
         };
         let reads = consistency::reads(handler.loader()).unwrap();
-        let named: Vec<(String, BTreeSet<String>)> = function
+        let named: Vec<(&String, BTreeSet<String>)> = function
             .env
             .iter()
             .filter(|(name, _)| name.ends_with("_SECRET_ARN") && reads.contains(*name))
-            .map(|(name, value)| (name.clone(), outcomes(value)))
+            .map(|(name, value)| (name, outcomes(value)))
             .collect();
-        let policies = &template["Resources"][id]["Properties"]["Policies"];
-        let grants = granted(policies);
+        let grants = granted(template, id);
         for grant in &grants {
-            if grant.iter().any(|r| r.contains('*')) {
-                found.push(format!("{id}: GetSecretValue on a wildcard {grant:?}"));
-            } else if !named.iter().any(|(_, arns)| arns == grant) {
+            if grant.contains('*') {
+                found.push(format!("{id}: GetSecretValue on a wildcard {grant}"));
+            } else if !named.iter().any(|(_, arns)| arns.contains(grant)) {
                 found.push(format!(
-                    "{id}: may GetSecretValue on {grant:?}, which it never reads"
+                    "{id}: may GetSecretValue on {grant}, which it never reads"
                 ));
             }
         }
         for (name, arns) in &named {
-            if !grants.contains(arns) {
+            for arn in arns.difference(&grants) {
                 found.push(format!(
-                    "{id}: reads {name} but may not GetSecretValue on it"
+                    "{id}: reads {name} but may not GetSecretValue on {arn}"
                 ));
             }
         }
@@ -883,6 +929,12 @@ fn no_function_environment_holds_a_secret() {
     );
 }
 
+fn policies_of<'a>(template: &'a mut Json, id: &str) -> &'a mut Vec<Json> {
+    template["Resources"][id]["Properties"]["Policies"]
+        .as_array_mut()
+        .unwrap()
+}
+
 #[test]
 fn each_function_may_read_exactly_the_secrets_it_reads() {
     let template = template_json();
@@ -906,46 +958,50 @@ fn each_function_may_read_exactly_the_secrets_it_reads() {
             .all(|f| f.env.contains_key("REDIS_AUTH_SECRET_ARN"))
     );
 
-    let policies = |template: &Json, id: &str| -> Vec<Json> {
-        template["Resources"][id]["Properties"]["Policies"]
-            .as_array()
-            .unwrap()
-            .clone()
-    };
     let is_gate_grant = |p: &Json| p.to_string().contains("GateSecretArn");
     // A reader loses its grant: its init would fail with AccessDenied.
     let mut missing = template.clone();
-    let kept: Vec<Json> = policies(&missing, "OrdersApiFunction")
-        .into_iter()
-        .filter(|p| !is_gate_grant(p))
-        .collect();
-    missing["Resources"]["OrdersApiFunction"]["Properties"]["Policies"] = Json::Array(kept);
-    assert_eq!(
-        grant_mismatches(&missing),
-        ["OrdersApiFunction: reads GATE_SECRET_ARN but may not GetSecretValue on it"]
+    policies_of(&mut missing, "OrdersApiFunction").retain(|p| !is_gate_grant(p));
+    let found = grant_mismatches(&missing);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .all(|f| f.starts_with("OrdersApiFunction: reads GATE_SECRET_ARN but may not")),
+        "{found:#?}"
     );
     // A function that never reads the gate key gets it: a grant too many.
     let mut extra = template.clone();
-    let gate_grant = policies(&extra, "PurchaseFunction")
-        .into_iter()
+    let gate_grant = policies_of(&mut extra, "PurchaseFunction")
+        .iter()
         .find(|p| is_gate_grant(p))
+        .cloned()
         .unwrap();
-    extra["Resources"]["OrderWriterFunction"]["Properties"]["Policies"]
-        .as_array_mut()
-        .unwrap()
-        .push(gate_grant);
+    policies_of(&mut extra, "ReconcileFunction").push(gate_grant);
     let found = grant_mismatches(&extra);
-    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found.len(), 2, "{found:#?}");
     assert!(
-        found[0].starts_with("OrderWriterFunction: may GetSecretValue on"),
-        "{found:?}"
+        found
+            .iter()
+            .all(|f| f.starts_with("ReconcileFunction: may GetSecretValue on")),
+        "{found:#?}"
+    );
+    // The order-writer's own role: its Redis grant removed is seen too.
+    let mut role = template.clone();
+    policies_of(&mut role, "OrderWriterRole").retain(|p| !p.to_string().contains("RedisAuth"));
+    let found = grant_mismatches(&role);
+    assert!(
+        !found.is_empty()
+            && found
+                .iter()
+                .all(|f| f.starts_with("OrderWriterFunction: reads REDIS_AUTH_SECRET_ARN")),
+        "{found:#?}"
     );
     // A wildcard is never right.
     let mut wild = template.clone();
-    wild["Resources"]["ReconcileFunction"]["Properties"]["Policies"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"Statement": [{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": "*"}]}));
+    policies_of(&mut wild, "ReconcileFunction").push(json!({"Statement": [
+        {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": "*"}
+    ]}));
     let found = grant_mismatches(&wild);
     assert!(found.iter().any(|f| f.contains("wildcard")), "{found:?}");
 }

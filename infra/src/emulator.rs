@@ -12,7 +12,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 /// Matches `template.yaml`: after this many receives a message goes to the DLQ.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
 /// Matches `template.yaml`: the order-writer's visibility timeout.
-pub const VISIBILITY_TIMEOUT_SECS: u32 = 60;
+pub const VISIBILITY_TIMEOUT_SECS: u32 = 61;
 
 #[derive(Debug, thiserror::Error)]
 #[error("emulator set-up failed: {0}")]
@@ -30,7 +30,7 @@ pub struct Queues {
 }
 
 /// Creates the orders queue and its DLQ. `visibility_timeout_secs` is the
-/// template's 60 s in the stack; tests pass less so a retry comes quickly.
+/// template's 61 s in the stack; tests pass less so a retry comes quickly.
 pub async fn ensure_queues(
     sqs: &aws_sdk_sqs::Client,
     orders: &str,

@@ -861,7 +861,11 @@ mod tests {
         prefix: &str,
         count: usize,
     ) -> (aws_sdk_sqs::Client, crate::emulator::Queues, String) {
-        let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(5)).await;
+        let sdk = seckill_shared::aws::sdk_config(
+            seckill_shared::aws::Caller::Tool,
+            Duration::from_secs(5),
+        )
+        .await;
         let sqs = seckill_shared::aws::sqs(&sdk);
         let suffix = seckill_shared::clock::now_ms();
         let queues = crate::emulator::ensure_queues(
@@ -996,7 +1000,11 @@ mod tests {
     async fn emulator_long_poll_outlasts_a_short_client_timeout() {
         // The purchase path's clients time out within a second; a long poll
         // through such a client must still end as an empty receive.
-        let sdk = seckill_shared::aws::sdk_config(Duration::from_millis(800)).await;
+        let sdk = seckill_shared::aws::sdk_config(
+            seckill_shared::aws::Caller::Tool,
+            Duration::from_millis(800),
+        )
+        .await;
         let sqs = seckill_shared::aws::sqs(&sdk);
         let name = format!("esm-poll-{}", seckill_shared::clock::now_ms());
         let url = sqs
@@ -1040,7 +1048,11 @@ mod tests {
 
     #[tokio::test]
     async fn emulator_stop_mid_window_hands_records_back() {
-        let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(5)).await;
+        let sdk = seckill_shared::aws::sdk_config(
+            seckill_shared::aws::Caller::Tool,
+            Duration::from_secs(5),
+        )
+        .await;
         let sqs = seckill_shared::aws::sqs(&sdk);
         let suffix = seckill_shared::clock::now_ms();
         let queues = crate::emulator::ensure_queues(

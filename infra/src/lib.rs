@@ -15,6 +15,8 @@
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
 //! - [`invoke`]: one event through one function's own loader, wiring and
 //!   handler (`seckill-local invoke`).
+//! - [`iam`]: the AWS calls each function made (the emulator's recording)
+//!   against the role the template gives it (the IAM test).
 //! - [`consistency`]: `template.yaml` against the code: binaries, the
 //!   environment each function reads, routes, events (the consistency test).
 //! - `main.rs`: the `seckill-local` command line.
@@ -27,6 +29,7 @@ pub mod consistency;
 pub mod emulator;
 pub mod event_source;
 pub mod gateway;
+pub mod iam;
 pub mod invoke;
 pub mod loadgen;
 pub mod local;

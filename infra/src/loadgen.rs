@@ -370,7 +370,7 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
         sales_table: format!("{name}-sales"),
         orders_table: format!("{name}-orders"),
         demo_sale: String::new(),
-        visibility_timeout_secs: 60,
+        visibility_timeout_secs: crate::emulator::VISIBILITY_TIMEOUT_SECS,
         rate_limits: Some(UNLIMITED),
         login_url: None,
     };
@@ -393,11 +393,14 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
 async fn null_purchase(
     config: &Config,
 ) -> Result<PurchaseService<RedisStock, NullQueue, CachedCatalog<DynamoCatalog>>, LoadError> {
-    let config =
-        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
-            .await
-            .map_err(setup)?;
-    let sdk = aws::sdk_config(config.sqs_timeout).await;
+    let config = &seckill_shared::secrets::resolve(
+        config,
+        aws::Caller::Tool,
+        seckill_shared::secrets::Uses::RedisAndGate,
+    )
+    .await
+    .map_err(setup)?;
+    let sdk = aws::sdk_config(aws::Caller::Tool, config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)
         .map_err(setup)?
         .with_rate_limits(config.rate_limits);
@@ -425,7 +428,7 @@ where
     let sale = seckill_shared::memory::test_sale(&settings.name, settings.stock, 1)
         .map_err(|e| setup(e.0))?;
     let catalog = DynamoCatalog::new(
-        aws::dynamodb(&aws::sdk_config(config.sqs_timeout).await),
+        aws::dynamodb(&aws::sdk_config(aws::Caller::Tool, config.sqs_timeout).await),
         &config.sales_table,
     );
     catalog.create_sale(&sale).await.map_err(setup)?;

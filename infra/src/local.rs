@@ -44,8 +44,9 @@ pub struct LocalSettings {
     pub orders_table: String,
     /// `SECKILL_DEMO_SALE` (default `demo`; empty to skip the demo sale).
     pub demo_sale: String,
-    /// `ORDERS_VISIBILITY_TIMEOUT` (default 60, as in `template.yaml`): how
-    /// long a failed batch's records stay invisible before a retry.
+    /// `ORDERS_VISIBILITY_TIMEOUT` (default [`emulator::VISIBILITY_TIMEOUT_SECS`],
+    /// the template's value): how long a failed batch's records stay
+    /// invisible before a retry.
     pub visibility_timeout_secs: u32,
     /// Replaces the `RATE_*` settings of the environment (tests).
     pub rate_limits: Option<seckill_shared::config::RateLimits>,
@@ -55,6 +56,12 @@ pub struct LocalSettings {
 }
 
 impl LocalSettings {
+    /// The emulator secret of the gate key: `<queue name>-gate`, the
+    /// stack's other names' prefix (`seckill-orders-gate` by default).
+    pub fn gate_secret_name(&self) -> String {
+        format!("{}-gate", self.queue_name)
+    }
+
     pub fn from_env() -> Self {
         let var = crate::env_or;
         Self {
@@ -65,8 +72,9 @@ impl LocalSettings {
             sales_table: var("SALES_TABLE", "seckill-sales"),
             orders_table: var("ORDERS_TABLE", "seckill-orders"),
             demo_sale: std::env::var("SECKILL_DEMO_SALE").unwrap_or_else(|_| "demo".into()),
-            visibility_timeout_secs: var("ORDERS_VISIBILITY_TIMEOUT", "60")
-                .parse()
+            visibility_timeout_secs: std::env::var("ORDERS_VISIBILITY_TIMEOUT")
+                .ok()
+                .and_then(|secs| secs.parse().ok())
                 .unwrap_or(emulator::VISIBILITY_TIMEOUT_SECS),
             rate_limits: None,
             login_url: std::env::var("SECKILL_LOGIN_URL")
@@ -77,17 +85,16 @@ impl LocalSettings {
 }
 
 /// The local stack's gate key: the value `up` (and `invoke`) put into the
-/// emulator's secret [`LOCAL_GATE_SECRET_NAME`] when it is missing.
+/// emulator's secret [`LocalSettings::gate_secret_name`] when it is missing.
 pub const DEFAULT_GATE_SECRET: &str = "seckill-local-gate-secret-not-for-production";
 
-/// The emulator secret holding the local gate key; the functions get its
-/// ARN as `GATE_SECRET_ARN` unless the environment names another secret.
-pub const LOCAL_GATE_SECRET_NAME: &str = "seckill-local-gate";
-
-/// The ARN of the local gate key's secret on the emulator, created with
-/// [`DEFAULT_GATE_SECRET`] if missing.
-pub async fn ensure_gate_secret(secrets: &aws::SecretsClient) -> Result<String, LocalError> {
-    Ok(emulator::ensure_secret(secrets, LOCAL_GATE_SECRET_NAME, DEFAULT_GATE_SECRET).await?)
+/// The ARN of the local gate key's secret `name` on the emulator, created
+/// with [`DEFAULT_GATE_SECRET`] if missing.
+pub async fn ensure_gate_secret(
+    secrets: &aws::SecretsClient,
+    name: &str,
+) -> Result<String, LocalError> {
+    Ok(emulator::ensure_secret(secrets, name, DEFAULT_GATE_SECRET).await?)
 }
 
 /// `GATE_SECRET_ARN` for `seckill-local invoke`: what `env` names, or, for a
@@ -97,6 +104,7 @@ pub async fn ensure_gate_secret(secrets: &aws::SecretsClient) -> Result<String, 
 pub async fn invoke_gate_secret(
     function: crate::invoke::Function,
     env: seckill_shared::config::Lookup<'_>,
+    settings: &LocalSettings,
 ) -> Result<Option<String>, LocalError> {
     if let Some(named) = env("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()) {
         return Ok(Some(named));
@@ -106,8 +114,9 @@ pub async fn invoke_gate_secret(
     if !reads.contains("GATE_SECRET_ARN") {
         return Ok(None);
     }
-    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
-    Ok(Some(ensure_gate_secret(&aws::secrets(&sdk)).await?))
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
+    let name = settings.gate_secret_name();
+    Ok(Some(ensure_gate_secret(&aws::secrets(&sdk), &name).await?))
 }
 
 /// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
@@ -233,7 +242,7 @@ pub fn writer_handler(
 /// the demo sale in DynamoDB and Redis, the wired functions, the bound port.
 /// Tests call it with port 0 and their own names.
 pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalError> {
-    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
     let queues = emulator::ensure_queues(
         &sqs,
@@ -263,7 +272,8 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
     // wiring fetches it at cold start. `GATE_SECRET_ARN` in the environment
     // names another secret instead.
     if config.secrets.gate.is_none() {
-        config.secrets.gate = Some(ensure_gate_secret(&aws::secrets(&sdk)).await?);
+        config.secrets.gate =
+            Some(ensure_gate_secret(&aws::secrets(&sdk), &settings.gate_secret_name()).await?);
     }
     if !settings.demo_sale.is_empty() {
         let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;

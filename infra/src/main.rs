@@ -93,9 +93,10 @@ async fn invoke(args: &[String]) -> Result<(), String> {
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     // The process's environment, with the local gate secret's ARN for a
     // function that reads it (unless GATE_SECRET_ARN names another).
-    let gate = local::invoke_gate_secret(function, &config::process_env)
-        .await
-        .map_err(|e| format!("{name}: {e}"))?;
+    let gate =
+        local::invoke_gate_secret(function, &config::process_env, &LocalSettings::from_env())
+            .await
+            .map_err(|e| format!("{name}: {e}"))?;
     let env = |var: &str| match var {
         "GATE_SECRET_ARN" => gate.clone(),
         _ => config::process_env(var),

@@ -167,16 +167,14 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// Whether some node of `url` (a comma-separated cluster seed list too)
-/// names a password: `scheme://user:password@...`.
+/// Whether `url` names a password: `scheme://user:password@host...` (a
+/// cluster seed list's hosts share it).
 pub fn has_password(url: &str) -> bool {
-    url.split(',').any(|node| {
-        let rest = node.split_once("://").map_or(node, |(_, rest)| rest);
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        authority
-            .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-    })
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// The environment, as a lookup function so tests can pass a map.
@@ -559,7 +557,7 @@ mod tests {
         for url in [
             "rediss://:hunter2@cache.example:6379",
             "rediss://default:hunter2@cache.example:6379",
-            "redis://a:1,redis://u:hunter2@b:2?cluster=true",
+            "rediss://u:hunter2@a:1,b:2?cluster=true",
         ] {
             let err = with_url(url).unwrap_err();
             let shown = format!("{err} {err:?}");

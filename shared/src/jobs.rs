@@ -454,11 +454,15 @@ impl crate::purchase::RebuildTrigger for Jobs {
     }
 }
 
-/// The jobs over the live adapters, from the function's configuration;
-/// its secrets are fetched first unless the caller already resolved them.
-pub async fn wire(config: &crate::config::Config) -> Result<Jobs, crate::config::WireError> {
-    let config = &crate::secrets::resolve(config, crate::secrets::Uses::Redis).await?;
-    let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
+/// The jobs over the live adapters, from the function's configuration, for
+/// `caller` (prewarm, release-unpaid and admin-api each wire their own); its
+/// Redis AUTH token is fetched first unless the caller already resolved it.
+pub async fn wire(
+    config: &crate::config::Config,
+    caller: crate::aws::Caller,
+) -> Result<Jobs, crate::config::WireError> {
+    let config = &crate::secrets::resolve(config, caller, crate::secrets::Uses::Redis).await?;
+    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let queue = config
         .orders_queue_url

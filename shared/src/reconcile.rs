@@ -615,11 +615,14 @@ fn message_of(
     })
 }
 
-/// The reconciler over the live adapters; its secrets are fetched first
-/// unless the caller already resolved them.
-pub async fn wire(config: &crate::config::Config) -> Result<Reconciler, crate::config::WireError> {
-    let config = &crate::secrets::resolve(config, crate::secrets::Uses::Redis).await?;
-    let sdk = crate::aws::sdk_config(Duration::from_secs(5)).await;
+/// The reconciler over the live adapters, for `caller`; its Redis AUTH
+/// token is fetched first unless the caller already resolved it.
+pub async fn wire(
+    config: &crate::config::Config,
+    caller: crate::aws::Caller,
+) -> Result<Reconciler, crate::config::WireError> {
+    let config = &crate::secrets::resolve(config, caller, crate::secrets::Uses::Redis).await?;
+    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
     let db = crate::aws::dynamodb(&sdk);
     let sqs = crate::aws::sqs(&sdk);
     let queue_url = config.queue_url()?.to_owned();

@@ -289,9 +289,9 @@ impl RedisStock {
     /// per master, made on first use).
     pub fn connect_lazy(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         let conn = match cluster_seed(url) {
-            Some(seed) => {
-                let nodes = seed
-                    .split(',')
+            Some(seeds) => {
+                let nodes = seeds
+                    .iter()
                     .map(|node| client(node).map(|c| c.get_connection_info().clone()))
                     .collect::<Result<Vec<_>, _>>()?;
                 let cluster = redis::cluster::ClusterClientBuilder::new(nodes)
@@ -874,12 +874,20 @@ pub struct PendingTransfer {
     pub at_ms: i64,
 }
 
-/// The seed nodes of a `?cluster=true` URL (comma-separated allowed), or
-/// `None` for a single node.
-fn cluster_seed(url: &str) -> Option<String> {
-    let (base, query) = url.split_once('?')?;
+/// The seed nodes of a `?cluster=true` URL, one URL each, or `None` for a
+/// single node. `scheme://[user:password@]host:port,host:port[/db][?query][#fragment]`
+/// names several seeds (any one answering is enough); each gets the scheme,
+/// credentials, database, query (without the flag) and fragment of the URL,
+/// so a `#insecure` or a bad host is refused for each. A password's `@` `,`
+/// `?` `#` are percent-encoded, so they split nothing here.
+fn cluster_seed(url: &str) -> Option<Vec<String>> {
+    let (rest, fragment) = match url.split_once('#') {
+        Some((rest, fragment)) => (rest, format!("#{fragment}")),
+        None => (url, String::new()),
+    };
+    let (base, query) = rest.split_once('?')?;
     let mut cluster = false;
-    let rest: Vec<&str> = query
+    let kept: Vec<&str> = query
         .split('&')
         .filter(|pair| {
             let is_flag = *pair == "cluster=true";
@@ -890,11 +898,27 @@ fn cluster_seed(url: &str) -> Option<String> {
     if !cluster {
         return None;
     }
-    Some(if rest.is_empty() {
-        base.to_owned()
+    let query = if kept.is_empty() {
+        String::new()
     } else {
-        format!("{base}?{}", rest.join("&"))
-    })
+        format!("?{}", kept.join("&"))
+    };
+    // Without a scheme the URL is not one: left whole for `client` to refuse.
+    let Some((scheme, authority_path)) = base.split_once("://") else {
+        return Some(vec![format!("{base}{query}{fragment}")]);
+    };
+    // The last `@` ends the credentials, as URL parsers read it.
+    let (userinfo, hosts_path) = match authority_path.rsplit_once('@') {
+        Some((userinfo, hosts_path)) => (format!("{userinfo}@"), hosts_path),
+        None => (String::new(), authority_path),
+    };
+    let (hosts, path) = hosts_path.split_at(hosts_path.find('/').unwrap_or(hosts_path.len()));
+    Some(
+        hosts
+            .split(',')
+            .map(|host| format!("{scheme}://{userinfo}{host}{path}{query}{fragment}"))
+            .collect(),
+    )
 }
 
 /// A quantity as a script argument; the usual ones without an allocation.
@@ -1830,6 +1854,9 @@ fn unavailable(err: RedisError) -> StoreError {
         || err.is_connection_dropped()
         || err.is_connection_refusal()
         || err.kind() == redis::ErrorKind::AuthenticationFailed
+        // The cluster client found no connection to the slot's master: it
+        // is down, or its certificate was refused. An outage, not a reply.
+        || err.kind() == redis::ErrorKind::ClusterConnectionNotFound
         || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
     {
         StoreError::Unavailable(err.to_string())
@@ -1900,13 +1927,81 @@ mod tests {
         assert_eq!(cluster_seed("redis://h:1"), None);
         assert_eq!(cluster_seed("redis://h:1?protocol=resp3"), None);
         assert_eq!(
-            cluster_seed("rediss://:pw@h:1?cluster=true").as_deref(),
-            Some("rediss://:pw@h:1")
+            cluster_seed("rediss://:pw@h:1?cluster=true"),
+            Some(vec!["rediss://:pw@h:1".to_owned()])
         );
         assert_eq!(
-            cluster_seed("redis://h:1?protocol=resp3&cluster=true").as_deref(),
-            Some("redis://h:1?protocol=resp3")
+            cluster_seed("redis://h:1?protocol=resp3&cluster=true"),
+            Some(vec!["redis://h:1?protocol=resp3".to_owned()])
         );
+    }
+
+    #[test]
+    fn every_seed_node_gets_the_scheme_credentials_and_options_of_the_url() {
+        assert_eq!(
+            cluster_seed("rediss://default:p%40ss@a:1,b:2,[::1]:3?cluster=true"),
+            Some(vec![
+                "rediss://default:p%40ss@a:1".to_owned(),
+                "rediss://default:p%40ss@b:2".to_owned(),
+                "rediss://default:p%40ss@[::1]:3".to_owned(),
+            ])
+        );
+        assert_eq!(
+            cluster_seed("redis://a:1,b:2/0?protocol=resp3&cluster=true"),
+            Some(vec![
+                "redis://a:1/0?protocol=resp3".to_owned(),
+                "redis://b:2/0?protocol=resp3".to_owned(),
+            ])
+        );
+        // Each node parses, with the password decoded: an encoded `,` `?`
+        // `@` `#` in it splits nothing.
+        let seeds = cluster_seed("rediss://:a%2Cb%3Fc%40d%23e@a:1,b:2?cluster=true").unwrap();
+        assert_eq!(seeds.len(), 2);
+        for (seed, host) in seeds.iter().zip(["a", "b"]) {
+            let info = client(seed).unwrap().get_connection_info().clone();
+            assert!(
+                matches!(info.addr(), ConnectionAddr::TcpTls { host: h, insecure: false, .. } if h == host),
+                "{seed}"
+            );
+            assert_eq!(info.redis_settings().password(), Some("a,b?c@d#e"));
+        }
+    }
+
+    #[test]
+    fn a_seed_list_cannot_turn_verification_off_or_hide_a_bad_node() {
+        // The fragment is every node's: `#insecure` is refused for each.
+        let seeds = cluster_seed("rediss://:hunter2@a:1,b:2?cluster=true#insecure").unwrap();
+        assert_eq!(seeds.len(), 2);
+        for seed in &seeds {
+            let err = client(seed).err().unwrap();
+            assert!(!format!("{err} {err:?}").contains("hunter2"));
+        }
+        for url in [
+            "rediss://:hunter2@a:1,b:2?cluster=true#insecure",
+            "rediss://:hunter2@a:1,?cluster=true",
+            "rediss://:hunter2@a:1,b:notaport?cluster=true",
+        ] {
+            let err = RedisStock::connect_lazy(url, Duration::from_millis(100))
+                .err()
+                .unwrap();
+            assert!(matches!(err, StoreError::Unavailable(_)), "{url}: {err:?}");
+            let shown = format!("{err} {err:?}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains("REDIS_URL"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_cluster_with_no_reachable_node_is_unavailable() {
+        // What the cluster client says when no connection to a slot's
+        // master could be made (down, or its certificate refused).
+        let err = RedisError::from((
+            redis::ErrorKind::ClusterConnectionNotFound,
+            "No connections found",
+        ));
+        assert!(matches!(unavailable(err), StoreError::Unavailable(_)));
+        let err = RedisError::from((redis::ErrorKind::UnexpectedReturnType, "odd"));
+        assert!(matches!(unavailable(err), StoreError::Protocol(_)));
     }
 
     #[test]

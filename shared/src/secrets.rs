@@ -74,7 +74,11 @@ pub enum Uses {
 /// AUTH token, `gate_secret` the key, and `secrets` is empty (so a second
 /// call, as the admin function's two wirings make, fetches nothing). A
 /// config naming no such secret comes back without a client being built.
-pub async fn resolve(config: &Config, uses: Uses) -> Result<Config, SecretError> {
+pub async fn resolve(
+    config: &Config,
+    caller: crate::aws::Caller,
+    uses: Uses,
+) -> Result<Config, SecretError> {
     let redis_auth = &config.secrets.redis_auth;
     let gate = match uses {
         Uses::Redis => &None,
@@ -86,7 +90,8 @@ pub async fn resolve(config: &Config, uses: Uses) -> Result<Config, SecretError>
             ..config.clone()
         });
     }
-    let client = crate::aws::secrets(&crate::aws::sdk_config(FETCH_TIMEOUT).await);
+    // The function's own name in the user agent, as on its other clients.
+    let client = crate::aws::secrets(&crate::aws::sdk_config(caller, FETCH_TIMEOUT).await);
     let (token, key) = tokio::try_join!(
         async {
             match redis_auth {
@@ -178,32 +183,31 @@ async fn fetch(
     })
 }
 
-/// `url` with `token` as the password of every node (a comma-separated
-/// cluster seed list has several), percent-encoded: `rediss://host:6379`
-/// becomes `rediss://:<token>@host:6379`, `rediss://user@host` becomes
-/// `rediss://user:<token>@host`. A node that already names a password is
+/// `url` with `token` as its password, percent-encoded:
+/// `rediss://host:6379` becomes `rediss://:<token>@host:6379`,
+/// `rediss://user@host` becomes `rediss://user:<token>@host`, and a cluster
+/// seed list (`rediss://h1:6379,h2:6379?cluster=true`) shares the one
+/// password as it shares the scheme. A URL that already names a password is
 /// refused: two sources of one password.
 pub fn with_password(url: &str, token: &str) -> Result<String, SecretError> {
-    let encoded = percent_encode(token);
-    let mut nodes = Vec::new();
-    for node in url.split(',') {
-        let Some((scheme, rest)) = node.split_once("://") else {
-            return Err(SecretError::Url("a node has no scheme://"));
-        };
-        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        let (user, host) = match authority.rsplit_once('@') {
-            Some((userinfo, _)) if userinfo.contains(':') => {
-                return Err(SecretError::Url(
-                    "it already carries a password (REDIS_AUTH_SECRET_ARN is the only source)",
-                ));
-            }
-            Some((user, host)) => (user, host),
-            None => ("", authority),
-        };
-        nodes.push(format!("{scheme}://{user}:{encoded}@{host}{tail}"));
-    }
-    Ok(nodes.join(","))
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(SecretError::Url("it has no scheme://"));
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (user, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, _)) if userinfo.contains(':') => {
+            return Err(SecretError::Url(
+                "it already carries a password (REDIS_AUTH_SECRET_ARN is the only source)",
+            ));
+        }
+        Some((user, hosts)) => (user, hosts),
+        None => ("", authority),
+    };
+    Ok(format!(
+        "{scheme}://{user}:{}@{hosts}{tail}",
+        percent_encode(token)
+    ))
 }
 
 /// Every byte outside RFC 3986's unreserved set as `%XX` (redis-rs decodes
@@ -236,8 +240,8 @@ mod tests {
                 "rediss://default:tok@cache.example:6379/0",
             ),
             (
-                "redis://a:1,redis://b:2?cluster=true",
-                "redis://:tok@a:1,redis://:tok@b:2?cluster=true",
+                "rediss://a:1,b:2?cluster=true",
+                "rediss://:tok@a:1,b:2?cluster=true",
             ),
         ] {
             assert_eq!(with_password(url, "tok").unwrap(), expected);
@@ -254,7 +258,10 @@ mod tests {
 
     #[test]
     fn a_url_with_a_password_is_refused_without_showing_it() {
-        for url in ["redis://:hunter2@h:1", "redis://a:1,redis://u:hunter2@b:2"] {
+        for url in [
+            "redis://:hunter2@h:1",
+            "rediss://u:hunter2@a:1,b:2?cluster=true",
+        ] {
             let err = with_password(url, "tok").unwrap_err();
             let shown = format!("{err} {err:?}");
             assert!(shown.contains("already carries a password"), "{shown}");
@@ -277,7 +284,9 @@ mod tests {
             _ => None,
         };
         let config = Config::from_lookup(&map).unwrap();
-        let resolved = resolve(&config, Uses::RedisAndGate).await.unwrap();
+        let resolved = resolve(&config, crate::aws::Caller::Tool, Uses::RedisAndGate)
+            .await
+            .unwrap();
         assert_eq!(resolved.redis_url, config.redis_url);
         assert_eq!(resolved.gate_secret, None);
     }

@@ -3,6 +3,11 @@
 //! `make test` starts a real `redis-server` and `moto_server` on free ports
 //! and exports `REDIS_URL` and `AWS_ENDPOINT_URL`. Every test gets its own
 //! queue, tables and sale ids, so tests run in parallel without sharing state.
+//!
+//! [`tls`]: the `rediss://` fixtures (a throwaway CA, a TLS `redis-server`,
+//! a TLS Redis Cluster) and the child process that trusts the CA.
+
+pub mod tls;
 
 use lambda_http::{Body, Request};
 use purchase::LivePurchase;
@@ -15,14 +20,13 @@ use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderMessage, Sale, SaleId};
 use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::redis_store::{SaleKeys, StoredReservation};
-use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Visibility timeout of test queues: a failed record comes back after this
-/// (the template says 60 s; a test cannot wait for five of those).
+/// (the template says 61 s; a test cannot wait for five of those).
 pub const TEST_VISIBILITY_SECS: u32 = 1;
 
 /// Limits that never bite: most tests are about the stock decision, send
@@ -111,7 +115,7 @@ impl App {
         }
         let redis_url = env("REDIS_URL");
         env("AWS_ENDPOINT_URL");
-        let sdk = aws::sdk_config(Duration::from_secs(20)).await;
+        let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
         let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
         let name = unique("t");
         let queues = emulator::ensure_queues(&sqs, &name, &format!("{name}-dlq"), visibility_secs)
@@ -300,7 +304,9 @@ impl App {
 
     /// The scheduled jobs on this test's tables and queue.
     pub async fn jobs(&self) -> seckill_shared::jobs::Jobs {
-        seckill_shared::jobs::wire(&self.config).await.unwrap()
+        seckill_shared::jobs::wire(&self.config, seckill_shared::aws::Caller::Tool)
+            .await
+            .unwrap()
     }
 
     /// Deletes every Redis key of a sale, as a Redis restart would. (Not
@@ -539,6 +545,8 @@ pub struct LocalStack {
     pub queues: emulator::Queues,
     pub writer: Arc<order_writer::LiveWriter>,
     pub admin: Arc<admin_api::Admin>,
+    /// The scheduled functions, each wired as its own Lambda.
+    pub scheduled: Arc<seckill_infra::local::Scheduled>,
     /// The gateway being served (its token settings, its per-route counts).
     pub gateway: Arc<seckill_infra::gateway::Gateway>,
     pub source: Option<seckill_infra::event_source::EventSource>,
@@ -601,6 +609,7 @@ impl LocalStack {
         };
         let addr = stack.listener.local_addr().unwrap();
         let outcomes = stack.start_outcome_flusher();
+        let scheduled = stack.scheduled.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let gateway = stack.gateway.clone();
         tokio::spawn(seckill_infra::gateway::serve(
@@ -617,6 +626,7 @@ impl LocalStack {
             queues: stack.queues,
             writer: stack.writer,
             admin: stack.admin,
+            scheduled,
             gateway,
             source: Some(source),
             stop: Some(stop),
@@ -738,59 +748,4 @@ impl Captured {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
-}
-
-// ---------------------------------------------------------------------------
-// template.yaml as CloudFormation reads it (consistency, secrets).
-
-/// YAML as CloudFormation reads it, as JSON: each short tag in its long
-/// form (`!Ref x` is `{"Ref": "x"}`, `!GetAtt a.b` is `{"Fn::GetAtt": ["a",
-/// "b"]}`, `!Sub`, `!If`, ... are `{"Fn::Sub": ...}`, `{"Fn::If": ...}`).
-pub fn cfn_json(yaml: serde_norway::Value) -> Json {
-    use serde_norway::Value as Yaml;
-    match yaml {
-        Yaml::Null => Json::Null,
-        Yaml::Bool(b) => Json::Bool(b),
-        Yaml::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => json!(i),
-            (_, Some(u), _) => json!(u),
-            (_, _, f) => json!(f),
-        },
-        Yaml::String(s) => Json::String(s),
-        Yaml::Sequence(items) => Json::Array(items.into_iter().map(cfn_json).collect()),
-        Yaml::Mapping(map) => Json::Object(
-            map.into_iter()
-                .map(|(k, v)| {
-                    let key = match cfn_json(k) {
-                        Json::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, cfn_json(v))
-                })
-                .collect(),
-        ),
-        Yaml::Tagged(tagged) => {
-            let tag = tagged.tag.to_string();
-            let value = cfn_json(tagged.value);
-            match tag.trim_start_matches('!') {
-                "Ref" => json!({"Ref": value}),
-                "Condition" => json!({"Condition": value}),
-                "GetAtt" => match value {
-                    Json::String(dotted) => {
-                        let (resource, attribute) = dotted.split_once('.').unwrap_or((&dotted, ""));
-                        json!({"Fn::GetAtt": [resource, attribute]})
-                    }
-                    other => json!({"Fn::GetAtt": other}),
-                },
-                function => json!({ format!("Fn::{function}"): value }),
-            }
-        }
-    }
-}
-
-/// `template.yaml` as it is now on disk (another change may be editing it).
-pub fn template_json() -> Json {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let text = std::fs::read_to_string(root.join("template.yaml")).unwrap();
-    cfn_json(serde_norway::from_str(&text).unwrap())
 }

@@ -43,15 +43,17 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// environment: its cold start is counted here, and the Redis AUTH token is
 /// fetched, once for both wirings below (a failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<Admin, WireError> {
+    let caller = seckill_shared::aws::Caller::Function(Function::AdminApi);
     let config =
-        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::Redis).await?;
+        &seckill_shared::secrets::resolve(config, caller, seckill_shared::secrets::Uses::Redis)
+            .await?;
     let metrics = Metrics::new(Function::AdminApi, &config.metrics_namespace);
     metrics.cold_start();
     Ok(Admin {
-        jobs: seckill_shared::jobs::wire(config)
+        jobs: seckill_shared::jobs::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
-        reconciler: seckill_shared::reconcile::wire(config)
+        reconciler: seckill_shared::reconcile::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
         metrics,

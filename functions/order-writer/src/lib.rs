@@ -42,12 +42,14 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// Once per execution environment: its cold start is counted here, and
 /// the Redis AUTH token is fetched (a failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<LiveWriter, WireError> {
+    let caller = aws::Caller::Function(seckill_shared::metrics::Function::OrderWriter);
     let config =
-        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::Redis).await?;
+        &seckill_shared::secrets::resolve(config, caller, seckill_shared::secrets::Uses::Redis)
+            .await?;
     // DynamoDB transactions of up to 21 items (10 orders, their buyers'
     // records, the sale item): give them more time than a purchase's
     // SendMessage, still well inside the function's timeout.
-    let sdk = aws::sdk_config(Duration::from_secs(4)).await;
+    let sdk = aws::sdk_config(caller, Duration::from_secs(4)).await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);

@@ -40,10 +40,14 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// the Redis AUTH token and the gate key are fetched (a failed fetch fails
 /// the init).
 pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
-    let config =
-        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
-            .await?;
-    let sdk = aws::sdk_config(Duration::from_secs(2)).await;
+    let caller = aws::Caller::Function(seckill_shared::metrics::Function::OrdersApi);
+    let config = &seckill_shared::secrets::resolve(
+        config,
+        caller,
+        seckill_shared::secrets::Uses::RedisAndGate,
+    )
+    .await?;
+    let sdk = aws::sdk_config(caller, Duration::from_secs(2)).await;
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);

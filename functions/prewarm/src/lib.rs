@@ -37,7 +37,10 @@ use seckill_shared::metrics::{Function, Metrics};
 pub async fn wire(config: &Config) -> Result<Jobs, WireError> {
     let metrics = Metrics::new(Function::Prewarm, &config.metrics_namespace);
     metrics.cold_start();
-    Ok(seckill_shared::jobs::wire(config)
-        .await?
-        .with_metrics(metrics))
+    Ok(seckill_shared::jobs::wire(
+        config,
+        seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::Prewarm),
+    )
+    .await?
+    .with_metrics(metrics))
 }

@@ -59,10 +59,14 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// fails the init).
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
-    let config =
-        &seckill_shared::secrets::resolve(config, seckill_shared::secrets::Uses::RedisAndGate)
-            .await?;
-    let sdk = aws::sdk_config(config.sqs_timeout).await;
+    let caller = aws::Caller::Function(seckill_shared::metrics::Function::Purchase);
+    let config = &seckill_shared::secrets::resolve(
+        config,
+        caller,
+        seckill_shared::secrets::Uses::RedisAndGate,
+    )
+    .await?;
+    let sdk = aws::sdk_config(caller, config.sqs_timeout).await;
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?
         .with_rate_limits(config.rate_limits);
     let queue = SqsQueue::new(aws::sqs(&sdk), queue_url);

@@ -36,7 +36,10 @@ use seckill_shared::reconcile::Reconciler;
 pub async fn wire(config: &Config) -> Result<Reconciler, WireError> {
     let metrics = Metrics::new(Function::Reconcile, &config.metrics_namespace);
     metrics.cold_start();
-    Ok(seckill_shared::reconcile::wire(config)
-        .await?
-        .with_metrics(metrics))
+    Ok(seckill_shared::reconcile::wire(
+        config,
+        seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::Reconcile),
+    )
+    .await?
+    .with_metrics(metrics))
 }

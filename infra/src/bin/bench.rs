@@ -219,7 +219,7 @@ async fn main() -> Result<ExitCode, BoxError> {
     }
 
     // 2. The handler in-process, on the same Redis.
-    let sdk = aws::sdk_config(SQS_TIMEOUT).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, SQS_TIMEOUT).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
     let sales_table = format!("{tag}-sales");
     emulator::ensure_tables(&db, &sales_table, &format!("{tag}-orders")).await?;

@@ -91,7 +91,7 @@ async fn main() -> Result<ExitCode, BoxError> {
     // Unique names, so a run never meets another run's sale, queue or tables.
     let tag = format!("coldstart{}-{}", std::process::id(), clock::now_ms());
 
-    let sdk = aws::sdk_config(Duration::from_secs(10)).await;
+    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
     let (sqs, db) = (aws::sqs(&sdk), aws::dynamodb(&sdk));
     let queues = emulator::ensure_queues(
         &sqs,
@@ -204,7 +204,7 @@ impl RedisUser {
             .await?;
         let secret_arn = emulator::ensure_secret(
             secrets,
-            &format!("{tag}-redis-auth"),
+            &format!("{tag}-redis"),
             &serde_json::json!({ "token": token }).to_string(),
         )
         .await?;

@@ -1,0 +1,1145 @@
+//! The template's traps that only show on AWS (issue 15), read from
+//! `template.yaml`, `infra/redis-stack.yaml` and `samconfig.toml`: the
+//! emulator enforces no IAM, zone or CloudFront limit, so these checks read
+//! what CloudFormation would be given. Intrinsics are evaluated where a
+//! value depends on them (a name built with `!Sub`, a zone picked with
+//! `!Select`), with the parameters of each samconfig profile.
+//!
+//! Also `sam local invoke`: the env-vars file the README's command passes
+//! covers every function, as the installed SAM CLI resolves it.
+
+use seckill_infra::consistency::{self, Template};
+use seckill_infra::emulator;
+use seckill_infra::invoke::{Function, Handler};
+use serde_json::{Value as Json, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod cfn;
+use cfn::cfn_json;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn yaml(path: &str) -> Json {
+    cfn_json(serde_norway::from_str(&read(path)).unwrap())
+}
+
+fn template() -> Json {
+    yaml("template.yaml")
+}
+
+fn redis_stack() -> Json {
+    yaml("infra/redis-stack.yaml")
+}
+
+fn resources<'a>(template: &'a Json, kind: &str) -> Vec<(&'a String, &'a Json)> {
+    template["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"] == kind)
+        .collect()
+}
+
+// ------------------------------------------------------------ evaluation
+
+/// One stack as CloudFormation would create it: parameter values (overrides
+/// over defaults) and pseudo parameters, enough to evaluate the intrinsics
+/// that build names and pick zones. `None` is "not known before deploy"
+/// (a resource's `Ref` or `GetAtt`).
+struct Stack<'a> {
+    template: &'a Json,
+    params: BTreeMap<String, Json>,
+    pseudo: BTreeMap<&'static str, String>,
+}
+
+impl<'a> Stack<'a> {
+    fn new(template: &'a Json, overrides: &BTreeMap<String, String>) -> Self {
+        Self::with_pseudo(template, overrides, "seckill", "us-east-1", UUID_A)
+    }
+
+    fn with_pseudo(
+        template: &'a Json,
+        overrides: &BTreeMap<String, String>,
+        stack_name: &str,
+        region: &str,
+        uuid: &str,
+    ) -> Self {
+        let mut params = BTreeMap::new();
+        let declared = template["Parameters"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (name, spec) in &declared {
+            let raw = overrides
+                .get(name)
+                .cloned()
+                .or_else(|| spec.get("Default").map(scalar));
+            let Some(raw) = raw else { continue };
+            let value = if spec["Type"] == "CommaDelimitedList" {
+                Json::Array(raw.split(',').map(|s| json!(s.trim())).collect())
+            } else {
+                Json::String(raw)
+            };
+            params.insert(name.clone(), value);
+        }
+        for name in overrides.keys() {
+            assert!(
+                declared.contains_key(name),
+                "override {name} is not a parameter of the template"
+            );
+        }
+        let pseudo = BTreeMap::from([
+            ("AWS::StackName", stack_name.to_owned()),
+            ("AWS::Region", region.to_owned()),
+            (
+                "AWS::StackId",
+                format!("arn:aws:cloudformation:{region}:123456789012:stack/{stack_name}/{uuid}"),
+            ),
+            ("AWS::AccountId", "123456789012".to_owned()),
+            ("AWS::Partition", "aws".to_owned()),
+            ("AWS::URLSuffix", "amazonaws.com".to_owned()),
+        ]);
+        Self {
+            template,
+            params,
+            pseudo,
+        }
+    }
+
+    fn eval(&self, value: &Json) -> Option<Json> {
+        let Some(object) = value.as_object() else {
+            return match value {
+                Json::Array(items) => items.iter().map(|v| self.eval(v)).collect(),
+                other => Some(other.clone()),
+            };
+        };
+        let (function, args) = object.iter().next()?;
+        if object.len() != 1 {
+            return Some(value.clone());
+        }
+        match function.as_str() {
+            "Ref" => {
+                let name = args.as_str()?;
+                self.params
+                    .get(name)
+                    .cloned()
+                    .or_else(|| self.pseudo.get(name).map(|v| json!(v)))
+            }
+            "Fn::Sub" => {
+                let (text, vars) = match args {
+                    Json::String(text) => (text.as_str(), None),
+                    Json::Array(pair) => (pair[0].as_str()?, pair.get(1)),
+                    _ => return None,
+                };
+                let mut out = String::new();
+                let mut rest = text;
+                while let Some(start) = rest.find("${") {
+                    out.push_str(&rest[..start]);
+                    let end = rest[start..].find('}')? + start;
+                    let name = &rest[start + 2..end];
+                    let bound = match vars.and_then(|v| v.get(name)) {
+                        Some(v) => self.eval(v),
+                        None => self.eval(&json!({ "Ref": name })),
+                    };
+                    out.push_str(&scalar(&bound?));
+                    rest = &rest[end + 1..];
+                }
+                out.push_str(rest);
+                Some(json!(out))
+            }
+            "Fn::Join" => {
+                let separator = args[0].as_str()?;
+                let items = self.eval(&args[1])?;
+                let items: Vec<String> = items.as_array()?.iter().map(scalar).collect();
+                Some(json!(items.join(separator)))
+            }
+            "Fn::Select" => {
+                let index: usize = scalar(&self.eval(&args[0])?).parse().ok()?;
+                self.eval(&args[1])?.as_array()?.get(index).cloned()
+            }
+            "Fn::Split" => {
+                let separator = args[0].as_str()?;
+                let text = scalar(&self.eval(&args[1])?);
+                Some(Json::Array(
+                    text.split(separator).map(|s| json!(s)).collect(),
+                ))
+            }
+            "Fn::If" => {
+                let branch = if self.condition(args[0].as_str()?)? {
+                    &args[1]
+                } else {
+                    &args[2]
+                };
+                self.eval(branch)
+            }
+            _ => None,
+        }
+    }
+
+    fn condition(&self, name: &str) -> Option<bool> {
+        self.holds(&self.template["Conditions"][name])
+    }
+
+    fn holds(&self, expr: &Json) -> Option<bool> {
+        let (function, args) = expr.as_object()?.iter().next()?;
+        match function.as_str() {
+            "Fn::Equals" => Some(scalar(&self.eval(&args[0])?) == scalar(&self.eval(&args[1])?)),
+            "Fn::Not" => self.holds(&args[0]).map(|b| !b),
+            "Fn::And" => args
+                .as_array()?
+                .iter()
+                .map(|a| self.holds(a))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().all(|b| *b)),
+            "Fn::Or" => args
+                .as_array()?
+                .iter()
+                .map(|a| self.holds(a))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().any(|b| *b)),
+            "Condition" => self.condition(args.as_str()?),
+            _ => None,
+        }
+    }
+
+    /// The parameters this stack passes to the nested Redis stack.
+    fn nested_overrides(&self) -> BTreeMap<String, String> {
+        let passed = &self.template["Resources"]["RedisStack"]["Properties"]["Parameters"];
+        passed
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), scalar(&self.eval(value)?))))
+            .collect()
+    }
+}
+
+fn scalar(value: &Json) -> String {
+    match value {
+        Json::String(s) => s.clone(),
+        Json::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+const UUID_A: &str = "5f0c7a10-3c2e-11ef-9b1a-0a8e2c4d6f01";
+const UUID_B: &str = "c41d9e22-3c2e-11ef-8f7b-12d4a6b8c0e3";
+
+// ------------------------------------------------------------ samconfig
+
+/// One `samconfig.toml` profile: its region and its parameter overrides.
+#[derive(Debug)]
+struct Profile {
+    name: String,
+    region: String,
+    overrides: BTreeMap<String, String>,
+}
+
+/// The profiles of `samconfig.toml`. Read line by line: the file keeps to
+/// `key = "value"` and one-string-per-line `parameter_overrides` lists.
+fn profiles() -> Vec<Profile> {
+    let text = read("samconfig.toml");
+    let mut found: BTreeMap<String, Profile> = BTreeMap::new();
+    let mut section = String::new();
+    let mut in_overrides = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = header.to_owned();
+            in_overrides = false;
+            continue;
+        }
+        let Some((env, table)) = section.split_once('.') else {
+            continue;
+        };
+        let profile = found.entry(env.to_owned()).or_insert_with(|| Profile {
+            name: env.to_owned(),
+            region: String::new(),
+            overrides: BTreeMap::new(),
+        });
+        if table == "global.parameters" {
+            if let Some(region) = line.strip_prefix("region = ") {
+                profile.region = region.trim_matches('"').to_owned();
+            }
+        } else if table == "deploy.parameters" {
+            if line.starts_with("parameter_overrides = [") {
+                in_overrides = true;
+            } else if in_overrides && line.starts_with(']') {
+                in_overrides = false;
+            } else if in_overrides && line.starts_with('"') {
+                let pair = line.trim_end_matches(',').trim_matches('"');
+                let (key, value) = pair.split_once('=').unwrap();
+                profile.overrides.insert(key.to_owned(), value.to_owned());
+            }
+        }
+    }
+    let profiles: Vec<Profile> = found
+        .into_values()
+        .filter(|p| !p.overrides.is_empty())
+        .collect();
+    assert!(
+        profiles.len() >= 2,
+        "samconfig.toml's profiles not found: {profiles:?}"
+    );
+    profiles
+}
+
+/// The zone-ID prefix of a region: `us-east-1` -> `use1`, `ap-southeast-2`
+/// -> `apse2`, `eu-central-1` -> `euc1`.
+fn zone_id_prefix(region: &str) -> String {
+    let parts: Vec<&str> = region.split('-').collect();
+    let (number, words) = parts.split_last().unwrap();
+    let (area, directions) = words.split_first().unwrap();
+    let mut prefix = (*area).to_owned();
+    for word in directions {
+        for (name, short) in [
+            ("northeast", "ne"),
+            ("southeast", "se"),
+            ("northwest", "nw"),
+            ("southwest", "sw"),
+            ("central", "c"),
+            ("north", "n"),
+            ("south", "s"),
+            ("east", "e"),
+            ("west", "w"),
+            ("gov", "g"),
+        ] {
+            if *word == name {
+                prefix.push_str(short);
+                break;
+            }
+        }
+    }
+    prefix.push_str(number);
+    prefix
+}
+
+#[test]
+fn zone_id_prefixes() {
+    assert_eq!(zone_id_prefix("us-east-1"), "use1");
+    assert_eq!(zone_id_prefix("ap-southeast-2"), "apse2");
+    assert_eq!(zone_id_prefix("eu-central-1"), "euc1");
+    assert_eq!(zone_id_prefix("us-west-2"), "usw2");
+}
+
+// ------------------------------------------------------------ 3. zones
+
+/// Zone IDs where Lambda creates no network interface (a function in a
+/// subnet there fails to deploy).
+const NO_LAMBDA_ZONES: &[&str] = &["use1-az3"];
+
+#[test]
+fn subnets_choose_zones_by_id() {
+    let parent = template();
+    let nested = redis_stack();
+    let mut problems = Vec::new();
+    for (file, doc) in [
+        ("template.yaml", &parent),
+        ("infra/redis-stack.yaml", &nested),
+    ] {
+        if doc.to_string().contains("Fn::GetAZs") {
+            problems.push(format!(
+                "{file} picks zones with GetAZs: zone names map to different physical zones per account"
+            ));
+        }
+        for (id, subnet) in resources(doc, "AWS::EC2::Subnet") {
+            if subnet["Properties"].get("AvailabilityZone").is_some() {
+                problems.push(format!(
+                    "{file} {id}: AvailabilityZone {} (a zone name; use AvailabilityZoneId)",
+                    subnet["Properties"]["AvailabilityZone"]
+                ));
+            }
+            if subnet["Properties"].get("AvailabilityZoneId").is_none() {
+                problems.push(format!("{file} {id}: no AvailabilityZoneId"));
+            }
+        }
+    }
+    // With each profile's values (passed down as the parent passes them):
+    // two distinct zones of the profile's region, neither one Lambda refuses.
+    for profile in profiles() {
+        let stack = Stack::new(&parent, &profile.overrides);
+        let down = stack.nested_overrides();
+        let redis = Stack::new(&nested, &down);
+        let zones: Vec<String> = resources(&nested, "AWS::EC2::Subnet")
+            .into_iter()
+            .filter_map(|(id, subnet)| {
+                let zone = subnet["Properties"].get("AvailabilityZoneId")?;
+                let zone = redis.eval(zone);
+                if zone.is_none() {
+                    problems.push(format!("[{}] {id}: zone not resolved", profile.name));
+                }
+                zone.map(|z| scalar(&z))
+            })
+            .collect();
+        let prefix = format!("{}-az", zone_id_prefix(&profile.region));
+        for zone in &zones {
+            if !zone.starts_with(&prefix) {
+                problems.push(format!(
+                    "[{}] zone {zone} is not a zone ID of {} ({prefix}N)",
+                    profile.name, profile.region
+                ));
+            }
+            if NO_LAMBDA_ZONES.contains(&zone.as_str()) {
+                problems.push(format!("[{}] zone {zone} has no Lambda", profile.name));
+            }
+        }
+        let distinct: BTreeSet<_> = zones.iter().collect();
+        if distinct.len() < 2 {
+            problems.push(format!(
+                "[{}] subnets in {zones:?}: two zones needed",
+                profile.name
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "zones:\n  {}", problems.join("\n  "));
+}
+
+// ------------------------------------------------------------ 4. replicas
+
+/// Automatic failover with no replica: created, then every in-place change
+/// of the replication group fails. Checked for each profile's values and
+/// for every replica count the parameters allow.
+#[test]
+fn automatic_failover_always_has_a_replica() {
+    let parent = template();
+    let nested = redis_stack();
+    let group = resources(&nested, "AWS::ElastiCache::ReplicationGroup");
+    assert_eq!(group.len(), 1);
+    let (_, group) = group[0];
+    let mut problems = Vec::new();
+    let check = |label: String, redis: &Stack<'_>, problems: &mut Vec<String>| {
+        let failover = redis.eval(&group["Properties"]["AutomaticFailoverEnabled"]);
+        let replicas = redis.eval(&group["Properties"]["ReplicasPerNodeGroup"]);
+        let (Some(failover), Some(replicas)) = (failover, replicas) else {
+            problems.push(format!("{label}: failover or replicas not resolved"));
+            return;
+        };
+        let on = scalar(&failover) == "true";
+        let replicas: u32 = scalar(&replicas).parse().unwrap();
+        if on && replicas == 0 {
+            problems.push(format!(
+                "{label}: AutomaticFailoverEnabled with ReplicasPerNodeGroup 0"
+            ));
+        }
+    };
+    for profile in profiles() {
+        if profile.overrides.get("RedisMode").map(String::as_str) == Some("create")
+            && !profile.overrides.contains_key("RedisReplicasPerShard")
+        {
+            problems.push(format!(
+                "[{}] creates Redis without saying RedisReplicasPerShard",
+                profile.name
+            ));
+        }
+        let stack = Stack::new(&parent, &profile.overrides);
+        let redis = Stack::new(&nested, &stack.nested_overrides());
+        check(format!("[{}]", profile.name), &redis, &mut problems);
+    }
+    for (file, doc, parameter) in [
+        ("template.yaml", &parent, "RedisReplicasPerShard"),
+        ("infra/redis-stack.yaml", &nested, "ReplicasPerShard"),
+    ] {
+        let allowed = doc["Parameters"][parameter]["AllowedValues"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{file} {parameter} has no AllowedValues"));
+        for value in allowed {
+            let down = BTreeMap::from([("ReplicasPerShard".to_owned(), scalar(value))]);
+            let redis = Stack::new(&nested, &down);
+            check(
+                format!("{file} {parameter} allows {}", scalar(value)),
+                &redis,
+                &mut problems,
+            );
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "replicas:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ------------------------------------------------------------ 5. CloudFront names
+
+/// (resource type, pointer to its name, limit, unique in the account)
+const CLOUDFRONT_NAMES: &[(&str, &str, usize, bool)] = &[
+    ("AWS::CloudFront::Function", "/Properties/Name", 64, true),
+    (
+        "AWS::CloudFront::OriginAccessControl",
+        "/Properties/OriginAccessControlConfig/Name",
+        64,
+        true,
+    ),
+    (
+        "AWS::CloudFront::ResponseHeadersPolicy",
+        "/Properties/ResponseHeadersPolicyConfig/Name",
+        128,
+        true,
+    ),
+    (
+        "AWS::CloudFront::CachePolicy",
+        "/Properties/CachePolicyConfig/Name",
+        128,
+        true,
+    ),
+    (
+        "AWS::CloudFront::OriginRequestPolicy",
+        "/Properties/OriginRequestPolicyConfig/Name",
+        128,
+        true,
+    ),
+    (
+        "AWS::CloudFront::Distribution",
+        "/Properties/DistributionConfig/Comment",
+        128,
+        false,
+    ),
+];
+
+/// CloudFront is global: a name that is only the stack name collides with
+/// the same stack in another region, and a 128-character stack name does
+/// not fit a 64-character function name.
+#[test]
+fn cloudfront_names_are_region_qualified_and_fit() {
+    let parent = template();
+    let none = BTreeMap::new();
+    let long_name = format!("seckill-{}", "x".repeat(120));
+    assert_eq!(long_name.len(), 128);
+    let stacks = [
+        ("us-east-1", &long_name, UUID_A),
+        ("ap-southeast-4", &long_name, UUID_A),
+        ("us-east-1", &long_name, UUID_B),
+        ("eu-west-1", &"s".to_owned(), UUID_B),
+    ];
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (kind, pointer, limit, unique) in CLOUDFRONT_NAMES {
+        for (id, resource) in resources(&parent, kind) {
+            let Some(name) = resource.pointer(pointer) else {
+                continue; // CloudFormation generates one
+            };
+            checked += 1;
+            let mut seen = BTreeSet::new();
+            let mut reported = BTreeSet::new();
+            let mut report = |kind: &str, message: String| {
+                if reported.insert(kind.to_owned()) {
+                    problems.push(message);
+                }
+            };
+            for (region, stack_name, uuid) in stacks {
+                let stack = Stack::with_pseudo(&parent, &none, stack_name, region, uuid);
+                let Some(value) = stack.eval(name).map(|v| scalar(&v)) else {
+                    report("resolve", format!("{id}: {name} not resolved"));
+                    continue;
+                };
+                if value.len() > *limit {
+                    report(
+                        "length",
+                        format!(
+                            "{id}: {} characters > {limit} for a {}-character stack name: {value}",
+                            value.len(),
+                            stack_name.len()
+                        ),
+                    );
+                }
+                if !value.contains(region) {
+                    report(
+                        "region",
+                        format!("{id}: {value:?} does not name the region {region}"),
+                    );
+                }
+                if *unique && !seen.insert(value.clone()) {
+                    report(
+                        "unique",
+                        format!("{id}: {value:?} is the same for two stacks (account-wide name)"),
+                    );
+                }
+                if *kind == "AWS::CloudFront::Function"
+                    && !value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    report(
+                        "characters",
+                        format!("{id}: {value:?} has characters a function name refuses"),
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked >= 4, "only {checked} CloudFront names found");
+    // The nested stack takes the stack name as its NamePrefix: it must
+    // accept 128 characters too.
+    let prefix = &redis_stack()["Parameters"]["NamePrefix"];
+    let max = prefix["MaxLength"].as_u64().unwrap_or(u64::MAX);
+    let pattern = prefix["AllowedPattern"].as_str().unwrap_or("");
+    let bounded = pattern
+        .split("{0,")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(|n| n + 1);
+    if max < 128 || bounded.is_some_and(|n| n < 128) {
+        problems.push(format!(
+            "infra/redis-stack.yaml NamePrefix refuses a 128-character stack name ({pattern}, MaxLength {max})"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "CloudFront names:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ------------------------------------------------------------ 6. order-writer
+
+fn order_writer(template: &Json) -> &Json {
+    &template["Resources"]["OrderWriterFunction"]
+}
+
+/// The order-writer's SQS events: (queue logical id, MaximumConcurrency,
+/// MaximumBatchingWindowInSeconds).
+fn sqs_events(function: &Json) -> Vec<(String, Option<u64>, u64)> {
+    function["Properties"]["Events"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|e| e["Type"] == "SQS")
+        .map(|e| {
+            let p = &e["Properties"];
+            let queue = p["Queue"]["Fn::GetAtt"][0].as_str().unwrap().to_owned();
+            (
+                queue,
+                p["ScalingConfig"]["MaximumConcurrency"].as_u64(),
+                p["MaximumBatchingWindowInSeconds"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+fn as_list(value: &Json) -> Vec<Json> {
+    match value {
+        Json::Array(items) => items.clone(),
+        Json::Null => Vec::new(),
+        other => vec![other.clone()],
+    }
+}
+
+/// Does any Rust file (or directory of them) under `dirs` contain `needle`
+/// before its test module?
+fn code_contains(dirs: &[&str], needle: &str) -> bool {
+    fn walk(dir: &Path, needle: &str) -> bool {
+        if dir.is_file() {
+            return std::fs::read_to_string(dir).is_ok_and(|text| {
+                text.split("#[cfg(test)]")
+                    .next()
+                    .unwrap_or("")
+                    .contains(needle)
+            });
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, needle)
+            } else {
+                path.extension().is_some_and(|e| e == "rs")
+                    && std::fs::read_to_string(&path).is_ok_and(|text| {
+                        // Code before any test module.
+                        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                        code.contains(needle)
+                    })
+            }
+        })
+    }
+    dirs.iter().any(|dir| walk(&root().join(dir), needle))
+}
+
+#[test]
+fn order_writer_polls_only_its_queue_with_reserved_concurrency() {
+    let parent = template();
+    let function = order_writer(&parent);
+    let events = sqs_events(function);
+    assert_eq!(events.len(), 1, "the order-writer's SQS events: {events:?}");
+    let (queue, max_concurrency, _) = &events[0];
+    let mut problems = Vec::new();
+
+    let reserved = function["Properties"]["ReservedConcurrentExecutions"].as_u64();
+    match (reserved, max_concurrency) {
+        (Some(r), Some(m)) if r >= *m => {}
+        (r, m) => problems.push(format!(
+            "ReservedConcurrentExecutions {r:?} < ScalingConfig.MaximumConcurrency {m:?}: \
+             a burst elsewhere in the account throttles the writer"
+        )),
+    }
+
+    // A role SAM generates for a function with an SQS event gets the
+    // managed AWSLambdaSQSQueueExecutionRole (receive/delete on any queue).
+    let role = &function["Properties"]["Role"];
+    let Some(role_id) = role["Fn::GetAtt"][0].as_str() else {
+        problems.push(format!(
+            "OrderWriterFunction has no role of its own (Role: {role}): SAM's generated role \
+             gets AWSLambdaSQSQueueExecutionRole, sqs:ReceiveMessage/DeleteMessage on every queue"
+        ));
+        panic!("order-writer:\n  {}", problems.join("\n  "));
+    };
+    let role = &parent["Resources"][role_id];
+    assert_eq!(role["Type"], "AWS::IAM::Role", "{role_id}");
+    for arn in as_list(&role["Properties"]["ManagedPolicyArns"]) {
+        let arn = arn.to_string().to_lowercase();
+        if arn.contains("sqs") || arn.contains("dynamodb") || arn.contains("fullaccess") {
+            problems.push(format!(
+                "{role_id}: managed policy {arn} grants beyond the queue and tables"
+            ));
+        }
+    }
+    let mut sqs_actions = BTreeSet::new();
+    let mut dynamodb: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for policy in as_list(&role["Properties"]["Policies"]) {
+        for statement in as_list(&policy["PolicyDocument"]["Statement"]) {
+            if statement["Effect"] != "Allow" {
+                continue;
+            }
+            let resources = as_list(&statement["Resource"]);
+            for action in as_list(&statement["Action"]) {
+                let action = action.as_str().unwrap().to_owned();
+                if action.contains('*') {
+                    problems.push(format!("{role_id}: wildcard action {action}"));
+                }
+                if action.starts_with("sqs:") {
+                    if resources != [json!({"Fn::GetAtt": [queue, "Arn"]})] {
+                        problems.push(format!(
+                            "{role_id}: {action} on {resources:?}, not only the {queue} queue"
+                        ));
+                    }
+                    sqs_actions.insert(action);
+                } else if action.starts_with("dynamodb:") {
+                    for resource in &resources {
+                        let table = resource["Fn::GetAtt"][0].as_str().unwrap_or("?");
+                        dynamodb
+                            .entry(table.to_owned())
+                            .or_default()
+                            .insert(action.clone());
+                    }
+                } else if !action.starts_with("logs:") && !action.starts_with("xray:") {
+                    problems.push(format!("{role_id}: unexpected action {action}"));
+                }
+            }
+        }
+    }
+    // What the event source mapping needs; ChangeMessageVisibility only if
+    // the function's own code changes a visibility.
+    let mut needed: BTreeSet<String> = [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    ]
+    .map(String::from)
+    .into();
+    if code_contains(
+        &["functions/order-writer/src", "shared/src/order_writer.rs"],
+        "change_message_visibility",
+    ) {
+        needed.insert("sqs:ChangeMessageVisibility".into());
+    }
+    if sqs_actions != needed {
+        problems.push(format!(
+            "{role_id}: SQS actions {sqs_actions:?}, the event source needs exactly {needed:?}"
+        ));
+    }
+    // The DynamoDB grants as they were under the SAM role.
+    let expected: BTreeMap<String, BTreeSet<String>> = [
+        (
+            "OrdersTable",
+            &[
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:GetItem",
+                "dynamodb:ConditionCheckItem",
+            ][..],
+        ),
+        (
+            "SalesTable",
+            &[
+                "dynamodb:UpdateItem",
+                "dynamodb:GetItem",
+                "dynamodb:ConditionCheckItem",
+            ][..],
+        ),
+    ]
+    .into_iter()
+    .map(|(t, a)| (t.to_owned(), a.iter().map(|s| s.to_string()).collect()))
+    .collect();
+    if dynamodb != expected {
+        problems.push(format!(
+            "{role_id}: DynamoDB grants {dynamodb:?}, expected {expected:?}"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "order-writer:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ------------------------------------------------------------ 7. visibility
+
+/// AWS's rule for an SQS event source: the queue's visibility timeout is at
+/// least 6 x the function's timeout plus its batching window. And the local
+/// stack's queue has the template's value.
+#[test]
+fn visibility_timeout_follows_the_rule() {
+    let parent = template();
+    let global_timeout = parent["Globals"]["Function"]["Timeout"].as_u64();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (id, function) in resources(&parent, "AWS::Serverless::Function") {
+        let timeout = function["Properties"]["Timeout"]
+            .as_u64()
+            .or(global_timeout)
+            .unwrap_or(3);
+        for (queue, _, window) in sqs_events(function) {
+            checked += 1;
+            let visibility = parent["Resources"][&queue]["Properties"]["VisibilityTimeout"]
+                .as_u64()
+                .unwrap_or(30);
+            let needed = 6 * timeout + window;
+            if visibility < needed {
+                problems.push(format!(
+                    "{queue}: VisibilityTimeout {visibility} < 6 x {id}'s Timeout {timeout} + batching window {window} = {needed}"
+                ));
+            }
+            if queue == "OrdersQueue" && u64::from(emulator::VISIBILITY_TIMEOUT_SECS) != visibility
+            {
+                problems.push(format!(
+                    "the local stack's visibility timeout {} differs from the template's {visibility} (infra/src/emulator.rs)",
+                    emulator::VISIBILITY_TIMEOUT_SECS
+                ));
+            }
+        }
+    }
+    assert!(checked >= 1);
+    assert!(
+        problems.is_empty(),
+        "visibility:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ------------------------------------------------------------ 8. tables
+
+#[test]
+fn tables_are_protected_and_ttl_has_a_writer() {
+    let parent = template();
+    let tables = resources(&parent, "AWS::DynamoDB::Table");
+    assert_eq!(tables.len(), 2, "sales and orders");
+    let mut problems = Vec::new();
+    for (id, table) in tables {
+        if table["Properties"]["DeletionProtectionEnabled"] != json!(true) {
+            problems.push(format!("{id}: no DeletionProtectionEnabled: true"));
+        }
+        for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+            if table[policy] != "Retain" {
+                problems.push(format!("{id}: {policy} is {}, not Retain", table[policy]));
+            }
+        }
+        if let Some(spec) = table["Properties"].get("TimeToLiveSpecification") {
+            let attribute = spec["AttributeName"].as_str().unwrap_or("");
+            if !code_contains(&["shared/src", "functions"], &format!("\"{attribute}\"")) {
+                problems.push(format!(
+                    "{id}: TimeToLiveSpecification on {attribute:?}, which no code writes"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "tables:\n  {}", problems.join("\n  "));
+}
+
+// ------------------------------------------------------------ 11. sam local invoke
+
+const SAM_LOCAL_ENV: &str = "infra/sam-local-env.json";
+
+/// The local stack's names (`infra/src/local.rs` defaults, `make run`'s
+/// ports) as a function in a container reaches them.
+const LOCAL_REDIS: &str = "redis://host.docker.internal:6379";
+const LOCAL_AWS: &str = "http://host.docker.internal:4566";
+
+fn env_file() -> BTreeMap<String, BTreeMap<String, String>> {
+    serde_json::from_str(&read(SAM_LOCAL_ENV)).unwrap()
+}
+
+/// The value `name` gets in `function` from the env-vars file: its own
+/// entry over `Parameters` (SAM CLI's precedence).
+fn from_file(
+    file: &BTreeMap<String, BTreeMap<String, String>>,
+    function: &str,
+    name: &str,
+) -> Option<String> {
+    file.get(function)
+        .and_then(|f| f.get(name))
+        .or_else(|| file.get("Parameters").and_then(|p| p.get(name)))
+        .cloned()
+}
+
+/// Checks one function's environment as a local container would get it.
+/// Read by the functions, deliberately empty against the local stack.
+const UNSET_LOCALLY: &[&str] = &["REDIS_AUTH_SECRET_ARN"];
+
+fn check_local_env(
+    function: &str,
+    binary: &str,
+    env: &BTreeMap<String, String>,
+    problems: &mut Vec<String>,
+) {
+    let expect = [
+        ("REDIS_URL", LOCAL_REDIS.to_owned()),
+        ("AWS_ENDPOINT_URL", LOCAL_AWS.to_owned()),
+        ("SALES_TABLE", "seckill-sales".to_owned()),
+        ("ORDERS_TABLE", "seckill-orders".to_owned()),
+        (
+            "ORDERS_QUEUE_URL",
+            format!("{LOCAL_AWS}/123456789012/seckill-orders"),
+        ),
+        (
+            "ORDERS_DLQ_URL",
+            format!("{LOCAL_AWS}/123456789012/seckill-orders-dlq"),
+        ),
+    ];
+    let handler = Function::parse(binary).unwrap();
+    let reads = consistency::reads(handler.loader()).unwrap();
+    for (name, value) in expect {
+        let needed = name == "AWS_ENDPOINT_URL" || reads.contains(name);
+        if needed && env.get(name) != Some(&value) {
+            problems.push(format!(
+                "{function}: {name} is {:?}, not the local stack's {value:?}",
+                env.get(name)
+            ));
+        }
+    }
+    for name in &reads {
+        // Empty is unset to the loaders: right only where the local stack
+        // has nothing to name (its Redis has no AUTH token).
+        if env.get(name).is_some_and(|v| v.is_empty()) && !UNSET_LOCALLY.contains(&name.as_str()) {
+            problems.push(format!("{function}: {name} is empty"));
+        }
+    }
+    let lookup = |name: &str| env.get(name).cloned();
+    if let Err(e) = handler.loader()(&lookup) {
+        problems.push(format!(
+            "{function}: its configuration refuses the local env: {e}"
+        ));
+    }
+}
+
+/// Without SAM CLI: every variable the template sets through an intrinsic
+/// that needs a deployed stack (a resource's `Ref`, a `GetAtt`, a
+/// condition; `sam local` leaves it empty or a logical id) is in the
+/// env-vars file, and `AWS_ENDPOINT_URL` is declared (SAM CLI passes only
+/// declared variables). Parameters and pseudo parameters resolve, as
+/// SAM CLI resolves them (stack name `local`).
+#[test]
+fn the_sam_local_env_file_covers_every_function() {
+    let parent = template();
+    let file = env_file();
+    let declared = &parent["Globals"]["Function"]["Environment"]["Variables"];
+    let mut problems = Vec::new();
+    if declared.get("AWS_ENDPOINT_URL").is_none() {
+        problems.push(
+            "Globals declare no AWS_ENDPOINT_URL: sam local invoke drops it from the env-vars file"
+                .to_owned(),
+        );
+    }
+    let sam_local = Stack::with_pseudo(&parent, &BTreeMap::new(), "local", "us-east-1", UUID_A);
+    let functions = Template::from_json(&parent).unwrap().functions;
+    for (id, function) in &functions {
+        let mut env = BTreeMap::new();
+        for (name, value) in &function.env {
+            // Only parameters and pseudo parameters: a resource's Ref is
+            // not known locally.
+            let resolved = match value.get("Fn::If") {
+                Some(_) => None,
+                None => sam_local.eval(value).map(|v| scalar(&v)),
+            };
+            match from_file(&file, id, name).or(resolved) {
+                Some(v) => {
+                    env.insert(name.clone(), v);
+                }
+                None => problems.push(format!(
+                    "{id}: {name} = {value} has no value in {SAM_LOCAL_ENV}"
+                )),
+            }
+        }
+        if let Some(v) = from_file(&file, id, "AWS_ENDPOINT_URL") {
+            env.insert("AWS_ENDPOINT_URL".into(), v);
+        }
+        let binary = function.binary.clone().unwrap();
+        check_local_env(id, &binary, &env, &mut problems);
+    }
+    assert!(
+        problems.is_empty(),
+        "{SAM_LOCAL_ENV}:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// The README's `sam local invoke` command: its `--env-vars` file and
+/// `--parameter-overrides`.
+fn readme_invoke_command() -> (String, Vec<String>) {
+    let readme = read("README.md");
+    let start = readme
+        .find("sam local invoke PurchaseFunction")
+        .expect("README has no `sam local invoke PurchaseFunction` command");
+    let mut command = String::new();
+    for line in readme[start..].lines() {
+        command.push_str(line.trim_end_matches('\\'));
+        command.push(' ');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    // Shell words: whitespace-separated, single quotes group.
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in command.chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    let after = |flag: &str| {
+        let at = words
+            .iter()
+            .position(|w| w == flag)
+            .unwrap_or_else(|| panic!("README's command has no {flag}: {command}"));
+        words[at + 1].clone()
+    };
+    let env_vars = after("--env-vars");
+    let overrides = after("--parameter-overrides")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    (env_vars, overrides)
+}
+
+/// `SAM_CLI` (set by `infra/stack.sh`), else `.venv/bin/sam`.
+fn sam_cli() -> PathBuf {
+    let path = std::env::var_os("SAM_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".venv/bin/sam"));
+    if path.is_absolute() {
+        path
+    } else {
+        root().join(path)
+    }
+}
+
+/// The README's command as the installed SAM CLI resolves it, every
+/// function: what each container would get, checked against the local
+/// stack and each function's configuration loader. (Running the containers
+/// needs Docker, which the tests do not.)
+#[test]
+fn the_readmes_sam_local_invoke_resolves_to_the_local_stack() {
+    let sam = sam_cli();
+    let python = sam.with_file_name("python3");
+    if !python.exists() {
+        eprintln!(
+            "SKIPPED: no SAM CLI Python at {} (set SAM_CLI; `make test` installs it into .venv)",
+            python.display()
+        );
+        return;
+    }
+    let (env_vars, overrides) = readme_invoke_command();
+    assert_eq!(env_vars, SAM_LOCAL_ENV);
+    let out = Command::new(&python)
+        .arg(root().join("tests/sam_local_env.py"))
+        .arg(root().join("template.yaml"))
+        .arg(root().join(&env_vars))
+        .args(&overrides)
+        .env("SAM_CLI_TELEMETRY", "0")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tests/sam_local_env.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved: BTreeMap<String, BTreeMap<String, String>> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    let functions = Template::from_json(&template()).unwrap().functions;
+    assert_eq!(
+        resolved.keys().collect::<Vec<_>>(),
+        functions.keys().collect::<Vec<_>>()
+    );
+    let mut problems = Vec::new();
+    for (id, env) in &resolved {
+        let binary = functions[id].binary.clone().unwrap();
+        check_local_env(id, &binary, env, &mut problems);
+        // An intrinsic SAM CLI could not resolve and the file did not
+        // override shows as a logical id or a parameter's name.
+        let declared = &functions[id].env;
+        for (name, value) in env.iter().filter(|(name, _)| declared.contains_key(*name)) {
+            if template()["Resources"].get(value).is_some()
+                || template()["Parameters"].get(value).is_some()
+            {
+                problems.push(format!("{id}: {name} = {value:?}, an unresolved reference"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "sam local invoke, as the README runs it:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// The walkthrough's commands run on macOS as on Linux: no GNU-only
+/// `date -d`, and the time helper it uses instead prints what a sale takes.
+#[test]
+fn the_walkthrough_is_portable() {
+    let readme = read("README.md");
+    for gnu in ["date -u -d", "date -d", "date --date"] {
+        assert!(!readme.contains(gnu), "README uses GNU-only `{gnu}`");
+    }
+    let helper = readme
+        .lines()
+        .find(|l| l.starts_with("utc_in()"))
+        .expect("README defines no utc_in() helper");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("{helper}\nutc_in 120"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let at = seckill_shared::clock::parse_rfc3339_ms(printed.trim())
+        .unwrap_or_else(|| panic!("utc_in printed {printed:?}, not an RFC 3339 time"));
+    let ahead = at - seckill_shared::clock::now_ms();
+    assert!(
+        (100_000..=121_000).contains(&ahead),
+        "utc_in 120 is {ahead} ms ahead"
+    );
+}
