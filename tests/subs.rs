@@ -175,7 +175,12 @@ async fn each_buys_once(stack: &LocalStack, sale: &str, buyers: &[Buyer]) -> Vec
             "{:?}: {over}",
             buyer.sub
         );
-        assert_eq!(over["orderIds"], serde_json::json!([order]), "{:?}", buyer.sub);
+        assert_eq!(
+            over["orderIds"],
+            serde_json::json!([order]),
+            "{:?}",
+            buyer.sub
+        );
         orders.push(order);
     }
     orders
@@ -261,7 +266,10 @@ async fn the_ledger_agrees(
 ) {
     let (checker, ledger) = checker(stack).await;
     let sale_id = SaleId::parse(sale).unwrap();
-    let users: Vec<UserId> = buyers.iter().map(|b| UserId::parse(&b.sub).unwrap()).collect();
+    let users: Vec<UserId> = buyers
+        .iter()
+        .map(|b| UserId::parse(&b.sub).unwrap())
+        .collect();
     let held = ledger
         .held_by_all(&sale_id, &users.iter().collect::<Vec<_>>())
         .await
@@ -269,7 +277,11 @@ async fn the_ledger_agrees(
     let expected: BTreeMap<String, u64> = buyers.iter().map(|b| (b.sub.clone(), 1)).collect();
     assert_eq!(held.into_iter().collect::<BTreeMap<_, _>>(), expected);
     let accepted: Vec<OrderId> = orders.iter().map(|o| OrderId::parse(o).unwrap()).collect();
-    let violations = checker.check_sale(&sale_id, &accepted).await.unwrap().unwrap();
+    let violations = checker
+        .check_sale(&sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(violations, vec![]);
     let (status, report) = stack
         .request(
@@ -367,29 +379,48 @@ async fn any_sub_buys_alone(stack: &LocalStack, shards: u32, rebuild: bool) {
     the_ledger_agrees(stack, &tokens, &sale, &buyers, &orders).await;
 }
 
+/// One poller, and a visibility timeout longer than a batch: moto applies
+/// concurrent transactions on one sale item without DynamoDB's isolation
+/// (lost updates of `available`/`sold` and of buyer records, seen here as
+/// COUNTS_DISAGREE with the template's five pollers; the drain test in
+/// orders.rs says more). An emulator limit, worked around here.
+const POLLERS: Option<usize> = Some(1);
+const VISIBILITY_SECS: u32 = 15;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_sub_buys_sees_and_is_limited_alone() {
-    let stack = LocalStack::start().await;
+    let stack = LocalStack::start_with(VISIBILITY_SECS, POLLERS).await;
     any_sub_buys_alone(&stack, 1, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_sub_buys_alone_on_a_sharded_sale() {
-    let stack = LocalStack::start().await;
+    let stack = LocalStack::start_with(VISIBILITY_SECS, POLLERS).await;
     any_sub_buys_alone(&stack, 4, true).await;
 }
 
 /// On a real 3-master cluster, with braces in the `sub`s: a `{` or `}` in
 /// a key name would move the key to another slot (CROSSSLOT in a script).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn any_sub_buys_alone_on_a_redis_cluster() {
+/// One stack per sale: the orders API lists the open sales once per
+/// `SALE_CACHE_TTL`, so a `QUEUED` order of a sale created after that list
+/// was read is a `404` until it is read again.
+async fn on_the_cluster(shards: u32) {
     let Ok(url) = std::env::var("REDIS_CLUSTER_URL") else {
         eprintln!("skipped: REDIS_CLUSTER_URL is not set (`make test` starts a cluster)");
         return;
     };
-    let stack = LocalStack::start_on_redis(&url).await;
-    any_sub_buys_alone(&stack, 1, false).await;
-    any_sub_buys_alone(&stack, 3, false).await;
+    let stack = LocalStack::start_on_redis(&url, VISIBILITY_SECS, POLLERS).await;
+    any_sub_buys_alone(&stack, shards, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_sub_buys_alone_on_a_redis_cluster() {
+    on_the_cluster(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_sub_buys_alone_on_a_sale_sharded_over_a_redis_cluster() {
+    on_the_cluster(3).await;
 }
 
 #[tokio::test]
@@ -514,7 +545,8 @@ async fn a_gate_pass_serves_its_own_sub_alone() {
         ];
         let stack = &stack;
         async move {
-            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
             stack.request("POST", &path, &headers, "").await
         }
     };

@@ -561,10 +561,14 @@ impl LocalStack {
         Self::start_full(TEST_VISIBILITY_SECS, None, Some(login_url.to_owned()), None).await
     }
 
-    /// On the Redis at `redis_url` instead of `REDIS_URL` (a cluster's
-    /// `?cluster=true` URL).
-    pub async fn start_on_redis(redis_url: &str) -> LocalStack {
-        Self::start_full(TEST_VISIBILITY_SECS, None, None, Some(redis_url.to_owned())).await
+    /// As [`start_with`](Self::start_with), on the Redis at `redis_url`
+    /// instead of `REDIS_URL` (a cluster's `?cluster=true` URL).
+    pub async fn start_on_redis(
+        redis_url: &str,
+        visibility_secs: u32,
+        pollers: Option<usize>,
+    ) -> LocalStack {
+        Self::start_full(visibility_secs, pollers, None, Some(redis_url.to_owned())).await
     }
 
     async fn start_full(
