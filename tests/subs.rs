@@ -16,11 +16,7 @@ use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId, UserId};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::invariants::InvariantChecker;
-use seckill_shared::jobs::PrewarmOutcome;
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
+use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -239,22 +235,6 @@ async fn each_sees_only_their_own(
     }
 }
 
-async fn checker(stack: &LocalStack) -> (InvariantChecker, DynamoOrders) {
-    let c = &stack.config;
-    let sdk = seckill_shared::aws::sdk_config(Duration::from_secs(20)).await;
-    let db = seckill_shared::aws::dynamodb(&sdk);
-    let orders = DynamoOrders::new(db.clone(), &c.orders_table, &c.sales_table);
-    let checker = InvariantChecker::new(
-        RedisStock::connect_lazy(&c.redis_url, Duration::from_secs(2)).unwrap(),
-        DynamoCatalog::new(db, &c.sales_table),
-        orders.clone(),
-        seckill_shared::aws::sqs(&sdk),
-        stack.queues.orders_url.clone(),
-        Some(stack.queues.dlq_url.clone()),
-    );
-    (checker, orders)
-}
-
 /// The ledger holds one buyer record per `sub`, each at 1 unit, and the
 /// invariant checker and reconcile find nothing wrong.
 async fn the_ledger_agrees(
@@ -264,13 +244,15 @@ async fn the_ledger_agrees(
     buyers: &[Buyer],
     orders: &[String],
 ) {
-    let (checker, ledger) = checker(stack).await;
+    // The invariant checker of the stack's admin-api (reconcile runs it).
+    let checker = stack.admin.reconciler.checker();
     let sale_id = SaleId::parse(sale).unwrap();
     let users: Vec<UserId> = buyers
         .iter()
         .map(|b| UserId::parse(&b.sub).unwrap())
         .collect();
-    let held = ledger
+    let held = checker
+        .orders()
         .held_by_all(&sale_id, &users.iter().collect::<Vec<_>>())
         .await
         .unwrap();
@@ -325,24 +307,42 @@ async fn redis_conn(stack: &LocalStack) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-/// Redis loses every key of the sale; prewarm rebuilds it from the ledger
-/// (once the queue has drained).
-async fn lose_and_rebuild(stack: &LocalStack, sale: &str, shards: u32) {
+/// Redis loses every key of the sale; prewarm (on demand, as an operator
+/// asks) rebuilds it from the ledger once the queue has drained, with one
+/// buyer per `sub`.
+async fn lose_and_rebuild(
+    stack: &LocalStack,
+    tokens: &TokenSettings,
+    sale: &str,
+    shards: u32,
+    buyers: usize,
+) {
     let sale_id = SaleId::parse(sale).unwrap();
     let mut conn = redis_conn(stack).await;
     lose_key_group(&mut conn, &SaleKeys::new(&sale_id)).await;
     for k in (0..shards).filter(|_| shards > 1) {
         lose_key_group(&mut conn, &SaleKeys::shard(&sale_id, k)).await;
     }
-    let jobs = seckill_shared::jobs::wire(&stack.config).await.unwrap();
+    let admin = admin(tokens);
+    let last = std::sync::Mutex::new(serde_json::Value::Null);
     let rebuilt = eventually(Duration::from_secs(60), || async {
-        matches!(
-            jobs.prewarm_sale(&sale_id, clock::now_ms()).await.unwrap(),
-            PrewarmOutcome::Loaded { .. }
-        )
+        let (status, body) = stack
+            .request(
+                "POST",
+                &format!("/admin/sales/{sale}/prewarm"),
+                &[("authorization", &admin)],
+                "",
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let loaded = body["outcome"] == "LOADED";
+        *last.lock().unwrap() = body;
+        loaded
     })
     .await;
-    assert!(rebuilt, "the sale was never rebuilt");
+    let last = last.into_inner().unwrap();
+    assert!(rebuilt, "the sale was never rebuilt: {last}");
+    assert_eq!(last["buyers"], serde_json::json!(buyers), "{last}");
 }
 
 /// The whole story for one sale of `shards` shards: buy, limit, privacy,
@@ -358,7 +358,7 @@ async fn any_sub_buys_alone(stack: &LocalStack, shards: u32, rebuild: bool) {
     if !rebuild {
         return;
     }
-    lose_and_rebuild(stack, &sale, shards).await;
+    lose_and_rebuild(stack, &tokens, &sale, shards, buyers.len()).await;
     for (buyer, order) in buyers.iter().zip(&orders) {
         let (status, over) = buy(stack, &sale, buyer, None).await;
         assert_eq!(
