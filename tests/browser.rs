@@ -14,7 +14,7 @@
 //!    reservations);
 //! c) a sold-out sale says so;
 //! f) a gated sale asks its question first, says so on a wrong answer, and
-//!    sells after the right one;
+//!    sells after the right one (to a buyer whose `sub` is `auth0|…`);
 //! e) both pages at 375 and 1280 px have no horizontal scroll, and a buyer
 //!    reaches and presses the buy button with the keyboard alone;
 //! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live).
@@ -686,7 +686,9 @@ async fn a_gated_sale_asks_first(ui: &Ui) {
         .sale_with("f", 5, 1, clock::now_ms() - 1_000, json!({"gate": true}))
         .await;
     ui.open(&format!("/?sale={sale}")).await;
-    ui.sign_in(&unique("f-buyer")).await;
+    // A `sub` as Auth0 issues it: the sign-in form takes it, and the gate
+    // pass (whose separator is `|`) serves it.
+    ui.sign_in(&format!("auth0|{}", unique("f-buyer"))).await;
     ui.until(
         "the question",
         "return !document.getElementById('gate').hidden",

@@ -448,10 +448,15 @@ async fn bad_input_gets_400_or_401_and_changes_nothing() {
 
     let reply = app.call(purchase_event(id, None, "", &[])).await;
     assert_eq!((reply.status, reply.code()), (401, "UNAUTHENTICATED"));
-    let reply = app
-        .call(purchase_event(id, Some("no|pipes"), "", &[]))
-        .await;
-    assert_eq!(reply.status, 401);
+    // A sub no user id can be: over 255 bytes, or with a control character.
+    for bad_sub in ["u".repeat(256), "new\nline".into()] {
+        let reply = app.call(purchase_event(id, Some(&bad_sub), "", &[])).await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (401, "UNAUTHENTICATED"),
+            "{bad_sub:?}"
+        );
+    }
 
     assert_eq!(app.snapshot(id).await, before, "Redis unchanged");
     assert_eq!(app.queue_depth().await, 0, "queue unchanged");

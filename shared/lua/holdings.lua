@@ -2,7 +2,8 @@
 -- (release, resolve, return_units), so the bookkeeping is written once.
 
 -- The buyer no longer holds this order: their count goes down by its units
--- and the order leaves their list (used by 409 LIMIT_EXCEEDED).
+-- and the order leaves their list (used by 409 LIMIT_EXCEEDED). `user` is
+-- a hash field (any characters); the list holds order ids, which have no `,`.
 local function drop_holding(buyers_key, uorders_key, user, qty, order_id)
   local held = redis.call('HINCRBY', buyers_key, user, -qty)
   if held <= 0 then

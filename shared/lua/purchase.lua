@@ -8,6 +8,10 @@
 -- KEYS[5] sale:{S}:userorders  hash  userId -> comma-separated orderIds
 -- KEYS[6] sale:{S}:gateused    hash  pass nonce -> time used (gated sales)
 -- ARGV[1] saleId   ARGV[2] userId   ARGV[3] quantity   ARGV[4] Idempotency-Key or ""
+--         The userId is the token's `sub` as issued (any 1 to 255 bytes
+--         without control characters: `{`, `,`, `|`, `:` included). It is
+--         only ever a hash field, a JSON string (cjson escapes it) or hash
+--         input below, never part of a key name or of a list value.
 -- ARGV[5] the nonce of a verified gate pass, or "" (checked only when meta
 --         says gate = 1; the signature and expiry were checked before)
 -- ARGV[11] the order id suffix: "" for a sale of one shard, "-k" for shard k
@@ -73,6 +77,10 @@ if KEYS[7] then
   if ARGV[6] and ARGV[6] ~= '' then
     ip_field = 'ip:' .. ARGV[6]
   end
+  -- Fields of one hash, not keys: a `{` in the user id cannot move a key
+  -- to another slot. "u:" and "ip:" keep a buyer's bucket apart from an
+  -- address's whatever the user id holds (a sub of "ip:1.2.3.4" is the
+  -- field "u:ip:1.2.3.4").
   local allowed, wait, failed = rate_limit(KEYS[7], meta_key, 'u:' .. user, ip_field,
     ARGV[7], ARGV[8], ARGV[9], ARGV[10], now)
   if failed then
@@ -92,6 +100,9 @@ end
 -- answer, even after sell-out.
 local order_id
 if idem ~= '' then
+  -- The user id is the provider's `sub` and may hold `|`; the input still
+  -- names one (sale, user, key): neither a sale id nor a key can hold `|`,
+  -- so the first one ends the sale and the last one starts the key.
   order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31) .. id_suffix
 else
   local request = ARGV[12] or ''

@@ -9,8 +9,10 @@ use std::fmt;
 #[error("{0}")]
 pub struct InvalidValue(pub String);
 
-/// The id alphabet of the design: `[A-Za-z0-9_-]{1,64}`. Anything else could
-/// break a Redis hash tag (`{`, `}`), a key pattern (`*`) or a log line.
+/// The id alphabet of the design for the ids this service makes or keys by
+/// (sale, order, `Idempotency-Key`): `[A-Za-z0-9_-]{1,64}`. Anything else could
+/// break a Redis hash tag (`{`, `}`), a key pattern (`*`) or a log line. A
+/// user id is the identity provider's and wider: see [`UserId`].
 fn check_id(kind: &str, raw: &str) -> Result<(), InvalidValue> {
     let ok_len = (1..=64).contains(&raw.len());
     let ok_chars = raw
@@ -64,11 +66,6 @@ id_type!(
     "saleId"
 );
 id_type!(
-    /// A buyer: the JWT `sub` claim, never the body or the query string.
-    UserId,
-    "userId"
-);
-id_type!(
     /// An order. Derived deterministically by the purchase script from the
     /// sale, the user and the purchase sequence or `Idempotency-Key`.
     OrderId,
@@ -79,6 +76,62 @@ id_type!(
     IdempotencyKey,
     "Idempotency-Key"
 );
+
+/// A buyer: the JWT `sub` claim exactly as the identity provider issued it
+/// (never the body or the query string). Providers issue many shapes:
+/// Cognito's UUIDs, `auth0|5f7c…`, `google-oauth2|1234`, e-mail-like ids,
+/// long federated ids. So any string of 1 to [`UserId::MAX_BYTES`] bytes
+/// without control characters (`char::is_control`) is one; control
+/// characters are refused because no provider issues them and they would
+/// forge log lines.
+///
+/// It is an opaque value, never trusted to be key-safe: it may hold `{`,
+/// `}`, `|`, `,`, `:`, `#`, quotes, spaces and any Unicode. Wherever it
+/// meets a key it is used only where such characters cannot change the
+/// key's meaning, each place saying why: a Redis hash field or script
+/// argument (binary-safe; never part of a key name, so it cannot move a
+/// key to another cluster slot), the last field of a separator-joined
+/// string whose other fields cannot hold the separator (the order id's
+/// SHA-1 input, the ledger's buyer key, the gate pass), a JSON string
+/// (escaped by the encoder). Two ids are the same buyer only when they are
+/// byte-for-byte equal: no case folding, trimming or normalising.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct UserId(String);
+
+impl UserId {
+    /// The most bytes (UTF-8) a user id may have.
+    pub const MAX_BYTES: usize = 255;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let ok_len = (1..=Self::MAX_BYTES).contains(&raw.len());
+        if ok_len && !raw.chars().any(char::is_control) {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidValue(format!(
+                "userId must be 1 to {} bytes without control characters",
+                Self::MAX_BYTES
+            )))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for UserId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
 
 /// Units in one purchase. Upper bound is a sanity cap far above any
 /// per-user limit; the real limit is the sale's `perUserLimit`, checked
@@ -185,6 +238,49 @@ mod tests {
     }
 
     #[test]
+    fn user_ids_are_any_sub_of_1_to_255_bytes_without_control_characters() {
+        for good in [
+            "auth0|5f7c1e2a9b3d4c0012345678",
+            "google-oauth2|1234",
+            "jane.doe+sale@example.com",
+            "{brace}",
+            "a,b",
+            "x:y:z",
+            "用户:é",
+            "auth0|x ",
+            " ",
+            "q\"uote\\d/",
+        ] {
+            assert_eq!(
+                UserId::parse(good).map(|u| u.to_string()),
+                Ok(good.to_owned())
+            );
+        }
+        // 255 bytes (85 three-byte characters) is the most; bytes count,
+        // not characters.
+        assert!(UserId::parse(&"用".repeat(85)).is_ok());
+        assert!(UserId::parse(&"a".repeat(255)).is_ok());
+        for bad in [
+            String::new(),
+            "a".repeat(256),
+            format!("a{}", "用".repeat(85)),
+            "a\nb".into(),
+            "a\tb".into(),
+            "a\u{0}".into(),
+            "a\u{7f}".into(),
+            "a\u{85}".into(),
+        ] {
+            let err = UserId::parse(&bad).unwrap_err();
+            assert_eq!(
+                err.0, "userId must be 1 to 255 bytes without control characters",
+                "{bad:?}"
+            );
+        }
+        let m: Result<UserId, _> = serde_json::from_str("\"a\\u0000\"");
+        assert!(m.is_err());
+    }
+
+    #[test]
     fn quantity_bounds() {
         assert!(Quantity::new(0).is_err());
         assert_eq!(Quantity::new(1).map(Quantity::get), Ok(1));
@@ -207,6 +303,15 @@ mod tests {
         assert_eq!(m.quantity.get(), 2);
         let bad = raw.replace("\"s1\"", "\"s{1}\"");
         assert!(serde_json::from_str::<OrderMessage>(&bad).is_err());
+        // Any usable sub goes through the message as it is, escaped by JSON.
+        let wide = r#"auth0|{x},"é":\"#;
+        let sent = OrderMessage {
+            user_id: UserId::parse(wide).unwrap(),
+            ..m
+        };
+        let back: OrderMessage =
+            serde_json::from_str(&serde_json::to_string(&sent).unwrap()).unwrap();
+        assert_eq!(back.user_id.as_str(), wide);
     }
 
     #[test]

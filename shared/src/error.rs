@@ -13,6 +13,11 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("a valid bearer token is required")]
     Unauthenticated,
+    /// The token is valid but its `sub` cannot be a user id (empty, over
+    /// 255 bytes, or with a control character): `401` like no token, with
+    /// the reason, since the caller cannot act as anyone.
+    #[error("the token's sub is not a usable user id: {0}")]
+    UnusableIdentity(String),
     #[error("this route needs the seckill/admin scope")]
     Forbidden,
     #[error("no such sale")]
@@ -58,7 +63,7 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
             Self::InvalidRequest(_) => 400,
-            Self::Unauthenticated => 401,
+            Self::Unauthenticated | Self::UnusableIdentity(_) => 401,
             Self::Forbidden | Self::GateRequired => 403,
             Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
             Self::LimitExceeded { .. }
@@ -79,7 +84,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidRequest(_) => "INVALID_REQUEST",
-            Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Unauthenticated | Self::UnusableIdentity(_) => "UNAUTHENTICATED",
             Self::Forbidden => "FORBIDDEN",
             Self::SaleNotFound => "SALE_NOT_FOUND",
             Self::RouteNotFound => "NOT_FOUND",
@@ -170,6 +175,7 @@ mod tests {
             },
             ApiError::paused("retry \"soon\""),
             ApiError::Unauthenticated,
+            ApiError::UnusableIdentity("userId must be ...".into()),
         ] {
             let written: serde_json::Value = serde_json::from_str(&err.body_text()).unwrap();
             assert_eq!(written, err.body(), "{err:?}");

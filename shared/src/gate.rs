@@ -91,6 +91,10 @@ impl Gate {
     /// answer, so the grace for the previous window cannot let a near
     /// miss through.
     fn numbers(&self, sale: &SaleId, user: &UserId, window: i64) -> (i64, i64) {
+        // The user id may hold `|`; the input still names one (sale, user,
+        // window) only: the sale id and the window (a number) cannot hold
+        // it, so the first `|` after `q|` ends the sale and the last one
+        // starts the window.
         let tag = hmac::sign(&self.key, format!("q|{sale}|{user}|{window}").as_bytes());
         let b = tag.as_ref();
         let (a, b) = (i64::from(b[0] % 10), i64::from(b[1] % 10));
@@ -147,7 +151,7 @@ impl Gate {
         }
         let expires_at_ms = now_ms + PASS_TTL_MS;
         Ok(Pass {
-            token: self.seal(&format!("p|{sale}|{user}|{expires_at_ms}|{nonce:016x}")),
+            token: self.seal(&pass_payload(sale, user, expires_at_ms, nonce)),
             expires_at_ms,
         })
     }
@@ -161,18 +165,37 @@ impl Gate {
         now_ms: i64,
     ) -> Result<String, GateError> {
         let payload = self.open(token)?;
-        let parts: Vec<&str> = payload.split('|').collect();
-        let ["p", s, u, exp, nonce] = parts.as_slice() else {
-            return Err(GateError::Invalid);
-        };
-        if *s != sale.as_str() || *u != user.as_str() {
+        let (s, u, exp, nonce) = parse_pass(&payload).ok_or(GateError::Invalid)?;
+        if s != sale.as_str() || u != user.as_str() {
             return Err(GateError::Foreign);
         }
         if exp.parse::<i64>().map_err(|_| GateError::Invalid)? <= now_ms {
             return Err(GateError::Expired);
         }
-        Ok((*nonce).to_owned())
+        Ok(nonce.to_owned())
     }
+}
+
+/// A pass's signed payload: `p|<sale>|<user>|<expiresAtMs>|<nonce>`. The
+/// user id is the identity provider's `sub` and may hold `|` itself (Auth0's
+/// `auth0|…`); every other field cannot (a sale id's alphabet, a number,
+/// hex), so [`parse_pass`] reads the sale up to the first `|` after `p|`,
+/// the nonce and expiry back from the end, and the user id is exactly what
+/// lies between: one payload names one user, and a pass never verifies for
+/// another whose id is a prefix or an extension of it. The layout is the
+/// one passes had before user ids could hold `|`, so passes issued then
+/// still verify.
+fn pass_payload(sale: &SaleId, user: &UserId, expires_at_ms: i64, nonce: u64) -> String {
+    format!("p|{sale}|{user}|{expires_at_ms}|{nonce:016x}")
+}
+
+/// (sale, user, expiresAtMs, nonce) of a pass payload; see [`pass_payload`].
+fn parse_pass(payload: &str) -> Option<(&str, &str, &str, &str)> {
+    let rest = payload.strip_prefix("p|")?;
+    let (sale, rest) = rest.split_once('|')?;
+    let (rest, nonce) = rest.rsplit_once('|')?;
+    let (user, exp) = rest.rsplit_once('|')?;
+    Some((sale, user, exp, nonce))
 }
 
 #[cfg(test)]
@@ -216,6 +239,53 @@ mod tests {
         let mut forged = pass.token.clone();
         forged.insert(3, 'x');
         assert!(gate.verify(&sale, &user, &forged, 3_000).is_err());
+    }
+
+    #[test]
+    fn a_pass_names_one_user_whatever_their_id_holds() {
+        let gate = Gate::new(b"secret");
+        let sale = SaleId::parse("s1").unwrap();
+        let users: Vec<UserId> = [
+            "auth0|x",
+            "auth0",
+            "auth0|x|1",
+            "auth0|x|99999999999999|00",
+            "|",
+            "||",
+            "x|",
+            "|x",
+        ]
+        .iter()
+        .map(|u| UserId::parse(u).unwrap())
+        .collect();
+        for (i, user) in users.iter().enumerate() {
+            let c = gate.challenge(&sale, user, 1_000);
+            let pass = gate
+                .answer(&sale, user, solve(&c.question), None, 2_000, 7)
+                .unwrap();
+            assert_eq!(
+                gate.verify(&sale, user, &pass.token, 3_000),
+                Ok(format!("{:016x}", 7)),
+                "{user}"
+            );
+            for (j, other) in users.iter().enumerate().filter(|(j, _)| *j != i) {
+                assert_eq!(
+                    gate.verify(&sale, other, &pass.token, 3_000),
+                    Err(GateError::Foreign),
+                    "the pass of {:?} verified for {:?}",
+                    users[i],
+                    users[j]
+                );
+            }
+        }
+        // The payload's layout is the one of passes issued before.
+        assert_eq!(
+            parse_pass("p|s1|u1|5000|0000000000000007"),
+            Some(("s1", "u1", "5000", "0000000000000007"))
+        );
+        for bad in ["", "p|", "p|s1", "p|s1|u1", "p|s1|5000|n", "q|s1|u1|5000|n"] {
+            assert_eq!(parse_pass(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -37,7 +37,13 @@ pub fn caller_id(req: &Request) -> Result<UserId, ApiError> {
         .and_then(|a| a.jwt.as_ref())
         .and_then(|jwt| jwt.claims.get("sub"))
         .ok_or(ApiError::Unauthenticated)?;
-    UserId::parse(sub).map_err(|_| ApiError::Unauthenticated)
+    user_id(sub)
+}
+
+/// The `sub` as a user id: any the identity provider may issue (see
+/// [`UserId`]); one that cannot be is a `401` that says why.
+fn user_id(sub: &str) -> Result<UserId, ApiError> {
+    UserId::parse(sub).map_err(|e| ApiError::UnusableIdentity(e.0))
 }
 
 /// The caller from `requestContext.authorizer.jwt.claims`. Never from the
@@ -54,7 +60,7 @@ pub fn caller(req: &Request) -> Result<Caller, ApiError> {
         .and_then(|a| a.jwt.as_ref())
         .ok_or(ApiError::Unauthenticated)?;
     let sub = jwt.claims.get("sub").ok_or(ApiError::Unauthenticated)?;
-    let user_id = UserId::parse(sub).map_err(|_| ApiError::Unauthenticated)?;
+    let user_id = user_id(sub)?;
     let mut scopes: Vec<String> = jwt
         .claims
         .get("scope")

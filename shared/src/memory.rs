@@ -13,6 +13,28 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// An order id made the way `purchase.lua` makes a keyed one: `prefix` and
+/// 31 hex digits of a hash of `sale|user|last`. The user id may hold any
+/// character, so it is never put into the id itself (it could leave the
+/// id alphabet); the hash input names one (sale, user, last) because
+/// neither the sale id nor `last` (a key or a number) can hold `|`.
+fn derived_order_id(
+    prefix: char,
+    sale: &SaleId,
+    user: &crate::domain::UserId,
+    last: &str,
+) -> Result<OrderId, crate::domain::InvalidValue> {
+    let digest = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        format!("{sale}|{user}|{last}").as_bytes(),
+    );
+    let mut id: String = std::iter::once(prefix.to_string())
+        .chain(digest.as_ref().iter().map(|b| format!("{b:02x}")))
+        .collect();
+    id.truncate(32);
+    OrderId::parse(&id)
+}
+
 #[derive(Debug, Clone)]
 struct MemorySale {
     sale: Sale,
@@ -115,7 +137,7 @@ impl StockStore for MemoryStock {
         };
         let keyed_id = req
             .idempotency_key
-            .map(|k| OrderId::parse(&format!("k-{}-{}", req.user_id, k)));
+            .map(|k| derived_order_id('k', req.sale_id, req.user_id, k.as_str()));
         if let Some(Ok(id)) = &keyed_id
             && let Some((_, r)) = s.resv.get(id)
         {
@@ -156,7 +178,7 @@ impl StockStore for MemoryStock {
         s.seq += 1;
         let order_id = match keyed_id {
             Some(id) => id,
-            None => OrderId::parse(&format!("n-{}-{}", req.user_id, s.seq)),
+            None => derived_order_id('n', req.sale_id, req.user_id, &s.seq.to_string()),
         }
         .map_err(|e| StoreError::Protocol(e.0))?;
         s.stock -= q;

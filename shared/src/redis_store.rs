@@ -7,6 +7,13 @@
 //! design fixes them, plus `sale:{S}:userorders` (userId -> the caller's order
 //! ids) so a `409 LIMIT_EXCEEDED` can name them without a scan.
 //!
+//! User ids are the identity provider's `sub` as issued and may hold any
+//! character but a control one (`{`, `}`, `,`, `:`, `|`, Unicode): they are
+//! never part of a key name (a brace there would change the key's hash tag
+//! and so its cluster slot), only hash fields, script arguments and JSON
+//! strings, all binary-safe. Keys are built from sale ids and shard
+//! numbers alone.
+//!
 //! Shards: a sale with `shards = N > 1` keeps a directory under `{S}` (meta
 //! only) and N full key groups under `{S:0}` .. `{S:N-1}`, each with its share
 //! of the stock and its own buyers, reservations and rate buckets. A buyer

@@ -563,23 +563,34 @@ impl LocalStack {
     /// With the queue's visibility timeout and the event source's number of
     /// pollers chosen by the test (`None`: the template's).
     pub async fn start_with(visibility_secs: u32, pollers: Option<usize>) -> LocalStack {
-        Self::start_full(visibility_secs, pollers, None).await
+        Self::start_full(visibility_secs, pollers, None, None).await
     }
 
     /// With pages that sign in through the hosted UI at `login_url`.
     pub async fn start_signing_in_at(login_url: &str) -> LocalStack {
-        Self::start_full(TEST_VISIBILITY_SECS, None, Some(login_url.to_owned())).await
+        Self::start_full(TEST_VISIBILITY_SECS, None, Some(login_url.to_owned()), None).await
+    }
+
+    /// As [`start_with`](Self::start_with), on the Redis at `redis_url`
+    /// instead of `REDIS_URL` (a cluster's `?cluster=true` URL).
+    pub async fn start_on_redis(
+        redis_url: &str,
+        visibility_secs: u32,
+        pollers: Option<usize>,
+    ) -> LocalStack {
+        Self::start_full(visibility_secs, pollers, None, Some(redis_url.to_owned())).await
     }
 
     async fn start_full(
         visibility_secs: u32,
         pollers: Option<usize>,
         login_url: Option<String>,
+        redis_url: Option<String>,
     ) -> LocalStack {
         let name = unique("l");
         let settings = seckill_infra::local::LocalSettings {
             listen: "127.0.0.1:0".into(),
-            redis_url: env("REDIS_URL"),
+            redis_url: redis_url.unwrap_or_else(|| env("REDIS_URL")),
             queue_name: name.clone(),
             dlq_name: format!("{name}-dlq"),
             sales_table: format!("{name}-sales"),

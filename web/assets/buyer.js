@@ -439,6 +439,8 @@
 
   // -------------------------------------------------------------- order
 
+  // The user id may hold any character, "." included; the key still names
+  // one (sale, user) because a sale id cannot hold a ".".
   const orderKey = () => "order." + saleId + "." + (state.session ? state.session.userId : "");
 
   // An order kept from before a reload, or the one a link names: its

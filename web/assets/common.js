@@ -14,6 +14,15 @@
 
   const ID = /^[A-Za-z0-9_-]{1,64}$/;
   const validId = (value) => typeof value === "string" && ID.test(value);
+  // A user id is a token's `sub` as the identity provider issued it: 1 to
+  // 255 bytes (UTF-8) without control characters (Unicode's Cc, what the
+  // server's `char::is_control` refuses). Only ever shown as text.
+  const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+  const validUserId = (value) =>
+    typeof value === "string" &&
+    !CONTROL.test(value) &&
+    value.length > 0 &&
+    new TextEncoder().encode(value).length <= 255;
 
   const $ = (id) => document.getElementById(id);
 
@@ -193,8 +202,8 @@
       event.preventDefault();
       userError.textContent = "";
       const name = user.value.trim();
-      if (!validId(name)) {
-        userError.textContent = "Use 1 to 64 letters, digits, - or _.";
+      if (!validUserId(name)) {
+        userError.textContent = "Use 1 to 255 bytes of text without control characters.";
         user.focus();
         return;
       }
@@ -317,6 +326,7 @@
   window.Seckill = {
     config,
     validId,
+    validUserId,
     $,
     api,
     claimsOf,

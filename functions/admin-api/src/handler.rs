@@ -273,7 +273,10 @@ async fn audit(
         "before": before,
         "after": after,
     });
-    tracing::info!(target: "audit", %sale_id, %actor, action, entry = %entry, "admin action");
+    // The actor is a `sub` as issued (spaces, `=` and quotes included): a
+    // plain string field, so the text format quotes and escapes it and
+    // JSON writes it as a string, and it cannot pass for another field.
+    tracing::info!(target: "audit", %sale_id, actor = actor.as_str(), action, entry = %entry, "admin action");
     if let Err(err) = jobs.catalog().append_audit(sale_id, &entry).await {
         tracing::warn!(%sale_id, %err, "could not keep the audit entry with the sale");
     }

@@ -203,7 +203,8 @@ mod tests {
     fn event(path_sale: &str, body: &str, sub: Option<&str>) -> Request {
         let claims = match sub {
             Some(sub) => format!(
-                r#""authorizer": {{"jwt": {{"claims": {{"sub": "{sub}", "scope": "openid"}}, "scopes": null}}}},"#
+                r#""authorizer": {{"jwt": {{"claims": {{"sub": {}, "scope": "openid"}}, "scopes": null}}}},"#,
+                serde_json::json!(sub)
             ),
             None => String::new(),
         };
@@ -249,11 +250,18 @@ mod tests {
             ("s{1}", "", Some("u1"), 400),
             ("", "", Some("u1"), 400),
             ("s1", "", None, 401),
-            ("s1", "", Some("a|b"), 401),
+            // A sub no user id can be: empty, with a control character.
+            ("s1", "", Some(""), 401),
+            ("s1", "", Some("a\nb"), 401),
         ];
         for (sale, body, sub, status) in cases {
             let err = parse(&event(sale, body, sub)).unwrap_err();
             assert_eq!(err.status(), status, "{sale:?} {body:?} {sub:?}");
+        }
+        // Any sub a provider issues is the user id, exactly.
+        for sub in ["a|b", "auth0|5f7c1e2a9b3d4c0012345678", "{x},y:z", "用户"] {
+            let p = parse(&event("s1", "", Some(sub))).unwrap();
+            assert_eq!(p.user_id.as_str(), sub);
         }
     }
 }
