@@ -11,13 +11,12 @@
 //! route, every schedule, a lost sale rebuilt); `make test` then checks the
 //! whole suite's recording the same way (`whole_suite_recording`).
 
-use seckill_infra::iam::{self, Permission, Resource, Service};
+use seckill_infra::iam::{self, Permission, Resource};
 use seckill_infra::local::Job;
-use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::redis_store::SaleKeys;
-use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
+use seckill_tests::{LocalStack, StackClient, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -100,54 +99,11 @@ fn without_grant(translated: &mut Value, role: &str, action: &str) {
     }
 }
 
-struct Client<'a> {
-    stack: &'a LocalStack,
-    tokens: TokenSettings,
-    admin: String,
-}
-
-impl Client<'_> {
-    fn buyer(&self, user: &str) -> String {
-        format!("Bearer {}", self.tokens.mint(user, false, 600).unwrap())
-    }
-
-    async fn admin(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        self.stack
-            .request(method, path, &[("authorization", &self.admin)], body)
-            .await
-    }
-
-    async fn buyer_call(&self, method: &str, path: &str, user: &str, body: &str) -> (u16, Value) {
-        self.stack
-            .request(
-                method,
-                path,
-                &[
-                    ("authorization", &self.buyer(user)),
-                    ("content-type", "application/json"),
-                ],
-                body,
-            )
-            .await
-    }
-
-    async fn buy(&self, sale: &str, user: &str) -> (u16, Value) {
-        self.buyer_call(
-            "POST",
-            &format!("/sales/{sale}/purchase"),
-            user,
-            r#"{"quantity": 1}"#,
-        )
-        .await
-    }
-
-    async fn orders_of(&self, sale: &str, user: &str) -> Vec<Value> {
-        let (status, reply) = self
-            .buyer_call("GET", &format!("/sales/{sale}/orders"), user, "")
-            .await;
-        assert_eq!(status, 200, "{reply}");
-        reply["orders"].as_array().cloned().unwrap_or_default()
-    }
+/// The caller's own orders of `sale`.
+async fn orders_of(client: &StackClient<'_>, sale: &str, user: &str) -> Vec<Value> {
+    let (status, reply) = client.my_orders(sale, user).await;
+    assert_eq!(status, 200, "{reply}");
+    reply["orders"].as_array().cloned().unwrap_or_default()
 }
 
 /// Every function, through the local stack as AWS would run it, then the
@@ -158,13 +114,7 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     // Idempotent: `make test` starts the emulator recording already.
     moto_api("POST", "/moto-api/recorder/start-recording").await;
     let stack = LocalStack::start().await;
-    let tokens = TokenSettings::from_env();
-    let admin = format!("Bearer {}", tokens.mint("ops-iam", true, 600).unwrap());
-    let client = Client {
-        stack: &stack,
-        tokens,
-        admin,
-    };
+    let client = StackClient::new(&stack);
     // admin-api writes a sale (the API takes payment windows of a minute
     // or more)...
     let now = clock::now_ms();
@@ -214,22 +164,22 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     // order-writer writes them; orders-api shows and takes payment.
     for user in ["u1", "u2", "u3"] {
         let written = eventually(Duration::from_secs(30), || async {
-            let orders = client.orders_of(&id, user).await;
+            let orders = orders_of(&client, &id, user).await;
             !orders.is_empty() && orders.iter().all(|o| o["status"] == "PENDING_PAYMENT")
         })
         .await;
         assert!(written, "{user}'s order was not written");
     }
-    let u1_order = client.orders_of(&id, "u1").await[0]["orderId"]
+    let u1_order = orders_of(&client, &id, "u1").await[0]["orderId"]
         .as_str()
         .unwrap()
         .to_owned();
     let (status, _) = client
-        .buyer_call("GET", &format!("/orders/{u1_order}"), "u1", "")
+        .as_buyer("GET", &format!("/orders/{u1_order}"), "u1", "")
         .await;
     assert_eq!(status, 200);
     let (status, reply) = client
-        .buyer_call("POST", &format!("/orders/{u1_order}/pay"), "u1", "")
+        .as_buyer("POST", &format!("/orders/{u1_order}/pay"), "u1", "")
         .await;
     assert_eq!((status, reply["status"].as_str()), (200, Some("PAID")));
     let (status, _) = client
@@ -251,8 +201,7 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     // release-unpaid: u2 and u3 never paid; their units sell again.
     let released = eventually(Duration::from_secs(20), || async {
         stack.scheduled.invoke(Job::ReleaseUnpaid).await;
-        client
-            .orders_of(&id, "u2")
+        orders_of(&client, &id, "u2")
             .await
             .iter()
             .all(|o| o["status"] == "EXPIRED")
@@ -348,7 +297,7 @@ async fn every_call_a_function_makes_is_granted_to_it() {
 fn whole_suite_recording() {
     let path = std::env::var("SECKILL_AWS_RECORDING").expect("SECKILL_AWS_RECORDING");
     let recording = std::fs::read_to_string(&path).unwrap();
-    let read = iam::calls(&recording, &suite_names);
+    let read = iam::calls(&recording, &iam::suite_names);
     let translated = translated_template();
     let report = iam::check(&read.calls, &iam::roles(&translated).unwrap());
     println!(
@@ -360,28 +309,4 @@ fn whole_suite_recording() {
         report.is_ok(),
         "the template denies calls the code makes:\n{report}"
     );
-}
-
-/// The tests name tables `<x>-sales` / `<x>-orders`, queues `<x>` /
-/// `<x>-dlq`, secrets `<x>-gate` / `<x>-redis`.
-fn suite_names(service: Service, raw: &str) -> Option<String> {
-    let name = match service {
-        Service::SecretsManager => raw
-            .split(":secret:")
-            .nth(1)
-            .map(|n| n.rsplit_once('-').map_or(n, |(n, _)| n))
-            .unwrap_or(raw),
-        _ => raw,
-    };
-    let logical = match service {
-        Service::DynamoDb if name.ends_with("-sales") => "SalesTable",
-        Service::DynamoDb if name.ends_with("-orders") => "OrdersTable",
-        Service::DynamoDb => return None,
-        Service::Sqs if name.ends_with("-dlq") => "OrdersDLQ",
-        Service::Sqs => "OrdersQueue",
-        Service::SecretsManager if name.ends_with("-gate") => "GateSecret",
-        Service::SecretsManager if name.ends_with("-redis") => "RedisAuthSecret",
-        Service::SecretsManager => return None,
-    };
-    Some(logical.to_owned())
 }

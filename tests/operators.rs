@@ -3,71 +3,12 @@
 //! tokens), with Redis losing keys where the test says so.
 
 use redis::AsyncCommands;
-use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::redis_store::SaleKeys;
-use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
+use seckill_tests::{LocalStack, StackClient as Client, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-struct Client<'a> {
-    stack: &'a LocalStack,
-    tokens: TokenSettings,
-    admin: String,
-}
-
-impl<'a> Client<'a> {
-    fn new(stack: &'a LocalStack) -> Self {
-        let tokens = TokenSettings::from_env();
-        let admin = format!("Bearer {}", tokens.mint("ops-1", true, 600).unwrap());
-        Client {
-            stack,
-            tokens,
-            admin,
-        }
-    }
-
-    fn buyer(&self, user: &str) -> String {
-        format!("Bearer {}", self.tokens.mint(user, false, 600).unwrap())
-    }
-
-    async fn admin(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        self.stack
-            .request(method, path, &[("authorization", &self.admin)], body)
-            .await
-    }
-
-    async fn put_sale(&self, id: &str, body: &Value) -> (u16, Value) {
-        self.admin("PUT", &format!("/admin/sales/{id}"), &body.to_string())
-            .await
-    }
-
-    async fn buy(&self, sale: &str, user: &str) -> (u16, Value) {
-        self.stack
-            .request(
-                "POST",
-                &format!("/sales/{sale}/purchase"),
-                &[
-                    ("authorization", &self.buyer(user)),
-                    ("content-type", "application/json"),
-                ],
-                r#"{"quantity": 1}"#,
-            )
-            .await
-    }
-
-    async fn my_orders(&self, sale: &str, user: &str) -> (u16, Value) {
-        self.stack
-            .request(
-                "GET",
-                &format!("/sales/{sale}/orders"),
-                &[("authorization", &self.buyer(user))],
-                "",
-            )
-            .await
-    }
-}
 
 fn sale_json(stock: u32, shards: u32, start_ms: i64, end_ms: i64) -> Value {
     json!({

@@ -435,9 +435,11 @@ async fn a_whole_sale_run_reconciles_clean() {
 
     // The payment window passes (time injected): the release job expires the 50.
     let later = clock::now_ms() + 61_000;
+    // The scheduled release-unpaid function, with its own role (admin-api
+    // has no route that expires orders).
     let report = stack
-        .admin
-        .jobs
+        .scheduled
+        .release_unpaid
         .release_unpaid(later, std::time::Instant::now() + Duration::from_secs(60))
         .await
         .unwrap();

@@ -636,33 +636,53 @@ pub fn check(calls: &[Call], roles: &BTreeMap<String, Role>) -> Report {
     report
 }
 
-/// The names `seckill-local` and the tests give their resources: tables
-/// `<prefix>-sales` and `<prefix>-orders`, queues `<prefix>` and
-/// `<prefix>-dlq`, secrets `<prefix>-gate` and `<prefix>-redis` (or their
-/// ARNs). Anything else is not a resource of this stack.
+/// The names `seckill-local` and the tests give their resources after a
+/// prefix: tables `-sales` and `-orders`, queues `-dlq` and the bare prefix
+/// (the orders queue), secrets `-gate` and `-redis`.
+const SUFFIXES: [(Service, &str, &str); 6] = [
+    (Service::DynamoDb, "-sales", "SalesTable"),
+    (Service::DynamoDb, "-orders", "OrdersTable"),
+    (Service::Sqs, "-dlq", "OrdersDLQ"),
+    (Service::Sqs, "", "OrdersQueue"),
+    (Service::SecretsManager, "-gate", "GateSecret"),
+    (Service::SecretsManager, "-redis", "RedisAuthSecret"),
+];
+
+/// A secret's name from how a call names it: the name, or its ARN
+/// (`arn:aws:secretsmanager:region:account:secret:<name>-AbCdEf`).
+fn secret_name(id: &str) -> &str {
+    id.split(":secret:")
+        .nth(1)
+        .map_or(id, |name| name.rsplit_once('-').map_or(name, |(n, _)| n))
+}
+
+fn plain_name(service: Service, raw: &str) -> &str {
+    match service {
+        Service::SecretsManager => secret_name(raw),
+        _ => raw,
+    }
+}
+
+/// One stack's resources: exactly `prefix` plus a known suffix. Anything
+/// else is not a resource of this stack.
 pub fn stack_names(prefix: &str) -> impl Fn(Service, &str) -> Option<String> + '_ {
     move |service, raw| {
-        let id = match service {
-            // `arn:aws:secretsmanager:region:account:secret:<name>-AbCdEf`
-            Service::SecretsManager => raw
-                .split(":secret:")
-                .nth(1)
-                .map(|name| name.rsplit_once('-').map_or(name, |(n, _)| n))
-                .unwrap_or(raw),
-            _ => raw,
-        };
-        let rest = id.strip_prefix(prefix)?;
-        let logical = match (service, rest) {
-            (Service::DynamoDb, "-sales") => "SalesTable",
-            (Service::DynamoDb, "-orders") => "OrdersTable",
-            (Service::Sqs, "") => "OrdersQueue",
-            (Service::Sqs, "-dlq") => "OrdersDLQ",
-            (Service::SecretsManager, "-gate") => "GateSecret",
-            (Service::SecretsManager, "-redis") => "RedisAuthSecret",
-            _ => return None,
-        };
-        Some(logical.to_owned())
+        let rest = plain_name(service, raw).strip_prefix(prefix)?;
+        SUFFIXES
+            .iter()
+            .find(|(s, suffix, _)| *s == service && rest == *suffix)
+            .map(|(_, _, logical)| (*logical).to_owned())
     }
+}
+
+/// Every stack of a test suite at once: any name ending in a known suffix
+/// (for queues, any other name is an orders queue).
+pub fn suite_names(service: Service, raw: &str) -> Option<String> {
+    let name = plain_name(service, raw);
+    SUFFIXES
+        .iter()
+        .find(|(s, suffix, _)| *s == service && name.ends_with(suffix))
+        .map(|(_, _, logical)| (*logical).to_owned())
 }
 
 #[cfg(test)]

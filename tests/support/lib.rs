@@ -76,6 +76,54 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Set in a child process started by [`in_own_emulator`].
+const OWN_EMULATOR: &str = "SECKILL_TEST_OWN_EMULATOR";
+
+/// For a test whose figures the shared emulator's load would decide (moto
+/// is one Python process: every other test's requests slow it down and,
+/// past its timeouts, it fails transactions): runs `test` again in a child
+/// process of this binary whose `AWS_ENDPOINT_URL` is a `moto_server` of its
+/// own, and asserts the child passed. `true` in the child (run the test
+/// there), `false` in the parent (done).
+pub fn in_own_emulator(test: &str) -> bool {
+    if std::env::var_os(OWN_EMULATOR).is_some() {
+        return true;
+    }
+    let port = free_port();
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
+    let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
+    let mut moto = std::process::Command::new(program)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("moto_server (make test installs it into .venv)");
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "moto_server did not start on {port}"
+        );
+        // Polled: the port answers once the server is up.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(OWN_EMULATOR, "1")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .output();
+    let _ = moto.kill();
+    let _ = moto.wait();
+    let output = output.unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    println!("{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{test} failed on its own emulator"
+    );
+    false
+}
+
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: run the suite with `make test`, which starts redis-server and moto_server")
@@ -679,6 +727,80 @@ impl LocalStack {
             status,
             serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
         )
+    }
+}
+
+/// A client of a local stack's HTTP API with local tokens: the operator
+/// `ops-1` (admin scope) and any buyer.
+pub struct StackClient<'a> {
+    pub stack: &'a LocalStack,
+    pub tokens: seckill_infra::token::TokenSettings,
+    admin: String,
+}
+
+impl<'a> StackClient<'a> {
+    pub fn new(stack: &'a LocalStack) -> Self {
+        let tokens = seckill_infra::token::TokenSettings::from_env();
+        let admin = format!("Bearer {}", tokens.mint("ops-1", true, 600).unwrap());
+        StackClient {
+            stack,
+            tokens,
+            admin,
+        }
+    }
+
+    /// `Authorization` for `user`.
+    pub fn buyer(&self, user: &str) -> String {
+        format!("Bearer {}", self.tokens.mint(user, false, 600).unwrap())
+    }
+
+    pub async fn admin(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        self.stack
+            .request(method, path, &[("authorization", &self.admin)], body)
+            .await
+    }
+
+    pub async fn put_sale(&self, id: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        self.admin("PUT", &format!("/admin/sales/{id}"), &body.to_string())
+            .await
+    }
+
+    /// A request with `user`'s token and a JSON content type.
+    pub async fn as_buyer(
+        &self,
+        method: &str,
+        path: &str,
+        user: &str,
+        body: &str,
+    ) -> (u16, serde_json::Value) {
+        self.stack
+            .request(
+                method,
+                path,
+                &[
+                    ("authorization", &self.buyer(user)),
+                    ("content-type", "application/json"),
+                ],
+                body,
+            )
+            .await
+    }
+
+    /// One unit of `sale` for `user`.
+    pub async fn buy(&self, sale: &str, user: &str) -> (u16, serde_json::Value) {
+        self.as_buyer(
+            "POST",
+            &format!("/sales/{sale}/purchase"),
+            user,
+            r#"{"quantity": 1}"#,
+        )
+        .await
+    }
+
+    /// `GET /sales/{sale}/orders` as `user`.
+    pub async fn my_orders(&self, sale: &str, user: &str) -> (u16, serde_json::Value) {
+        self.as_buyer("GET", &format!("/sales/{sale}/orders"), user, "")
+            .await
     }
 }
 
