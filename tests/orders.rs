@@ -489,7 +489,7 @@ async fn a_thousand_purchases_drain_into_a_thousand_orders() {
     // traffic slowed the drain past the deadline (45 to 103 batches in
     // 120 s under `make test`, with failed transactions costing a
     // visibility timeout each).
-    if !seckill_tests::in_own_emulator("a_thousand_purchases_drain_into_a_thousand_orders") {
+    if !seckill_tests::in_own_emulator("a_thousand_purchases_drain_into_a_thousand_orders").await {
         return;
     }
     // A visibility timeout longer than any batch can take here (the writer's
@@ -552,7 +552,11 @@ async fn a_thousand_purchases_drain_into_a_thousand_orders() {
         seckill_infra::local::writer_handler(app.writer().await),
     );
 
-    let drained = eventually(Duration::from_secs(120), || async {
+    // The deadline is generous: what this test proves is the exact count
+    // (the emulator's pace, about 100 s for the 1,000 here with the
+    // ledger's items, is not a figure of the code; `make bench` measures
+    // the writer's work per order).
+    let drained = eventually(Duration::from_secs(240), || async {
         app.sale_counters(&id).await.1 == 1_000
     })
     .await;
@@ -562,7 +566,7 @@ async fn a_thousand_purchases_drain_into_a_thousand_orders() {
     .await;
     let counts = source.stop().await;
     assert!(drained && emptied, "not drained: {counts}");
-    println!("drained in {:?}", bought_at.elapsed());
+    println!("drained in {:?}: {counts}", bought_at.elapsed());
     assert_eq!(app.sale_counters(&id).await, (0, 1_000));
     let orders = app.orders().await;
     assert_eq!(orders.len(), 1_000);

@@ -85,35 +85,35 @@ const OWN_EMULATOR: &str = "SECKILL_TEST_OWN_EMULATOR";
 /// process of this binary whose `AWS_ENDPOINT_URL` is a `moto_server` of its
 /// own, and asserts the child passed. `true` in the child (run the test
 /// there), `false` in the parent (done).
-pub fn in_own_emulator(test: &str) -> bool {
+pub async fn in_own_emulator(test: &str) -> bool {
     if std::env::var_os(OWN_EMULATOR).is_some() {
         return true;
     }
     let port = free_port();
     let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
     let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
-    let mut moto = std::process::Command::new(program)
+    let mut moto = tokio::process::Command::new(program)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .expect("moto_server (make test installs it into .venv)");
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "moto_server did not start on {port}"
-        );
-        // Polled: the port answers once the server is up.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
+    let up = eventually(Duration::from_secs(30), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(up, "moto_server did not start on {port}");
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads", "1"])
         .env(OWN_EMULATOR, "1")
         .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-        .output();
-    let _ = moto.kill();
-    let _ = moto.wait();
+        .kill_on_drop(true)
+        .output()
+        .await;
+    let _ = moto.kill().await;
     let output = output.unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     println!("{text}{}", String::from_utf8_lossy(&output.stderr));
