@@ -81,6 +81,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The purchase script exactly as the handler runs it (limiter included).
 const PURCHASE_LUA: &str = seckill_shared::redis_store::PURCHASE_SOURCE;
+/// The seed article's minimal deduction: the honest ceiling ([`seed_ceiling`]).
+const SEED_LUA: &str = include_str!("../../lua/seed_deduct.lua");
 const PURCHASE_EVENT: &str = include_str!("../../../events/purchase.json");
 
 /// redis-benchmark settings: fixed, so the ceiling is comparable across runs
@@ -205,7 +207,10 @@ async fn main() -> Result<ExitCode, BoxError> {
     let mut failures = Vec::new();
     let mut rows = Vec::new();
 
-    // 1. The ceiling: the script alone, driven by redis-benchmark.
+    // 1. The ceilings: the seed's minimal script (what one Redis can do for
+    // this job at all), then the project's script alone, both driven by
+    // redis-benchmark.
+    let seed = seed_ceiling(&host, port, &mut conn, &tag, args.stock, &mut failures).await?;
     for pipeline in [None, Some(CEILING_PIPELINE)] {
         let sale = test_sale(
             &format!("{tag}-ceil{}", pipeline.unwrap_or(1)),
@@ -464,6 +469,8 @@ async fn main() -> Result<ExitCode, BoxError> {
 
     // 3. The table.
     let base = rows.first().map_or(0.0, |r| r.per_sec);
+    let seed_rate = seed.per_sec;
+    rows.insert(0, seed);
     let skipped = Row {
         label: "handler, with SQS (emulator)".into(),
         requests: 0,
@@ -491,8 +498,8 @@ async fn main() -> Result<ExitCode, BoxError> {
     rows.extend(cluster_rows);
     println!();
     println!(
-        "{:<36} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10}",
-        "run", "requests", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "x ceiling"
+        "{:<36} {:>9} {:>12} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "run", "requests", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "x script", "x seed"
     );
     for row in &rows {
         if row.requests == 0 {
@@ -500,7 +507,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             continue;
         }
         println!(
-            "{:<36} {:>9} {:>12.0} {:>9} {:>9} {:>9} {:>10}",
+            "{:<36} {:>9} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>7}",
             row.label,
             row.requests,
             row.per_sec,
@@ -508,6 +515,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             ms(row.p99),
             ms(row.p999),
             format!("{:.2}", row.per_sec / base),
+            format!("{:.2}", row.per_sec / seed_rate),
         );
     }
     println!();
@@ -516,7 +524,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         args.stock, args.stock
     );
     println!(
-        "Ceiling rows: redis-benchmark, {CEILING_CLIENTS} connections, {CEILING_REQUESTS} EVALSHA of shared/lua/purchase.lua from random distinct buyers, no Rust in the path; its p50/p99 are its own client-side figures (it reports no p99.9)."
+        "Ceiling rows: redis-benchmark, {CEILING_CLIENTS} connections, {CEILING_REQUESTS} EVALSHA from random distinct buyers, no Rust in the path; its p50/p99 are its own client-side figures (it reports no p99.9). \"seed script\" is the seed article's minimal deduction (infra/lua/seed_deduct.lua: SISMEMBER, GET, DECRBY, SADD), the physical limit of one Redis for this job; the other ceiling rows run shared/lua/purchase.lua. \"x script\" divides by the unpipelined purchase.lua row, \"x seed\" by the seed row."
     );
     println!(
         "Handler rows: purchase::handler::handle in-process on API Gateway v2 events built before timing, {} distinct buyers + {} retries with the same Idempotency-Key, {} concurrent tasks; latency is per handle() call.",
@@ -635,15 +643,14 @@ fn cpu_model() -> Option<String> {
     Some(line.split_once(':')?.1.trim().to_owned())
 }
 
-/// Runs redis-benchmark against the loaded `sale` and reads its CSV line.
-async fn ceiling(
+/// Runs redis-benchmark with the ceiling's settings (`-c`, `-n`, random
+/// buyers through `__rand_int__`) on `command` and reads its CSV line.
+async fn redis_benchmark(
     host: &str,
     port: u16,
-    sha: &str,
-    sale: &Sale,
     pipeline: Option<u32>,
-) -> Result<Row, BoxError> {
-    let keys = SaleKeys::new(&sale.sale_id);
+    command: &[&str],
+) -> Result<BTreeMap<String, String>, BoxError> {
     let mut cmd = tokio::process::Command::new("redis-benchmark");
     cmd.args(["-h", host, "-p", &port.to_string()])
         .args(["-c", &CEILING_CLIENTS.to_string()])
@@ -654,38 +661,7 @@ async fn ceiling(
     if let Some(p) = pipeline {
         cmd.args(["-P", &p.to_string()]);
     }
-    // The same keys and arguments as the handler sends: ARGV[4] is the
-    // Idempotency-Key and ARGV[5] the gate pass nonce ("" is none; an empty
-    // bulk string passes through redis-benchmark as is), then the source
-    // address (none: the buyers are random), the limiter's limits
-    // (unlimited, as in the handler rows), the id suffix and the request id.
-    cmd.args(["EVALSHA", sha, "7"])
-        .args([
-            &keys.meta,
-            &keys.stock,
-            &keys.buyers,
-            &keys.resv,
-            &keys.user_orders,
-            &keys.gate_used,
-            &keys.rate_limit,
-        ])
-        .args([
-            sale.sale_id.as_str(),
-            "u__rand_int__",
-            "1",
-            "",
-            "",
-            "",
-            "1000000000",
-            "1000000000",
-            "1000000000",
-            "1000000000",
-            // ARGV[11], the shard's order id suffix (none), and ARGV[12],
-            // the request id the store draws per purchase: 31 characters,
-            // 19 fixed and redis-benchmark's 12 random digits.
-            "",
-            "0000000000000000000__rand_int__",
-        ]);
+    cmd.args(command);
     let out = cmd
         .output()
         .await
@@ -699,13 +675,13 @@ async fn ceiling(
         )
         .into());
     }
-    let fields = parse_csv(&stdout).ok_or_else(|| format!("no CSV in: {stdout}"))?;
+    Ok(parse_csv(&stdout).ok_or_else(|| format!("no CSV in: {stdout}"))?)
+}
+
+/// A row from redis-benchmark's CSV fields.
+fn benchmark_row(label: String, fields: &BTreeMap<String, String>) -> Result<Row, BoxError> {
     let get = |name: &str| fields.get(name).and_then(|v| v.parse::<f64>().ok());
-    let per_sec = get("rps").ok_or_else(|| format!("no rps in: {stdout}"))?;
-    let label = match pipeline {
-        None => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS}"),
-        Some(p) => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS} -P {p}"),
-    };
+    let per_sec = get("rps").ok_or_else(|| format!("no rps in: {fields:?}"))?;
     Ok(Row {
         label,
         requests: CEILING_REQUESTS as usize,
@@ -714,6 +690,120 @@ async fn ceiling(
         p99: get("p99_latency_ms").map(|v| v * 1000.0),
         p999: None,
     })
+}
+
+/// The physical limit of one Redis for this job: the seed article's
+/// minimal deduction script (`infra/lua/seed_deduct.lua`: a buyer set and
+/// a stock counter) through redis-benchmark with the ceiling's settings,
+/// on `stock` units. Checked like every row: exactly `stock` buyers won.
+async fn seed_ceiling(
+    host: &str,
+    port: u16,
+    conn: &mut redis::aio::MultiplexedConnection,
+    tag: &str,
+    stock: u32,
+    failures: &mut Vec<String>,
+) -> Result<Row, BoxError> {
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(SEED_LUA)
+        .query_async(&mut *conn)
+        .await?;
+    let (stock_key, buyers_key) = (
+        format!("bench:{tag}:seed:stock"),
+        format!("bench:{tag}:seed:buyers"),
+    );
+    let _: () = redis::cmd("SET")
+        .arg(&stock_key)
+        .arg(stock)
+        .query_async(&mut *conn)
+        .await?;
+    let fields = redis_benchmark(
+        host,
+        port,
+        None,
+        &[
+            "EVALSHA",
+            &sha,
+            "2",
+            &stock_key,
+            &buyers_key,
+            "1",
+            "u__rand_int__",
+        ],
+    )
+    .await?;
+    let left: Option<i64> = redis::cmd("GET")
+        .arg(&stock_key)
+        .query_async(&mut *conn)
+        .await?;
+    let buyers: u64 = redis::cmd("SCARD")
+        .arg(&buyers_key)
+        .query_async(&mut *conn)
+        .await?;
+    if left != Some(0) || buyers != u64::from(stock) {
+        failures.push(format!(
+            "seed script: {buyers} buyers and {left:?} left, expected {stock} and 0"
+        ));
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(&stock_key)
+        .arg(&buyers_key)
+        .query_async(&mut *conn)
+        .await?;
+    benchmark_row(
+        format!("seed script (SISMEMBER..SADD), -c {CEILING_CLIENTS}"),
+        &fields,
+    )
+}
+
+/// Runs redis-benchmark against the loaded `sale` and reads its CSV line.
+async fn ceiling(
+    host: &str,
+    port: u16,
+    sha: &str,
+    sale: &Sale,
+    pipeline: Option<u32>,
+) -> Result<Row, BoxError> {
+    let keys = SaleKeys::new(&sale.sale_id);
+    // The same keys and arguments as the handler sends: ARGV[4] is the
+    // Idempotency-Key and ARGV[5] the gate pass nonce ("" is none; an empty
+    // bulk string passes through redis-benchmark as is), then the source
+    // address (none: the buyers are random), the limiter's limits
+    // (unlimited, as in the handler rows), the id suffix and the request id.
+    let command = [
+        "EVALSHA",
+        sha,
+        "7",
+        &keys.meta,
+        &keys.stock,
+        &keys.buyers,
+        &keys.resv,
+        &keys.user_orders,
+        &keys.gate_used,
+        &keys.rate_limit,
+        sale.sale_id.as_str(),
+        "u__rand_int__",
+        "1",
+        "",
+        "",
+        "",
+        "1000000000",
+        "1000000000",
+        "1000000000",
+        "1000000000",
+        // ARGV[11], the shard's order id suffix (none), and ARGV[12], the
+        // request id the store draws per purchase: 31 characters, 19 fixed
+        // and redis-benchmark's 12 random digits.
+        "",
+        "0000000000000000000__rand_int__",
+    ];
+    let fields = redis_benchmark(host, port, pipeline, &command).await?;
+    let label = match pipeline {
+        None => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS}"),
+        Some(p) => format!("redis-benchmark EVALSHA, -c {CEILING_CLIENTS} -P {p}"),
+    };
+    benchmark_row(label, &fields)
 }
 
 /// redis-benchmark 7's `--csv`: a header line, then one line per test, every
