@@ -2,6 +2,37 @@
 //! and `infra/redis-stack.yaml` (consistency, template).
 
 use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// `template.yaml` as it is now on disk.
+// Each test binary that includes this module uses what it needs of it.
+#[allow(dead_code)]
+pub fn template_json() -> Json {
+    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    cfn_json(serde_norway::from_str(&text).unwrap())
+}
+
+/// `SAM_CLI` (set by `infra/stack.sh`), else `.venv/bin/sam`; relative
+/// paths are from the workspace root.
+#[allow(dead_code)]
+pub fn sam_cli() -> PathBuf {
+    let path = std::env::var_os("SAM_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".venv/bin/sam"));
+    if path.is_absolute() {
+        path
+    } else {
+        root().join(path)
+    }
+}
 
 /// YAML as CloudFormation reads it, as JSON: each short tag in its long
 /// form (`!Ref x` is `{"Ref": "x"}`, `!GetAtt a.b` is `{"Fn::GetAtt": ["a",

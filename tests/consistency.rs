@@ -9,24 +9,11 @@ use seckill_infra::consistency::{self, Code, LocalRoute, Mismatch, Template, che
 use seckill_infra::invoke::{self, Function, Handler};
 use seckill_shared::config::{Config, ConfigError, Lookup};
 use serde_json::{Value as Json, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 mod cfn;
-use cfn::cfn_json;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// `template.yaml` as it is now on disk (another change may be editing it).
-fn template_json() -> Json {
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    cfn_json(serde_norway::from_str(&text).unwrap())
-}
+use cfn::{cfn_json, root, sam_cli, template_json};
 
 fn code() -> Code {
     Code::from_repo(&root()).unwrap()
@@ -737,19 +724,6 @@ fn an_event_its_handler_or_its_trigger_would_not_take_is_reported() {
 }
 
 // ----------------------------------------------- events from the real tool
-
-/// `SAM_CLI` (set by `infra/stack.sh`), else `.venv/bin/sam`; relative
-/// paths are from the workspace root.
-fn sam_cli() -> PathBuf {
-    let path = std::env::var_os("SAM_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".venv/bin/sam"));
-    if path.is_absolute() {
-        path
-    } else {
-        root().join(path)
-    }
-}
 
 /// `sam local generate-event ARGS`, offline.
 fn generate(sam: &Path, args: &[&str]) -> Json {

@@ -36,23 +36,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod cfn;
-use cfn::cfn_json;
+use cfn::{root, template_json};
 
 // ---------------------------------------------------------------------------
 // Fixtures.
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// `template.yaml` as it is now on disk.
-fn template_json() -> Json {
-    let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
-    cfn_json(serde_norway::from_str(&text).unwrap())
-}
 
 /// A `redis-server` of this test's own with `requirepass`, killed on drop.
 struct AuthRedis {

@@ -13,18 +13,11 @@ use seckill_infra::emulator;
 use seckill_infra::invoke::{Function, Handler};
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 mod cfn;
-use cfn::cfn_json;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
+use cfn::{cfn_json, root, sam_cli};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -1033,18 +1026,6 @@ fn readme_invoke_command() -> (String, Vec<String>) {
         .map(String::from)
         .collect();
     (env_vars, overrides)
-}
-
-/// `SAM_CLI` (set by `infra/stack.sh`), else `.venv/bin/sam`.
-fn sam_cli() -> PathBuf {
-    let path = std::env::var_os("SAM_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".venv/bin/sam"));
-    if path.is_absolute() {
-        path
-    } else {
-        root().join(path)
-    }
 }
 
 /// The README's command as the installed SAM CLI resolves it, every
