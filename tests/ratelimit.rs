@@ -3,7 +3,10 @@
 //! own key is broken, while Redis out of reach still fails closed.
 
 use redis::AsyncCommands;
+use seckill_shared::clock;
 use seckill_shared::config::RateLimits;
+use seckill_shared::domain::{Quantity, Sale, UserId};
+use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
 use seckill_tests::{App, live_sale, purchase_event_from};
 use std::time::{Duration, Instant};
 
@@ -131,4 +134,86 @@ async fn the_limiter_fails_open_but_the_stock_script_fails_closed() {
         0,
         "an outage is not a limiter failure"
     );
+}
+
+/// Every key Redis holds for a sale (the limiter's included), dumped.
+async fn every_key_of(app: &App, sale: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut conn = app.redis.clone();
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("sale:{{{sale}}}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for name in names {
+        let dump: Vec<u8> = redis::cmd("DUMP")
+            .arg(&name)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        out.insert(name, dump);
+    }
+    out
+}
+
+/// Sold out, not started, paused, or the buyer at their limit: the script
+/// refuses with reads only, before the limiter, so a refused buyer (or a
+/// flood of them after sell-out) costs Redis no write and is told the real
+/// reason every time, not 429.
+#[tokio::test]
+async fn refusals_are_reads_only_and_come_before_the_limiter() {
+    let app = App::spawn_with(|c| c.rate_limits = tight()).await;
+    let stock = app.service.stock();
+    let ask = |sale: &Sale, user: &str| {
+        let (sale_id, user) = (sale.sale_id.clone(), UserId::parse(user).unwrap());
+        async move {
+            stock
+                .reserve(ReserveRequest {
+                    sale_id: &sale_id,
+                    user_id: &user,
+                    quantity: Quantity::ONE,
+                    idempotency_key: None,
+                    gate_nonce: None,
+                    source_ip: Some("198.51.100.9"),
+                })
+                .await
+                .unwrap()
+        }
+    };
+
+    let sold_out = live_sale(1, 1);
+    let at_limit = live_sale(10, 1);
+    let mut later = live_sale(10, 1);
+    later.start_ms = clock::now_ms() + 1_800_000;
+    let mut paused = live_sale(10, 1);
+    paused.paused = true;
+    for sale in [&sold_out, &at_limit, &later, &paused] {
+        app.open_sale(sale).await;
+    }
+    assert!(matches!(
+        ask(&sold_out, "winner").await,
+        ReserveOutcome::Reserved(_)
+    ));
+    assert!(matches!(
+        ask(&at_limit, "flooder").await,
+        ReserveOutcome::Reserved(_)
+    ));
+
+    for sale in [&sold_out, &at_limit, &later, &paused] {
+        let id = sale.sale_id.as_str();
+        let before = every_key_of(&app, id).await;
+        let mut answers = Vec::new();
+        // Twice the burst of both buckets: the old order answered 429 and
+        // wrote the buckets on every call.
+        for _ in 0..12 {
+            answers.push(format!("{:?}", ask(sale, "flooder").await));
+        }
+        assert!(
+            answers
+                .iter()
+                .all(|a| a == &answers[0] && !a.contains("RateLimited")),
+            "{id}: {answers:?}"
+        );
+        assert_eq!(every_key_of(&app, id).await, before, "{id}: {answers:?}");
+    }
 }

@@ -305,6 +305,9 @@ pub struct HttpSettings {
     /// Prefix of the sale, queue and table names: unique per run, since the
     /// Redis and emulator may be shared.
     pub name: String,
+    /// The purchase service's sold-out flag when the queue step is skipped
+    /// (zero: every decision in Redis, as the bench's handler row).
+    pub sold_out_flag: Duration,
 }
 
 impl HttpSettings {
@@ -319,6 +322,7 @@ impl HttpSettings {
             connections: 256,
             queue: QueueStep::Skipped,
             name: format!("http{}-{}", std::process::id(), clock::now_ms()),
+            sold_out_flag: seckill_shared::purchase::SOLD_OUT_FLAG,
         }
     }
 }
@@ -382,7 +386,11 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
         QueueStep::Skipped => {
             let gateway = Arc::try_unwrap(stack.gateway)
                 .map_err(|_| setup("the prepared gateway is shared"))?;
-            let gateway = gateway.with_purchase(null_purchase(&config).await?);
+            let gateway = gateway.with_purchase(
+                null_purchase(&config)
+                    .await?
+                    .with_sold_out_flag(settings.sold_out_flag),
+            );
             drive_stack(settings, &config, listener, Arc::new(gateway)).await
         }
     }

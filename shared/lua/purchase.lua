@@ -26,8 +26,17 @@
 -- buys on their home shard, so their count and limit live in one place.
 -- KEYS[7] sale:{S}:ratelimit and ARGV[6..10] source address ("" when
 --         unknown), user rate/s, user burst, ip rate/s, ip burst: the limiter
---         (ratelimit.lua, prepended), checked first. Without KEYS[7] there
---         is no limit.
+--         (ratelimit.lua, prepended), checked last: only a call that
+--         passed every refusal (and so may take stock) reads or writes a
+--         bucket. Without KEYS[7] there is no limit.
+-- KEYS[8] sale:{S}:keyed       string the filter of Idempotency-Key
+--                                    reservations (keyed.lua, prepended):
+--                                    a reservation under a key marks it
+--
+-- The order of the checks is the cost of a refusal: the replay, a pause
+-- and a sell-out are decided from meta, stock and one HGET, before the
+-- clock; then the window, the gate and the buyer's limit, all reads; the
+-- limiter and every write only for a call that will take stock.
 --
 -- Replies (all strings, first element is the outcome):
 --   {"OK", orderId, atMs, stockLeft}       reserved now
@@ -36,7 +45,7 @@
 --   {"SHARDED", n, homes}  these are a sharded sale's directory keys (n shards,
 --                   homes the home table or ""): nothing done
 --   {"RATE_LIMITED", retryAfterMs}
--- When the limiter failed open, the reply is prefixed with "LF".
+-- When the limiter failed open, the reply (OK) is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
 --
 -- Every number read from Redis goes through tonumber(): Redis stores strings,
@@ -67,11 +76,67 @@ if not start_ms or not end_ms or not limit or not stock then
   return {'MISSING'}
 end
 
--- The rate limiter first; a sale Redis does not hold has no buckets (junk
--- ids create no keys). Its failure lets the purchase through, flagged.
-local lf = nil
+-- A retry with the same key (or the same call run again) gets its first
+-- answer, even after sell-out.
+local order_id
+if idem ~= '' then
+  -- The user id is the provider's `sub` and may hold `|`; the input still
+  -- names one (sale, user, key): neither a sale id nor a key can hold `|`,
+  -- so the first one ends the sale and the last one starts the key.
+  order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31) .. id_suffix
+else
+  local request = ARGV[12] or ''
+  if string.len(request) ~= 31 then
+    return redis.error_reply('ERR request id must be 31 characters')
+  end
+  order_id = 'n' .. request .. id_suffix
+end
+local existing = redis.call('HGET', resv_key, order_id)
+if existing then
+  return {'REPLAY', order_id, existing}
+end
+
+if m[4] == 'PAUSED' then
+  return {'PAUSED'}
+end
+
+-- Sold out before the clock, the gate and the limit: after a sell-out
+-- every buyer gets the same answer (an ended or gated sale included,
+-- holders too), whether it comes from here or from an environment's
+-- in-memory sold-out flag (a holder finds their order with
+-- GET /sales/{saleId}/orders). This is the path nearly every call of a
+-- flash sale takes: three reads (meta, stock, the replay check), no write.
+if stock < qty then
+  return {'SOLD_OUT', tostring(stock)}
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+if now < start_ms then
+  return {'NOT_STARTED', m[1]}
+end
+if now >= end_ms then
+  return {'ENDED'}
+end
+
+-- A gated sale sells only to a verified pass, and each pass buys once.
+local gated = m[7] == '1'
+if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
+  return {'GATE'}
+end
+
+local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
+if held + qty > limit then
+  return {'LIMIT', redis.call('HGET', uorders_key, user) or ''}
+end
+
+-- The rate limiter last, for calls that may take stock: every refusal
+-- above is answered with reads only, so a flood after sell-out (or of
+-- buyers at their limit) costs Redis no write and gets the real reason,
+-- not 429. A sale Redis does not hold has no buckets (junk ids create no
+-- keys). The limiter's failure lets the purchase through, flagged.
+local lf = nil
 if KEYS[7] then
   local ip_field = ''
   if ARGV[6] and ARGV[6] ~= '' then
@@ -96,55 +161,6 @@ local function reply(r)
   return r
 end
 
--- A retry with the same key (or the same call run again) gets its first
--- answer, even after sell-out.
-local order_id
-if idem ~= '' then
-  -- The user id is the provider's `sub` and may hold `|`; the input still
-  -- names one (sale, user, key): neither a sale id nor a key can hold `|`,
-  -- so the first one ends the sale and the last one starts the key.
-  order_id = 'k' .. string.sub(redis.sha1hex(sale .. '|' .. user .. '|' .. idem), 1, 31) .. id_suffix
-else
-  local request = ARGV[12] or ''
-  if string.len(request) ~= 31 then
-    return redis.error_reply('ERR request id must be 31 characters')
-  end
-  order_id = 'n' .. request .. id_suffix
-end
-local existing = redis.call('HGET', resv_key, order_id)
-if existing then
-  return reply({'REPLAY', order_id, existing})
-end
-
-if m[4] == 'PAUSED' then
-  return reply({'PAUSED'})
-end
-
-if now < start_ms then
-  return reply({'NOT_STARTED', m[1]})
-end
-if now >= end_ms then
-  return reply({'ENDED'})
-end
-
--- A gated sale sells only to a verified pass, and each pass buys once.
-local gated = m[7] == '1'
-if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
-  return reply({'GATE'})
-end
-
--- Sold out before the limit: after a sell-out every buyer gets the same
--- answer, holders included, whether it comes from here or from an
--- environment's in-memory sold-out flag (a holder finds their order with
--- GET /sales/{saleId}/orders).
-if stock < qty then
-  return reply({'SOLD_OUT', tostring(stock)})
-end
-local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
-if held + qty > limit then
-  return reply({'LIMIT', redis.call('HGET', uorders_key, user) or ''})
-end
-
 local left = redis.call('DECRBY', stock_key, qty)
 redis.call('HINCRBY', buyers_key, user, qty)
 redis.call('HSET', resv_key, order_id, cjson.encode({
@@ -159,6 +175,9 @@ end
 if gated then
   redis.call('HSET', gate_key, nonce, tostring(now))
 end
+if idem ~= '' and KEYS[8] then
+  keyed_mark(KEYS[8], meta_key, order_id)
+end
 
 -- Hashes created by a first purchase get the sale's expiry too.
 local expire_at = tonumber(m[6])
@@ -168,6 +187,9 @@ if expire_at then
   redis.call('PEXPIREAT', uorders_key, expire_at)
   if gated then
     redis.call('PEXPIREAT', gate_key, expire_at)
+  end
+  if idem ~= '' and KEYS[8] then
+    redis.call('PEXPIREAT', KEYS[8], expire_at)
   end
 end
 

@@ -1,6 +1,7 @@
 -- rebuild.lua: load a sale into Redis from the ledger (DynamoDB), once.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] userorders  KEYS[5] resv
+--         KEYS[6] keyed (keyed.lua, prepended; not for a directory)
 -- ARGV[1..8]: total, startMs, endMs, perUserLimit, shards, status, version,
 --             expireAtMs
 -- ARGV[9]:    stock (this key group's share of the sale item's `available`)
@@ -43,6 +44,12 @@ end
 redis.call('HSET', meta_key, 'ledgerSeq', tonumber(ARGV[12]) or 0)
 redis.call('SET', stock_key, tonumber(ARGV[9]))
 redis.call('DEL', buyers_key, uorders_key, resv_key)
+-- The filter holds exactly the reservations loaded here: a replay of
+-- any of them must reach Redis, and one lost with the keys must not.
+local keyed_key = KEYS[6]
+if keyed_key then
+  redis.call('DEL', keyed_key)
+end
 local n = tonumber(ARGV[13]) or 0
 local i = 14
 for _ = 1, n do
@@ -54,9 +61,15 @@ for _ = 1, n do
 end
 while ARGV[i] do
   redis.call('HSET', resv_key, ARGV[i], ARGV[i + 1])
+  if keyed_key and string.sub(ARGV[i], 1, 1) == 'k' then
+    keyed_mark(keyed_key, meta_key, ARGV[i])
+  end
   i = i + 2
 end
 for _, key in ipairs({meta_key, stock_key, buyers_key, uorders_key, resv_key}) do
   redis.call('PEXPIREAT', key, expire_at)
+end
+if keyed_key and redis.call('EXISTS', keyed_key) == 1 then
+  redis.call('PEXPIREAT', keyed_key, expire_at)
 end
 return {'LOADED'}

@@ -18,6 +18,8 @@
 //!   and DynamoDB state; reconcile, the chaos scenarios and the bench use it.
 //! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
 //!   provably safe; report the rest (`OVERSELL_RISK` is never auto-fixed).
+//! - [`keyed_filter`]: which keyed requests a sold-out environment may
+//!   answer itself (no reservation under their key can exist).
 //! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
 //!   `shared/lua/` and are compiled in with `include_str!`.
 //! - [`shard_layout`]: which shard is each buyer's home (a stable hash, or on
@@ -59,6 +61,7 @@ pub mod gate;
 pub mod http;
 pub mod invariants;
 pub mod jobs;
+pub mod keyed_filter;
 pub mod live;
 pub mod memory;
 pub mod metrics;

@@ -130,6 +130,20 @@ impl MemoryStock {
 }
 
 impl StockStore for MemoryStock {
+    /// Exact: the in-memory store knows every reservation.
+    async fn keyed_may_exist(
+        &self,
+        sale_id: &SaleId,
+        user_id: &crate::domain::UserId,
+        key: &crate::domain::IdempotencyKey,
+        _since: std::time::Instant,
+    ) -> Result<bool, StoreError> {
+        let id = derived_order_id('k', sale_id, user_id, key.as_str())
+            .map_err(|e| StoreError::Protocol(e.0))?;
+        let sales = self.lock()?;
+        Ok(sales.get(sale_id).is_some_and(|s| s.resv.contains_key(&id)))
+    }
+
     async fn reserve(&self, req: ReserveRequest<'_>) -> Result<ReserveOutcome, StoreError> {
         let mut sales = self.lock()?;
         let Some(s) = sales.get_mut(req.sale_id) else {
@@ -146,6 +160,12 @@ impl StockStore for MemoryStock {
         if s.paused {
             return Ok(ReserveOutcome::Paused);
         }
+        // The order of purchase.lua: sold out before the clock, the gate
+        // and the limit.
+        let q = req.quantity.get();
+        if s.stock < q {
+            return Ok(ReserveOutcome::SoldOut { remaining: s.stock });
+        }
         let now = clock::now_ms();
         match s.sale.phase_at(now) {
             SalePhase::NotStarted => {
@@ -160,7 +180,6 @@ impl StockStore for MemoryStock {
             return Ok(ReserveOutcome::GateRequired);
         }
         let user = req.user_id.to_string();
-        let q = req.quantity.get();
         let held = s.buyers.get(&user).copied().unwrap_or(0);
         if held + q > s.sale.per_user_limit {
             let mut order_ids: Vec<OrderId> = s
@@ -171,9 +190,6 @@ impl StockStore for MemoryStock {
                 .collect();
             order_ids.sort();
             return Ok(ReserveOutcome::LimitExceeded { order_ids });
-        }
-        if s.stock < q {
-            return Ok(ReserveOutcome::SoldOut { remaining: s.stock });
         }
         s.seq += 1;
         let order_id = match keyed_id {

@@ -197,6 +197,20 @@ pub trait StockStore: Send + Sync {
         std::future::ready(Ok(Vec::new()))
     }
 
+    /// Whether a reservation of `(sale, user, key)` may exist, as known
+    /// from a read made after `since` (`false` is certain). The sold-out
+    /// fast path answers a keyed request itself only on `false`
+    /// ([`crate::keyed_filter`]); a store that cannot tell says `true`.
+    fn keyed_may_exist(
+        &self,
+        _sale_id: &SaleId,
+        _user_id: &UserId,
+        _key: &IdempotencyKey,
+        _since: std::time::Instant,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        std::future::ready(Ok(true))
+    }
+
     /// How often the rate limiter failed open (its own key broken) in this
     /// environment; the purchase went ahead each time.
     fn limiter_failures(&self) -> u64 {

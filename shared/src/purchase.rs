@@ -132,6 +132,8 @@ impl From<PurchaseError> for ApiError {
 /// back exists.
 pub const SOLD_OUT_FLAG: std::time::Duration = std::time::Duration::from_millis(500);
 
+type SoldOutFlags = std::collections::HashMap<String, (std::time::Instant, std::time::Instant)>;
+
 /// The purchase use case over its three ports.
 pub struct PurchaseService<S, Q, C> {
     stock: S,
@@ -142,8 +144,9 @@ pub struct PurchaseService<S, Q, C> {
     /// How long a sold-out answer is remembered ([`SOLD_OUT_FLAG`]; zero
     /// turns the fast path off, for the benchmark's reference row).
     sold_out_flag: std::time::Duration,
-    /// Sale id -> until when this environment answers `SOLD_OUT` itself.
-    sold_out: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
+    /// Sale id -> until when this environment answers `SOLD_OUT` itself,
+    /// and when Redis said so (a keyed request's filter must be read after).
+    sold_out: std::sync::RwLock<SoldOutFlags>,
     fast_path_hits: std::sync::atomic::AtomicU64,
     metrics: crate::metrics::Metrics,
     /// This environment's answers per sale and outcome, on their way to
@@ -303,20 +306,47 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether this environment answers `SOLD_OUT` for the sale right now.
-    fn flagged_sold_out(&self, sale_id: &SaleId, now: std::time::Instant) -> bool {
+    /// When Redis said the sale is sold out, if this environment answers
+    /// `SOLD_OUT` for it right now.
+    fn flagged_sold_out(
+        &self,
+        sale_id: &SaleId,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
         self.sold_out
             .read()
             .ok()
             .and_then(|map| map.get(sale_id.as_str()).copied())
-            .is_some_and(|until| now < until)
+            .and_then(|(until, armed)| (now < until).then_some(armed))
+    }
+
+    /// Whether a flagged sale's `SOLD_OUT` may be answered from memory: a
+    /// keyed request only when no reservation under its key can exist (a
+    /// retry of a winner must get its order again), as known from a read of
+    /// the filter made after the flag was armed ([`crate::keyed_filter`]).
+    async fn answer_from_memory(&self, req: &PurchaseRequest, armed: std::time::Instant) -> bool {
+        let Some(key) = &req.idempotency_key else {
+            return true;
+        };
+        match self
+            .stock
+            .keyed_may_exist(&req.sale_id, &req.user_id, key, armed)
+            .await
+        {
+            Ok(may_exist) => !may_exist,
+            // Redis decides, and answers whatever it can.
+            Err(err) => {
+                tracing::debug!(%err, "keyed filter unreadable; asking Redis");
+                false
+            }
+        }
     }
 
     fn mark_sold_out(&self, sale_id: &SaleId, until: Option<std::time::Instant>) {
         if let Ok(mut map) = self.sold_out.write() {
             match until {
                 Some(until) => {
-                    map.insert(sale_id.to_string(), until);
+                    map.insert(sale_id.to_string(), (until, std::time::Instant::now()));
                 }
                 None => {
                     map.remove(sale_id.as_str());
@@ -327,8 +357,11 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
         let now = std::time::Instant::now();
-        let flagged = self.flagged_sold_out(&req.sale_id, now);
-        if flagged && req.idempotency_key.is_none() {
+        let armed = self.flagged_sold_out(&req.sale_id, now);
+        let flagged = armed.is_some();
+        if let Some(armed) = armed
+            && self.answer_from_memory(req, armed).await
+        {
             self.fast_path_hits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.metrics
@@ -361,8 +394,8 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         self.metrics.lua_latency(reserving.elapsed());
         match (&outcome, flagged) {
             // Armed on a sold-out answer when not armed already (keyed
-            // requests reach Redis while it is: they must not take the lock
-            // and re-arm it on every call).
+            // requests whose key may hold a reservation reach Redis while it
+            // is: they must not take the lock and re-arm it on every call).
             (ReserveOutcome::SoldOut { remaining: 0 }, false) if !self.sold_out_flag.is_zero() => {
                 self.mark_sold_out(&req.sale_id, Some(now + self.sold_out_flag));
             }
@@ -658,7 +691,7 @@ mod tests {
     #[tokio::test]
     async fn limit_and_sold_out() {
         let w = world();
-        w.stock.load(test_sale("s", 1, 1).unwrap());
+        w.stock.load(test_sale("s", 2, 1).unwrap());
         let ok = w
             .service
             .purchase(&request("s", "u", 1, None))
@@ -668,6 +701,17 @@ mod tests {
             Err(PurchaseError::LimitExceeded { order_ids }) => assert_eq!(order_ids, [ok.order_id]),
             other => panic!("expected limit, got {other:?}"),
         }
+        w.service
+            .purchase(&request("s", "v", 1, None))
+            .await
+            .unwrap();
+        // Sold out comes first: the holder at their limit is told so too.
+        let err = w
+            .service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .unwrap_err();
+        assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
         let err = w
             .service
             .purchase(&request("s", "v", 1, None))
@@ -716,5 +760,41 @@ mod tests {
                 .is_err()
         );
         assert_eq!(w.service.sold_out_fast_path_hits(), hits + 2);
+    }
+
+    #[tokio::test]
+    async fn after_a_sell_out_keyed_requests_are_answered_from_memory_unless_their_key_won() {
+        let w = world();
+        w.stock.load(test_sale("s", 1, 1).unwrap());
+        let won = w
+            .service
+            .purchase(&request("s", "u", 1, Some("page-1")))
+            .await
+            .unwrap();
+        // The store's refusal arms the flag.
+        assert!(
+            w.service
+                .purchase(&request("s", "v", 1, Some("page-2")))
+                .await
+                .is_err()
+        );
+        let hits = w.service.sold_out_fast_path_hits();
+        for n in 0..5 {
+            let err = w
+                .service
+                .purchase(&request("s", &format!("b{n}"), 1, Some(&format!("p{n}"))))
+                .await
+                .unwrap_err();
+            assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+        }
+        assert_eq!(w.service.sold_out_fast_path_hits(), hits + 5);
+        // The winner's retry reaches the store and gets its order again.
+        let again = w
+            .service
+            .purchase(&request("s", "u", 1, Some("page-1")))
+            .await
+            .unwrap();
+        assert_eq!((again.order_id, again.replayed), (won.order_id, true));
+        assert_eq!(w.service.sold_out_fast_path_hits(), hits + 5);
     }
 }

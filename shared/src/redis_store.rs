@@ -24,7 +24,7 @@
 //! transfer whose second step never ran. Order ids end in `-s<k>` so every
 //! later step (write, release, expiry) finds its shard from the id alone.
 
-use crate::domain::{OrderId, Quantity, Sale, SaleId};
+use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, SaleId, UserId};
 use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
@@ -36,10 +36,11 @@ use serde::Deserialize;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-/// The purchase script as it runs: the rate limiter's function, then the
-/// decision. One EVALSHA, one round trip.
+/// The purchase script as it runs: the rate limiter's and the keyed
+/// filter's functions, then the decision. One EVALSHA, one round trip.
 pub const PURCHASE_SOURCE: &str = concat!(
     include_str!("../lua/ratelimit.lua"),
+    include_str!("../lua/keyed.lua"),
     include_str!("../lua/purchase.lua")
 );
 static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
@@ -56,8 +57,14 @@ static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/peek.lua")));
-static REBUILD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/rebuild.lua")));
+static REBUILD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/keyed.lua"),
+        include_str!("../lua/rebuild.lua")
+    ))
+});
+static KEYED_FILTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/keyed_filter.lua")));
 static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../lua/holdings.lua"),
@@ -128,6 +135,9 @@ pub struct SaleKeys {
     pub gate_used: String,
     /// The rate limiter's token buckets.
     pub rate_limit: String,
+    /// The filter of reservations made under an Idempotency-Key
+    /// (`keyed.lua`).
+    pub keyed: String,
     /// Transfers this shard lent to others (sharded sales).
     pub lent: String,
     /// Transfers this shard received (sharded sales).
@@ -177,6 +187,7 @@ impl SaleKeys {
             user_orders: key("userorders"),
             gate_used: key("gateused"),
             rate_limit: key("ratelimit"),
+            keyed: key("keyed"),
             lent: key("lent"),
             received: key("received"),
             outcomes: key("outcomes"),
@@ -186,7 +197,7 @@ impl SaleKeys {
 
     /// The keys of the purchase script (and of a refresh, which moves
     /// every key's expiry).
-    fn with_gate(&self) -> [&str; 6] {
+    fn with_gate(&self) -> [&str; 7] {
         [
             &self.meta,
             &self.stock,
@@ -194,6 +205,7 @@ impl SaleKeys {
             &self.resv,
             &self.user_orders,
             &self.gate_used,
+            &self.keyed,
         ]
     }
 
@@ -260,7 +272,14 @@ pub struct RedisStock {
     /// Sale id -> until when borrowing is not tried again: every other
     /// shard was found empty (the same bound as the sold-out flag).
     dry: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>>,
+    /// Key group's `keyed` key -> its filter and when it was read (before
+    /// the read was sent). One lock: concurrent keyed requests after a
+    /// sell-out wait for one read instead of each making their own.
+    keyed: std::sync::Arc<tokio::sync::Mutex<KeyedCache>>,
 }
+
+type KeyedCache =
+    std::collections::HashMap<String, (std::time::Instant, crate::keyed_filter::KeyedFilter)>;
 
 type KeyCache = std::collections::HashMap<String, Known>;
 
@@ -333,6 +352,7 @@ impl RedisStock {
             limiter_failures: std::sync::Arc::default(),
             keys: std::sync::Arc::default(),
             dry: std::sync::Arc::default(),
+            keyed: std::sync::Arc::default(),
         })
     }
 
@@ -646,8 +666,17 @@ impl RedisStock {
             &keys.id_suffix,
             request,
         ];
-        let [meta, stock, buyers, resv, uorders, gate] = keys.with_gate();
-        let keys = [meta, stock, buyers, resv, uorders, gate, &keys.rate_limit];
+        let [meta, stock, buyers, resv, uorders, gate, keyed] = keys.with_gate();
+        let keys = [
+            meta,
+            stock,
+            buyers,
+            resv,
+            uorders,
+            gate,
+            &keys.rate_limit,
+            keyed,
+        ];
         let reply: Vec<String> = self.run(&PURCHASE, &keys, &args).await?;
         let reply = match reply.split_first() {
             Some((flag, rest)) if flag == "LF" => {
@@ -1212,6 +1241,7 @@ impl RedisStock {
                         &keys.buyers,
                         &keys.user_orders,
                         &keys.resv,
+                        &keys.keyed,
                     ],
                     &args,
                 )
@@ -1787,6 +1817,38 @@ impl StockStore for RedisStock {
     fn limiter_failures(&self) -> u64 {
         self.limiter_failures
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn keyed_may_exist(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+        key: &IdempotencyKey,
+        since: std::time::Instant,
+    ) -> Result<bool, StoreError> {
+        let known = self.known(sale_id);
+        let home = known.layout.home(user_id.as_str()) as usize;
+        let Some(keys) = known.groups.get(home) else {
+            return Ok(true);
+        };
+        let mut cache = self.keyed.lock().await;
+        if let Some((read_at, filter)) = cache.get(&keys.keyed)
+            && *read_at >= since
+        {
+            return Ok(filter.may_hold(sale_id, user_id, key));
+        }
+        let read_at = std::time::Instant::now();
+        let reply: Vec<Vec<u8>> = self
+            .run(&KEYED_FILTER, &[&keys.keyed, &keys.resv], &[])
+            .await?;
+        let filter = crate::keyed_filter::KeyedFilter::parse(&reply)
+            .ok_or_else(|| StoreError::Protocol("unexpected keyed filter reply".into()))?;
+        let may = filter.may_hold(sale_id, user_id, key);
+        if cache.len() >= KEY_CACHE_SALES {
+            cache.clear();
+        }
+        cache.insert(keys.keyed.clone(), (read_at, filter));
+        Ok(may)
     }
 }
 

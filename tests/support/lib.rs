@@ -452,6 +452,7 @@ pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: 
             &keys.user_orders,
             &keys.gate_used,
             &keys.rate_limit,
+            &keys.keyed,
             &keys.lent,
             &keys.received,
         ])

@@ -24,6 +24,12 @@
 //!   `Idempotency-Key`) on the sold-out sale of the row above, once with
 //!   the sold-out flag off (every call is a Redis round trip) and once with
 //!   it on (answered from memory after the first refusal).
+//! - **page traffic after sell-out**: the handler row's crowd again, every
+//!   request with its `Idempotency-Key` and the retries, on its sold-out
+//!   sale (the winners' requests are replays, the rest `SOLD_OUT`); once
+//!   with every call a Redis round trip, once with the flag, which answers
+//!   a keyed request from memory unless its key may hold a reservation
+//!   (`seckill_shared::keyed_filter`).
 //! - **cluster, 1 shard / 8 shards**: the handler row again on the 3-master
 //!   Redis Cluster `make bench` starts (`REDIS_CLUSTER_URL`,
 //!   `REDIS_CLUSTER_PORTS`), the 8-shard sale's id chosen so its shards
@@ -298,7 +304,11 @@ async fn main() -> Result<ExitCode, BoxError> {
         RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
         NullQueue,
         CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
-    );
+    )
+    // Every decision in Redis, keyed or not: the row compared with the
+    // seed script (which has no flag); the page-traffic rows below show
+    // what the flag adds.
+    .with_sold_out_flag(Duration::ZERO);
     let sale = test_sale(&format!("{tag}-null"), args.stock, 1)?;
     let label = "handler, queue step skipped";
     let stats = run_variant(label, null_service, &sale, &work, &mut notes).await?;
@@ -306,6 +316,10 @@ async fn main() -> Result<ExitCode, BoxError> {
     check_redis(&mut conn, &sale, label, &mut failures).await?;
     let without_sqs = stats.row(label);
     let null_wall = stats.wall;
+    // What page traffic after the sell-out must get again: every request of
+    // a winning buyer (first try and retries) was a 202 for its order.
+    let won_answers = stats.statuses.get(&202).copied().unwrap_or(0);
+    let won_orders: HashSet<String> = stats.order_ids.iter().cloned().collect();
     let mut checked: Vec<(Sale, Vec<String>, String)> =
         vec![(sale.clone(), stats.order_ids.clone(), redis_url.clone())];
 
@@ -344,6 +358,39 @@ async fn main() -> Result<ExitCode, BoxError> {
         soldout_rows.push(stats.row(label));
     }
 
+    // Page traffic after sell-out: the buyer page sends an Idempotency-Key
+    // with every click and its retries. The handler row's crowd again, keys
+    // and retries included, on its sold-out sale: every request of a winner
+    // is its order replayed (202), every other one SOLD_OUT; with the flag,
+    // only a key whose reservation may exist reaches Redis.
+    for (label, flag) in [
+        ("page traffic after sell-out, Redis", Duration::ZERO),
+        (
+            "page traffic after sell-out, flag",
+            seckill_shared::purchase::SOLD_OUT_FLAG,
+        ),
+    ] {
+        let service = PurchaseService::new(
+            RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
+            NullQueue,
+            CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
+        )
+        .with_sold_out_flag(flag);
+        let stats = run_variant(label, service, &sale, &work, &mut notes).await?;
+        let replays = stats.statuses.get(&202).copied().unwrap_or(0);
+        let refused = stats.statuses.get(&410).copied().unwrap_or(0);
+        if replays != won_answers || replays + refused != stats.latencies_us.len() {
+            failures.push(format!(
+                "{label}: statuses {:?}, expected {won_answers} replays and the rest 410",
+                stats.statuses
+            ));
+        }
+        if stats.order_ids.iter().any(|id| !won_orders.contains(id)) {
+            failures.push(format!("{label}: a 202 for an order the sale never sold"));
+        }
+        soldout_rows.push(stats.row(label));
+    }
+
     // Over HTTP through the local stack's gateway (JWT check, API Gateway
     // event, the same handler), from a Rust load generator on keep-alive
     // connections, queue step skipped.
@@ -353,6 +400,9 @@ async fn main() -> Result<ExitCode, BoxError> {
     http.stock = args.stock;
     http.connections = args.concurrency;
     http.name = format!("{tag}-http");
+    // As the handler row: every decision in Redis, so the two rows differ
+    // by the HTTP path alone.
+    http.sold_out_flag = Duration::ZERO;
     let http_run = http_decisions(&http).await?;
     failures.extend(http_run.failures.iter().map(|f| format!("HTTP: {f}")));
     notes.push(format!(
