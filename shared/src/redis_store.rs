@@ -273,13 +273,20 @@ pub struct RedisStock {
     /// shard was found empty (the same bound as the sold-out flag).
     dry: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>>,
     /// Key group's `keyed` key -> its filter and when it was read (before
-    /// the read was sent). One lock: concurrent keyed requests after a
+    /// the read was sent).
+    keyed: std::sync::Arc<std::sync::RwLock<KeyedCache>>,
+    /// Held while a filter is read: concurrent keyed requests after a
     /// sell-out wait for one read instead of each making their own.
-    keyed: std::sync::Arc<tokio::sync::Mutex<KeyedCache>>,
+    keyed_read: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
-type KeyedCache =
-    std::collections::HashMap<String, (std::time::Instant, crate::keyed_filter::KeyedFilter)>;
+type KeyedCache = std::collections::HashMap<
+    String,
+    (
+        std::time::Instant,
+        std::sync::Arc<crate::keyed_filter::KeyedFilter>,
+    ),
+>;
 
 type KeyCache = std::collections::HashMap<String, Known>;
 
@@ -353,6 +360,7 @@ impl RedisStock {
             keys: std::sync::Arc::default(),
             dry: std::sync::Arc::default(),
             keyed: std::sync::Arc::default(),
+            keyed_read: std::sync::Arc::default(),
         })
     }
 
@@ -1831,10 +1839,19 @@ impl StockStore for RedisStock {
         let Some(keys) = known.groups.get(home) else {
             return Ok(true);
         };
-        let mut cache = self.keyed.lock().await;
-        if let Some((read_at, filter)) = cache.get(&keys.keyed)
-            && *read_at >= since
-        {
+        let fresh = || {
+            self.keyed
+                .read()
+                .ok()
+                .and_then(|cache| cache.get(&keys.keyed).cloned())
+                .and_then(|(read_at, filter)| (read_at >= since).then_some(filter))
+        };
+        if let Some(filter) = fresh() {
+            return Ok(filter.may_hold(sale_id, user_id, key));
+        }
+        let _reading = self.keyed_read.lock().await;
+        // Another request may have read it while this one waited.
+        if let Some(filter) = fresh() {
             return Ok(filter.may_hold(sale_id, user_id, key));
         }
         let read_at = std::time::Instant::now();
@@ -1844,10 +1861,12 @@ impl StockStore for RedisStock {
         let filter = crate::keyed_filter::KeyedFilter::parse(&reply)
             .ok_or_else(|| StoreError::Protocol("unexpected keyed filter reply".into()))?;
         let may = filter.may_hold(sale_id, user_id, key);
-        if cache.len() >= KEY_CACHE_SALES {
-            cache.clear();
+        if let Ok(mut cache) = self.keyed.write() {
+            if cache.len() >= KEY_CACHE_SALES {
+                cache.clear();
+            }
+            cache.insert(keys.keyed.clone(), (read_at, std::sync::Arc::new(filter)));
         }
-        cache.insert(keys.keyed.clone(), (read_at, filter));
         Ok(may)
     }
 }
