@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
+use seckill_shared::order_index::{BY_SALE_BUCKET_STATUS, PENDING_BUCKET_BY_EXPIRY};
 
 /// Matches `template.yaml`: after this many receives a message goes to the DLQ.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
@@ -147,12 +148,17 @@ pub async fn ensure_tables(
             .attribute_definitions(attr("orderId")?)
             .attribute_definitions(attr("saleId")?)
             .attribute_definitions(attr("status")?)
-            .attribute_definitions(attr("pendingSaleId")?)
+            .attribute_definitions(attr("saleBucket")?)
+            .attribute_definitions(attr("pendingBucket")?)
             .attribute_definitions(attr("expiresAt")?)
             .attribute_definitions(attr("userId")?)
             .key_schema(key("orderId", KeyType::Hash)?)
-            .global_secondary_indexes(index("bySaleStatus", "saleId", "status")?)
-            .global_secondary_indexes(index("pendingByExpiry", "pendingSaleId", "expiresAt")?)
+            .global_secondary_indexes(index(BY_SALE_BUCKET_STATUS, "saleBucket", "status")?)
+            .global_secondary_indexes(index(
+                PENDING_BUCKET_BY_EXPIRY,
+                "pendingBucket",
+                "expiresAt",
+            )?)
             .global_secondary_indexes(index("byBuyer", "userId", "saleId")?)
             .send()
             .await

@@ -7,6 +7,8 @@
 //!   in), `config.js` and the local sign-in, served by the gateway.
 //! - [`token`]: local HS256 tokens (mint and verify).
 //! - [`emulator`]: creates the queue, DLQ, tables and secrets on the emulator.
+//! - [`backfill`]: `seckill-local backfill-order-buckets`, the order rows'
+//!   sale buckets for a table written before they existed.
 //! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
 //! - [`local`]: settings of the local stack and `up` (set-up, the gate key's
 //!   secret, demo sale, serve).
@@ -25,6 +27,7 @@
 //!   `purchase` binary, its secrets fetched from the emulator.
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
+pub mod backfill;
 pub mod consistency;
 pub mod emulator;
 pub mod event_source;

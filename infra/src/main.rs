@@ -7,6 +7,7 @@
 //! seckill-local invoke purchase --event events/purchase.json
 //! seckill-local invoke order-writer --event events/order-writer.json
 //! seckill-local run prewarm|release-unpaid|reconcile
+//! seckill-local backfill-order-buckets --orders-table NAME
 //! ```
 
 use seckill_infra::invoke::{self, Function};
@@ -20,7 +21,8 @@ const USAGE: &str = "usage:
   seckill-local up
   seckill-local token --user ID [--admin] [--ttl SECONDS]
   seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid|reconcile --event FILE
-  seckill-local run prewarm|release-unpaid|reconcile";
+  seckill-local run prewarm|release-unpaid|reconcile
+  seckill-local backfill-order-buckets --orders-table NAME";
 
 /// The allocator the functions run with (see `functions/purchase`).
 #[global_allocator]
@@ -45,6 +47,9 @@ async fn main() -> ExitCode {
         Some("token") => token(&args[1..]),
         Some("invoke") => invoke(&args[1..]).await,
         Some("run") => run(&args[1..]).await,
+        Some("backfill-order-buckets") => seckill_infra::backfill::run(&args[1..])
+            .await
+            .map(|report| println!("{report}")),
         _ => Err(USAGE.to_owned()),
     };
     match result {

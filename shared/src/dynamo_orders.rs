@@ -2,9 +2,11 @@
 //! and the `available`/`sold`/`returnSeq` counters of the `sales` table that
 //! order writes move. This is the ledger: Redis is derived from it.
 //!
-//! Order item: `orderId` (key), `saleId`, `userId`, `quantity`, `status`,
-//! `createdAt`, `expiresAt`, `reservedAt`, `shard`, and `pendingSaleId`
-//! only while `PENDING_PAYMENT` (the sparse `pendingByExpiry` index), plus
+//! Order item ([`order_item`], in [`crate::order_index`] with the reads by
+//! sale): `orderId` (key), `saleId`, `userId`, `quantity`, `status`,
+//! `createdAt`, `expiresAt`, `reservedAt`, `shard`, `saleBucket` (the
+//! `bySaleBucketStatus` index), and `pendingSaleId` / `pendingBucket` only
+//! while `PENDING_PAYMENT` (the sparse `pendingBucketByExpiry` index), plus
 //! `paidAt` / `expiredAt` (with the `returnSeq` of the expiry) /
 //! `rejectedAt` (with `rejectReason`) when those happen.
 //!
@@ -12,13 +14,14 @@
 //! (no order id has a `#`, and a sale id has none either, so the key is
 //! unambiguous whatever the user id holds), `buyerSaleId`, `buyerUserId`,
 //! `held` (units in `PENDING_PAYMENT` or `PAID` orders). It has no
-//! `saleId`/`status`/`pendingSaleId`, so it is in neither index. `held`
+//! `saleBucket`/`pendingBucket`/`userId`, so it is in no index. `held`
 //! changes only in the transaction that writes an order (condition:
 //! `held + q <= perUserLimit`) or expires one: the per-user limit holds in
 //! the ledger even when Redis lost count.
 
 use crate::clock;
-use crate::domain::{OrderId, Quantity, SaleId, UserId};
+use crate::domain::{OrderId, SaleId, UserId};
+pub use crate::order_index::{order_from_item, order_item};
 use crate::orders::{
     ExpireOutcome, GroupWrite, NewOrder, Order, OrderStatus, OrderStore, OrderStoreError,
     PayOutcome, RejectReason, RejectWrite, SingleWrite,
@@ -59,8 +62,8 @@ const EXPIRE_ATTEMPTS: u32 = 5;
 
 #[derive(Clone)]
 pub struct DynamoOrders {
-    client: Client,
-    orders_table: String,
+    pub(crate) client: Client,
+    pub(crate) orders_table: String,
     sales_table: String,
     pub counters: Arc<WriteCounters>,
 }
@@ -260,111 +263,6 @@ impl DynamoOrders {
 
     async fn sale_exists(&self, sale_id: &SaleId) -> Result<bool, OrderStoreError> {
         Ok(self.return_seq(sale_id).await?.is_some())
-    }
-}
-
-impl DynamoOrders {
-    /// A query of the `bySaleStatus` index for one sale and status.
-    fn by_sale_status(
-        &self,
-        sale_id: &SaleId,
-        status: OrderStatus,
-    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        self.client
-            .query()
-            .table_name(&self.orders_table)
-            .index_name("bySaleStatus")
-            .key_condition_expression("saleId = :sale AND #s = :status")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-            .expression_attribute_values(":status", AttributeValue::S(status.as_str().into()))
-    }
-
-    /// Orders of a sale in one status (the `bySaleStatus` index), all pages.
-    pub async fn orders_of_sale(
-        &self,
-        sale_id: &SaleId,
-        status: OrderStatus,
-    ) -> Result<Vec<Order>, OrderStoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .by_sale_status(sale_id, status)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(transient)?;
-            for item in page.items() {
-                out.push(order_from_item(item)?);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(out),
-            }
-        }
-    }
-
-    /// How many orders of a sale are in one status: the `bySaleStatus`
-    /// index with `Select=COUNT`, all pages (eventually consistent, like any
-    /// index read). The cheapest correct source: the sale item keeps only
-    /// `available` and `sold` (units, pending and paid together), and
-    /// per-status counters there would add a write to the hot sale item on
-    /// every payment and expiry. DynamoDB still reads the entries (read units
-    /// by their size: about 0.05 per order, eventually consistent) but sends
-    /// none back.
-    pub async fn count_of_sale(
-        &self,
-        sale_id: &SaleId,
-        status: OrderStatus,
-    ) -> Result<u64, OrderStoreError> {
-        let mut count = 0u64;
-        let mut start = None;
-        loop {
-            let page = self
-                .by_sale_status(sale_id, status)
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(transient)?;
-            count += u64::try_from(page.count).unwrap_or(0);
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(count),
-            }
-        }
-    }
-
-    /// Up to `limit` orders of a sale still `PENDING_PAYMENT` whose payment
-    /// window closed at or before `now` (the sparse `pendingByExpiry` index).
-    pub async fn due_unpaid(
-        &self,
-        sale_id: &SaleId,
-        now_ms: i64,
-        limit: i32,
-    ) -> Result<Vec<OrderId>, OrderStoreError> {
-        let page = self
-            .client
-            .query()
-            .table_name(&self.orders_table)
-            .index_name("pendingByExpiry")
-            .key_condition_expression("pendingSaleId = :sale AND expiresAt <= :now")
-            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-            .expression_attribute_values(":now", AttributeValue::S(clock::rfc3339_ms(now_ms)))
-            .limit(limit)
-            .send()
-            .await
-            .map_err(transient)?;
-        page.items()
-            .iter()
-            .map(|item| match item.get("orderId") {
-                Some(AttributeValue::S(id)) => {
-                    OrderId::parse(id).map_err(|e| OrderStoreError::Malformed(e.0))
-                }
-                _ => Err(OrderStoreError::Malformed("orderId missing".into())),
-            })
-            .collect()
     }
 }
 
@@ -576,7 +474,7 @@ impl OrderStore for DynamoOrders {
             .update_item()
             .table_name(&self.orders_table)
             .key("orderId", AttributeValue::S(order_id.to_string()))
-            .update_expression("SET #s = :paid, paidAt = :now REMOVE pendingSaleId")
+            .update_expression("SET #s = :paid, paidAt = :now REMOVE pendingSaleId, pendingBucket")
             .condition_expression("#s = :pending AND expiresAt > :now AND userId = :user")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":paid", AttributeValue::S("PAID".into()))
@@ -659,7 +557,7 @@ impl DynamoOrders {
             .table_name(&self.orders_table)
             .key("orderId", AttributeValue::S(order.order_id.to_string()))
             .update_expression(
-                "SET #s = :expired, expiredAt = :now, returnSeq = :next REMOVE pendingSaleId",
+                "SET #s = :expired, expiredAt = :now, returnSeq = :next REMOVE pendingSaleId, pendingBucket",
             )
             .condition_expression("#s = :pending AND expiresAt <= :now")
             .expression_attribute_names("#s", "status")
@@ -733,111 +631,6 @@ impl DynamoOrders {
     }
 }
 
-fn transient(err: impl std::error::Error + Send + Sync + 'static) -> OrderStoreError {
+pub(crate) fn transient(err: impl std::error::Error + Send + Sync + 'static) -> OrderStoreError {
     OrderStoreError::Transient(DisplayErrorContext(err).to_string())
-}
-
-pub fn order_item(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> Item {
-    let m = &order.message;
-    let mut item: Item = HashMap::from([
-        ("orderId".into(), AttributeValue::S(m.order_id.to_string())),
-        ("saleId".into(), AttributeValue::S(m.sale_id.to_string())),
-        ("userId".into(), AttributeValue::S(m.user_id.to_string())),
-        (
-            "quantity".into(),
-            AttributeValue::N(m.quantity.get().to_string()),
-        ),
-        ("status".into(), AttributeValue::S(status.as_str().into())),
-        (
-            "createdAt".into(),
-            AttributeValue::S(clock::rfc3339_ms(order.created_at_ms)),
-        ),
-        (
-            "expiresAt".into(),
-            AttributeValue::S(clock::rfc3339_ms(order.expires_at_ms)),
-        ),
-        (
-            "reservedAt".into(),
-            AttributeValue::S(m.reserved_at.clone()),
-        ),
-        ("shard".into(), AttributeValue::N(m.shard.to_string())),
-    ]);
-    if status == OrderStatus::PendingPayment {
-        item.insert(
-            "pendingSaleId".into(),
-            AttributeValue::S(m.sale_id.to_string()),
-        );
-    }
-    if let Some(reason) = reason {
-        item.insert(
-            "rejectReason".into(),
-            AttributeValue::S(reason.as_str().into()),
-        );
-    }
-    item
-}
-
-pub fn order_from_item(item: &Item) -> Result<Order, OrderStoreError> {
-    let bad = |what: &str| OrderStoreError::Malformed(format!("{what} missing or invalid"));
-    let s = |name: &str| match item.get(name) {
-        Some(AttributeValue::S(v)) => Ok(v.as_str()),
-        _ => Err(bad(name)),
-    };
-    let time = |name: &str| s(name).ok().and_then(clock::parse_rfc3339_ms);
-    let quantity = match item.get("quantity") {
-        Some(AttributeValue::N(n)) => n
-            .parse::<u64>()
-            .ok()
-            .and_then(|q| Quantity::new(q).ok())
-            .ok_or_else(|| bad("quantity"))?,
-        _ => return Err(bad("quantity")),
-    };
-    let status = OrderStatus::parse(s("status")?).ok_or_else(|| bad("status"))?;
-    Ok(Order {
-        order_id: OrderId::parse(s("orderId")?).map_err(|_| bad("orderId"))?,
-        sale_id: SaleId::parse(s("saleId")?).map_err(|_| bad("saleId"))?,
-        user_id: UserId::parse(s("userId")?).map_err(|_| bad("userId"))?,
-        quantity,
-        status,
-        created_at_ms: time("createdAt").ok_or_else(|| bad("createdAt"))?,
-        expires_at_ms: if status == OrderStatus::Rejected {
-            None
-        } else {
-            time("expiresAt")
-        },
-        reject_reason: s("rejectReason").ok().and_then(RejectReason::parse),
-        return_seq: match item.get("returnSeq") {
-            Some(AttributeValue::N(n)) => n.parse().ok(),
-            _ => None,
-        },
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::OrderMessage;
-
-    #[test]
-    fn pending_items_are_in_the_sparse_index_and_round_trip() {
-        let message = OrderMessage {
-            v: 1,
-            order_id: OrderId::parse("o1").unwrap(),
-            sale_id: SaleId::parse("s1").unwrap(),
-            user_id: UserId::parse("u1").unwrap(),
-            quantity: Quantity::new(2).unwrap(),
-            shard: 0,
-            reserved_at: clock::rfc3339_ms(1_000_000),
-        };
-        let order = NewOrder::new(message, 1_000_000, 900);
-        let item = order_item(&order, OrderStatus::PendingPayment, None);
-        assert!(item.contains_key("pendingSaleId"));
-        let back = order_from_item(&item).unwrap();
-        assert_eq!(back.expires_at_ms, Some(1_900_000));
-        assert_eq!(back.status, OrderStatus::PendingPayment);
-        assert!(
-            !order_item(&order, OrderStatus::Rejected, Some(RejectReason::OverLimit))
-                .contains_key("pendingSaleId")
-        );
-    }
 }

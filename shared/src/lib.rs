@@ -29,6 +29,8 @@
 //! - [`dynamo`]: the sale catalog on DynamoDB (`sales` table items).
 //! - [`orders`]: order states, the order row, and the `OrderStore` port.
 //! - [`dynamo_orders`]: the `orders` table and the sale counters it moves.
+//! - [`order_index`]: the order item, the sale buckets that spread a sale's
+//!   index entries, the reads that fan out over them, and their backfill.
 //! - [`order_queries`]: what the orders API answers: sale info, order
 //!   status (`QUEUED` from the reservation until the row exists), payment.
 //! - [`order_writer`]: a batch of queue messages in, orders out: grouped
@@ -65,6 +67,7 @@ pub mod keyed_filter;
 pub mod live;
 pub mod memory;
 pub mod metrics;
+pub mod order_index;
 pub mod order_queries;
 pub mod order_writer;
 pub mod orders;

@@ -4,7 +4,7 @@
 //! - `stock`: the total (catalog), what Redis has left (every shard summed;
 //!   `null` when Redis does not hold the sale) and the status buyers see
 //!   (`GET /sales/{saleId}`'s rule, [`crate::order_queries::public_status`]).
-//! - `orders`: orders by status, counted on the `bySaleStatus` index
+//! - `orders`: orders by status, counted on the `bySaleBucketStatus` index
 //!   ([`DynamoOrders::count_of_sale`]); every status the table holds, 0
 //!   when none.
 //! - `queue`: the orders queue and its DLQ. They serve every sale, so this

@@ -1,0 +1,594 @@
+//! A sale's orders spread over the sale buckets of both sale-keyed indexes
+//! (`bySaleBucketStatus`, the sparse `pendingBucketByExpiry`), and every read
+//! through them still finds exactly the sale's orders: written through the
+//! store the order-writer uses, on the emulator. Plus the backfill of rows
+//! written before the buckets (`seckill-local backfill-order-buckets`), and
+//! the template's orders table against the one the local stack creates.
+
+mod cfn;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use seckill_shared::clock;
+use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
+use seckill_shared::dynamo_orders::{DynamoOrders, is_buyer_item};
+use seckill_shared::order_index::{SALE_BUCKETS, bucket_key, bucket_of, order_item};
+use seckill_shared::orders::{
+    GroupWrite, NewOrder, OrderStatus, OrderStore, PayOutcome, RejectReason, RejectWrite,
+};
+use seckill_tests::{App, live_sale};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Most over fewest orders per bucket that still counts as even. The ids
+/// are the same in every run, so the figure is too: 137/80 = 1.71 for these
+/// 3,200 (random ids at 100 a bucket: about 1.5 typically, above 2.0 in
+/// about one run in a thousand). All in one bucket, or only half of them
+/// used, fails the "every bucket used" check before this one; a third of
+/// the orders pushed into bucket 0 fails this one (24.8).
+const MAX_OVER_MIN: f64 = 2.0;
+
+/// Order ids shaped as the purchase script makes them (`n`, 31 hex digits),
+/// the same in every run: each test has its own table, and a fixed set
+/// makes the spread's figure fixed too.
+fn order_ids(n: usize) -> Vec<OrderId> {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..n as u64)
+        .map(|i| {
+            let hex = format!("{:016x}{:016x}", mix(2 * i), mix(2 * i + 1));
+            OrderId::parse(&format!("n{}", &hex[..31])).unwrap()
+        })
+        .collect()
+}
+
+fn new_order(sale: &Sale, order_id: &OrderId, reserved_at_ms: i64, window_secs: u32) -> NewOrder {
+    let message = OrderMessage {
+        v: OrderMessage::VERSION,
+        order_id: order_id.clone(),
+        sale_id: sale.sale_id.clone(),
+        user_id: UserId::parse(&format!("u-{order_id}")).unwrap(),
+        quantity: Quantity::new(1).unwrap(),
+        shard: 0,
+        reserved_at: clock::rfc3339_ms(reserved_at_ms),
+    };
+    NewOrder::new(message, reserved_at_ms, window_secs)
+}
+
+/// The store on the test's tables, its calls given a minute: the emulator
+/// answers a read of every bucket of a table of thousands of orders slowly,
+/// more so on a busy machine.
+async fn store(app: &App) -> DynamoOrders {
+    let sdk =
+        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(60))
+            .await;
+    DynamoOrders::new(
+        seckill_shared::aws::dynamodb(&sdk),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    )
+}
+
+/// Every order item of the table as stored (buyer records left out).
+async fn raw_orders(app: &App) -> Vec<Item> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = app
+            .db
+            .scan()
+            .table_name(&app.config.orders_table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        out.extend(page.items().iter().filter(|i| !is_buyer_item(i)).cloned());
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return out,
+        }
+    }
+}
+
+fn s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Some(v),
+        _ => None,
+    }
+}
+
+/// Orders per bucket of `attribute` (`saleBucket` or `pendingBucket`),
+/// after checking that each item's value is its own order's bucket of this
+/// sale.
+fn per_bucket(sale: &Sale, items: &[Item], attribute: &str) -> Vec<usize> {
+    let mut counts = vec![0; SALE_BUCKETS as usize];
+    for item in items {
+        let Some(value) = s(item, attribute) else {
+            continue;
+        };
+        let order_id = OrderId::parse(s(item, "orderId").unwrap()).unwrap();
+        let bucket = bucket_of(&order_id);
+        assert_eq!(value, bucket_key(&sale.sale_id, bucket), "{item:?}");
+        counts[bucket as usize] += 1;
+    }
+    counts
+}
+
+fn assert_even(what: &str, counts: &[usize]) {
+    let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    println!(
+        "{what}: {} orders over {} buckets, min {min}, max {max}: {counts:?}",
+        counts.iter().sum::<usize>(),
+        counts.len()
+    );
+    assert!(min > 0, "{what}: a bucket has no order: {counts:?}");
+    let ratio = max as f64 / min as f64;
+    assert!(
+        ratio <= MAX_OVER_MIN,
+        "{what}: max/min {ratio:.2} > {MAX_OVER_MIN}: {counts:?}"
+    );
+}
+
+/// Writes `orders` in groups of ten, one transaction each, as the
+/// order-writer does. One at a time: the emulator runs concurrent
+/// transactions without isolation (and the sale item is in every one).
+async fn write_groups(store: &DynamoOrders, sale: &Sale, orders: &[NewOrder]) {
+    for group in orders.chunks(10) {
+        let token = seckill_shared::order_writer::request_token(group);
+        let written = store
+            .write_group(&sale.sale_id, group, sale.per_user_limit, &token)
+            .await
+            .unwrap();
+        assert_eq!(written, GroupWrite::Written);
+    }
+}
+
+/// Writes `orders` as the store's transactions would leave them (the
+/// order items [`order_item`] makes, and the sale item's counters moved),
+/// 25 items a `BatchWriteItem`, without buyer records. Set-up only: the
+/// emulator copies the whole table for every item of a transaction, so
+/// thousands of orders in transactions take it minutes, and a retried slow
+/// call then overlaps its first attempt and fails inside the emulator.
+async fn bulk_write(app: &App, sale: &Sale, orders: &[NewOrder]) {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    for chunk in orders.chunks(25) {
+        let mut requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|o| {
+                let item = order_item(o, OrderStatus::PendingPayment, None);
+                let put = PutRequest::builder().set_item(Some(item)).build().unwrap();
+                WriteRequest::builder().put_request(put).build()
+            })
+            .collect();
+        while !requests.is_empty() {
+            let out = app
+                .db
+                .batch_write_item()
+                .request_items(&app.config.orders_table, requests)
+                .send()
+                .await
+                .unwrap();
+            requests = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(&app.config.orders_table))
+                .unwrap_or_default();
+        }
+    }
+    let units = orders.len().to_string();
+    app.db
+        .update_item()
+        .table_name(&app.config.sales_table)
+        .key("saleId", AttributeValue::S(sale.sale_id.to_string()))
+        .update_expression("SET available = available - :q, sold = sold + :q")
+        .expression_attribute_values(":q", AttributeValue::N(units))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Ids of the orders of a status, as the index reads list them.
+async fn listed(store: &DynamoOrders, sale: &Sale, status: OrderStatus) -> BTreeSet<String> {
+    let orders = store.orders_of_sale(&sale.sale_id, status).await.unwrap();
+    // Oldest first, whatever bucket each came from.
+    assert!(
+        orders
+            .windows(2)
+            .all(|w| (w[0].created_at_ms, w[0].order_id.as_str())
+                <= (w[1].created_at_ms, w[1].order_id.as_str()))
+    );
+    let ids: BTreeSet<String> = orders.iter().map(|o| o.order_id.to_string()).collect();
+    assert_eq!(ids.len(), orders.len(), "an order listed twice");
+    ids
+}
+
+#[tokio::test]
+async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_them_all() {
+    let app = App::spawn().await;
+    let sale = live_sale(10_000, 1);
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    let store = store(&app).await;
+    let now = clock::now_ms();
+    let ids = order_ids(3_200);
+    // Every hundredth order's window closed a minute ago (due for release);
+    // the rest have a quarter of an hour left. The last 200 are rejected.
+    let (accepted, rejected) = ids.split_at(3_000);
+    let orders: Vec<NewOrder> = accepted
+        .iter()
+        .enumerate()
+        .map(|(i, id)| match i % 100 {
+            0 => new_order(&sale, id, now - 120_000 - i as i64, 60),
+            _ => new_order(&sale, id, now - 1_000 - i as i64, 900),
+        })
+        .collect();
+    let started = Instant::now();
+    let (transacted, bulk) = orders.split_at(300);
+    write_groups(&store, &sale, transacted).await;
+    let transacted_in = started.elapsed();
+    bulk_write(&app, &sale, bulk).await;
+    for id in rejected {
+        let order = new_order(&sale, id, now, 900);
+        let wrote = store
+            .write_rejected(&order, RejectReason::SoldOut)
+            .await
+            .unwrap();
+        assert_eq!(wrote, RejectWrite::Recorded);
+    }
+    println!(
+        "3,200 orders written in {:?} (the first 300 in transactions: {transacted_in:?})",
+        started.elapsed()
+    );
+
+    // The write shape: every order in its own bucket, the buckets even.
+    let items = raw_orders(&app).await;
+    assert_eq!(items.len(), 3_200);
+    assert_even("saleBucket", &per_bucket(&sale, &items, "saleBucket"));
+    let pending = per_bucket(&sale, &items, "pendingBucket");
+    assert_eq!(pending.iter().sum::<usize>(), 3_000);
+    assert_even("pendingBucket", &pending);
+
+    // Pay every tenth order (none of them due): status moves in its bucket, and it
+    // leaves the pending index.
+    let mut paid = BTreeSet::new();
+    for (i, id) in accepted.iter().enumerate() {
+        if i % 10 == 1 {
+            let user = UserId::parse(&format!("u-{id}")).unwrap();
+            let outcome = store.pay(id, &user, clock::now_ms()).await.unwrap();
+            assert!(matches!(outcome, PayOutcome::Paid(_)), "{outcome:?}");
+            paid.insert(id.to_string());
+        }
+    }
+    println!("300 paid at {:?}", started.elapsed());
+    let due: Vec<&NewOrder> = orders.iter().step_by(100).collect();
+    let all = |set: &[OrderId]| set.iter().map(ToString::to_string).collect::<BTreeSet<_>>();
+    let due_ids: BTreeSet<String> = due.iter().map(|o| o.message.order_id.to_string()).collect();
+    let waiting: BTreeSet<String> = &(&all(accepted) - &paid) - &due_ids;
+
+    // Counts and listings through the buckets: exactly the orders of each
+    // status.
+    let count = |status| {
+        let store = store.clone();
+        let sale_id = sale.sale_id.clone();
+        async move { store.count_of_sale(&sale_id, status).await.unwrap() }
+    };
+    assert_eq!(count(OrderStatus::PendingPayment).await, 2_700);
+    assert_eq!(count(OrderStatus::Paid).await, 300);
+    assert_eq!(count(OrderStatus::Rejected).await, 200);
+    assert_eq!(count(OrderStatus::Expired).await, 0);
+    assert_eq!(
+        listed(&store, &sale, OrderStatus::PendingPayment).await,
+        &waiting | &due_ids
+    );
+    assert_eq!(listed(&store, &sale, OrderStatus::Paid).await, paid);
+    assert_eq!(
+        listed(&store, &sale, OrderStatus::Rejected).await,
+        all(rejected)
+    );
+
+    println!("counted and listed at {:?}", started.elapsed());
+    // release-unpaid's read: the 25 that expired first, over every bucket.
+    let mut earliest: Vec<(i64, String)> = due
+        .iter()
+        .map(|o| (o.expires_at_ms, o.message.order_id.to_string()))
+        .collect();
+    earliest.sort();
+    let first: Vec<String> = store
+        .due_unpaid(&sale.sale_id, clock::now_ms(), 25)
+        .await
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let expected: Vec<String> = earliest.iter().take(25).map(|(_, id)| id.clone()).collect();
+    assert_eq!(first, expected);
+    let every_due = store
+        .due_unpaid(&sale.sale_id, clock::now_ms(), 1_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        every_due
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        earliest
+            .iter()
+            .map(|(_, id)| id.clone())
+            .collect::<Vec<_>>()
+    );
+
+    println!("due read at {:?}", started.elapsed());
+    // The job itself expires exactly the due orders, and no other.
+    let report = app
+        .jobs()
+        .await
+        .release_unpaid(clock::now_ms(), Instant::now() + Duration::from_secs(600))
+        .await
+        .unwrap();
+    println!("released at {:?}", started.elapsed());
+    assert_eq!(report.expired, 30, "{report:?}");
+    assert!(
+        report.errors.is_empty() && !report.stopped_early,
+        "{report:?}"
+    );
+    assert_eq!(count(OrderStatus::Expired).await, 30);
+    assert_eq!(count(OrderStatus::PendingPayment).await, 2_670);
+    assert_eq!(listed(&store, &sale, OrderStatus::Expired).await, due_ids);
+    assert_eq!(
+        listed(&store, &sale, OrderStatus::PendingPayment).await,
+        waiting
+    );
+    let none_due = store
+        .due_unpaid(&sale.sale_id, clock::now_ms(), 25)
+        .await
+        .unwrap();
+    assert!(none_due.is_empty(), "{none_due:?}");
+
+    // In the sparse index exactly while pending; every row keeps saleBucket.
+    for item in raw_orders(&app).await {
+        let pending = s(&item, "status") == Some("PENDING_PAYMENT");
+        assert_eq!(item.contains_key("pendingBucket"), pending, "{item:?}");
+        assert_eq!(item.contains_key("pendingSaleId"), pending, "{item:?}");
+        assert!(item.contains_key("saleBucket"), "{item:?}");
+    }
+}
+
+/// Takes the bucket attributes off `items`, as rows written before the
+/// buckets existed (set-up only: no code path writes an order without them).
+async fn strip_buckets(app: &App, items: &[&Item]) {
+    for item in items {
+        app.db
+            .update_item()
+            .table_name(&app.config.orders_table)
+            .key("orderId", item["orderId"].clone())
+            .update_expression("REMOVE saleBucket, pendingBucket")
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+fn sorted(mut items: Vec<Item>) -> Vec<Item> {
+    items.sort_by_key(|i| s(i, "orderId").map(str::to_owned));
+    items
+}
+
+async fn backfill(args: &[&str]) -> Result<Value, String> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    seckill_infra::backfill::run(&args)
+        .await
+        .map(|line| serde_json::from_str(&line).unwrap())
+}
+
+#[tokio::test]
+async fn the_backfill_puts_rows_written_before_the_buckets_back_in_both_indexes() {
+    let app = App::spawn().await;
+    let sale = live_sale(1_000, 1);
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    let store = store(&app).await;
+    let now = clock::now_ms();
+    let ids = order_ids(300);
+    // Even ones are due (window closed a minute ago), odd ones are not.
+    let orders: Vec<NewOrder> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| new_order(&sale, id, now - 120_000 * ((i as i64 + 1) % 2), 60))
+        .collect();
+    write_groups(&store, &sale, &orders).await;
+    // A quarter of them (not due) are paid first.
+    for id in ids.iter().skip(1).step_by(4) {
+        let user = UserId::parse(&format!("u-{id}")).unwrap();
+        let paid = store.pay(id, &user, clock::now_ms()).await.unwrap();
+        assert!(matches!(paid, PayOutcome::Paid(_)), "{paid:?}");
+    }
+    let before = sorted(raw_orders(&app).await);
+    let old: Vec<&Item> = before.iter().step_by(2).collect();
+    strip_buckets(&app, &old).await;
+    let stripped = sorted(raw_orders(&app).await);
+    let old_pending = old
+        .iter()
+        .filter(|i| s(i, "status") == Some("PENDING_PAYMENT"))
+        .count();
+    let pending_total = before
+        .iter()
+        .filter(|i| s(i, "status") == Some("PENDING_PAYMENT"))
+        .count();
+    assert!(old_pending > 0 && old_pending < pending_total);
+    let counts = |store: DynamoOrders, sale_id: SaleId| async move {
+        let mut out = BTreeMap::new();
+        for status in [OrderStatus::PendingPayment, OrderStatus::Paid] {
+            let n = store.count_of_sale(&sale_id, status).await.unwrap();
+            out.insert(status.as_str(), n);
+        }
+        out
+    };
+    let expected = BTreeMap::from([
+        ("PENDING_PAYMENT", pending_total as u64),
+        ("PAID", (300 - pending_total) as u64),
+    ]);
+    // The set-up means something: the stripped rows are out of the indexes.
+    assert_ne!(counts(store.clone(), sale.sale_id.clone()).await, expected);
+
+    // Bad input: a usage error, nothing read or written.
+    for args in [
+        &[][..],
+        &["--orders-table"],
+        &["--orders-table", " "],
+        &["--table", "x"],
+    ] {
+        let err = backfill(args).await.unwrap_err();
+        assert!(err.contains("usage"), "{args:?}: {err}");
+    }
+    let err = backfill(&["--orders-table", "no-such-table-anywhere"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("no-such-table-anywhere"), "{err}");
+    assert_eq!(sorted(raw_orders(&app).await), stripped);
+
+    let table = app.config.orders_table.clone();
+    let report = backfill(&["--orders-table", &table]).await.unwrap();
+    assert_eq!(
+        report,
+        json!({
+            "ordersTable": table,
+            "orders": 300,
+            "updated": old.len(),
+            "leftPendingIndex": 0,
+            "skipped": [],
+        })
+    );
+    assert_eq!(counts(store.clone(), sale.sale_id.clone()).await, expected);
+    assert_eq!(
+        sorted(raw_orders(&app).await),
+        before,
+        "the backfill writes what the code writes"
+    );
+    let due = store
+        .due_unpaid(&sale.sale_id, clock::now_ms(), 1_000)
+        .await
+        .unwrap();
+    let due_expected = before
+        .iter()
+        .filter(|i| s(i, "status") == Some("PENDING_PAYMENT"))
+        .filter(|i| clock::parse_rfc3339_ms(s(i, "expiresAt").unwrap()).unwrap() <= now)
+        .count();
+    assert_eq!(due.len(), due_expected);
+
+    // Again: nothing left to do.
+    let again = backfill(&["--orders-table", &table]).await.unwrap();
+    assert_eq!(again["updated"], 0, "{again}");
+}
+
+/// The orders table `template.yaml` declares is the one the local stack and
+/// the tests create (indexes, their keys, the attributes), and every IAM
+/// grant on one of its indexes names an index it has.
+#[tokio::test]
+async fn the_templates_orders_table_is_the_one_the_local_stack_creates() {
+    let app = App::spawn().await;
+    let template = cfn::template_json();
+    let table = &template["Resources"]["OrdersTable"]["Properties"];
+    let keys = |schema: &Value| -> Vec<(String, String)> {
+        schema
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["AttributeName"].as_str().unwrap().to_owned(),
+                    k["KeyType"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let declared: BTreeMap<String, Vec<(String, String)>> = table["GlobalSecondaryIndexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["IndexName"].as_str().unwrap().to_owned(),
+                keys(&i["KeySchema"]),
+            )
+        })
+        .collect();
+    let declared_attributes: BTreeSet<String> = table["AttributeDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["AttributeName"].as_str().unwrap().to_owned())
+        .collect();
+
+    let described = app
+        .db
+        .describe_table()
+        .table_name(&app.config.orders_table)
+        .send()
+        .await
+        .unwrap()
+        .table
+        .unwrap();
+    let created: BTreeMap<String, Vec<(String, String)>> = described
+        .global_secondary_indexes()
+        .iter()
+        .map(|i| {
+            let schema = i
+                .key_schema()
+                .iter()
+                .map(|k| {
+                    (
+                        k.attribute_name().to_owned(),
+                        k.key_type().as_str().to_owned(),
+                    )
+                })
+                .collect();
+            (i.index_name().unwrap().to_owned(), schema)
+        })
+        .collect();
+    let created_attributes: BTreeSet<String> = described
+        .attribute_definitions()
+        .iter()
+        .map(|a| a.attribute_name().to_owned())
+        .collect();
+    assert_eq!(declared, created);
+    assert_eq!(declared_attributes, created_attributes);
+    assert_eq!(
+        declared["bySaleBucketStatus"],
+        [
+            ("saleBucket".to_owned(), "HASH".to_owned()),
+            ("status".to_owned(), "RANGE".to_owned())
+        ]
+    );
+    assert_eq!(
+        declared["pendingBucketByExpiry"],
+        [
+            ("pendingBucket".to_owned(), "HASH".to_owned()),
+            ("expiresAt".to_owned(), "RANGE".to_owned())
+        ]
+    );
+
+    // Every `${OrdersTable.Arn}/index/<name>` in the template.
+    let text = std::fs::read_to_string(cfn::root().join("template.yaml")).unwrap();
+    let marker = "${OrdersTable.Arn}/index/";
+    let granted: BTreeSet<&str> = text
+        .match_indices(marker)
+        .map(|(at, _)| {
+            let rest = &text[at + marker.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '*'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    assert!(granted.contains("bySaleBucketStatus"), "{granted:?}");
+    for name in granted {
+        assert!(
+            name == "*" || declared.contains_key(name),
+            "a grant names index {name}, which OrdersTable does not have"
+        );
+    }
+}
