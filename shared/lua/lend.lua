@@ -11,6 +11,7 @@
 -- Idempotent by transfer id: a run again (a client that resent the call
 -- after a dropped connection) answers what the first run lent.
 -- Replies: {"LENT", units} or {"SHORT"} (nothing to give) or {"MISSING"}
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 local stock = tonumber(redis.call('GET', KEYS[2]))
 if not stock then
@@ -30,6 +31,9 @@ end
 local give = math.min(stock, math.max(need, math.floor(stock / 2)))
 redis.call('DECRBY', KEYS[2], give)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3] .. ':' .. give .. ':' .. ARGV[4])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+end
 local expire_at = tonumber(redis.call('HGET', KEYS[1], 'expireAtMs'))
 if expire_at then
   redis.call('PEXPIREAT', KEYS[3], expire_at)

@@ -56,7 +56,9 @@ if stock and redis.call('EXISTS', meta_key) == 1 then
   if not ARGV[10] and tonumber(shards) <= 1 and was and was ~= tonumber(total) then
     stock = tostring(math.max(0, tonumber(stock) + tonumber(total) - was))
     redis.call('SET', stock_key, stock, 'KEEPTTL')
+    -- A change of the stock: see snapshot_head.lua.
     redis.call('HSET', meta_key, 'total', total)
+    redis.call('HINCRBY', meta_key, 'epoch', 1)
   end
   redis.call('HSET', meta_key, unpack(fields))
   -- A changed endAt moves every key's expiry, not just these two.

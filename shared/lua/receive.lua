@@ -5,6 +5,7 @@
 --
 -- Idempotent by transfer id, so the purchase and reconcile may both run it.
 -- Replies: {"RECEIVED", stockNow} {"ALREADY"} {"MISSING"}
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return {'MISSING'}
@@ -13,6 +14,9 @@ if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then
   return {'ALREADY'}
 end
 local now = redis.call('INCRBY', KEYS[2], tonumber(ARGV[2]))
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+end
 local expire_at = tonumber(redis.call('HGET', KEYS[1], 'expireAtMs'))
 if expire_at then
   redis.call('PEXPIREAT', KEYS[3], expire_at)

@@ -11,6 +11,7 @@
 -- Replies: {"RELEASED", stockNow} {"NOT_FOUND"} {"NOT_RELEASABLE", state} {"MISSING"}
 --
 -- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -39,4 +40,5 @@ drop_holding(buyers_key, uorders_key, user, qty, order_id)
 
 local back = math.min(stock + qty, total)
 redis.call('SET', stock_key, back, 'KEEPTTL')
+redis.call('HINCRBY', meta_key, 'epoch', 1)
 return {'RELEASED', tostring(back)}

@@ -24,6 +24,7 @@
 -- Replies: {"OK"} {"SAME"} {"NOT_FOUND"}
 --
 -- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -60,4 +61,7 @@ else
   resv.state = 'REJECTED'
 end
 redis.call('HSET', resv_key, order_id, cjson.encode(resv))
+if redis.call('EXISTS', meta_key) == 1 then
+  redis.call('HINCRBY', meta_key, 'epoch', 1)
+end
 return {'OK'}

@@ -17,6 +17,7 @@
 -- Replies: {"RETURNED", stockNow} {"SAME"} {"MISSING"}
 --
 -- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -41,6 +42,7 @@ end
 
 resv.state = 'EXPIRED'
 redis.call('HSET', resv_key, order_id, cjson.encode(resv))
+redis.call('HINCRBY', meta_key, 'epoch', 1)
 local expire_at = tonumber(redis.call('HGET', meta_key, 'expireAtMs'))
 if expire_at then
   redis.call('PEXPIREAT', resv_key, expire_at)

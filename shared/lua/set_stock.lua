@@ -6,6 +6,7 @@
 -- KEYS[1] meta  KEYS[2] stock  ARGV[1] the stock reconcile read
 -- ARGV[2] the stock the ledger proves
 -- Reply: the stock now, or "MISSING".
+-- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 local total = tonumber(redis.call('HGET', KEYS[1], 'total'))
 local now = tonumber(redis.call('GET', KEYS[2]))
 if not total or not now then
@@ -16,4 +17,5 @@ if now ~= tonumber(ARGV[1]) or want < 0 then
   return tostring(now)
 end
 redis.call('SET', KEYS[2], want, 'KEEPTTL')
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 return tostring(want)

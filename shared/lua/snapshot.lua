@@ -1,5 +1,7 @@
--- snapshot.lua: everything Redis holds for a sale, read in one atomic step
--- so reconciliation compares numbers taken at one instant.
+-- snapshot.lua: everything Redis holds for a key group, read in one atomic
+-- step. Its work grows with the buyers and reservations, so only the rebuild
+-- of lost shards reads the surviving ones with it (rare, after a node was
+-- lost); reconcile reads in bounded chunks (snapshot_head.lua, HSCAN).
 -- KEYS meta, stock, buyers, resv, and for a shard also lent, received.
 -- Reply: {"MISSING"} or {"OK", stock, total, buyersFlat, resvFlat
 -- [, lentFlat, receivedFlat]} where the flat lists are HGETALL replies.

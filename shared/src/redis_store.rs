@@ -23,6 +23,13 @@
 //! transfer, `receive.lua` credits the home shard once; reconcile completes a
 //! transfer whose second step never ran. Order ids end in `-s<k>` so every
 //! later step (write, release, expiry) finds its shard from the id alone.
+//!
+//! Reconcile reads a sale in bounded steps ([`RedisStock::snapshot`]:
+//! `HSCAN` chunks between two `snapshot_head.lua` reads), so a script that
+//! changes a key group's stock or reservations must bump its meta `epoch`
+//! (every one does but `purchase.lua`, which always lowers the stock); a
+//! new one that does not would let a read that it ran through pass as one
+//! instant.
 
 use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, SaleId, UserId};
 use crate::ports::{
@@ -73,6 +80,10 @@ static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
 });
 static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
+static SNAPSHOT_HEAD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/snapshot_head.lua")));
+static HOLDING: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/holding.lua")));
 static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
 static BUYER_ORDERS: LazyLock<Script> =
@@ -773,7 +784,7 @@ pub struct Survivors {
     lent: Vec<PendingTransfer>,
 }
 
-/// One key group's `snapshot.lua` reply.
+/// One key group's stock, buyers, reservations and the transfers it received.
 struct SnapshotPart {
     stock: i64,
     total: i64,
@@ -829,19 +840,7 @@ fn parse_snapshot(
     if let Some((lent_flat, received_flat)) = transfers {
         for pair in flat(lent_flat)?.chunks(2) {
             if let [id, value] = pair {
-                let mut fields = value.split(':');
-                let (Some(to), Some(units), Some(at)) =
-                    (fields.next(), fields.next(), fields.next())
-                else {
-                    return Err(StoreError::Protocol(format!("transfer {id}: {value}")));
-                };
-                lent.push(PendingTransfer {
-                    id: id.clone(),
-                    from: shard,
-                    to: parse_u32(to)?,
-                    units: parse_i64(units)?,
-                    at_ms: parse_i64(at)?,
-                });
+                lent.push(parse_transfer(id, value, shard)?);
             }
         }
         part.received = flat(received_flat)?
@@ -850,6 +849,46 @@ fn parse_snapshot(
             .collect();
     }
     Ok(Some(part))
+}
+
+/// A `lent` entry of shard `from`: `to:units:atMs`.
+fn parse_transfer(id: &str, value: &str, from: u32) -> Result<PendingTransfer, StoreError> {
+    let mut fields = value.split(':');
+    let (Some(to), Some(units), Some(at)) = (fields.next(), fields.next(), fields.next()) else {
+        return Err(StoreError::Protocol(format!("transfer {id}: {value}")));
+    };
+    Ok(PendingTransfer {
+        id: id.to_owned(),
+        from,
+        to: parse_u32(to)?,
+        units: parse_i64(units)?,
+        at_ms: parse_i64(at)?,
+    })
+}
+
+/// A `holding.lua` reply: the count, then order id and reservation pairs.
+fn parse_holding(reply: &[String]) -> Result<Holding, StoreError> {
+    let Some((count, pairs)) = reply.split_first() else {
+        return Err(protocol(reply));
+    };
+    let mut holding = Holding {
+        count: if count.is_empty() {
+            None
+        } else {
+            Some(parse_i64(count)?)
+        },
+        reservations: std::collections::HashMap::new(),
+    };
+    for pair in pairs.chunks(2) {
+        if let [id, raw] = pair
+            && !raw.is_empty()
+        {
+            let stored: StoredReservation =
+                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            holding.reservations.insert(id.clone(), stored);
+        }
+    }
+    Ok(holding)
 }
 
 /// The master serving `slot` in a `CLUSTER SLOTS` reply: entries
@@ -1108,7 +1147,7 @@ impl DecidedOrder {
     }
 }
 
-/// A sale's Redis state at one instant (`snapshot.lua`).
+/// A sale's Redis state, read in bounded steps ([`RedisStock::snapshot`]).
 #[derive(Debug, Clone, Default)]
 pub struct RedisSnapshot {
     /// Units left, over every shard.
@@ -1121,6 +1160,56 @@ pub struct RedisSnapshot {
     pub pending_transfers: Vec<PendingTransfer>,
     /// 1 for a sale of one shard.
     pub shards: u32,
+    /// The stock or the reservations of a key group changed during every
+    /// attempt to read them: they are not as at one instant, so the stock
+    /// is not compared with the ledger on this read (the next run does).
+    pub moving: bool,
+    /// Buyers read again one at a time ([`RedisStock::holdings`]): their
+    /// count and reservations as at one instant. Where a buyer is here,
+    /// the per-buyer checks and repairs go by this, not by `buyers` and
+    /// `reservations` (read in chunks, at different moments).
+    pub holdings: std::collections::HashMap<String, Holding>,
+}
+
+/// One buyer's count and reservations, read in one step (`holding.lua`).
+#[derive(Debug, Clone, Default)]
+pub struct Holding {
+    /// `None` when Redis does not count them at all.
+    pub count: Option<i64>,
+    /// The reservations of the order ids on their list (every `QUEUED` or
+    /// `WRITTEN` one of theirs is there), by order id.
+    pub reservations: std::collections::HashMap<String, StoredReservation>,
+}
+
+/// Entries one `HSCAN` asks for: the most a read of reconcile's touches in
+/// one command, whatever the size of the sale (a purchase waits behind at
+/// most one such command).
+pub const SCAN_CHUNK: usize = 500;
+
+/// Reads of a key group's stock and reservations made before they are
+/// reported as moving ([`RedisSnapshot::moving`]).
+const READ_ATTEMPTS: u32 = 3;
+
+/// Buyers [`RedisStock::holdings`] reads at once (one command each).
+const HOLDING_BATCH: usize = 64;
+
+/// What `snapshot_head.lua` read: equal before and after a chunked read
+/// means nothing changed the stock or the reservations in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    stock: i64,
+    total: i64,
+    version: String,
+    epoch: String,
+    /// Fields of `resv` (and for a shard of `lent`, `received`).
+    lens: Vec<usize>,
+}
+
+/// One key group read in chunks.
+struct GroupRead {
+    part: SnapshotPart,
+    lent: std::collections::HashMap<String, String>,
+    moving: bool,
 }
 
 /// What `return_units` did.
@@ -1397,9 +1486,27 @@ impl RedisStock {
         }
     }
 
-    /// Everything Redis holds for a sale, or `None` when it has no keys.
-    /// A sharded sale is read shard by shard (one atomic step each; with
-    /// transfers recorded on both sides, a unit in flight is counted once).
+    /// Everything Redis holds for a sale, or `None` when it has no keys,
+    /// read in commands that each touch at most [`SCAN_CHUNK`] entries, so
+    /// purchases run between them whatever the size of the sale (one
+    /// script reading the whole sale stalled every purchase for as long
+    /// as it ran).
+    ///
+    /// Per key group: the buyers in chunks (`HSCAN`); then the stock and
+    /// the reservations (and a shard's transfers) between two reads of
+    /// `snapshot_head.lua`. Every script that changes the stock or a
+    /// reservation bumps the meta's `epoch`, except the purchase, which
+    /// always lowers the stock (and adds a reservation): so when the stock,
+    /// `epoch`, `version` and the hashes' lengths are the same before and
+    /// after, and the scan saw as many distinct entries as the hashes
+    /// hold, nothing changed in between, and the chunks are the group as
+    /// at one instant, as one script would have read it. Otherwise the
+    /// read is taken again, up to three times, then reported
+    /// as [`RedisSnapshot::moving`]. The buyers need no such bracket: each
+    /// count that reconcile judges or repairs is read again together with
+    /// that buyer's reservations ([`Self::holdings`]). A sharded sale is
+    /// read shard by shard, as before (with transfers recorded on both
+    /// sides, a unit in flight is counted once).
     pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
         let Some(shards) = self.shard_count(sale_id).await? else {
             return Ok(None);
@@ -1408,19 +1515,25 @@ impl RedisStock {
             shards,
             ..RedisSnapshot::default()
         };
-        let (parts, lent) = self.shard_parts(sale_id, shards).await?;
+        let mut lent: Vec<PendingTransfer> = Vec::new();
         let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
-        for part in parts {
-            let Some(part) = part else {
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let Some(group) = self.read_group(&keys, shards > 1).await? else {
                 // A shard without keys: the sale is not whole in Redis.
                 return Ok(None);
             };
+            let part = group.part;
+            merged.moving |= group.moving;
             merged.stock += part.stock;
             merged.total = part.total;
             for (user, units) in part.buyers {
                 *merged.buyers.entry(user).or_default() += units;
             }
             merged.reservations.extend(part.reservations);
+            for (id, value) in &group.lent {
+                lent.push(parse_transfer(id, value, k)?);
+            }
             received.push(part.received);
         }
         merged.pending_transfers = lent
@@ -1435,8 +1548,174 @@ impl RedisStock {
         Ok(Some(merged))
     }
 
+    /// One key group in chunks (see [`Self::snapshot`]); `None` when its
+    /// keys are gone.
+    async fn read_group(
+        &self,
+        keys: &SaleKeys,
+        sharded: bool,
+    ) -> Result<Option<GroupRead>, StoreError> {
+        let mut buyers = std::collections::HashMap::new();
+        self.scan_hash(&keys.buyers, |user, units| {
+            buyers.insert(user, parse_i64(&units)?);
+            Ok(())
+        })
+        .await?;
+        let mut attempt = 1;
+        loop {
+            let Some(before) = self.head(keys, sharded).await? else {
+                return Ok(None);
+            };
+            let mut reservations = std::collections::HashMap::new();
+            self.scan_hash(&keys.resv, |id, raw| {
+                let stored: StoredReservation =
+                    serde_json::from_str(&raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+                reservations.insert(id, stored);
+                Ok(())
+            })
+            .await?;
+            let mut lent = std::collections::HashMap::new();
+            let mut received = std::collections::HashSet::new();
+            if sharded {
+                self.scan_hash(&keys.lent, |id, value| {
+                    lent.insert(id, value);
+                    Ok(())
+                })
+                .await?;
+                self.scan_hash(&keys.received, |id, _| {
+                    received.insert(id);
+                    Ok(())
+                })
+                .await?;
+            }
+            let Some(after) = self.head(keys, sharded).await? else {
+                return Ok(None);
+            };
+            let mut seen = vec![reservations.len()];
+            if sharded {
+                seen.extend([lent.len(), received.len()]);
+            }
+            let still = before == after && after.lens == seen;
+            if still || attempt == READ_ATTEMPTS {
+                return Ok(Some(GroupRead {
+                    part: SnapshotPart {
+                        stock: after.stock,
+                        total: after.total,
+                        buyers,
+                        reservations,
+                        received,
+                    },
+                    lent,
+                    moving: !still,
+                }));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// A key group's stock, total, version, epoch and hash lengths
+    /// (`snapshot_head.lua`, O(1)); `None` when its keys are gone.
+    async fn head(&self, keys: &SaleKeys, sharded: bool) -> Result<Option<Head>, StoreError> {
+        let mut names = vec![keys.meta.as_str(), keys.stock.as_str(), keys.resv.as_str()];
+        if sharded {
+            names.extend([keys.lent.as_str(), keys.received.as_str()]);
+        }
+        let reply: Vec<String> = self.run(&SNAPSHOT_HEAD, &names, &[]).await?;
+        let fields: Vec<&str> = reply.iter().map(String::as_str).collect();
+        match fields.as_slice() {
+            ["MISSING"] => Ok(None),
+            ["OK", stock, total, version, epoch, lens @ ..] => Ok(Some(Head {
+                stock: parse_i64(stock)?,
+                total: parse_i64(total)?,
+                version: (*version).to_owned(),
+                epoch: (*epoch).to_owned(),
+                lens: lens
+                    .iter()
+                    .map(|n| n.parse::<usize>().map_err(|_| protocol(&reply)))
+                    .collect::<Result<_, _>>()?,
+            })),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    /// Every field of a hash handed to `each`, [`SCAN_CHUNK`] entries a
+    /// command. `HSCAN` returns every entry present throughout at least
+    /// once (an entry may come twice; `each` keeps the later one).
+    async fn scan_hash(
+        &self,
+        key: &str,
+        mut each: impl FnMut(String, String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut cursor = String::from("0");
+        loop {
+            let call = async {
+                let mut conn = self.conn.get().await?;
+                redis::cmd("HSCAN")
+                    .arg(key)
+                    .arg(&cursor)
+                    .arg("COUNT")
+                    .arg(SCAN_CHUNK)
+                    .query_async::<(String, Vec<String>)>(&mut conn)
+                    .await
+            };
+            let (next, flat) = tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+            let mut flat = flat.into_iter();
+            while let (Some(field), Some(value)) = (flat.next(), flat.next()) {
+                each(field, value)?;
+            }
+            if next == "0" {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+
+    /// Each of `users`' count and reservations, read in one step per buyer
+    /// (`holding.lua`, bounded by the buyer's own orders) on their home
+    /// shard; 64 at a time.
+    pub async fn holdings(
+        &self,
+        sale_id: &SaleId,
+        users: &[String],
+    ) -> Result<std::collections::HashMap<String, Holding>, StoreError> {
+        let layout = self
+            .layout(sale_id)
+            .await?
+            .unwrap_or_else(|| ShardLayout::uniform(1));
+        let mut out = std::collections::HashMap::new();
+        for batch in users.chunks(HOLDING_BATCH) {
+            let mut reads = tokio::task::JoinSet::new();
+            for user in batch {
+                let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user));
+                let (store, user) = (self.clone(), user.clone());
+                reads.spawn(async move {
+                    let reply: Vec<String> = store
+                        .run(
+                            &HOLDING,
+                            &[&keys.buyers, &keys.user_orders, &keys.resv],
+                            &[&user],
+                        )
+                        .await?;
+                    Ok::<_, StoreError>((user, parse_holding(&reply)?))
+                });
+            }
+            while let Some(read) = reads.join_next().await {
+                let (user, holding) =
+                    read.map_err(|e| StoreError::Unavailable(format!("holding read: {e}")))??;
+                out.insert(user, holding);
+            }
+        }
+        Ok(out)
+    }
+
     /// Each shard's state, read atomically per shard (`None`: that shard's
-    /// keys are gone), and the transfers the shards lent.
+    /// keys are gone), and the transfers the shards lent: what a rebuild of
+    /// lost shards reads of the survivors (`snapshot.lua`, one script per
+    /// shard: it is the one read here whose work grows with the sale, and
+    /// it runs only after a shard was lost).
     async fn shard_parts(
         &self,
         sale_id: &SaleId,
