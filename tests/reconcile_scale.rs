@@ -81,12 +81,22 @@ impl OwnRedis {
     }
 
     async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
+        patient(&self.url).await
     }
+}
+
+/// A connection for planting and reading the test's sale: redis-rs answers
+/// "timed out" after 500 ms by default, and a pipelined chunk of 20,000
+/// buyers takes longer than that on a loaded machine.
+async fn patient(url: &str) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(Duration::from_secs(60)))
+        .set_connection_timeout(Some(Duration::from_secs(10)));
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
 }
 
 impl Drop for OwnRedis {
@@ -333,8 +343,7 @@ async fn a_read_that_purchases_and_releases_ran_through_knows_it_moved() {
     let sale = live_sale(total, 1);
     store.load_sale(&sale, clock::now_ms()).await.unwrap();
     let keys = SaleKeys::new(&sale.sale_id);
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = patient(&url).await;
     plant(&mut conn, &keys, total, planted).await;
 
     let quiet = store.snapshot(&sale.sale_id).await.unwrap().unwrap();
@@ -348,7 +357,7 @@ async fn a_read_that_purchases_and_releases_ran_through_knows_it_moved() {
     );
     let churn = tokio::spawn({
         let (stop, pairs, keys) = (stop.clone(), pairs.clone(), keys.clone());
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = patient(&url).await;
         async move {
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
