@@ -391,16 +391,13 @@ impl InvariantChecker {
             Some(dlq) => self.depth(dlq).await?.0,
             None => 0,
         };
-        let mut rows = HashMap::new();
-        for status in [
-            OrderStatus::PendingPayment,
-            OrderStatus::Paid,
-            OrderStatus::Expired,
-            OrderStatus::Rejected,
-        ] {
-            let found = self.orders.orders_of_sale(sale_id, status).await?;
-            rows.extend(found.into_iter().map(|o| (o.order_id.to_string(), o)));
-        }
+        let rows: HashMap<String, Order> = self
+            .orders
+            .all_orders_of_sale(sale_id)
+            .await?
+            .into_iter()
+            .map(|o| (o.order_id.to_string(), o))
+            .collect();
         let mut redis = self.stock.snapshot(sale_id).await?;
         if let Some(snap) = redis.as_mut() {
             let again = buyers_to_read_again(&rows, snap);

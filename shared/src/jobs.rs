@@ -296,13 +296,14 @@ impl Jobs {
             ..LedgerRead::default()
         };
         let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
+        let orders = self.orders.all_orders_of_sale(sale_id).await?;
         for status in [
             OrderStatus::PendingPayment,
             OrderStatus::Paid,
             OrderStatus::Expired,
             OrderStatus::Rejected,
         ] {
-            for order in self.orders.orders_of_sale(sale_id, status).await? {
+            for order in orders.iter().filter(|o| o.status == status) {
                 let units = u64::from(order.quantity.get());
                 let state = match status {
                     OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",

@@ -219,9 +219,36 @@ impl DynamoOrders {
         sale_id: &SaleId,
         status: OrderStatus,
     ) -> Result<Vec<Order>, OrderStoreError> {
+        Self::listing(|bucket| self.by_bucket_status(sale_id, bucket, status)).await
+    }
+
+    /// Every order of a sale, whatever its status, oldest first: one query
+    /// per bucket where a status at a time would take one per bucket and
+    /// status (the rebuild and the invariant checker read them all).
+    pub async fn all_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Vec<Order>, OrderStoreError> {
+        Self::listing(|bucket| {
+            bucket_query(
+                &self.client,
+                &self.orders_table,
+                BY_SALE_BUCKET_STATUS,
+                "saleBucket = :bucket",
+                bucket_key(sale_id, bucket),
+            )
+        })
+        .await
+    }
+
+    /// The orders `query` finds in each bucket, every page, merged oldest
+    /// first.
+    async fn listing(
+        query: impl Fn(u32) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    ) -> Result<Vec<Order>, OrderStoreError> {
         let work = (0..SALE_BUCKETS)
             .map(|bucket| {
-                let query = self.by_bucket_status(sale_id, bucket, status);
+                let query = query(bucket);
                 async move {
                     let mut out = Vec::new();
                     let mut start = None;
