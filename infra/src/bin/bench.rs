@@ -342,12 +342,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             seckill_shared::purchase::SOLD_OUT_FLAG,
         ),
     ] {
-        let service = PurchaseService::new(
-            RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
-            NullQueue,
-            CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
-        )
-        .with_sold_out_flag(flag);
+        let service = sold_out_service(&redis_url, &db, &sales_table, flag)?;
         let stats = run_variant(label, service, &sale, &late, &mut notes).await?;
         let not_410 = stats.latencies_us.len() - stats.statuses.get(&410).copied().unwrap_or(0);
         if not_410 > 0 {
@@ -370,12 +365,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             seckill_shared::purchase::SOLD_OUT_FLAG,
         ),
     ] {
-        let service = PurchaseService::new(
-            RedisStock::connect_lazy(&redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
-            NullQueue,
-            CachedCatalog::new(DynamoCatalog::new(db.clone(), &sales_table), SALE_CACHE_TTL),
-        )
-        .with_sold_out_flag(flag);
+        let service = sold_out_service(&redis_url, &db, &sales_table, flag)?;
         let stats = run_variant(label, service, &sale, &work, &mut notes).await?;
         let replays = stats.statuses.get(&202).copied().unwrap_or(0);
         let refused = stats.statuses.get(&410).copied().unwrap_or(0);
@@ -1016,6 +1006,22 @@ struct Workload<'a> {
     keyed: bool,
     /// Buyer numbers start here (so a second crowd is new buyers).
     first_user: u32,
+}
+
+/// A purchase service of its own (a new environment: no flag armed yet)
+/// for the rows after the sell-out, the queue step skipped.
+fn sold_out_service(
+    redis_url: &str,
+    db: &aws_sdk_dynamodb::Client,
+    sales_table: &str,
+    flag: Duration,
+) -> Result<PurchaseService<RedisStock, NullQueue, CachedCatalog<DynamoCatalog>>, BoxError> {
+    Ok(PurchaseService::new(
+        RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?.with_rate_limits(UNLIMITED),
+        NullQueue,
+        CachedCatalog::new(DynamoCatalog::new(db.clone(), sales_table), SALE_CACHE_TTL),
+    )
+    .with_sold_out_flag(flag))
 }
 
 /// Puts the sale in the catalog and Redis, builds its events, drives them
