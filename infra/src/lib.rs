@@ -15,6 +15,8 @@
 //! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
 //!   measurement of a real function binary against it.
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
+//! - [`bench_reconcile`]: `make bench`'s row of purchase latency while
+//!   reconcile reads a sale of a million buyers.
 //! - [`invoke`]: one event through one function's own loader, wiring and
 //!   handler (`seckill-local invoke`).
 //! - [`iam`]: the AWS calls each function made (the emulator's recording)
@@ -28,6 +30,7 @@
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
 pub mod backfill;
+pub mod bench_reconcile;
 pub mod consistency;
 pub mod emulator;
 pub mod event_source;

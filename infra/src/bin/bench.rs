@@ -37,6 +37,10 @@
 //!   median run shown; the notes give every round's figure and each
 //!   master's script calls (`INFO commandstats` after `CONFIG RESETSTAT`).
 //!
+//! - **reconcile**: purchase p99 on a sale of 1,000,000 buyers and 10,000
+//!   reservations while reconcile's Redis read loops over it, against the
+//!   p99 without it (`seckill_infra::bench_reconcile`).
+//!
 //! Every sale the handler rows sold is checked at the end by the invariant
 //! checker (Redis, queue, DynamoDB), and the count of violations printed.
 //! Every handler row records the functions' CloudWatch metrics as `make run`
@@ -615,6 +619,12 @@ async fn main() -> Result<ExitCode, BoxError> {
     println!(
         "invariant checker: {} sales checked (Redis, queue, DynamoDB), {violations} violations",
         checked.len()
+    );
+
+    // Purchase p99 while reconcile reads a sale of a million buyers.
+    println!(
+        "\n{}",
+        seckill_infra::bench_reconcile::run(&redis_url, &tag).await?
     );
 
     // Cold start of the real `purchase` binary (release profile), through
