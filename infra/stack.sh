@@ -365,7 +365,7 @@ PY
 }
 
 # `sam deploy --guided` on what `make build` produced. The first run asks for
-# the parameters (README "Deploy on AWS") and can save them to samconfig.toml;
+# the parameters (docs/operations.md "Parameters") and can save them to samconfig.toml;
 # `make deploy CONFIG_ENV=production` uses the production profile. Nothing is
 # built or asked while an override is a placeholder or a secret.
 cmd_deploy() {

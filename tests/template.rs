@@ -5,8 +5,9 @@
 //! value depends on them (a name built with `!Sub`, a zone picked with
 //! `!Select`), with the parameters of each samconfig profile.
 //!
-//! Also `sam local invoke`: the env-vars file the README's command passes
-//! covers every function, as the installed SAM CLI resolves it.
+//! Also `sam local invoke`: the env-vars file the documented command passes
+//! (docs/operations.md) covers every function, as the installed SAM CLI
+//! resolves it.
 
 use seckill_infra::consistency::{self, Template};
 use seckill_infra::emulator;
@@ -983,15 +984,21 @@ fn the_sam_local_env_file_covers_every_function() {
     );
 }
 
-/// The README's `sam local invoke` command: its `--env-vars` file and
+/// The page that documents deploying, with the `sam local invoke` command
+/// and the first sale's walkthrough.
+const OPERATIONS_DOC: &str = "docs/operations.md";
+
+/// The documented `sam local invoke` command: its `--env-vars` file and
 /// `--parameter-overrides`.
-fn readme_invoke_command() -> (String, Vec<String>) {
-    let readme = read("README.md");
-    let start = readme
+fn documented_invoke_command() -> (String, Vec<String>) {
+    let doc = read(OPERATIONS_DOC);
+    let start = doc
         .find("sam local invoke PurchaseFunction")
-        .expect("README has no `sam local invoke PurchaseFunction` command");
+        .unwrap_or_else(|| {
+            panic!("{OPERATIONS_DOC} has no `sam local invoke PurchaseFunction` command")
+        });
     let mut command = String::new();
-    for line in readme[start..].lines() {
+    for line in doc[start..].lines() {
         command.push_str(line.trim_end_matches('\\'));
         command.push(' ');
         if !line.ends_with('\\') {
@@ -1017,7 +1024,7 @@ fn readme_invoke_command() -> (String, Vec<String>) {
         let at = words
             .iter()
             .position(|w| w == flag)
-            .unwrap_or_else(|| panic!("README's command has no {flag}: {command}"));
+            .unwrap_or_else(|| panic!("{OPERATIONS_DOC}'s command has no {flag}: {command}"));
         words[at + 1].clone()
     };
     let env_vars = after("--env-vars");
@@ -1028,12 +1035,12 @@ fn readme_invoke_command() -> (String, Vec<String>) {
     (env_vars, overrides)
 }
 
-/// The README's command as the installed SAM CLI resolves it, every
+/// The documented command as the installed SAM CLI resolves it, every
 /// function: what each container would get, checked against the local
 /// stack and each function's configuration loader. (Running the containers
 /// needs Docker, which the tests do not.)
 #[test]
-fn the_readmes_sam_local_invoke_resolves_to_the_local_stack() {
+fn the_documented_sam_local_invoke_resolves_to_the_local_stack() {
     let sam = sam_cli();
     let python = sam.with_file_name("python3");
     if !python.exists() {
@@ -1043,7 +1050,7 @@ fn the_readmes_sam_local_invoke_resolves_to_the_local_stack() {
         );
         return;
     }
-    let (env_vars, overrides) = readme_invoke_command();
+    let (env_vars, overrides) = documented_invoke_command();
     assert_eq!(env_vars, SAM_LOCAL_ENV);
     let out = Command::new(&python)
         .arg(root().join("tests/sam_local_env.py"))
@@ -1083,23 +1090,35 @@ fn the_readmes_sam_local_invoke_resolves_to_the_local_stack() {
     }
     assert!(
         problems.is_empty(),
-        "sam local invoke, as the README runs it:\n  {}",
+        "sam local invoke, as {OPERATIONS_DOC} runs it:\n  {}",
         problems.join("\n  ")
     );
 }
 
 /// The walkthrough's commands run on macOS as on Linux: no GNU-only
-/// `date -d`, and the time helper it uses instead prints what a sale takes.
+/// `date -d` in the README or any page of docs/, and the time helper the
+/// walkthrough uses instead prints what a sale takes.
 #[test]
 fn the_walkthrough_is_portable() {
-    let readme = read("README.md");
-    for gnu in ["date -u -d", "date -d", "date --date"] {
-        assert!(!readme.contains(gnu), "README uses GNU-only `{gnu}`");
+    let mut pages = vec!["README.md".to_string()];
+    for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
     }
-    let helper = readme
+    assert!(pages.iter().any(|p| p == OPERATIONS_DOC), "{pages:?}");
+    for page in &pages {
+        let text = read(page);
+        for gnu in ["date -u -d", "date -d", "date --date"] {
+            assert!(!text.contains(gnu), "{page} uses GNU-only `{gnu}`");
+        }
+    }
+    let helper = read(OPERATIONS_DOC)
         .lines()
         .find(|l| l.starts_with("utc_in()"))
-        .expect("README defines no utc_in() helper");
+        .map(String::from)
+        .unwrap_or_else(|| panic!("{OPERATIONS_DOC} defines no utc_in() helper"));
     let out = Command::new("bash")
         .arg("-c")
         .arg(format!("{helper}\nutc_in 120"))

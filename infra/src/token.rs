@@ -7,7 +7,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// Defaults of the local stack, documented in the README. Override with
+/// Defaults of the local stack, documented in docs/local.md. Override with
 /// `SECKILL_JWT_SECRET`, `SECKILL_JWT_ISSUER`, `SECKILL_JWT_AUDIENCE`.
 pub const DEFAULT_SECRET: &str = "seckill-local-secret-not-for-production";
 pub const DEFAULT_ISSUER: &str = "seckill-local";
