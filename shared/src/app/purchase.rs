@@ -140,7 +140,7 @@ pub struct PurchaseService<S, Q, C> {
     queue: Q,
     catalog: C,
     /// The sale gate's key; without one, gated sales sell to nobody.
-    gate: Option<crate::gate::Gate>,
+    gate: Option<crate::domain::gate::Gate>,
     /// How long a sold-out answer is remembered ([`SOLD_OUT_FLAG`]; zero
     /// turns the fast path off, for the benchmark's reference row).
     sold_out_flag: std::time::Duration,
@@ -148,10 +148,10 @@ pub struct PurchaseService<S, Q, C> {
     /// and when Redis said so (a keyed request's filter must be read after).
     sold_out: std::sync::RwLock<SoldOutFlags>,
     fast_path_hits: std::sync::atomic::AtomicU64,
-    metrics: crate::metrics::Metrics,
+    metrics: crate::observe::metrics::Metrics,
     /// This environment's answers per sale and outcome, on their way to
-    /// Redis for the operator dashboard ([`crate::outcomes`]).
-    outcomes: std::sync::Arc<crate::outcomes::OutcomeTally>,
+    /// Redis for the operator dashboard ([`crate::observe::outcomes`]).
+    outcomes: std::sync::Arc<crate::observe::outcomes::OutcomeTally>,
     /// Rebuilds a live sale whose keys are missing, at once (not at the
     /// next schedule); `None`: the schedule alone does.
     rebuild: Option<std::sync::Arc<dyn RebuildTrigger>>,
@@ -187,7 +187,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             sold_out_flag: SOLD_OUT_FLAG,
             sold_out: std::sync::RwLock::default(),
             fast_path_hits: std::sync::atomic::AtomicU64::new(0),
-            metrics: crate::metrics::Metrics::off(),
+            metrics: crate::observe::metrics::Metrics::off(),
             outcomes: std::sync::Arc::default(),
             rebuild: None,
             rebuild_asked: std::sync::Mutex::default(),
@@ -239,7 +239,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 
     /// This environment's tally of answers by sale and outcome. The handler
     /// records each answer it gives, by the `Purchases` metric's outcome.
-    pub fn outcomes(&self) -> &crate::outcomes::OutcomeTally {
+    pub fn outcomes(&self) -> &crate::observe::outcomes::OutcomeTally {
         &self.outcomes
     }
 
@@ -261,26 +261,26 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     where
         S: Clone + 'static,
     {
-        crate::outcomes::spawn_flusher(
+        crate::observe::outcomes::spawn_flusher(
             self.outcomes.clone(),
             self.stock.clone(),
-            crate::outcomes::FLUSH_EVERY,
+            crate::observe::outcomes::FLUSH_EVERY,
         )
     }
 
     /// The same service counting into `metrics` (`SoldOutFastPath`,
     /// `LuaLatency`; the handler counts `Purchases` by the answer it gives).
-    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+    pub fn with_metrics(mut self, metrics: crate::observe::metrics::Metrics) -> Self {
         self.metrics = metrics;
         self
     }
 
-    pub fn metrics(&self) -> &crate::metrics::Metrics {
+    pub fn metrics(&self) -> &crate::observe::metrics::Metrics {
         &self.metrics
     }
 
     /// The same service with the sale gate's key.
-    pub fn with_gate(mut self, gate: crate::gate::Gate) -> Self {
+    pub fn with_gate(mut self, gate: crate::domain::gate::Gate) -> Self {
         self.gate = Some(gate);
         self
     }
@@ -323,7 +323,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     /// Whether a flagged sale's `SOLD_OUT` may be answered from memory: a
     /// keyed request only when no reservation under its key can exist (a
     /// retry of a winner must get its order again), as known from a read of
-    /// the filter made after the flag was armed ([`crate::keyed_filter`]).
+    /// the filter made after the flag was armed ([`crate::domain::keyed_filter`]).
     async fn answer_from_memory(&self, req: &PurchaseRequest, armed: std::time::Instant) -> bool {
         let Some(key) = &req.idempotency_key else {
             return true;
@@ -365,7 +365,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             self.fast_path_hits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.metrics
-                .count(crate::metrics::Counter::SoldOutFastPath, 1);
+                .count(crate::observe::metrics::Counter::SoldOutFastPath, 1);
             return Err(PurchaseError::SoldOut { remaining: 0 });
         }
         // A pass that fails verification counts as no pass: the script
@@ -531,7 +531,7 @@ fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{MemoryCatalog, MemoryQueue, MemoryStock, QueueMode, test_sale};
+    use crate::adapters::memory::{MemoryCatalog, MemoryQueue, MemoryStock, QueueMode, test_sale};
     use std::sync::atomic::Ordering;
 
     struct World {

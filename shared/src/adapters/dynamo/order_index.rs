@@ -15,10 +15,11 @@
 //! [`backfill_buckets`] gives rows written before the buckets existed their
 //! bucket attributes (`seckill-local backfill-order-buckets`).
 
+use crate::adapters::dynamo::orders::{DynamoOrders, is_buyer_item, transient};
 use crate::clock;
+use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{OrderId, Quantity, SaleId, UserId};
-use crate::dynamo_orders::{DynamoOrders, is_buyer_item, transient};
-use crate::orders::{NewOrder, Order, OrderStatus, OrderStoreError, RejectReason};
+use crate::ports::OrderStoreError;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use std::collections::HashMap;

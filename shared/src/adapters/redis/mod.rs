@@ -31,12 +31,12 @@
 //! new one that does not would let a read that it ran through pass as one
 //! instant.
 
+pub use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, SaleId, UserId};
 use crate::ports::{
     ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, StockStore, StoreError,
 };
 use crate::ports::{ReservationRecord, Resolution, StockView};
-pub use crate::shard_layout::ShardLayout;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use serde::Deserialize;
@@ -46,60 +46,63 @@ use std::time::Duration;
 /// The purchase script as it runs: the rate limiter's and the keyed
 /// filter's functions, then the decision. One EVALSHA, one round trip.
 pub const PURCHASE_SOURCE: &str = concat!(
-    include_str!("../lua/ratelimit.lua"),
-    include_str!("../lua/keyed.lua"),
-    include_str!("../lua/purchase.lua")
+    include_str!("../../../lua/ratelimit.lua"),
+    include_str!("../../../lua/keyed.lua"),
+    include_str!("../../../lua/purchase.lua")
 );
 static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/holdings.lua"),
-        include_str!("../lua/release.lua")
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/release.lua")
     ))
 });
 static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/holdings.lua"),
-        include_str!("../lua/resolve.lua")
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/resolve.lua")
     ))
 });
-static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/peek.lua")));
+static PEEK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/peek.lua")));
 static REBUILD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/keyed.lua"),
-        include_str!("../lua/rebuild.lua")
+        include_str!("../../../lua/keyed.lua"),
+        include_str!("../../../lua/rebuild.lua")
     ))
 });
 static KEYED_FILTER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/keyed_filter.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/keyed_filter.lua")));
 static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
-        include_str!("../lua/holdings.lua"),
-        include_str!("../lua/return_units.lua")
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/return_units.lua")
     ))
 });
 static SNAPSHOT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/snapshot.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot.lua")));
 static SNAPSHOT_HEAD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/snapshot_head.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot_head.lua")));
 static HOLDING: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/holding.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/holding.lua")));
 static SET_BUYER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/set_buyer.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_buyer.lua")));
 static BUYER_ORDERS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/buyer_orders.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/buyer_orders.lua")));
 static SET_STATUS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/set_status.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_status.lua")));
 static SET_STOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/set_stock.lua")));
-static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_stock.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/unlock.lua")));
 static LOAD_SALE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/load_sale.lua")));
-static LEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lend.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/load_sale.lua")));
+static LEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/lend.lua")));
 static RECEIVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/receive.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/receive.lua")));
 static OUTCOMES: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/outcomes.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../../lua/outcomes.lua")));
 
 /// A purchase's request id for `purchase.lua` (ARGV[12]): 31 hex digits,
 /// a random 64-bit prefix drawn once per execution environment and a
@@ -295,7 +298,7 @@ type KeyedCache = std::collections::HashMap<
     String,
     (
         std::time::Instant,
-        std::sync::Arc<crate::keyed_filter::KeyedFilter>,
+        std::sync::Arc<crate::domain::keyed_filter::KeyedFilter>,
     ),
 >;
 
@@ -2177,7 +2180,7 @@ impl StockStore for RedisStock {
         let reply: Vec<Vec<u8>> = self
             .run(&KEYED_FILTER, &[&keys.keyed, &keys.resv], &[])
             .await?;
-        let filter = crate::keyed_filter::KeyedFilter::parse(&reply)
+        let filter = crate::domain::keyed_filter::KeyedFilter::parse(&reply)
             .ok_or_else(|| StoreError::Protocol("unexpected keyed filter reply".into()))?;
         let may = filter.may_hold(sale_id, user_id, key);
         if let Ok(mut cache) = self.keyed.write() {

@@ -3,14 +3,16 @@
 //!
 //! - `stock`: the total (catalog), what Redis has left (every shard summed;
 //!   `null` when Redis does not hold the sale) and the status buyers see
-//!   (`GET /sales/{saleId}`'s rule, [`crate::order_queries::public_status`]).
+//!   (`GET /sales/{saleId}`'s rule, [`crate::app::order_queries::public_status`]).
 //! - `orders`: orders by status, counted on the `bySaleBucketStatus` index
 //!   ([`DynamoOrders::count_of_sale`]); every status the table holds, 0
 //!   when none.
+//!
+//! [`DynamoOrders::count_of_sale`]: crate::adapters::dynamo::orders::DynamoOrders::count_of_sale
 //! - `queue`: the orders queue and its DLQ. They serve every sale, so this
 //!   is the system's lag, not the sale's alone.
 //! - `outcomes`: cumulative purchase answers for the sale by the `Purchases`
-//!   metric's outcome, from `sale:{S}:outcomes` ([`crate::outcomes`]): up to
+//!   metric's outcome, from `sale:{S}:outcomes` ([`crate::observe::outcomes`]): up to
 //!   a second behind, and an idle Lambda environment's last second arrives
 //!   with its next invocation. The page derives rates from two polls.
 //! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
@@ -21,14 +23,14 @@
 //! and is named in `unavailable` (`redis`, `orders`, `queue`): an operator
 //! needs the rest of the view most when one store is in trouble.
 
+use crate::adapters::sqs::QueueDepth;
+use crate::app::invariants::InvariantChecker;
+use crate::app::jobs::JobError;
 use crate::clock;
+use crate::domain::orders::OrderStatus;
 use crate::domain::{Sale, SaleId};
-use crate::invariants::InvariantChecker;
-use crate::jobs::JobError;
-use crate::orders::OrderStatus;
 use crate::ports::StockStore;
 use crate::ports::StockView;
-use crate::sqs_queue::QueueDepth;
 use std::collections::BTreeMap;
 
 /// The statuses an order row can have (`QUEUED` is never stored: it is a
@@ -44,8 +46,8 @@ pub const STORED_STATUSES: [OrderStatus; 4] = [
 /// page's rate of each starts from a number: every answer the purchase
 /// route gives once the sale id is parsed and the sale exists.
 pub const LISTED_OUTCOMES: [&str; 9] = [
-    crate::metrics::ACCEPTED,
-    crate::metrics::REPLAYED,
+    crate::observe::metrics::ACCEPTED,
+    crate::observe::metrics::REPLAYED,
     "SOLD_OUT",
     "LIMIT_EXCEEDED",
     "RATE_LIMITED",
@@ -90,7 +92,7 @@ impl LiveState {
     /// The response body at `now_ms`.
     pub fn body(&self, now_ms: i64) -> serde_json::Value {
         let view = self.stock.as_ref().and_then(Option::as_ref);
-        let (_, status) = crate::order_queries::public_status(&self.sale, now_ms, view);
+        let (_, status) = crate::app::order_queries::public_status(&self.sale, now_ms, view);
         let outcomes = self.outcomes.as_ref().map(|counted| {
             let mut outcomes: BTreeMap<&str, u64> =
                 LISTED_OUTCOMES.iter().map(|o| (*o, 0)).collect();
@@ -144,7 +146,7 @@ pub async fn observe(
         return Ok(None);
     };
     let stock = checker.stock();
-    let depth = |url: String| async move { crate::sqs_queue::depth(checker.sqs(), &url).await };
+    let depth = |url: String| async move { crate::adapters::sqs::depth(checker.sqs(), &url).await };
     let dlq = async {
         match checker.dlq_url() {
             Some(url) => depth(url.to_owned()).await,
@@ -197,7 +199,7 @@ mod tests {
 
     fn state() -> LiveState {
         LiveState {
-            sale: crate::memory::test_sale("s1", 10, 1).unwrap(),
+            sale: crate::adapters::memory::test_sale("s1", 10, 1).unwrap(),
             stock: Some(Some(StockView {
                 remaining: 4,
                 paused: false,

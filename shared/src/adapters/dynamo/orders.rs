@@ -2,7 +2,7 @@
 //! and the `available`/`sold`/`returnSeq` counters of the `sales` table that
 //! order writes move. This is the ledger: Redis is derived from it.
 //!
-//! Order item ([`order_item`], in [`crate::order_index`] with the reads by
+//! Order item ([`order_item`], in [`crate::adapters::dynamo::order_index`] with the reads by
 //! sale): `orderId` (key), `saleId`, `userId`, `quantity`, `status`,
 //! `createdAt`, `expiresAt`, `reservedAt`, `shard`, `saleBucket` (the
 //! `bySaleBucketStatus` index), and `pendingSaleId` / `pendingBucket` only
@@ -19,12 +19,12 @@
 //! `held + q <= perUserLimit`) or expires one: the per-user limit holds in
 //! the ledger even when Redis lost count.
 
+pub use crate::adapters::dynamo::order_index::{order_from_item, order_item};
 use crate::clock;
+use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{OrderId, SaleId, UserId};
-pub use crate::order_index::{order_from_item, order_item};
-use crate::orders::{
-    ExpireOutcome, GroupWrite, NewOrder, Order, OrderStatus, OrderStore, OrderStoreError,
-    PayOutcome, RejectReason, RejectWrite, SingleWrite,
+use crate::ports::{
+    ExpireOutcome, GroupWrite, OrderStore, OrderStoreError, PayOutcome, RejectWrite, SingleWrite,
 };
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};

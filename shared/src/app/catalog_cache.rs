@@ -67,7 +67,7 @@ impl<C: SaleCatalog> SaleCatalog for CachedCatalog<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::MemoryCatalog;
+    use crate::adapters::memory::MemoryCatalog;
 
     #[tokio::test]
     async fn unknown_ids_are_read_once_per_ttl() {

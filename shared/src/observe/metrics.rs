@@ -960,8 +960,8 @@ mod tests {
 
     #[test]
     fn every_purchase_error_code_is_counted_without_a_lock() {
+        use crate::app::purchase::PurchaseError;
         use crate::error::ApiError;
-        use crate::purchase::PurchaseError;
         let refusals = [
             PurchaseError::NotFound,
             PurchaseError::NotStarted { start_ms: 0 },

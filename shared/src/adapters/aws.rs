@@ -9,7 +9,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{AppName, BehaviorVersion, ConfigLoader, SdkConfig};
 use std::time::Duration;
 
-use crate::metrics::Function;
+use crate::observe::metrics::Function;
 
 /// Who calls AWS. Every request names it in its user agent
 /// (`app/seckill-<function>`): CloudTrail shows which function made a call,

@@ -6,13 +6,14 @@
 //! in the reservations of the sales that can still have queued orders (live,
 //! or ended within the key TTL), a short list cached per environment.
 
+use crate::adapters::redis::KEY_TTL_AFTER_END_MS;
 use crate::clock;
+use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
-use crate::metrics::{Counter, Metrics};
-use crate::orders::{Order, OrderStatus, OrderStore, OrderStoreError, PayOutcome};
+use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StockView, StoreError};
-use crate::redis_store::KEY_TTL_AFTER_END_MS;
+use crate::ports::{OrderStore, OrderStoreError, PayOutcome};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,7 @@ pub enum QueryError {
     #[error("the sale has ended")]
     SaleEnded,
     #[error("the gate refused the answer: {0}")]
-    WrongAnswer(crate::gate::GateError),
+    WrongAnswer(crate::domain::gate::GateError),
     #[error("the gate is not configured")]
     GateUnavailable,
 }
@@ -52,16 +53,18 @@ impl QueryError {
             Self::NotPayable(why) => ApiError::OrderNotPayable(why.into()),
             Self::NoGate => ApiError::InvalidRequest("this sale has no gate".into()),
             Self::GateNotOpen { start_ms } => {
-                let wait = (start_ms - crate::gate::OPENS_BEFORE_START_MS - clock::now_ms()).max(0);
+                let wait =
+                    (start_ms - crate::domain::gate::OPENS_BEFORE_START_MS - clock::now_ms())
+                        .max(0);
                 ApiError::SaleNotStarted {
                     retry_after_secs: Some(u64::try_from(wait / 1000 + 1).unwrap_or(1)),
                 }
             }
             Self::SaleEnded => ApiError::SaleEnded,
-            Self::WrongAnswer(crate::gate::GateError::Expired) => {
+            Self::WrongAnswer(crate::domain::gate::GateError::Expired) => {
                 ApiError::InvalidRequest("that question has expired; ask for a new one".into())
             }
-            Self::WrongAnswer(crate::gate::GateError::WrongAnswer) => {
+            Self::WrongAnswer(crate::domain::gate::GateError::WrongAnswer) => {
                 ApiError::InvalidRequest("wrong answer; ask for the question again".into())
             }
             Self::WrongAnswer(_) => {
@@ -80,7 +83,7 @@ pub struct OrderQueries<O, S, C> {
     catalog: C,
     sale_list_ttl: Duration,
     open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
-    gate: Option<crate::gate::Gate>,
+    gate: Option<crate::domain::gate::Gate>,
     metrics: Metrics,
 }
 
@@ -108,13 +111,17 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
     }
 
     /// The same service with the sale gate's key.
-    pub fn with_gate(mut self, gate: crate::gate::Gate) -> Self {
+    pub fn with_gate(mut self, gate: crate::domain::gate::Gate) -> Self {
         self.gate = Some(gate);
         self
     }
 
     /// A gated sale that is open for questions, and the gate.
-    async fn gated(&self, sale_id: &SaleId, now_ms: i64) -> Result<&crate::gate::Gate, QueryError> {
+    async fn gated(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> Result<&crate::domain::gate::Gate, QueryError> {
         let sale = self
             .catalog
             .get_sale(sale_id)
@@ -123,7 +130,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         if !sale.gate {
             return Err(QueryError::NoGate);
         }
-        if now_ms < sale.start_ms - crate::gate::OPENS_BEFORE_START_MS {
+        if now_ms < sale.start_ms - crate::domain::gate::OPENS_BEFORE_START_MS {
             return Err(QueryError::GateNotOpen {
                 start_ms: sale.start_ms,
             });

@@ -1,7 +1,7 @@
 //! The sold-out fast path for requests with an `Idempotency-Key`.
 //!
 //! After a sell-out an environment answers `SOLD_OUT` from memory
-//! ([`crate::purchase::SOLD_OUT_FLAG`]). A keyed request may be the retry of
+//! ([`crate::app::purchase::SOLD_OUT_FLAG`]). A keyed request may be the retry of
 //! a purchase that won, whose answer must be its order again (`REPLAY`), so
 //! it is answered from memory only when no reservation under its key can
 //! exist. Redis keeps that knowledge per key group as a bitmap

@@ -3,13 +3,14 @@
 //! vanished) and the unpaid release (expire orders past their payment
 //! window and give their units back).
 
+use crate::adapters::dynamo::catalog::DynamoCatalog;
+use crate::adapters::dynamo::orders::DynamoOrders;
+use crate::adapters::redis::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
+use crate::domain::orders::OrderStatus;
 use crate::domain::{SaleId, SalePhase};
-use crate::dynamo::DynamoCatalog;
-use crate::dynamo_orders::DynamoOrders;
-use crate::metrics::{Counter, Metrics};
-use crate::orders::{ExpireOutcome, OrderStatus, OrderStore, OrderStoreError};
+use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
-use crate::redis_store::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
+use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,7 @@ pub async fn mark_and_load(
     stock: &RedisStock,
     sale: &crate::domain::Sale,
     now_ms: i64,
-) -> Result<crate::redis_store::LoadOutcome, JobError> {
+) -> Result<crate::adapters::redis::LoadOutcome, JobError> {
     catalog.mark_loaded(&sale.sale_id, now_ms).await?;
     Ok(stock.load_sale(sale, now_ms).await?)
 }
@@ -242,7 +243,7 @@ impl Jobs {
     async fn load_from_truth(
         &self,
         sale: &crate::domain::Sale,
-        counters: crate::dynamo::SaleCounters,
+        counters: crate::adapters::dynamo::catalog::SaleCounters,
         now_ms: i64,
     ) -> Result<PrewarmOutcome, JobError> {
         // A live sale whose keys are missing was either lost (Redis
@@ -358,11 +359,11 @@ impl Jobs {
         let Some((sqs, url)) = &self.queue else {
             return Ok((u64::MAX, 0));
         };
-        let depth = crate::sqs_queue::depth(sqs, url)
+        let depth = crate::adapters::sqs::depth(sqs, url)
             .await
             .map_err(JobError::Queue)?;
         let dlq = match &self.dlq_url {
-            Some(dlq_url) => crate::sqs_queue::depth(sqs, dlq_url)
+            Some(dlq_url) => crate::adapters::sqs::depth(sqs, dlq_url)
                 .await
                 .map_err(JobError::Queue)?
                 .total(),
@@ -441,7 +442,7 @@ impl Jobs {
     }
 }
 
-impl crate::purchase::RebuildTrigger for Jobs {
+impl crate::app::purchase::RebuildTrigger for Jobs {
     fn rebuild<'a>(
         &'a self,
         sale_id: &'a SaleId,
@@ -460,15 +461,17 @@ impl crate::purchase::RebuildTrigger for Jobs {
 /// Redis AUTH token is fetched first unless the caller already resolved it.
 pub async fn wire(
     config: &crate::config::Config,
-    caller: crate::aws::Caller,
+    caller: crate::adapters::aws::Caller,
 ) -> Result<Jobs, crate::config::WireError> {
-    let config = &crate::secrets::resolve(config, caller, crate::secrets::Uses::Redis).await?;
-    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
-    let db = crate::aws::dynamodb(&sdk);
+    let config =
+        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
+            .await?;
+    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
+    let db = crate::adapters::aws::dynamodb(&sdk);
     let queue = config
         .orders_queue_url
         .clone()
-        .map(|url| (crate::aws::sqs(&sdk), url));
+        .map(|url| (crate::adapters::aws::sqs(&sdk), url));
     Ok(Jobs::new(
         RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?,
         DynamoCatalog::new(db.clone(), &config.sales_table),

@@ -25,7 +25,7 @@
 //!   settled read with nothing in flight, compare-and-set: Redis is derived
 //!   from the ledger (invariant 8), and both repairs only bring it back.
 //!
-//! The violations are [`crate::invariants::check`] of what was read, before
+//! The violations are [`crate::app::invariants::check`] of what was read, before
 //! any repair. `OVERSELL_RISK` is reported (and pages) whether or not a
 //! repair followed: DynamoDB's conditions stopped any oversell, but an
 //! operator should know Redis was wrong.
@@ -33,11 +33,11 @@
 //! # Reading Redis while the sale runs
 //!
 //! A run never stalls the sale: every Redis command it sends touches at
-//! most [`crate::redis_store::SCAN_CHUNK`] entries or one buyer's orders,
+//! most [`crate::adapters::redis::SCAN_CHUNK`] entries or one buyer's orders,
 //! whatever the number of buyers and reservations (one script reading the
 //! whole sale held every purchase behind it for as long as it ran: 0.6-0.9 s
 //! for 200,000 buyers), and a scan sends at most one chunk every
-//! [`crate::redis_store::SCAN_INTERVAL`], so it never takes more than a
+//! [`crate::adapters::redis::SCAN_INTERVAL`], so it never takes more than a
 //! small share of Redis from the purchases. The checks were written for numbers taken at one
 //! instant; the chunked read ([`RedisStock::snapshot`]) keeps what they
 //! rely on:
@@ -77,17 +77,18 @@
 //!   script), so a reservation read a moment earlier than another changes
 //!   nothing for them.
 
+use crate::adapters::dynamo::catalog::DynamoCatalog;
+use crate::adapters::dynamo::orders::DynamoOrders;
+use crate::adapters::redis::{RedisSnapshot, RedisStock, Returned};
+use crate::adapters::sqs::SqsQueue;
+use crate::app::invariants::{self, InvariantChecker, SaleState};
+use crate::app::jobs::JobError;
 use crate::clock;
+use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
-use crate::dynamo::DynamoCatalog;
-use crate::dynamo_orders::DynamoOrders;
-use crate::invariants::{self, InvariantChecker, SaleState};
-use crate::jobs::JobError;
-use crate::metrics::{Counter, Metrics};
-use crate::orders::{NewOrder, OrderStatus, OrderStore, RejectReason, RejectWrite};
+use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{OrderQueue, Resolution, StockStore};
-use crate::redis_store::{RedisSnapshot, RedisStock, Returned};
-use crate::sqs_queue::SqsQueue;
+use crate::ports::{OrderStore, RejectWrite};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -116,7 +117,7 @@ impl Default for ReconcileSettings {
     }
 }
 
-pub use crate::invariants::Violation;
+pub use crate::app::invariants::Violation;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Repair {
@@ -212,7 +213,7 @@ impl Reconciler {
         let mut reports = Vec::new();
         for sale in crate::ports::SaleCatalog::list_sales(self.catalog()).await? {
             let open = now_ms >= sale.start_ms
-                && now_ms < sale.end_ms + crate::redis_store::KEY_TTL_AFTER_END_MS;
+                && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
             if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
                 reports.push(report);
             }
@@ -418,7 +419,7 @@ impl Reconciler {
             return;
         }
         let held_by_user = state.held_by_user();
-        let mut verified: Vec<(&String, &crate::redis_store::Holding)> =
+        let mut verified: Vec<(&String, &crate::adapters::redis::Holding)> =
             snap.holdings.iter().collect();
         verified.sort_by(|a, b| a.0.cmp(b.0));
         for (user, holding) in verified {
@@ -524,7 +525,7 @@ impl Reconciler {
         &self,
         sale: &Sale,
         order_id: &str,
-        resv: &crate::redis_store::StoredReservation,
+        resv: &crate::adapters::redis::StoredReservation,
         report: &mut ReconcileReport,
     ) {
         let Some(message) = message_of(sale, order_id, resv) else {
@@ -551,7 +552,7 @@ impl Reconciler {
         &self,
         sale: &Sale,
         order_id: &str,
-        resv: &crate::redis_store::StoredReservation,
+        resv: &crate::adapters::redis::StoredReservation,
         report: &mut ReconcileReport,
     ) {
         let Some(message) = message_of(sale, order_id, resv) else {
@@ -646,7 +647,7 @@ fn millis(d: Duration) -> i64 {
 fn message_of(
     sale: &Sale,
     order_id: &str,
-    resv: &crate::redis_store::StoredReservation,
+    resv: &crate::adapters::redis::StoredReservation,
 ) -> Option<OrderMessage> {
     Some(OrderMessage {
         v: OrderMessage::VERSION,
@@ -663,12 +664,14 @@ fn message_of(
 /// token is fetched first unless the caller already resolved it.
 pub async fn wire(
     config: &crate::config::Config,
-    caller: crate::aws::Caller,
+    caller: crate::adapters::aws::Caller,
 ) -> Result<Reconciler, crate::config::WireError> {
-    let config = &crate::secrets::resolve(config, caller, crate::secrets::Uses::Redis).await?;
-    let sdk = crate::aws::sdk_config(caller, Duration::from_secs(5)).await;
-    let db = crate::aws::dynamodb(&sdk);
-    let sqs = crate::aws::sqs(&sdk);
+    let config =
+        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
+            .await?;
+    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
+    let db = crate::adapters::aws::dynamodb(&sdk);
+    let sqs = crate::adapters::aws::sqs(&sdk);
     let queue_url = config.queue_url()?.to_owned();
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     Ok(Reconciler::new(

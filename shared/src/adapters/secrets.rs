@@ -76,7 +76,7 @@ pub enum Uses {
 /// config naming no such secret comes back without a client being built.
 pub async fn resolve(
     config: &Config,
-    caller: crate::aws::Caller,
+    caller: crate::adapters::aws::Caller,
     uses: Uses,
 ) -> Result<Config, SecretError> {
     let redis_auth = &config.secrets.redis_auth;
@@ -91,7 +91,9 @@ pub async fn resolve(
         });
     }
     // The function's own name in the user agent, as on its other clients.
-    let client = crate::aws::secrets(&crate::aws::sdk_config(caller, FETCH_TIMEOUT).await);
+    let client = crate::adapters::aws::secrets(
+        &crate::adapters::aws::sdk_config(caller, FETCH_TIMEOUT).await,
+    );
     let (token, key) = tokio::try_join!(
         async {
             match redis_auth {
@@ -120,7 +122,10 @@ pub async fn resolve(
 const REDIS_VARIABLE: &str = "REDIS_AUTH_SECRET_ARN";
 const GATE_VARIABLE: &str = "GATE_SECRET_ARN";
 
-async fn redis_token(client: &crate::aws::SecretsClient, id: &str) -> Result<String, SecretError> {
+async fn redis_token(
+    client: &crate::adapters::aws::SecretsClient,
+    id: &str,
+) -> Result<String, SecretError> {
     let shape = |why| SecretError::Shape {
         variable: REDIS_VARIABLE,
         secret_id: id.to_owned(),
@@ -143,7 +148,10 @@ async fn redis_token(client: &crate::aws::SecretsClient, id: &str) -> Result<Str
     Ok(token.to_owned())
 }
 
-async fn gate_key(client: &crate::aws::SecretsClient, id: &str) -> Result<String, SecretError> {
+async fn gate_key(
+    client: &crate::adapters::aws::SecretsClient,
+    id: &str,
+) -> Result<String, SecretError> {
     let key = fetch(client, GATE_VARIABLE, id).await?;
     if key.len() < MIN_GATE_KEY_LEN {
         return Err(SecretError::Shape {
@@ -157,7 +165,7 @@ async fn gate_key(client: &crate::aws::SecretsClient, id: &str) -> Result<String
 
 /// The secret string of `id`. Counted in [`fetch_count`] before the call.
 async fn fetch(
-    client: &crate::aws::SecretsClient,
+    client: &crate::adapters::aws::SecretsClient,
     variable: &'static str,
     id: &str,
 ) -> Result<String, SecretError> {
@@ -174,7 +182,7 @@ async fn fetch(
             secret_id: id.to_owned(),
             // The SDK's message chain: the error code and Secrets Manager's
             // sentence, no response body and no secret.
-            why: crate::sqs_queue::describe(&err),
+            why: crate::adapters::sqs::describe(&err),
         })?;
     output.secret_string.ok_or_else(|| SecretError::Shape {
         variable,
@@ -284,9 +292,13 @@ mod tests {
             _ => None,
         };
         let config = Config::from_lookup(&map).unwrap();
-        let resolved = resolve(&config, crate::aws::Caller::Tool, Uses::RedisAndGate)
-            .await
-            .unwrap();
+        let resolved = resolve(
+            &config,
+            crate::adapters::aws::Caller::Tool,
+            Uses::RedisAndGate,
+        )
+        .await
+        .unwrap();
         assert_eq!(resolved.redis_url, config.redis_url);
         assert_eq!(resolved.gate_secret, None);
     }

@@ -21,11 +21,10 @@
 //!    (failures on a record's last receive, which SQS moves to the DLQ).
 
 use crate::clock;
+use crate::domain::orders::{NewOrder, RejectReason};
 use crate::domain::{OrderMessage, SaleId};
-use crate::metrics::{Counter, Metrics};
-use crate::orders::{
-    GroupWrite, NewOrder, OrderStore, OrderStoreError, RejectReason, RejectWrite, SingleWrite,
-};
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{GroupWrite, OrderStore, OrderStoreError, RejectWrite, SingleWrite};
 use crate::ports::{Resolution, SaleCatalog, StockStore};
 use std::collections::BTreeMap;
 use tracing::Instrument;
@@ -300,7 +299,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
     }
 
     /// Marks the reservation as the row in the ledger says.
-    async fn follow(&self, entry: &Entry, row: &crate::orders::Order) {
+    async fn follow(&self, entry: &Entry, row: &crate::domain::orders::Order) {
         if let Some(resolution) = Resolution::of_row(row.status, row.reject_reason) {
             self.mark(entry, resolution).await;
         }

@@ -30,12 +30,12 @@
 //! queued reservations do not explain is read again with their own
 //! reservations in one step ([`RedisStock::holdings`]) and judged on that.
 
+use crate::adapters::dynamo::catalog::{DynamoCatalog, SaleCounters};
+use crate::adapters::dynamo::orders::DynamoOrders;
+use crate::adapters::redis::{Holding, RedisSnapshot, RedisStock, StoredReservation};
+use crate::app::jobs::JobError;
+use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Sale, SaleId};
-use crate::dynamo::{DynamoCatalog, SaleCounters};
-use crate::dynamo_orders::DynamoOrders;
-use crate::jobs::JobError;
-use crate::orders::{Order, OrderStatus};
-use crate::redis_store::{Holding, RedisSnapshot, RedisStock, StoredReservation};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -490,7 +490,7 @@ impl InvariantChecker {
                     .wait_time_seconds(0)
                     .send()
                     .await
-                    .map_err(|e| JobError::Queue(crate::sqs_queue::describe(&e)))?;
+                    .map_err(|e| JobError::Queue(crate::adapters::sqs::describe(&e)))?;
                 let messages = out.messages.unwrap_or_default();
                 if messages.is_empty() {
                     break;
@@ -524,7 +524,7 @@ impl InvariantChecker {
 
     /// (visible + delayed, in flight) of a queue.
     async fn depth(&self, url: &str) -> Result<(u64, u64), JobError> {
-        let depth = crate::sqs_queue::depth(&self.sqs, url)
+        let depth = crate::adapters::sqs::depth(&self.sqs, url)
             .await
             .map_err(JobError::Queue)?;
         Ok((depth.visible + depth.delayed, depth.in_flight))

@@ -1,5 +1,5 @@
 //! Purchase answers per sale and outcome, for the operator dashboard
-//! (`GET /admin/sales/{saleId}/live`, see [`crate::live`]).
+//! (`GET /admin/sales/{saleId}/live`, see [`crate::app::live`]).
 //!
 //! The purchase script is left alone: its one round trip is the hot path
 //! `make bench` holds against the Redis ceiling. Instead each execution
@@ -28,7 +28,7 @@
 //! flush (which takes the write lock once a second) never misses an addition.
 
 use crate::domain::SaleId;
-use crate::metrics::OUTCOMES;
+use crate::observe::metrics::OUTCOMES;
 use crate::ports::{StockStore, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -286,7 +286,7 @@ pub fn spawn_flusher<S: StockStore + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{MemoryStock, test_sale};
+    use crate::adapters::memory::{MemoryStock, test_sale};
 
     fn sale(id: &str) -> (MemoryStock, SaleId) {
         let stock = MemoryStock::default();
