@@ -16,6 +16,8 @@
 //!   - [`domain::shard_layout`]: which shard is each buyer's home (a stable
 //!     hash, or on a cluster a table that loads every master evenly), each
 //!     shard's stock, and which shards a dry home may borrow from.
+//!   - [`domain::borrowing`]: when a short home shard borrows from the
+//!     others, and for how long empty shards are not looked at again.
 //!   - [`domain::gate`]: the sale gate's questions and passes (HMAC,
 //!     stateless).
 //!   - [`domain::keyed_filter`]: which keyed requests a sold-out environment
