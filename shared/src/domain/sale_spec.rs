@@ -1,5 +1,6 @@
 //! The body of `PUT /admin/sales/{saleId}`, parsed field by field so every
-//! refusal names the field that is wrong.
+//! refusal names the field that is wrong, and the rule for changing a sale
+//! that exists ([`edit_refusal`]).
 
 use crate::clock;
 use crate::domain::{Quantity, Sale, SaleId};
@@ -94,9 +95,100 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
     })
 }
 
+/// Why an edit of an existing sale is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditRefusal {
+    /// The sale has started: its stock, shards and start can no longer
+    /// change.
+    Started,
+    /// The sale is loaded into Redis and the edit cannot follow it there
+    /// exactly; why, for the operator.
+    Loaded(&'static str),
+}
+
+/// Whether `edit` may replace `current` at `now_ms`; `loaded`: prewarm has
+/// loaded the sale into Redis. Stock, shards and start of a sale that has
+/// started cannot change (units may be held against them; and a start moved
+/// later first would dodge the rule). Once loaded into Redis, the shard
+/// count is fixed (buyers' homes are), and so is a sharded sale's stock
+/// (split across the shards); a one-shard sale's stock may still change
+/// before the start: prewarm moves Redis's stock by the same amount.
+pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> Option<EditRefusal> {
+    let started = now_ms >= current.start_ms;
+    let stock_changed = current.total_stock != edit.total_stock;
+    let shards_changed = current.shards != edit.shards;
+    if started && (stock_changed || shards_changed || current.start_ms != edit.start_ms) {
+        Some(EditRefusal::Started)
+    } else if loaded && shards_changed {
+        Some(EditRefusal::Loaded(
+            "the sale is loaded into Redis: its shard count is fixed (buyers' home shards are)",
+        ))
+    } else if loaded && stock_changed && current.shards > 1 {
+        Some(EditRefusal::Loaded(
+            "the sale is loaded into Redis: a sharded sale's stock is split across its shards and can no longer change",
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_started_sale_keeps_its_stock_shards_and_start_but_not_its_name() {
+        let current = parse(&good()).unwrap();
+        let during = current.start_ms;
+        let mut more = current.clone();
+        more.total_stock += 1;
+        assert_eq!(
+            edit_refusal(&current, &more, during, false),
+            Some(EditRefusal::Started)
+        );
+        let mut later = current.clone();
+        later.start_ms += 1;
+        assert_eq!(
+            edit_refusal(&current, &later, during, false),
+            Some(EditRefusal::Started)
+        );
+        let mut renamed = current.clone();
+        renamed.name = "Desk lamp".into();
+        assert_eq!(edit_refusal(&current, &renamed, during, true), None);
+        assert_eq!(edit_refusal(&current, &more, during - 1, false), None);
+    }
+
+    #[test]
+    fn a_loaded_sale_keeps_its_shards_and_a_sharded_one_its_stock() {
+        let current = parse(&good()).unwrap();
+        let before = current.start_ms - 1;
+        let mut sharded = current.clone();
+        sharded.shards = 4;
+        assert!(matches!(
+            edit_refusal(&current, &sharded, before, true),
+            Some(EditRefusal::Loaded(_))
+        ));
+        assert_eq!(edit_refusal(&current, &sharded, before, false), None);
+        let mut more = current.clone();
+        more.total_stock += 1;
+        assert_eq!(
+            edit_refusal(&current, &more, before, true),
+            None,
+            "one shard: prewarm follows"
+        );
+        let four = Sale {
+            shards: 4,
+            ..current.clone()
+        };
+        let four_more = Sale {
+            total_stock: four.total_stock + 1,
+            ..four.clone()
+        };
+        assert!(matches!(
+            edit_refusal(&four, &four_more, before, true),
+            Some(EditRefusal::Loaded(_))
+        ));
+    }
 
     fn good() -> serde_json::Value {
         serde_json::json!({

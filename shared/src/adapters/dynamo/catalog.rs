@@ -6,6 +6,7 @@
 //! change (`available >= :q`).
 
 use crate::clock;
+use crate::domain::sale_spec::{EditRefusal, edit_refusal};
 use crate::domain::{Sale, SaleId};
 use crate::ports::{CatalogError, SaleCatalog};
 use aws_sdk_dynamodb::Client;
@@ -120,13 +121,8 @@ impl DynamoCatalog {
     }
 
     /// Creates a sale, or updates its definition, and returns it as it was
-    /// before (for the audit trail). Stock, shards and start of a sale that
-    /// has started cannot change (units may be held against them; and a
-    /// start moved later first would dodge the rule). Once loaded into
-    /// Redis, the shard count is fixed (buyers' homes are), and so is a
-    /// sharded sale's stock (split across the shards); a one-shard sale's
-    /// stock may still change before the start: prewarm moves Redis's stock
-    /// by the same amount. Before the start a new total resets `available`
+    /// before (for the audit trail). What may change is the domain's rule
+    /// ([`edit_refusal`]). Before the start a new total resets `available`
     /// to total minus sold.
     pub async fn upsert_sale(
         &self,
@@ -139,25 +135,11 @@ impl DynamoCatalog {
         let Some((current, counters)) = self.get_record(&sale.sale_id).await? else {
             return Ok((Upsert::Conflict, None));
         };
-        let started = now_ms >= current.start_ms;
-        let stock_changed = current.total_stock != sale.total_stock;
-        let shards_changed = current.shards != sale.shards;
-        let refusal = if started
-            && (stock_changed || shards_changed || current.start_ms != sale.start_ms)
-        {
-            Some(Upsert::StartedStockChange)
-        } else if counters.loaded && shards_changed {
-            Some(Upsert::Loaded(
-                "the sale is loaded into Redis: its shard count is fixed (buyers' home shards are)",
-            ))
-        } else if counters.loaded && stock_changed && current.shards > 1 {
-            Some(Upsert::Loaded(
-                "the sale is loaded into Redis: a sharded sale's stock is split across its shards and can no longer change",
-            ))
-        } else {
-            None
-        };
-        if let Some(refusal) = refusal {
+        if let Some(refusal) = edit_refusal(&current, sale, now_ms, counters.loaded) {
+            let refusal = match refusal {
+                EditRefusal::Started => Upsert::StartedStockChange,
+                EditRefusal::Loaded(why) => Upsert::Loaded(why),
+            };
             return Ok((refusal, Some(current)));
         }
         let item = sale_to_item(sale);
