@@ -14,7 +14,7 @@ use seckill_shared::adapters::aws;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
-use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
 use seckill_shared::app::catalog_cache::CachedCatalog;
 use seckill_shared::app::invariants::{InvariantChecker, Violation};
 use seckill_shared::app::purchase::PurchaseService;
@@ -504,9 +504,11 @@ impl Stores {
             stock_store,
             catalog,
             DynamoOrders::new(db.clone(), &orders, &sales),
-            sqs.clone(),
-            queues.orders_url.clone(),
-            Some(queues.dlq_url.clone()),
+            SqsInspector::new(
+                sqs.clone(),
+                queues.orders_url.clone(),
+                Some(queues.dlq_url.clone()),
+            ),
         );
         Stores {
             config,
@@ -559,10 +561,13 @@ impl Stores {
                 &self.config.orders_table,
                 &self.config.sales_table,
             ),
-            Some((aws::sqs(&sdk), self.queue_url.clone())),
+            Some(SqsInspector::new(
+                aws::sqs(&sdk),
+                self.queue_url.clone(),
+                Some(self.dlq_url.clone()),
+            )),
             self.config.prewarm_lead,
-        )
-        .with_dlq(Some(self.dlq_url.clone()));
+        );
         let queue = SqsQueue::new(aws::sqs(&sdk), &self.queue_url);
         let catalog = CachedCatalog::new(
             DynamoCatalog::new(db, &self.config.sales_table),
@@ -666,8 +671,11 @@ impl Stores {
             self.checker.catalog().clone(),
             self.checker.orders().clone(),
             SqsQueue::new(self.sqs.clone(), &self.queue_url),
-            self.sqs.clone(),
-            Some(self.dlq_url.clone()),
+            SqsInspector::new(
+                self.sqs.clone(),
+                &self.queue_url,
+                Some(self.dlq_url.clone()),
+            ),
             ReconcileSettings::default(),
         );
         let now = clock::now_ms() + i64::try_from(ahead.as_millis()).unwrap();

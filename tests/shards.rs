@@ -8,7 +8,7 @@ use redis::AsyncCommands;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::{LoadOutcome, RedisStock, SaleKeys, home_shard};
-use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
 use seckill_shared::app::invariants::InvariantChecker;
 use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
@@ -33,9 +33,11 @@ fn checker(app: &App) -> InvariantChecker {
             &app.config.orders_table,
             &app.config.sales_table,
         ),
-        app.sqs.clone(),
-        app.queue_url.clone(),
-        Some(app.dlq_url.clone()),
+        SqsInspector::new(
+            app.sqs.clone(),
+            app.queue_url.clone(),
+            Some(app.dlq_url.clone()),
+        ),
     )
 }
 
@@ -61,8 +63,7 @@ fn reconciler(app: &App) -> Reconciler {
         c.catalog().clone(),
         c.orders().clone(),
         SqsQueue::new(app.sqs.clone(), &app.queue_url),
-        app.sqs.clone(),
-        Some(app.dlq_url.clone()),
+        SqsInspector::new(app.sqs.clone(), &app.queue_url, Some(app.dlq_url.clone())),
         ReconcileSettings::default(),
     )
 }

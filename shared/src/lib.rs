@@ -24,7 +24,8 @@
 //!     may answer itself (no reservation under their key can exist).
 //!   - [`domain::orders`]: order states and the order row.
 //! - [`ports`]: the traits where the domain meets the outside (stock store,
-//!   order queue, sale catalog, order store) and the outcomes they return.
+//!   order queue, sale catalog, order store, queue inspection) and the
+//!   outcomes they return.
 //! - [`app`]: the use cases, each written against ports or adapters.
 //!   - [`app::purchase`]: reserve in the stock store, hand the order to the
 //!     queue, release only what is proven unsent.
@@ -48,8 +49,9 @@
 //!   - [`adapters::dynamo`]: the sale catalog (`sales` table), the `orders`
 //!     table and the order index's sale buckets.
 //!   - [`adapters::sqs`]: the order queue on SQS, with definite/ambiguous
-//!     failures.
-//!   - [`adapters::memory`]: in-memory adapters, for unit tests.
+//!     failures, and the operations path's read of the queue and its DLQ.
+//!   - [`adapters::memory`]: in-memory adapters of the stock store, the
+//!     order queue (and its inspection) and the catalog, for unit tests.
 //!   - [`adapters::aws`]: building SDK clients once, with timeouts fit for a
 //!     hot path. Here because only adapters (and the wiring) use them.
 //!   - [`adapters::secrets`]: the Redis AUTH token and the gate key from

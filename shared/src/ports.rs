@@ -1,4 +1,6 @@
-//! Ports: the traits where the domain meets Redis, SQS and DynamoDB.
+//! Ports: the traits where the domain meets Redis, SQS and DynamoDB: the
+//! stock store, the order queue, the sale catalog, the order store, and the
+//! operations path's queue inspection.
 //! Real adapters live in [`crate::adapters`]; [`crate::adapters::memory`] has
 //! in-memory ones.
 //!
@@ -379,4 +381,43 @@ pub trait OrderStore: Send + Sync {
         order_id: &OrderId,
         now_ms: i64,
     ) -> impl Future<Output = Result<ExpireOutcome, OrderStoreError>> + Send;
+}
+
+// ------------------------------------------------------- queue inspection
+
+/// How many messages a queue holds, by its own approximate counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub visible: u64,
+    pub in_flight: u64,
+    pub delayed: u64,
+}
+
+impl QueueDepth {
+    pub fn total(self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// The queue could not be read; the error and its causes on one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct QueueError(pub String);
+
+/// What the operations path reads of the orders queue and its DLQ, without
+/// taking a message off either: whether orders are still on their way
+/// (prewarm's rebuild waits for them, reconcile compares stock only when
+/// none are), and which orders they carry.
+pub trait QueueInspector: Send + Sync {
+    /// The orders queue's depth.
+    fn depth(&self) -> impl Future<Output = Result<QueueDepth, QueueError>> + Send;
+
+    /// The DLQ's depth; `None` when no DLQ is configured.
+    fn dlq_depth(&self) -> impl Future<Output = Result<Option<QueueDepth>, QueueError>> + Send;
+
+    /// Order ids of the messages on the queue and the DLQ. Every message
+    /// stays where it is (reading one may count towards its redrive limit).
+    fn order_ids(
+        &self,
+    ) -> impl Future<Output = Result<std::collections::HashSet<String>, QueueError>> + Send;
 }

@@ -18,7 +18,7 @@ use seckill_shared::adapters::aws;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
-use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
 use seckill_shared::app::catalog_cache::CachedCatalog;
 use seckill_shared::app::jobs::Jobs;
 use seckill_shared::app::purchase::PurchaseService;
@@ -83,10 +83,13 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         stock.clone(),
         DynamoCatalog::new(db.clone(), &config.sales_table),
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        Some((aws::sqs(&sdk), queue_url.to_owned())),
+        Some(SqsInspector::new(
+            aws::sqs(&sdk),
+            queue_url,
+            config.orders_dlq_url.clone(),
+        )),
         config.prewarm_lead,
-    )
-    .with_dlq(config.orders_dlq_url.clone());
+    );
     let service = PurchaseService::new(stock, queue, catalog)
         .with_metrics(metrics)
         .with_rebuild(std::sync::Arc::new(jobs));

@@ -597,9 +597,11 @@ async fn main() -> Result<ExitCode, BoxError> {
                 format!("{tag}-orders"),
                 sales_table.clone(),
             ),
-            sqs.clone(),
-            check_queue.orders_url.clone(),
-            None,
+            seckill_shared::adapters::sqs::SqsInspector::new(
+                sqs.clone(),
+                check_queue.orders_url.clone(),
+                None,
+            ),
         );
         let accepted: Vec<OrderId> = order_ids
             .iter()

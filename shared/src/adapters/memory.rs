@@ -1,12 +1,14 @@
-//! In-memory adapters of every port, for unit tests of domain logic. They
+//! In-memory adapters of the ports, for unit tests of domain logic. They
 //! follow the same rules as the Lua scripts, without the atomicity of Redis
-//! (a mutex stands in for it).
+//! (a mutex stands in for it). [`MemoryQueue`] is both the order queue and
+//! its inspection (every message sent stays on it; it has no DLQ).
+//! `OrderStore` has none yet: its rules are tested on DynamoDB.
 
 use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
 use crate::ports::{
-    CatalogError, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
-    SaleCatalog, SendError, StockStore, StoreError,
+    CatalogError, OrderQueue, QueueDepth, QueueError, QueueInspector, ReleaseOutcome, Reservation,
+    ReserveOutcome, ReserveRequest, SaleCatalog, SendError, StockStore, StoreError,
 };
 use crate::ports::{ReservationRecord, Resolution, StockView};
 use std::collections::HashMap;
@@ -353,6 +355,27 @@ impl OrderQueue for MemoryQueue {
                 Err(SendError::Ambiguous("memory queue timed out".into()))
             }
         }
+    }
+}
+
+impl QueueInspector for MemoryQueue {
+    async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        Ok(QueueDepth {
+            visible: self.messages().len() as u64,
+            ..QueueDepth::default()
+        })
+    }
+
+    async fn dlq_depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        Ok(None)
+    }
+
+    async fn order_ids(&self) -> Result<std::collections::HashSet<String>, QueueError> {
+        Ok(self
+            .messages()
+            .iter()
+            .map(|m| m.order_id.to_string())
+            .collect())
     }
 }
 

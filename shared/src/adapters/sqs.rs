@@ -4,12 +4,16 @@
 //! "no", or the request never left) from an ambiguous outcome (timeout, a
 //! connection that broke after the request was sent, a 5xx): only the first
 //! lets the purchase give its stock back.
+//!
+//! [`SqsInspector`] is the operations path's read of the queue and its DLQ
+//! (depths, and the order ids on them) through [`QueueInspector`].
 
 use crate::domain::OrderMessage;
-use crate::ports::{OrderQueue, SendError};
+use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SendError};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::SdkError;
+use std::collections::HashSet;
 use std::error::Error as StdError;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -206,20 +210,6 @@ where
     }
 }
 
-/// How many messages a queue holds, by its own approximate counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueDepth {
-    pub visible: u64,
-    pub in_flight: u64,
-    pub delayed: u64,
-}
-
-impl QueueDepth {
-    pub fn total(self) -> u64 {
-        self.visible + self.in_flight + self.delayed
-    }
-}
-
 /// The queue's depth (`GetQueueAttributes`).
 pub async fn depth(client: &Client, queue_url: &str) -> Result<QueueDepth, String> {
     use aws_sdk_sqs::types::QueueAttributeName as A;
@@ -240,6 +230,89 @@ pub async fn depth(client: &Client, queue_url: &str) -> Result<QueueDepth, Strin
         in_flight: n(A::ApproximateNumberOfMessagesNotVisible),
         delayed: n(A::ApproximateNumberOfMessagesDelayed),
     })
+}
+
+/// The orders queue and its DLQ, read by the operations path.
+#[derive(Clone)]
+pub struct SqsInspector {
+    client: Client,
+    queue_url: String,
+    dlq_url: Option<String>,
+}
+
+impl SqsInspector {
+    pub fn new(client: Client, queue_url: impl Into<String>, dlq_url: Option<String>) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+            dlq_url,
+        }
+    }
+}
+
+impl QueueInspector for SqsInspector {
+    async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        depth(&self.client, &self.queue_url)
+            .await
+            .map_err(QueueError)
+    }
+
+    async fn dlq_depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        match &self.dlq_url {
+            Some(url) => depth(&self.client, url).await.map(Some).map_err(QueueError),
+            None => Ok(None),
+        }
+    }
+
+    /// Pages through with a short visibility timeout, then makes every
+    /// message visible again.
+    async fn order_ids(&self) -> Result<HashSet<String>, QueueError> {
+        let mut ids = HashSet::new();
+        let urls = std::iter::once(self.queue_url.as_str()).chain(self.dlq_url.as_deref());
+        for url in urls {
+            let mut receipts = Vec::new();
+            // Bounded: a checker must finish even on a queue that keeps filling.
+            for _ in 0..100 {
+                let out = self
+                    .client
+                    .receive_message()
+                    .queue_url(url)
+                    .max_number_of_messages(10)
+                    .visibility_timeout(30)
+                    .wait_time_seconds(0)
+                    .send()
+                    .await
+                    .map_err(|e| QueueError(describe(&e)))?;
+                let messages = out.messages.unwrap_or_default();
+                if messages.is_empty() {
+                    break;
+                }
+                for m in messages {
+                    if let Some(id) = m
+                        .body
+                        .as_deref()
+                        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+                        .and_then(|v| v.get("orderId")?.as_str().map(str::to_owned))
+                    {
+                        ids.insert(id);
+                    }
+                    receipts.extend(m.receipt_handle);
+                }
+            }
+            for receipt in receipts {
+                // Best effort: a message left invisible comes back after 30 s.
+                let _ = self
+                    .client
+                    .change_message_visibility()
+                    .queue_url(url)
+                    .receipt_handle(receipt)
+                    .visibility_timeout(0)
+                    .send()
+                    .await;
+            }
+        }
+        Ok(ids)
+    }
 }
 
 /// The HTTP status of a raw response, so [`classify`] stays generic.

@@ -35,9 +35,11 @@
 use crate::adapters::dynamo::catalog::{DynamoCatalog, SaleCounters};
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::{Holding, RedisSnapshot, RedisStock, StoredReservation};
+use crate::adapters::sqs::SqsInspector;
 use crate::app::jobs::JobError;
 use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Sale, SaleId};
+use crate::ports::{QueueError, QueueInspector};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -312,31 +314,20 @@ pub fn lost_orders(
 
 /// Reads a sale's state from the live stores.
 #[derive(Clone)]
-pub struct InvariantChecker {
+pub struct InvariantChecker<Q = SqsInspector> {
     stock: RedisStock,
     catalog: DynamoCatalog,
     orders: DynamoOrders,
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
-    dlq_url: Option<String>,
+    queue: Q,
 }
 
-impl InvariantChecker {
-    pub fn new(
-        stock: RedisStock,
-        catalog: DynamoCatalog,
-        orders: DynamoOrders,
-        sqs: aws_sdk_sqs::Client,
-        queue_url: String,
-        dlq_url: Option<String>,
-    ) -> Self {
+impl<Q: QueueInspector> InvariantChecker<Q> {
+    pub fn new(stock: RedisStock, catalog: DynamoCatalog, orders: DynamoOrders, queue: Q) -> Self {
         Self {
             stock,
             catalog,
             orders,
-            sqs,
-            queue_url,
-            dlq_url,
+            queue,
         }
     }
 
@@ -352,16 +343,9 @@ impl InvariantChecker {
         &self.orders
     }
 
-    pub fn queue_url(&self) -> &str {
-        &self.queue_url
-    }
-
-    pub fn sqs(&self) -> &aws_sdk_sqs::Client {
-        &self.sqs
-    }
-
-    pub fn dlq_url(&self) -> Option<&str> {
-        self.dlq_url.as_deref()
+    /// The orders queue and its DLQ.
+    pub fn queue(&self) -> &Q {
+        &self.queue
     }
 
     /// The sale's state; `None` when the sale does not exist.
@@ -388,11 +372,14 @@ impl InvariantChecker {
         let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
             return Ok(None);
         };
-        let (queue_visible, queue_in_flight) = self.depth(&self.queue_url).await?;
-        let dlq_visible = match &self.dlq_url {
-            Some(dlq) => self.depth(dlq).await?.0,
-            None => 0,
-        };
+        let queue = self.queue.depth().await.map_err(queue_error)?;
+        let (queue_visible, queue_in_flight) = (queue.visible + queue.delayed, queue.in_flight);
+        let dlq_visible = self
+            .queue
+            .dlq_depth()
+            .await
+            .map_err(queue_error)?
+            .map_or(0, |dlq| dlq.visible + dlq.delayed);
         let rows: HashMap<String, Order> = self
             .orders
             .all_orders_of_sale(sale_id)
@@ -439,7 +426,7 @@ impl InvariantChecker {
         if !unplaced.is_empty() {
             // Only then look into the queues: peeking costs a receive per
             // message (it counts towards the redrive limit).
-            let in_queues = self.order_ids_in_queues().await?;
+            let in_queues = self.queue.order_ids().await.map_err(queue_error)?;
             found.extend(lost_orders(&state, accepted, &in_queues));
         }
         Ok(Some(found))
@@ -473,64 +460,6 @@ impl InvariantChecker {
         out.sort_by(|a, b| a.detail.cmp(&b.detail));
         Ok(out)
     }
-
-    /// Order ids of the messages in the queue and the DLQ. Pages through with
-    /// a short visibility timeout, then makes every message visible again.
-    async fn order_ids_in_queues(&self) -> Result<HashSet<String>, JobError> {
-        let mut ids = HashSet::new();
-        let urls = std::iter::once(self.queue_url.as_str()).chain(self.dlq_url.as_deref());
-        for url in urls {
-            let mut receipts = Vec::new();
-            // Bounded: a checker must finish even on a queue that keeps filling.
-            for _ in 0..100 {
-                let out = self
-                    .sqs
-                    .receive_message()
-                    .queue_url(url)
-                    .max_number_of_messages(10)
-                    .visibility_timeout(30)
-                    .wait_time_seconds(0)
-                    .send()
-                    .await
-                    .map_err(|e| JobError::Queue(crate::adapters::sqs::describe(&e)))?;
-                let messages = out.messages.unwrap_or_default();
-                if messages.is_empty() {
-                    break;
-                }
-                for m in messages {
-                    if let Some(id) = m
-                        .body
-                        .as_deref()
-                        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
-                        .and_then(|v| v.get("orderId")?.as_str().map(str::to_owned))
-                    {
-                        ids.insert(id);
-                    }
-                    receipts.extend(m.receipt_handle);
-                }
-            }
-            for receipt in receipts {
-                // Best effort: a message left invisible comes back after 30 s.
-                let _ = self
-                    .sqs
-                    .change_message_visibility()
-                    .queue_url(url)
-                    .receipt_handle(receipt)
-                    .visibility_timeout(0)
-                    .send()
-                    .await;
-            }
-        }
-        Ok(ids)
-    }
-
-    /// (visible + delayed, in flight) of a queue.
-    async fn depth(&self, url: &str) -> Result<(u64, u64), JobError> {
-        let depth = crate::adapters::sqs::depth(&self.sqs, url)
-            .await
-            .map_err(JobError::Queue)?;
-        Ok((depth.visible + depth.delayed, depth.in_flight))
-    }
 }
 
 pub(crate) fn holds_units(status: OrderStatus) -> bool {
@@ -540,6 +469,10 @@ pub(crate) fn holds_units(status: OrderStatus) -> bool {
 /// Reads of a sale taken before giving up on a settled one (a busy sale
 /// moves its counters all the time; the next run compares them).
 const OBSERVE_ATTEMPTS: u32 = 3;
+
+fn queue_error(err: QueueError) -> JobError {
+    JobError::Queue(err.0)
+}
 
 fn violation(code: &'static str, detail: String) -> Violation {
     Violation { code, detail }

@@ -6,11 +6,12 @@
 use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
+use crate::adapters::sqs::SqsInspector;
 use crate::domain::orders::OrderStatus;
 use crate::domain::{SaleId, SalePhase};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
-use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError};
+use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError, QueueDepth, QueueInspector};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -108,24 +109,23 @@ pub struct ReleaseReport {
     pub stopped_early: bool,
 }
 
-pub struct Jobs {
+pub struct Jobs<Q = SqsInspector> {
     stock: RedisStock,
     catalog: DynamoCatalog,
     orders: DynamoOrders,
-    /// The orders queue, to tell whether messages are in flight, and its
-    /// DLQ.
-    queue: Option<(aws_sdk_sqs::Client, String)>,
-    dlq_url: Option<String>,
+    /// The orders queue and its DLQ, to tell whether messages are in flight
+    /// (a rebuild waits while either holds accepted orders not written yet).
+    queue: Option<Q>,
     lead: Duration,
     metrics: Metrics,
 }
 
-impl Jobs {
+impl<Q: QueueInspector> Jobs<Q> {
     pub fn new(
         stock: RedisStock,
         catalog: DynamoCatalog,
         orders: DynamoOrders,
-        queue: Option<(aws_sdk_sqs::Client, String)>,
+        queue: Option<Q>,
         lead: Duration,
     ) -> Self {
         Self {
@@ -133,17 +133,9 @@ impl Jobs {
             catalog,
             orders,
             queue,
-            dlq_url: None,
             lead,
             metrics: Metrics::off(),
         }
-    }
-
-    /// The same jobs reading the orders queue's DLQ too: a rebuild waits
-    /// while it holds messages (accepted orders not written yet).
-    pub fn with_dlq(mut self, dlq_url: Option<String>) -> Self {
-        self.dlq_url = dlq_url;
-        self
     }
 
     /// The same jobs counting into `metrics` (`SalesPrewarmed`, `Releases`,
@@ -356,19 +348,15 @@ impl Jobs {
     /// its DLQ. Unknown (no queue configured) counts as in flight: never
     /// rebuild blind.
     async fn in_flight(&self) -> Result<(u64, u64), JobError> {
-        let Some((sqs, url)) = &self.queue else {
+        let Some(queue) = &self.queue else {
             return Ok((u64::MAX, 0));
         };
-        let depth = crate::adapters::sqs::depth(sqs, url)
+        let depth = queue.depth().await.map_err(|e| JobError::Queue(e.0))?;
+        let dlq = queue
+            .dlq_depth()
             .await
-            .map_err(JobError::Queue)?;
-        let dlq = match &self.dlq_url {
-            Some(dlq_url) => crate::adapters::sqs::depth(sqs, dlq_url)
-                .await
-                .map_err(JobError::Queue)?
-                .total(),
-            None => 0,
-        };
+            .map_err(|e| JobError::Queue(e.0))?
+            .map_or(0, QueueDepth::total);
         Ok((depth.total(), dlq))
     }
 
@@ -442,7 +430,7 @@ impl Jobs {
     }
 }
 
-impl crate::app::purchase::RebuildTrigger for Jobs {
+impl<Q: QueueInspector> crate::app::purchase::RebuildTrigger for Jobs<Q> {
     fn rebuild<'a>(
         &'a self,
         sale_id: &'a SaleId,
@@ -468,16 +456,18 @@ pub async fn wire(
             .await?;
     let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
     let db = crate::adapters::aws::dynamodb(&sdk);
-    let queue = config
-        .orders_queue_url
-        .clone()
-        .map(|url| (crate::adapters::aws::sqs(&sdk), url));
+    let queue = config.orders_queue_url.clone().map(|url| {
+        SqsInspector::new(
+            crate::adapters::aws::sqs(&sdk),
+            url,
+            config.orders_dlq_url.clone(),
+        )
+    });
     Ok(Jobs::new(
         RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?,
         DynamoCatalog::new(db.clone(), &config.sales_table),
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
         queue,
         config.prewarm_lead,
-    )
-    .with_dlq(config.orders_dlq_url.clone()))
+    ))
 }

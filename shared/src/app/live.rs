@@ -23,14 +23,13 @@
 //! and is named in `unavailable` (`redis`, `orders`, `queue`): an operator
 //! needs the rest of the view most when one store is in trouble.
 
-use crate::adapters::sqs::QueueDepth;
 use crate::app::invariants::InvariantChecker;
 use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::OrderStatus;
 use crate::domain::{Sale, SaleId};
 use crate::ports::StockStore;
-use crate::ports::StockView;
+use crate::ports::{QueueDepth, QueueInspector, StockView};
 use std::collections::BTreeMap;
 
 /// The statuses an order row can have (`QUEUED` is never stored: it is a
@@ -139,19 +138,19 @@ fn part<T, E: std::fmt::Display>(sale_id: &SaleId, what: &str, read: Result<T, E
 /// when the sale does not exist. Fails only when the sale item cannot be
 /// read.
 pub async fn observe(
-    checker: &InvariantChecker,
+    checker: &InvariantChecker<impl QueueInspector>,
     sale_id: &SaleId,
 ) -> Result<Option<LiveState>, JobError> {
     let Some((sale, last_report)) = checker.catalog().sale_with_report(sale_id).await? else {
         return Ok(None);
     };
     let stock = checker.stock();
-    let depth = |url: String| async move { crate::adapters::sqs::depth(checker.sqs(), &url).await };
     let dlq = async {
-        match checker.dlq_url() {
-            Some(url) => depth(url.to_owned()).await,
-            None => Ok(QueueDepth::default()),
-        }
+        checker
+            .queue()
+            .dlq_depth()
+            .await
+            .map(Option::unwrap_or_default)
     };
     let orders = async {
         let count = |status: OrderStatus| async move {
@@ -169,7 +168,7 @@ pub async fn observe(
         stock.view(sale_id, None),
         stock.outcomes(sale_id),
         orders,
-        depth(checker.queue_url().to_owned()),
+        checker.queue().depth(),
         dlq,
     );
     Ok(Some(LiveState {
@@ -185,7 +184,7 @@ pub async fn observe(
 
 /// The body of `GET /admin/sales/{saleId}/live`; `None` for an unknown sale.
 pub async fn live(
-    checker: &InvariantChecker,
+    checker: &InvariantChecker<impl QueueInspector>,
     sale_id: &SaleId,
 ) -> Result<Option<serde_json::Value>, JobError> {
     Ok(observe(checker, sale_id)

@@ -11,8 +11,10 @@
 //! - [`invariants`]: the design's invariants over one sale's state.
 //! - [`live`]: the operator dashboard's view of one sale.
 //!
-//! The operations path (`jobs`, `reconcile`, `invariants`, `live`) still
-//! takes the concrete adapters; see [`crate::ports`].
+//! The operations path (`jobs`, `reconcile`, `invariants`, `live`) reads
+//! the queue through [`crate::ports::QueueInspector`] but still takes the
+//! Redis and DynamoDB adapters themselves (their administration has no port
+//! yet).
 
 pub mod catalog_cache;
 pub mod invariants;

@@ -80,7 +80,7 @@
 use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::{RedisSnapshot, RedisStock, Returned};
-use crate::adapters::sqs::SqsQueue;
+use crate::adapters::sqs::{SqsInspector, SqsQueue};
 use crate::app::invariants::{self, InvariantChecker, SaleState};
 use crate::app::jobs::JobError;
 use crate::clock;
@@ -88,7 +88,7 @@ use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{OrderQueue, Resolution, StockStore};
-use crate::ports::{OrderStore, RejectWrite};
+use crate::ports::{OrderStore, QueueInspector, RejectWrite};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -149,31 +149,25 @@ pub struct ReconcileReport {
     pub repairs: Vec<Repair>,
 }
 
-pub struct Reconciler {
-    checker: InvariantChecker,
-    queue: SqsQueue,
+pub struct Reconciler<Q = SqsQueue, I = SqsInspector> {
+    checker: InvariantChecker<I>,
+    queue: Q,
     settings: ReconcileSettings,
     metrics: Metrics,
 }
 
-impl Reconciler {
+impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
+    /// `queue` relays reservations that never reached the queue; `inspector`
+    /// reads the same queue (and its DLQ).
     pub fn new(
         stock: RedisStock,
         catalog: DynamoCatalog,
         orders: DynamoOrders,
-        queue: SqsQueue,
-        sqs: aws_sdk_sqs::Client,
-        dlq_url: Option<String>,
+        queue: Q,
+        inspector: I,
         settings: ReconcileSettings,
     ) -> Self {
-        let checker = InvariantChecker::new(
-            stock,
-            catalog,
-            orders,
-            sqs,
-            queue.queue_url().to_owned(),
-            dlq_url,
-        );
+        let checker = InvariantChecker::new(stock, catalog, orders, inspector);
         Self {
             checker,
             queue,
@@ -194,7 +188,7 @@ impl Reconciler {
     }
 
     /// The invariant checker over the same stores.
-    pub fn checker(&self) -> &InvariantChecker {
+    pub fn checker(&self) -> &InvariantChecker<I> {
         &self.checker
     }
 
@@ -678,9 +672,8 @@ pub async fn wire(
         stock,
         DynamoCatalog::new(db.clone(), &config.sales_table),
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        SqsQueue::new(sqs.clone(), queue_url),
-        sqs,
-        config.orders_dlq_url.clone(),
+        SqsQueue::new(sqs.clone(), queue_url.clone()),
+        SqsInspector::new(sqs, queue_url, config.orders_dlq_url.clone()),
         ReconcileSettings::default(),
     ))
 }
