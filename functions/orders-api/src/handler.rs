@@ -8,8 +8,7 @@ use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::OrderStore;
-use seckill_shared::ports::{SaleCatalog, StockStore};
+use seckill_shared::ports::{OrderStore, SaleCatalog, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.

@@ -8,9 +8,9 @@ use crate::clock;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
 use crate::ports::{
     CatalogError, OrderQueue, QueueDepth, QueueError, QueueInspector, ReleaseOutcome, Reservation,
-    ReserveOutcome, ReserveRequest, SaleCatalog, SendError, StockStore, StoreError,
+    ReservationRecord, ReserveOutcome, ReserveRequest, Resolution, SaleCatalog, SendError,
+    StockStore, StockView, StoreError,
 };
-use crate::ports::{ReservationRecord, Resolution, StockView};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

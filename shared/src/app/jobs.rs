@@ -10,8 +10,10 @@ use crate::adapters::sqs::SqsInspector;
 use crate::domain::orders::OrderStatus;
 use crate::domain::{SaleId, SalePhase};
 use crate::observe::metrics::{Counter, Metrics};
-use crate::ports::{CatalogError, SaleCatalog, StockStore, StoreError};
-use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError, QueueDepth, QueueInspector};
+use crate::ports::{
+    CatalogError, ExpireOutcome, OrderStore, OrderStoreError, QueueDepth, QueueInspector,
+    SaleCatalog, StockStore, StoreError,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

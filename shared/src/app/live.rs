@@ -28,8 +28,7 @@ use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::OrderStatus;
 use crate::domain::{Sale, SaleId};
-use crate::ports::StockStore;
-use crate::ports::{QueueDepth, QueueInspector, StockView};
+use crate::ports::{QueueDepth, QueueInspector, StockStore, StockView};
 use std::collections::BTreeMap;
 
 /// The statuses an order row can have (`QUEUED` is never stored: it is a

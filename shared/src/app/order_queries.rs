@@ -12,8 +12,10 @@ use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::observe::metrics::{Counter, Metrics};
-use crate::ports::{CatalogError, SaleCatalog, StockStore, StockView, StoreError};
-use crate::ports::{OrderStore, OrderStoreError, PayOutcome};
+use crate::ports::{
+    CatalogError, OrderStore, OrderStoreError, PayOutcome, SaleCatalog, StockStore, StockView,
+    StoreError,
+};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

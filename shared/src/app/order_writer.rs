@@ -24,8 +24,10 @@ use crate::clock;
 use crate::domain::orders::{NewOrder, RejectReason};
 use crate::domain::{OrderMessage, SaleId};
 use crate::observe::metrics::{Counter, Metrics};
-use crate::ports::{GroupWrite, OrderStore, OrderStoreError, RejectWrite, SingleWrite};
-use crate::ports::{Resolution, SaleCatalog, StockStore};
+use crate::ports::{
+    GroupWrite, OrderStore, OrderStoreError, RejectWrite, Resolution, SaleCatalog, SingleWrite,
+    StockStore,
+};
 use std::collections::BTreeMap;
 use tracing::Instrument;
 
