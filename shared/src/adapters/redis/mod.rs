@@ -68,6 +68,8 @@ pub use snapshot::{Holding, RedisSnapshot, SCAN_CHUNK, SCAN_INTERVAL};
 use connection::Conn;
 use std::time::Duration;
 
+/// The stock store on Redis: one per execution environment, cheap to clone
+/// (every field is shared), with the caches that spare the purchase work.
 #[derive(Clone)]
 pub struct RedisStock {
     conn: Conn,
