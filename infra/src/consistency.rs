@@ -61,7 +61,7 @@ pub const LAMBDA_PROVIDED: &[&str] = &[
     "TZ",
 ];
 
-/// Read by `seckill_shared::telemetry::init` (every `main.rs` calls it)
+/// Read by `seckill_shared::observe::telemetry::init` (every `main.rs` calls it)
 /// straight from the process environment: the template may set them on
 /// any function, and need not.
 pub const TELEMETRY: &[&str] = &["RUST_LOG", "LOG_FORMAT"];
@@ -69,7 +69,8 @@ pub const TELEMETRY: &[&str] = &["RUST_LOG", "LOG_FORMAT"];
 /// Files allowed to read the process environment directly: the lookup
 /// itself, and telemetry (see [`TELEMETRY`]; it also reads the
 /// Lambda-provided `AWS_LAMBDA_FUNCTION_NAME`).
-pub const DIRECT_ENV_ALLOWED: &[&str] = &["shared/src/config.rs", "shared/src/telemetry.rs"];
+pub const DIRECT_ENV_ALLOWED: &[&str] =
+    &["shared/src/config.rs", "shared/src/observe/telemetry.rs"];
 
 /// What `sam build` builds for one `AWS::Serverless::Function`, and how it
 /// is configured and triggered.

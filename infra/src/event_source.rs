@@ -19,7 +19,7 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message,
     MessageSystemAttributeName, QueueAttributeName,
 };
-use seckill_shared::sqs_queue::describe;
+use seckill_shared::adapters::sqs::describe;
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
@@ -861,12 +861,12 @@ mod tests {
         prefix: &str,
         count: usize,
     ) -> (aws_sdk_sqs::Client, crate::emulator::Queues, String) {
-        let sdk = seckill_shared::aws::sdk_config(
-            seckill_shared::aws::Caller::Tool,
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
             Duration::from_secs(5),
         )
         .await;
-        let sqs = seckill_shared::aws::sqs(&sdk);
+        let sqs = seckill_shared::adapters::aws::sqs(&sdk);
         let suffix = seckill_shared::clock::now_ms();
         let queues = crate::emulator::ensure_queues(
             &sqs,
@@ -1000,12 +1000,12 @@ mod tests {
     async fn emulator_long_poll_outlasts_a_short_client_timeout() {
         // The purchase path's clients time out within a second; a long poll
         // through such a client must still end as an empty receive.
-        let sdk = seckill_shared::aws::sdk_config(
-            seckill_shared::aws::Caller::Tool,
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
             Duration::from_millis(800),
         )
         .await;
-        let sqs = seckill_shared::aws::sqs(&sdk);
+        let sqs = seckill_shared::adapters::aws::sqs(&sdk);
         let name = format!("esm-poll-{}", seckill_shared::clock::now_ms());
         let url = sqs
             .create_queue()
@@ -1048,12 +1048,12 @@ mod tests {
 
     #[tokio::test]
     async fn emulator_stop_mid_window_hands_records_back() {
-        let sdk = seckill_shared::aws::sdk_config(
-            seckill_shared::aws::Caller::Tool,
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
             Duration::from_secs(5),
         )
         .await;
-        let sqs = seckill_shared::aws::sqs(&sdk);
+        let sqs = seckill_shared::adapters::aws::sqs(&sdk);
         let suffix = seckill_shared::clock::now_ms();
         let queues = crate::emulator::ensure_queues(
             &sqs,

@@ -21,14 +21,14 @@ use lambda_http::aws_lambda_events::apigw::{
     ApiGatewayV2httpRequestContextHttpDescription,
 };
 use lambda_http::request::LambdaRequest;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
-use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::error::ApiError;
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::redis_store::RedisStock;
-use seckill_shared::sqs_queue::SqsQueue;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -14,7 +14,7 @@ use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
 use seckill_shared::config;
-use seckill_shared::metrics;
+use seckill_shared::observe::metrics;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
@@ -30,7 +30,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    seckill_shared::telemetry::init();
+    seckill_shared::observe::telemetry::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // The functions' EMF lines on stdout, with the logs: `up` serves many
     // invocations at once and writes them aggregated every second; `invoke`

@@ -29,7 +29,7 @@
 //!   sale (the winners' requests are replays, the rest `SOLD_OUT`); once
 //!   with every call a Redis round trip, once with the flag, which answers
 //!   a keyed request from memory unless its key may hold a reservation
-//!   (`seckill_shared::keyed_filter`).
+//!   (`seckill_shared::domain::keyed_filter`).
 //! - **cluster, 1 shard / 8 shards**: the handler row again on the 3-master
 //!   Redis Cluster `make bench` starts (`REDIS_CLUSTER_URL`,
 //!   `REDIS_CLUSTER_PORTS`), the 8-shard sale's id chosen so its shards
@@ -70,17 +70,17 @@ use seckill_infra::loadgen::{
     HttpSettings, NullQueue, Planned, UNLIMITED, http_decisions, idempotency_key, plan,
 };
 use seckill_infra::local::writer_handler;
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::memory::test_sale;
-use seckill_shared::metrics;
+use seckill_shared::observe::metrics;
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
 use std::collections::{BTreeMap, HashSet};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,7 +90,7 @@ use std::time::{Duration, Instant};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The purchase script exactly as the handler runs it (limiter included).
-const PURCHASE_LUA: &str = seckill_shared::redis_store::PURCHASE_SOURCE;
+const PURCHASE_LUA: &str = seckill_shared::adapters::redis::PURCHASE_SOURCE;
 /// The seed article's minimal deduction: the honest ceiling ([`seed_ceiling`]).
 const SEED_LUA: &str = include_str!("../../lua/seed_deduct.lua");
 const PURCHASE_EVENT: &str = include_str!("../../../events/purchase.json");
@@ -179,7 +179,7 @@ async fn main() -> Result<ExitCode, BoxError> {
     // written every second and every 100 Lua latencies), so every row pays
     // what the metrics cost; the lines themselves are discarded to keep the
     // tables readable. (Lambda writes one line per invocation instead:
-    // see `shared/src/metrics.rs` for that cost.)
+    // see `shared/src/observe/metrics.rs` for that cost.)
     metrics::install(metrics::Emitter::new(
         metrics::Sink::new(std::io::sink()),
         metrics::Flush::Periodic,
@@ -277,7 +277,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             rate_limits: UNLIMITED,
             gate_secret: None,
             secrets: Default::default(),
-            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: None,
         };
         let service = purchase::wire(&config).await?;
@@ -343,7 +343,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         ("after sell-out, Redis every call", Duration::ZERO),
         (
             "after sell-out, sold-out flag",
-            seckill_shared::purchase::SOLD_OUT_FLAG,
+            seckill_shared::app::purchase::SOLD_OUT_FLAG,
         ),
     ] {
         let service = sold_out_service(&redis_url, &db, &sales_table, flag)?;
@@ -366,7 +366,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         ("page traffic after sell-out, Redis", Duration::ZERO),
         (
             "page traffic after sell-out, flag",
-            seckill_shared::purchase::SOLD_OUT_FLAG,
+            seckill_shared::app::purchase::SOLD_OUT_FLAG,
         ),
     ] {
         let service = sold_out_service(&redis_url, &db, &sales_table, flag)?;
@@ -589,17 +589,19 @@ async fn main() -> Result<ExitCode, BoxError> {
     .await?;
     let mut violations = 0;
     for (sale, order_ids, url) in &checked {
-        let checker = seckill_shared::invariants::InvariantChecker::new(
+        let checker = seckill_shared::app::invariants::InvariantChecker::new(
             RedisStock::connect_lazy(url, REDIS_TIMEOUT)?,
             catalog.clone(),
-            seckill_shared::dynamo_orders::DynamoOrders::new(
+            seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
                 db.clone(),
                 format!("{tag}-orders"),
                 sales_table.clone(),
             ),
-            sqs.clone(),
-            check_queue.orders_url.clone(),
-            None,
+            seckill_shared::adapters::sqs::SqsInspector::new(
+                sqs.clone(),
+                check_queue.orders_url.clone(),
+                None,
+            ),
         );
         let accepted: Vec<OrderId> = order_ids
             .iter()
@@ -1285,7 +1287,7 @@ async fn drain(
         rate_limits: UNLIMITED,
         gate_secret: None,
         secrets: Default::default(),
-        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
     };
     let writer = Arc::new(order_writer::wire(&config).await?);
