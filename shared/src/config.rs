@@ -1,5 +1,5 @@
 //! Typed configuration, read once from the environment at cold start.
-//! Every name here is documented in the README and set in `template.yaml`.
+//! Every name here is documented in `docs/design.md` (Configuration) and set in `template.yaml`.
 //!
 //! The environment holds no secret: it names them. `REDIS_AUTH_SECRET_ARN`
 //! and `GATE_SECRET_ARN` are Secrets Manager ids, which each function's

@@ -39,7 +39,7 @@
 //!     lost sale) and the unpaid release.
 //!   - [`app::reconcile`]: compare Redis, the queue and DynamoDB; repair what
 //!     is provably safe; report the rest (`OVERSELL_RISK` is never fixed).
-//!   - [`app::invariants`]: the design's invariants over one sale's Redis,
+//!   - [`app::invariants`]: the invariants of `docs/design.md` over one sale's Redis,
 //!     queue and DynamoDB state; reconcile, chaos and the bench use it.
 //!   - [`app::live`]: what the operator dashboard polls
 //!     (`GET /admin/sales/{saleId}/live`).

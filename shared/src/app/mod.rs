@@ -8,7 +8,7 @@
 //! - [`catalog_cache`]: the per-environment cache in front of the catalog.
 //! - [`jobs`]: prewarm and the unpaid release.
 //! - [`reconcile`]: compare the stores, repair what is provably safe.
-//! - [`invariants`]: the design's invariants over one sale's state.
+//! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
 //! - [`live`]: the operator dashboard's view of one sale.
 //!
 //! The operations path (`jobs`, `reconcile`, `invariants`, `live`) reads

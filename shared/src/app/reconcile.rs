@@ -1,6 +1,6 @@
 //! Reconciliation: compare Redis (stock, buyers, reservations by state), the
 //! queue (visible, in flight, DLQ) and DynamoDB (sale item, orders by status)
-//! for one sale; check the design's invariants; repair only what is provably
+//! for one sale; check the invariants of `docs/design.md`; repair only what is provably
 //! safe; report everything else.
 //!
 //! Repairs:

@@ -9,7 +9,7 @@ use std::fmt;
 #[error("{0}")]
 pub struct InvalidValue(pub String);
 
-/// The id alphabet of the design for the ids this service makes or keys by
+/// The id alphabet of `docs/api.md` for the ids this service makes or keys by
 /// (sale, order, `Idempotency-Key`): `[A-Za-z0-9_-]{1,64}`. Anything else could
 /// break a Redis hash tag (`{`, `}`), a key pattern (`*`) or a log line. A
 /// user id is the identity provider's and wider: see [`UserId`].

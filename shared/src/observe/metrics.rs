@@ -2,8 +2,8 @@
 //! object per line on stdout, which Lambda ships to CloudWatch Logs, where
 //! the `_aws` block turns its values into metrics. No API call, no agent.
 //!
-//! The contract (names, units, dimensions, namespace) is fixed in the
-//! project notes and the README; this module is its only writer.
+//! The contract (names, units, dimensions, namespace) is fixed in
+//! `docs/operations.md` (Metrics); this module is its only writer.
 //!
 //! - Every metric carries the dimension set `[["Function"]]`; `Purchases`
 //!   also `[["Function","Outcome"]]`. Sale, order and request ids go in as

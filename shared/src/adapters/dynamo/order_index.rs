@@ -10,7 +10,7 @@
 //! of `bySaleBucketStatus` (`saleBucket`, `status`) and of the sparse
 //! `pendingBucketByExpiry` (`pendingBucket`, `expiresAt`). A read of a sale
 //! queries every bucket ([`MAX_IN_FLIGHT`] at a time) and merges. The
-//! README (Limits that cap a sale) has the arithmetic behind the count.
+//! `docs/operations.md` (Limits that cap a sale) has the arithmetic behind the count.
 //!
 //! [`backfill_buckets`] gives rows written before the buckets existed their
 //! bucket attributes (`seckill-local backfill-order-buckets`).
@@ -29,7 +29,7 @@ type Item = HashMap<String, AttributeValue>;
 
 /// Buckets per sale in both sale-keyed indexes. 32 x 1,000 writes a second
 /// per partition key, at up to 3 index writes an order over its life on
-/// `bySaleBucketStatus`: about 10,600 orders a second per sale (README).
+/// `bySaleBucketStatus`: about 10,600 orders a second per sale (`docs/operations.md`).
 /// Raising it later keeps every row found (reads cover `0..SALE_BUCKETS`);
 /// lowering it would hide the rows of the dropped buckets.
 pub const SALE_BUCKETS: u32 = 32;
