@@ -4,7 +4,7 @@
 //! turns an `ApiError` into the response `{"code","message",...}`. No other
 //! place picks a status code, and no internal detail reaches the body.
 
-use crate::domain::OrderId;
+use crate::domain::{OrderId, Outcome};
 
 /// An error as the caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,28 +81,36 @@ impl ApiError {
     }
 
     /// The machine-readable code of the API's contract (`docs/api.md`).
+    /// A code a purchase can be answered with is spelled by its [`Outcome`];
+    /// the others (orders and admin routes only) are spelled here.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::InvalidRequest(_) => "INVALID_REQUEST",
-            Self::Unauthenticated | Self::UnusableIdentity(_) => "UNAUTHENTICATED",
-            Self::Forbidden => "FORBIDDEN",
-            Self::SaleNotFound => "SALE_NOT_FOUND",
+            Self::InvalidRequest(_) => Outcome::InvalidRequest.as_str(),
+            Self::Unauthenticated | Self::UnusableIdentity(_) => Outcome::Unauthenticated.as_str(),
+            Self::Forbidden => Outcome::Forbidden.as_str(),
+            Self::SaleNotFound => Outcome::SaleNotFound.as_str(),
             Self::RouteNotFound => "NOT_FOUND",
-            Self::SaleNotStarted { .. } => "SALE_NOT_STARTED",
-            Self::SaleEnded => "SALE_ENDED",
-            Self::SoldOut { .. } => "SOLD_OUT",
-            Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
-            Self::RateLimited { .. } => "RATE_LIMITED",
-            Self::SalePaused { .. } => "SALE_PAUSED",
-            Self::Internal => "INTERNAL",
+            Self::SaleNotStarted { .. } => Outcome::SaleNotStarted.as_str(),
+            Self::SaleEnded => Outcome::SaleEnded.as_str(),
+            Self::SoldOut { .. } => Outcome::SoldOut.as_str(),
+            Self::LimitExceeded { .. } => Outcome::LimitExceeded.as_str(),
+            Self::RateLimited { .. } => Outcome::RateLimited.as_str(),
+            Self::SalePaused { .. } => Outcome::SalePaused.as_str(),
+            Self::Internal => Outcome::Internal.as_str(),
             Self::OrderNotFound => "ORDER_NOT_FOUND",
             Self::OrderExpired => "ORDER_EXPIRED",
             Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
             Self::SaleStarted => "SALE_STARTED",
             Self::SaleLoaded(_) => "SALE_LOADED",
             Self::Conflict => "CONFLICT",
-            Self::GateRequired => "GATE_REQUIRED",
+            Self::GateRequired => Outcome::GateRequired.as_str(),
         }
+    }
+
+    /// The purchase [`Outcome`] this error is, if a purchase can end with
+    /// its code (the `Purchases` metric counts it under that outcome).
+    pub fn outcome(&self) -> Option<Outcome> {
+        Outcome::from_code(self.code())
     }
 
     /// Seconds for the `Retry-After` header, where the contract has one.
@@ -180,6 +188,59 @@ mod tests {
             let written: serde_json::Value = serde_json::from_str(&err.body_text()).unwrap();
             assert_eq!(written, err.body(), "{err:?}");
         }
+    }
+
+    /// Every refusal outcome is the code of an error, with the status the
+    /// contract gives it; no error outside the purchase route's answers is
+    /// an outcome.
+    #[test]
+    fn every_refusal_outcome_is_an_error_code() {
+        let errors = [
+            ApiError::InvalidRequest(String::new()),
+            ApiError::Unauthenticated,
+            ApiError::UnusableIdentity(String::new()),
+            ApiError::Forbidden,
+            ApiError::SaleNotFound,
+            ApiError::RouteNotFound,
+            ApiError::SaleNotStarted {
+                retry_after_secs: None,
+            },
+            ApiError::SaleEnded,
+            ApiError::SoldOut {
+                message: String::new(),
+            },
+            ApiError::LimitExceeded { order_ids: vec![] },
+            ApiError::RateLimited {
+                retry_after_secs: 1,
+            },
+            ApiError::paused(""),
+            ApiError::OrderNotFound,
+            ApiError::OrderExpired,
+            ApiError::OrderNotPayable(String::new()),
+            ApiError::SaleStarted,
+            ApiError::SaleLoaded(""),
+            ApiError::Conflict,
+            ApiError::GateRequired,
+            ApiError::Internal,
+        ];
+        let statuses: std::collections::BTreeMap<Outcome, u16> = errors
+            .iter()
+            .filter_map(|e| e.outcome().map(|o| (o, e.status())))
+            .collect();
+        let refusals: Vec<Outcome> = Outcome::ALL
+            .into_iter()
+            .filter(|o| !o.is_accepted())
+            .collect();
+        assert_eq!(statuses.keys().copied().collect::<Vec<_>>(), refusals);
+        assert_eq!(statuses[&Outcome::SoldOut], 410);
+        assert_eq!(statuses[&Outcome::SalePaused], 503);
+        for err in &errors {
+            if let Some(outcome) = err.outcome() {
+                assert_eq!(err.code(), outcome.as_str());
+            }
+        }
+        assert_eq!(ApiError::OrderNotFound.outcome(), None);
+        assert_eq!(ApiError::Conflict.outcome(), None);
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //!   - [`domain::keyed_filter`]: which keyed requests a sold-out environment
 //!     may answer itself (no reservation under their key can exist).
 //!   - [`domain::orders`]: order states and the order row.
+//!   - [`domain::outcome`]: `Outcome`, the one list of purchase outcome
+//!     codes that the metrics, the tally, the live view and the API error
+//!     codes derive from.
 //! - [`ports`]: the traits where the domain meets the outside (stock store,
 //!   order queue, sale catalog, order store, queue inspection) and the
 //!   outcomes they return.

@@ -4,10 +4,10 @@
 
 use lambda_http::{Body, Request, Response};
 use seckill_shared::app::purchase::{PurchaseRequest, PurchaseService};
-use seckill_shared::domain::{IdempotencyKey, OrderId, Quantity, SaleId};
+use seckill_shared::domain::{IdempotencyKey, OrderId, Outcome, Quantity, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::observe::metrics::{self, Invocation};
+use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
 use serde::Deserialize;
 use std::convert::Infallible;
@@ -110,9 +110,9 @@ where
             Answer {
                 response,
                 outcome: if accepted.replayed {
-                    metrics::REPLAYED
+                    Outcome::Replayed.as_str()
                 } else {
-                    metrics::ACCEPTED
+                    Outcome::Accepted.as_str()
                 },
                 sale_id: Some(parsed.sale_id),
                 order_id: Some(accepted.order_id),

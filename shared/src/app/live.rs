@@ -15,6 +15,11 @@
 //!   metric's outcome, from `sale:{S}:outcomes` ([`crate::observe::outcomes`]): up to
 //!   a second behind, and an idle Lambda environment's last second arrives
 //!   with its next invocation. The page derives rates from two polls.
+//!   Every [listed](crate::domain::Outcome::is_listed) outcome is there,
+//!   0 until it happens, so a page's rate of each starts from a number.
+//! - `outcomeCodes`: those listed outcomes' codes in the order a page shows
+//!   them ([`crate::domain::Outcome::ALL`]'s), present even when `outcomes`
+//!   is `null`: the page's rows come from here, not from a copy of its own.
 //! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
 //!
 //! Everything is read, nothing written. The sale item comes first (404 for
@@ -27,7 +32,7 @@ use crate::app::invariants::InvariantChecker;
 use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::OrderStatus;
-use crate::domain::{Sale, SaleId};
+use crate::domain::{Outcome, Sale, SaleId};
 use crate::ports::{QueueDepth, QueueInspector, StockStore, StockView};
 use std::collections::BTreeMap;
 
@@ -38,21 +43,6 @@ pub const STORED_STATUSES: [OrderStatus; 4] = [
     OrderStatus::Paid,
     OrderStatus::Expired,
     OrderStatus::Rejected,
-];
-
-/// The outcomes always present in `outcomes` (0 until they happen), so a
-/// page's rate of each starts from a number: every answer the purchase
-/// route gives once the sale id is parsed and the sale exists.
-pub const LISTED_OUTCOMES: [&str; 9] = [
-    crate::observe::metrics::ACCEPTED,
-    crate::observe::metrics::REPLAYED,
-    "SOLD_OUT",
-    "LIMIT_EXCEEDED",
-    "RATE_LIMITED",
-    "SALE_NOT_STARTED",
-    "SALE_ENDED",
-    "SALE_PAUSED",
-    "GATE_REQUIRED",
 ];
 
 /// Everything the view is made of, as read; `None` where a store could
@@ -93,7 +83,7 @@ impl LiveState {
         let (_, status) = crate::app::order_queries::public_status(&self.sale, now_ms, view);
         let outcomes = self.outcomes.as_ref().map(|counted| {
             let mut outcomes: BTreeMap<&str, u64> =
-                LISTED_OUTCOMES.iter().map(|o| (*o, 0)).collect();
+                Outcome::listed().map(|o| (o.as_str(), 0)).collect();
             for (outcome, n) in counted {
                 outcomes.insert(outcome.as_str(), *n);
             }
@@ -121,6 +111,7 @@ impl LiveState {
                 "dlq": self.dlq.map(|q| q.visible + q.delayed),
             },
             "outcomes": outcomes,
+            "outcomeCodes": Outcome::listed().map(Outcome::as_str).collect::<Vec<_>>(),
             "lastReport": last_report,
             "unavailable": self.unavailable(),
         })
@@ -238,6 +229,17 @@ mod tests {
         assert_eq!(body["outcomes"]["ACCEPTED"], 6);
         assert_eq!(body["outcomes"]["SOLD_OUT"], 9);
         assert_eq!(body["outcomes"]["RATE_LIMITED"], 0, "listed at 0");
+        let listed: Vec<&str> = Outcome::listed().map(Outcome::as_str).collect();
+        assert_eq!(body["outcomeCodes"], serde_json::json!(listed));
+        let keys: Vec<&str> = body["outcomes"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted, "outcomes lists exactly the listed codes");
         assert_eq!(body["lastReport"]["saleId"], "s1");
         assert_eq!(body["unavailable"], serde_json::json!([]));
     }
@@ -252,6 +254,7 @@ mod tests {
         assert!(body["stock"]["remaining"].is_null());
         assert_eq!(body["stock"]["total"], 10);
         assert!(body["outcomes"].is_null());
+        assert_eq!(body["outcomeCodes"][0], "ACCEPTED", "the rows still show");
         assert_eq!(body["orders"]["PAID"], 1, "the other stores still show");
         assert_eq!(body["unavailable"], serde_json::json!(["redis"]));
         state.orders = None;

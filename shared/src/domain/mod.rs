@@ -10,13 +10,17 @@
 //! - [`keyed_filter`]: the bit logic of the sold-out fast path for keyed
 //!   requests.
 //! - [`orders`]: order states, reject reasons and the order row.
+//! - [`outcome`]: [`Outcome`], the one list of purchase outcome codes
+//!   (metrics, tally, live view and error codes derive from it).
 
 pub mod borrowing;
 pub mod gate;
 pub mod keyed_filter;
 pub mod orders;
+pub mod outcome;
 pub mod sale_spec;
 pub mod shard_layout;
 pub mod values;
 
+pub use outcome::Outcome;
 pub use values::*;

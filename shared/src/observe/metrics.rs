@@ -40,6 +40,7 @@
 //!
 //! Beside this file: `metrics/emf.rs`, the line format; `metrics/tests.rs`.
 
+use crate::domain::Outcome;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -172,7 +173,9 @@ impl Counter {
     }
 }
 
-/// `Purchases` (Count), with the `Outcome` dimension.
+/// `Purchases` (Count), with the `Outcome` dimension: an [`Outcome`]'s code.
+/// Every outcome is counted without a lock; a code outside [`Outcome`]
+/// (none today) still counts, in a map behind a mutex.
 pub const PURCHASES: &str = "Purchases";
 /// `LuaLatency` (Milliseconds): the reserve script's round trip.
 pub const LUA_LATENCY: &str = "LuaLatency";
@@ -184,30 +187,6 @@ pub const LUA_LATENCY: &str = "LuaLatency";
 /// sales at a time, so the per-sale dimension costs a handful of metrics.
 pub const STOCK_LEFT: &str = "StockLeft";
 pub const STOCK_LEFT_PERCENT: &str = "StockLeftPercent";
-
-/// The `Outcome` of an accepted purchase, and of one replayed for a retry
-/// with the same `Idempotency-Key`; refusals use their API error code.
-pub const ACCEPTED: &str = "ACCEPTED";
-pub const REPLAYED: &str = "REPLAYED";
-
-/// The outcomes counted without a lock: every code the purchase route can
-/// answer. Any other code still counts, in a map behind a mutex.
-pub const OUTCOMES: [&str; 14] = [
-    ACCEPTED,
-    REPLAYED,
-    "SOLD_OUT",
-    "LIMIT_EXCEEDED",
-    "RATE_LIMITED",
-    "SALE_NOT_STARTED",
-    "SALE_ENDED",
-    "SALE_PAUSED",
-    "SALE_NOT_FOUND",
-    "INVALID_REQUEST",
-    "UNAUTHENTICATED",
-    "GATE_REQUIRED",
-    "FORBIDDEN",
-    "INTERNAL",
-];
 
 /// Where lines go: stdout in Lambda and locally, a buffer in tests.
 #[derive(Clone)]
@@ -346,7 +325,7 @@ struct Inner {
     /// Bit i: counter i was recorded since the last line, so it is written
     /// even when 0 (a job's "nothing found" is a data point for alarms).
     touched: AtomicU32,
-    purchases: [AtomicU64; OUTCOMES.len()],
+    purchases: [AtomicU64; Outcome::ALL.len()],
     other_outcomes: Mutex<BTreeMap<&'static str, u64>>,
     /// Milliseconds, at most [`MAX_VALUES`].
     latencies: Mutex<Vec<f64>>,
@@ -408,13 +387,13 @@ impl Metrics {
         self.count(Counter::ColdStarts, 1);
     }
 
-    /// One purchase answered with `outcome` ([`ACCEPTED`], [`REPLAYED`] or
-    /// the error code of the response body).
+    /// One purchase answered with `outcome`: an [`Outcome`]'s code (the
+    /// error code of the response body for a refusal).
     pub fn purchase(&self, outcome: &'static str) {
         let Some(inner) = &self.0 else { return };
-        match OUTCOMES.iter().position(|o| *o == outcome) {
-            Some(i) => {
-                inner.purchases[i].fetch_add(1, Ordering::Relaxed);
+        match Outcome::from_code(outcome) {
+            Some(known) => {
+                inner.purchases[known.index()].fetch_add(1, Ordering::Relaxed);
             }
             None => {
                 if let Ok(mut other) = inner.other_outcomes.lock() {
@@ -512,12 +491,12 @@ impl Inner {
             .filter(|c| touched & (1 << c.index()) != 0)
             .map(|&c| (c, self.counters[c.index()].swap(0, Ordering::Relaxed)))
             .collect();
-        let mut purchases: Vec<(&'static str, u64)> = OUTCOMES
+        let mut purchases: Vec<(&'static str, u64)> = Outcome::ALL
             .iter()
             .zip(&self.purchases)
-            .filter_map(|(&outcome, n)| match n.swap(0, Ordering::Relaxed) {
+            .filter_map(|(outcome, n)| match n.swap(0, Ordering::Relaxed) {
                 0 => None,
-                n => Some((outcome, n)),
+                n => Some((outcome.as_str(), n)),
             })
             .collect();
         if let Ok(mut other) = self.other_outcomes.lock() {

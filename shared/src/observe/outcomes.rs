@@ -27,8 +27,7 @@
 //! Recording is a read lock and one relaxed `fetch_add`, held together so a
 //! flush (which takes the write lock once a second) never misses an addition.
 
-use crate::domain::SaleId;
-use crate::observe::metrics::OUTCOMES;
+use crate::domain::{Outcome, SaleId};
 use crate::ports::{StockStore, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,23 +50,20 @@ pub const FLUSH_BACKOFF: Duration = Duration::from_secs(5);
 /// safety bound, not a limit a real sale meets.
 const MAX_SALES: usize = 1_024;
 
-/// The answer that is not tallied: the sale does not exist, and junk sale
-/// ids must cost neither memory here nor a key in Redis.
-const NOT_TALLIED: &str = "SALE_NOT_FOUND";
-
 /// One sale's answers since the last flush.
 #[derive(Default)]
 struct SaleCounts {
-    known: [AtomicU64; OUTCOMES.len()],
-    /// Codes outside [`OUTCOMES`] (none today; counted all the same).
+    /// By [`Outcome::index`].
+    known: [AtomicU64; Outcome::ALL.len()],
+    /// Codes outside [`Outcome`] (none today; counted all the same).
     other: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl SaleCounts {
     fn add(&self, outcome: &'static str, n: u64) {
-        match OUTCOMES.iter().position(|o| *o == outcome) {
-            Some(i) => {
-                self.known[i].fetch_add(n, Ordering::Relaxed);
+        match Outcome::from_code(outcome) {
+            Some(known) => {
+                self.known[known.index()].fetch_add(n, Ordering::Relaxed);
             }
             None => {
                 if let Ok(mut other) = self.other.lock() {
@@ -78,10 +74,10 @@ impl SaleCounts {
     }
 
     fn into_counts(self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = OUTCOMES
+        let mut out: Vec<(&'static str, u64)> = Outcome::ALL
             .iter()
             .zip(self.known)
-            .map(|(outcome, n)| (*outcome, n.into_inner()))
+            .map(|(outcome, n)| (outcome.as_str(), n.into_inner()))
             .filter(|(_, n)| *n > 0)
             .collect();
         if let Ok(other) = self.other.into_inner() {
@@ -126,8 +122,9 @@ impl OutcomeTally {
     }
 
     /// One answer to a purchase of `sale_id`, by its `Purchases` outcome.
+    /// Outcomes that are not [tallied](Outcome::is_tallied) are dropped.
     pub fn record(&self, sale_id: &SaleId, outcome: &'static str) {
-        if outcome == NOT_TALLIED {
+        if Outcome::from_code(outcome).is_some_and(|o| !o.is_tallied()) {
             return;
         }
         self.add(sale_id, outcome, 1, false);
@@ -317,6 +314,27 @@ mod tests {
                 ("SOME_NEW_CODE".to_owned(), 1),
             ]
         );
+    }
+
+    /// The hash fields are [`Outcome::ALL`]'s codes, but for the outcomes
+    /// not tallied.
+    #[tokio::test]
+    async fn the_tallied_codes_are_outcome_all_but_sale_not_found() {
+        let (stock, s1) = sale("s1");
+        let tally = OutcomeTally::new();
+        for outcome in Outcome::ALL {
+            tally.record(&s1, outcome.as_str());
+        }
+        tally.flush(&stock).await;
+        let fields: Vec<String> = stock.outcomes_of(&s1).into_keys().collect();
+        let mut want: Vec<String> = Outcome::ALL
+            .into_iter()
+            .filter(|o| o.is_tallied())
+            .map(|o| o.as_str().to_owned())
+            .collect();
+        want.sort_unstable();
+        assert_eq!(fields, want);
+        assert!(!fields.iter().any(|f| f == "SALE_NOT_FOUND"));
     }
 
     #[tokio::test]

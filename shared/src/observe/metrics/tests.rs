@@ -96,7 +96,7 @@ fn a_purchase_invocation_is_one_line_with_its_ids() {
     let (m, out) = metrics(Function::Purchase, Flush::EachInvocation);
     m.cold_start();
     m.lua_latency(Duration::from_micros(412));
-    m.purchase(ACCEPTED);
+    m.purchase(Outcome::Accepted.as_str());
     m.invocation_done(&Invocation {
         request_id: Some("r-1"),
         sale_id: Some("s1"),
@@ -161,7 +161,7 @@ fn a_purchase_invocation_is_one_line_with_its_ids() {
 fn periodic_flush_aggregates_one_line_per_outcome() {
     let (m, out) = metrics(Function::Purchase, Flush::Periodic);
     for _ in 0..7 {
-        m.purchase(ACCEPTED);
+        m.purchase(Outcome::Accepted.as_str());
     }
     for _ in 0..3 {
         m.purchase("SOLD_OUT");
@@ -252,7 +252,7 @@ fn counters_recorded_as_zero_are_written_and_others_are_not() {
 #[test]
 fn off_records_nothing_and_an_empty_namespace_is_the_default() {
     let m = Metrics::off();
-    m.purchase(ACCEPTED);
+    m.purchase(Outcome::Accepted.as_str());
     m.count(Counter::ColdStarts, 1);
     m.flush();
     assert!(!m.is_on());
@@ -276,7 +276,7 @@ fn strings_are_escaped() {
         odd,
         Emitter::new(Sink::new(buffer.clone()), Flush::EachInvocation),
     );
-    m.purchase(ACCEPTED);
+    m.purchase(Outcome::Accepted.as_str());
     m.lua_latency(Duration::from_secs(2));
     m.invocation_done(&Invocation {
         request_id: Some("a\"b"),
@@ -286,6 +286,35 @@ fn strings_are_escaped() {
     assert_emf(line, odd, "purchase");
     assert_eq!(line["requestId"], "a\"b");
     assert_eq!(line["LuaLatency"][0].as_f64(), Some(2000.0));
+}
+
+/// The `Outcome` dimension's values are exactly [`Outcome::ALL`]'s codes,
+/// in its order, each counted in its own slot.
+#[test]
+fn the_outcome_dimension_is_outcome_all() {
+    let (m, out) = metrics(Function::Purchase, Flush::Periodic);
+    for (i, outcome) in Outcome::ALL.into_iter().enumerate() {
+        for _ in 0..=i {
+            m.purchase(outcome.as_str());
+        }
+    }
+    m.flush();
+    let written: Vec<(String, u64)> = out
+        .lines()
+        .iter()
+        .map(|line| {
+            (
+                line["Outcome"].as_str().unwrap().to_owned(),
+                line["Purchases"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = Outcome::ALL
+        .into_iter()
+        .zip(1..)
+        .map(|(o, n)| (o.as_str().to_owned(), n))
+        .collect();
+    assert_eq!(written, want);
 }
 
 #[test]
@@ -310,7 +339,7 @@ fn every_purchase_error_code_is_counted_without_a_lock() {
         ApiError::Internal,
     ];
     for err in refusals.into_iter().map(ApiError::from).chain(edge) {
-        assert!(OUTCOMES.contains(&err.code()), "{}", err.code());
+        assert!(Outcome::from_code(err.code()).is_some(), "{}", err.code());
     }
     assert_eq!(Function::ALL.len(), 7);
     assert_eq!(Counter::ALL.iter().map(|c| c.index()).max(), Some(13));
@@ -328,7 +357,7 @@ fn make_line_cost() {
     let started = std::time::Instant::now();
     for _ in 0..runs {
         m.lua_latency(Duration::from_micros(400));
-        m.purchase(ACCEPTED);
+        m.purchase(Outcome::Accepted.as_str());
         m.invocation_done(&Invocation {
             request_id: Some("UxVq3cD4IAMEd7y="),
             sale_id: Some("demo"),
@@ -341,7 +370,7 @@ fn make_line_cost() {
     let started = std::time::Instant::now();
     for _ in 0..runs {
         m.lua_latency(Duration::from_micros(400));
-        m.purchase(ACCEPTED);
+        m.purchase(Outcome::Accepted.as_str());
         m.invocation_done(&Invocation::default());
     }
     println!("per decision, periodic: {:?}", started.elapsed() / runs);
