@@ -1250,7 +1250,9 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
     // Redis unreadable: the API answers with those parts null and names the
     // store (faked in the page's fetch on the real answers, as the stack's
     // Redis serves every other test); the page says so, shows "–" there and
-    // keeps the rest live.
+    // keeps the rest live. The outcome rows still come from the answer's
+    // `outcomeCodes`; a code the page has no words for (added here) is
+    // shown as the code itself, after the others.
     ui.js(
         "window.realFetch = window.fetch; \
          window.fetch = async (...args) => { \
@@ -1258,6 +1260,7 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
            if (!String(args[0]).endsWith('/live') || !r.ok) return r; \
            const body = await r.json(); \
            body.stock.remaining = null; body.outcomes = null; body.unavailable = ['redis']; \
+           body.outcomeCodes = body.outcomeCodes.concat(['SOME_NEW_CODE']); \
            return new Response(JSON.stringify(body), {status: 200, headers: {'content-type': 'application/json'}}); \
          }; return true",
     )
@@ -1275,6 +1278,14 @@ async fn dashboard_shows_the_sale(ui: &Ui) {
         (
             "outcomes shown as unknown",
             "const e = document.querySelector('[data-outcome=ACCEPTED] .count'); return !!e && e.textContent === '–'",
+        ),
+        (
+            "a code without words shown as the code, last",
+            "const rows = document.querySelectorAll('[data-outcome]'); \
+             const last = rows[rows.length - 1]; \
+             return !!last && last.dataset.outcome === 'SOME_NEW_CODE' \
+               && last.querySelector('th').textContent === 'SOME_NEW_CODE' \
+               && last.querySelector('.count').textContent === '–'",
         ),
         (
             "orders still live",

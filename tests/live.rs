@@ -8,6 +8,7 @@
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
+use seckill_shared::domain::Outcome;
 use seckill_tests::{App, LocalStack, eventually, free_port, live_sale, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -135,6 +136,9 @@ async fn live_shows_the_exact_numbers_of_a_small_sale() {
     );
     assert_eq!(outcomes(&body), []);
     assert!(body["outcomes"]["ACCEPTED"].is_number());
+    // The rows a page shows: the listed outcomes, in their order.
+    let listed: Vec<&str> = Outcome::listed().map(Outcome::as_str).collect();
+    assert_eq!(body["outcomeCodes"], json!(listed));
     assert!(body["lastReport"].is_null());
 
     // Two winners, a second click at the limit, two sold-out answers (the
@@ -391,6 +395,7 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
     assert_eq!(body["unavailable"], json!(["redis"]), "{body}");
     assert!(body["stock"]["remaining"].is_null(), "{body}");
     assert!(body["outcomes"].is_null(), "{body}");
+    assert_eq!(body["outcomeCodes"][0], "ACCEPTED", "{body}");
     assert_eq!(body["stock"]["total"], 5);
     assert_eq!(body["orders"]["PENDING_PAYMENT"], 1, "{body}");
     assert_eq!(body["queue"]["visible"], 0, "{body}");

@@ -61,23 +61,15 @@
     down: "", // the stores the last poll could not read, as said
     previous: null, // the last poll's answer, for per-second rates
     history: [], // {at, stock, accepted, written, paid}
+    outcomeCodes: [], // the API's listed outcomes, in its order (outcomeCodes)
     reportAt: null, // the report already announced
   };
 
-  // Stable row order; statuses or outcomes the API adds later follow, sorted.
+  // Stable row order; statuses the API adds later follow, sorted. Outcome
+  // rows come in the order of the API's own list (`outcomeCodes`).
   const STORE_NAME = { redis: "Redis", orders: "the orders table", queue: "the orders queue" };
   const STATUS_ORDER = ["QUEUED", "PENDING_PAYMENT", "PAID", "EXPIRED", "REJECTED"];
-  const OUTCOME_ORDER = [
-    "ACCEPTED",
-    "REPLAYED",
-    "SOLD_OUT",
-    "LIMIT_EXCEEDED",
-    "RATE_LIMITED",
-    "SALE_NOT_STARTED",
-    "SALE_ENDED",
-    "SALE_PAUSED",
-    "GATE_REQUIRED",
-  ];
+  // Words for codes; a code without one is shown as it is.
   const LABEL = {
     QUEUED: "Queued",
     PENDING_PAYMENT: "Pending payment",
@@ -367,10 +359,13 @@
 
     // Per second from two polls: the server's own timestamps, so a slow
     // answer does not bend the rate.
-    const outcomes = live.outcomes || unknown(OUTCOME_ORDER);
+    // The outcome rows: the API's list (kept from an earlier answer that had
+    // it), then any other code it counted, sorted.
+    if (Array.isArray(live.outcomeCodes)) state.outcomeCodes = live.outcomeCodes.map(String);
+    const outcomes = live.outcomes || unknown(state.outcomeCodes);
     const dt = previous ? (live.atMs - previous.atMs) / 1000 : 0;
     ui.outcomes.replaceChildren(
-      ...ordered(Object.keys(outcomes), OUTCOME_ORDER).map((outcome) => {
+      ...ordered(Object.keys(outcomes), state.outcomeCodes).map((outcome) => {
         const before = previous && previous.outcomes ? previous.outcomes[outcome] || 0 : null;
         const delta = before === null ? null : outcomes[outcome] - before;
         // A count that went down means the sale was loaded again: no rate.
