@@ -59,11 +59,10 @@ mod stock_store;
 pub use crate::config::RateLimits;
 pub use crate::domain::shard_layout::ShardLayout;
 pub use keys::{KEY_TTL_AFTER_END_MS, SaleKeys, home_shard, shard_of_order};
-pub use rebuild::{DecidedOrder, HeldUnits, LedgerRead, LoadOutcome, Returned, Survivors};
-pub use replies::StoredReservation;
+pub use rebuild::{DecidedOrder, HeldUnits, LedgerRead, Returned, Survivors};
+pub use replies::{Holding, LoadOutcome, PendingTransfer, StoredReservation};
 pub use scripts::PURCHASE_SOURCE;
-pub use shards::PendingTransfer;
-pub use snapshot::{Holding, RedisSnapshot, SCAN_CHUNK, SCAN_INTERVAL};
+pub use snapshot::{RedisSnapshot, SCAN_CHUNK, SCAN_INTERVAL};
 
 use connection::Conn;
 use std::time::Duration;

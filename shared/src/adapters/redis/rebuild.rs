@@ -4,22 +4,14 @@
 use super::RedisStock;
 use super::connection::unavailable;
 use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, shard_of_order};
-use super::replies::{SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, protocol};
+use super::replies::PendingTransfer;
+use super::replies::{
+    LoadOutcome, SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, protocol,
+};
 use super::scripts::{LOAD_SALE, REBUILD, RETURN_UNITS, status_of};
-use super::shards::PendingTransfer;
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::StoreError;
-
-/// What `load_sale` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadOutcome {
-    Loaded,
-    /// Already there: stock untouched, window and expiry refreshed.
-    Refreshed {
-        stock: u32,
-    },
-}
 
 /// The shards of a sharded sale as they were before a rebuild read the
 /// ledger: `None` for a lost shard. Read first, so that whatever the

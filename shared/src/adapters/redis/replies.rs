@@ -1,12 +1,9 @@
 //! Script replies parsed into the store's types; anything unexpected is
 //! [`StoreError::Protocol`].
 
-use super::rebuild::LoadOutcome;
-use super::shards::PendingTransfer;
-use super::snapshot::Holding;
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Quantity};
-use crate::ports::{Reservation, ReserveOutcome, StoreError};
+use crate::ports::{Reservation, ReserveOutcome, StockView, StoreError};
 use serde::Deserialize;
 
 /// A reservation as the purchase script stores it (the value in `resv`).
@@ -251,4 +248,50 @@ pub(super) fn parse_u32(raw: &str) -> Result<u32, StoreError> {
 
 pub(super) fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
     OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
+}
+
+/// What `load_sale` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome {
+    Loaded,
+    /// Already there: stock untouched, window and expiry refreshed.
+    Refreshed {
+        stock: u32,
+    },
+}
+
+/// A borrow whose units left one shard and have not arrived at the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTransfer {
+    pub id: String,
+    pub from: u32,
+    pub to: u32,
+    pub units: i64,
+    pub at_ms: i64,
+}
+
+/// One buyer's count and reservations, read in one step (`holding.lua`).
+#[derive(Debug, Clone, Default)]
+pub struct Holding {
+    /// `None` when Redis does not count them at all.
+    pub count: Option<i64>,
+    /// The reservations of the order ids on their list (every `QUEUED` or
+    /// `WRITTEN` one of theirs is there), by order id.
+    pub reservations: std::collections::HashMap<String, StoredReservation>,
+}
+
+/// What `peek.lua` saw on one key group.
+pub(super) enum Peeked {
+    View(StockView),
+    /// The directory of a sale of this layout.
+    Sharded(ShardLayout),
+}
+
+impl Peeked {
+    pub(super) fn into_view(self) -> Option<StockView> {
+        match self {
+            Peeked::View(view) => Some(view),
+            Peeked::Sharded(_) => None,
+        }
+    }
 }

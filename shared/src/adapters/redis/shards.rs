@@ -3,25 +3,15 @@
 
 use super::connection::{Conn, unavailable};
 use super::keys::SaleKeys;
+use super::replies::{Peeked, PendingTransfer};
 use super::replies::{master_of_slot, parse_i64, protocol};
 use super::scripts::{LEND, RECEIVE};
-use super::stock_store::Peeked;
 use super::{KEY_CACHE_SALES, Known, RedisStock};
 use crate::domain::SaleId;
 use crate::domain::borrowing::donors;
 use crate::domain::shard_layout::ShardLayout;
 use crate::ports::StoreError;
 use redis::RedisError;
-
-/// A borrow whose units left one shard and have not arrived at the other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingTransfer {
-    pub id: String,
-    pub from: u32,
-    pub to: u32,
-    pub units: i64,
-    pub at_ms: i64,
-}
 
 impl RedisStock {
     /// The key groups of a sale of this layout, cached for the next purchase.

@@ -4,12 +4,12 @@
 use super::RedisStock;
 use super::connection::unavailable;
 use super::keys::SaleKeys;
+use super::replies::{Holding, PendingTransfer};
 use super::replies::{
     SnapshotPart, StoredReservation, parse_holding, parse_i64, parse_snapshot, parse_transfer,
     protocol,
 };
 use super::scripts::{HOLDING, SNAPSHOT, SNAPSHOT_HEAD};
-use super::shards::PendingTransfer;
 use crate::domain::SaleId;
 use crate::domain::shard_layout::ShardLayout;
 use crate::ports::StoreError;
@@ -37,16 +37,6 @@ pub struct RedisSnapshot {
     /// the per-buyer checks and repairs go by this, not by `buyers` and
     /// `reservations` (read in chunks, at different moments).
     pub holdings: std::collections::HashMap<String, Holding>,
-}
-
-/// One buyer's count and reservations, read in one step (`holding.lua`).
-#[derive(Debug, Clone, Default)]
-pub struct Holding {
-    /// `None` when Redis does not count them at all.
-    pub count: Option<i64>,
-    /// The reservations of the order ids on their list (every `QUEUED` or
-    /// `WRITTEN` one of theirs is there), by order id.
-    pub reservations: std::collections::HashMap<String, StoredReservation>,
 }
 
 /// Entries one `HSCAN` asks for: the most a read of reconcile's touches in

@@ -3,8 +3,8 @@
 
 use super::keys::{SaleKeys, shard_of_order};
 use super::replies::{
-    StoredReservation, parse_i64, parse_layout, parse_order_id, parse_reserve_reply, parse_u32,
-    protocol,
+    Peeked, StoredReservation, parse_i64, parse_layout, parse_order_id, parse_reserve_reply,
+    parse_u32, protocol,
 };
 use super::scripts::{
     BUYER_ORDERS, KEYED_FILTER, OUTCOMES, PEEK, PURCHASE, RELEASE, RESOLVE, quantity_arg,
@@ -24,22 +24,6 @@ pub(super) enum Decided {
     Outcome(ReserveOutcome),
     /// Those were the directory keys of a sale of this layout.
     Sharded(ShardLayout),
-}
-
-/// What `peek.lua` saw on one key group.
-pub(super) enum Peeked {
-    View(StockView),
-    /// The directory of a sale of this layout.
-    Sharded(ShardLayout),
-}
-
-impl Peeked {
-    pub(super) fn into_view(self) -> Option<StockView> {
-        match self {
-            Peeked::View(view) => Some(view),
-            Peeked::Sharded(_) => None,
-        }
-    }
 }
 
 impl RedisStock {
