@@ -3,7 +3,11 @@
 //! one a request hits with what path parameters.
 
 use crate::pages::Page;
+use matchit::{InsertError, Router};
+use percent_encoding::percent_decode_str;
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 /// The function a route invokes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,13 +185,9 @@ pub fn match_route(method: &str, path: &str) -> Option<(&'static Route, HashMap<
 
 /// [`match_route`], with the route's index in [`ROUTES`].
 pub(super) fn match_route_at(method: &str, path: &str) -> Option<(usize, HashMap<String, String>)> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    ROUTES.iter().enumerate().find_map(|(i, route)| {
-        if route.method != method {
-            return None;
-        }
-        match_path(route.path, &segments).map(|params| (i, params))
-    })
+    static TABLE: LazyLock<Result<Table, InsertError>> =
+        LazyLock::new(|| Table::new(ROUTES.iter().map(|r| (r.method, r.path))));
+    find(&TABLE, method, path)
 }
 
 /// The local-only route for a request, and its path parameters.
@@ -195,59 +195,95 @@ pub fn match_local_only(
     method: &str,
     path: &str,
 ) -> Option<(&'static LocalOnlyRoute, HashMap<String, String>)> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    LOCAL_ROUTES.iter().find_map(|route| {
-        if route.method != method {
-            return None;
-        }
-        match_path(route.path, &segments).map(|params| (route, params))
-    })
+    static TABLE: LazyLock<Result<Table, InsertError>> =
+        LazyLock::new(|| Table::new(LOCAL_ROUTES.iter().map(|r| (r.method, r.path))));
+    find(&TABLE, method, path).map(|(i, params)| (&LOCAL_ROUTES[i], params))
 }
 
-/// The path parameters if `segments` fit `pattern` (`/sales/{saleId}`): the
-/// same number of segments, literals equal, parameters not empty.
-fn match_path(pattern: &str, segments: &[&str]) -> Option<HashMap<String, String>> {
-    let pattern: Vec<&str> = pattern.trim_start_matches('/').split('/').collect();
-    if pattern.len() != segments.len() {
-        return None;
-    }
-    let mut params = HashMap::new();
-    for (want, got) in pattern.iter().zip(segments) {
-        if let Some(name) = want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
-            if got.is_empty() {
-                return None;
-            }
-            params.insert(name.to_owned(), percent_decode(got));
-        } else if want != got {
-            return None;
-        }
-    }
-    Some(params)
+/// A route table: a router per method, each route's value its index in
+/// its table. A pattern segment `{name}` matches one whole segment, never
+/// an empty one.
+struct Table {
+    routers: Vec<(&'static str, Router<usize>)>,
 }
 
+impl Table {
+    fn new(
+        routes: impl Iterator<Item = (&'static str, &'static str)>,
+    ) -> Result<Self, InsertError> {
+        let mut routers: Vec<(&'static str, Router<usize>)> = Vec::new();
+        for (index, (method, path)) in routes.enumerate() {
+            let at = match routers.iter().position(|(m, _)| *m == method) {
+                Some(at) => at,
+                None => {
+                    routers.push((method, Router::new()));
+                    routers.len() - 1
+                }
+            };
+            routers[at].1.insert(path, index)?;
+        }
+        Ok(Self { routers })
+    }
+}
+
+/// The route of `table` that `method path` hits, and its path parameters.
+/// Leading slashes count as one (`//health` is `/health`).
+fn find(
+    table: &Result<Table, InsertError>,
+    method: &str,
+    path: &str,
+) -> Option<(usize, HashMap<String, String>)> {
+    let table = match table {
+        Ok(table) => table,
+        Err(err) => {
+            // The tables are constants and a unit test builds them: this
+            // would be a bug in them, answered as "no such route".
+            tracing::error!(%err, "the gateway's route table does not build");
+            return None;
+        }
+    };
+    let (_, router) = table.routers.iter().find(|(m, _)| *m == method)?;
+    let trimmed = path.trim_start_matches('/');
+    let path: Cow<'_, str> = match path.len() - trimmed.len() {
+        0 => Cow::Owned(format!("/{trimmed}")),
+        slashes => Cow::Borrowed(&path[slashes - 1..]),
+    };
+    let found = router.at(&path).ok()?;
+    let params = found
+        .params
+        .iter()
+        .map(|(name, value)| (name.to_owned(), percent_decode(value)))
+        .collect();
+    Some((*found.value, params))
+}
+
+/// `%XX` decoded; anything else, and bytes that are not UTF-8 after
+/// decoding (replaced), as API Gateway passes them.
 pub(super) fn percent_decode(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(raw).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_tables_build() {
+        Table::new(ROUTES.iter().map(|r| (r.method, r.path))).unwrap();
+        Table::new(LOCAL_ROUTES.iter().map(|r| (r.method, r.path))).unwrap();
+    }
+
+    #[test]
+    fn leading_slashes_count_as_one_and_percent_escapes_decode() {
+        assert_eq!(match_route("GET", "//health").unwrap().0.path, "/health");
+        assert_eq!(match_route("GET", "health").unwrap().0.path, "/health");
+        let (_, params) = match_route("GET", "/sales/a%2Fb%zz%4").unwrap();
+        assert_eq!(params["saleId"], "a/b%zz%4");
+        let (_, params) = match_route("GET", "/sales/%ff").unwrap();
+        assert_eq!(params["saleId"], "\u{fffd}");
+        assert!(match_route("GET", "/sales/s1/").is_none());
+        assert!(match_route("GET", "/sales/s1//orders").is_none());
+    }
 
     #[test]
     fn routes_match_with_decoded_parameters() {
