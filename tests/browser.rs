@@ -29,9 +29,9 @@ use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use redis::AsyncCommands;
+use seckill_shared::adapters::redis::{SaleKeys, StoredReservation};
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
-use seckill_shared::redis_store::{SaleKeys, StoredReservation};
 use seckill_tests::{LocalStack, eventually, free_port, unique};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -439,14 +439,14 @@ impl Ui {
     }
 
     /// The order's row in the orders table, if written.
-    async fn order_row(&self, order_id: &str) -> Option<seckill_shared::orders::Order> {
+    async fn order_row(&self, order_id: &str) -> Option<seckill_shared::domain::orders::Order> {
         use aws_sdk_dynamodb::types::AttributeValue;
-        let sdk = seckill_shared::aws::sdk_config(
-            seckill_shared::aws::Caller::Tool,
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
             Duration::from_secs(10),
         )
         .await;
-        let item = seckill_shared::aws::dynamodb(&sdk)
+        let item = seckill_shared::adapters::aws::dynamodb(&sdk)
             .get_item()
             .table_name(&self.stack.config.orders_table)
             .key("orderId", AttributeValue::S(order_id.into()))
@@ -455,7 +455,7 @@ impl Ui {
             .await
             .unwrap()
             .item?;
-        Some(seckill_shared::dynamo_orders::order_from_item(&item).unwrap())
+        Some(seckill_shared::adapters::dynamo::orders::order_from_item(&item).unwrap())
     }
 }
 
@@ -1397,7 +1397,7 @@ async fn the_pages_in_a_real_browser() {
     }
     // Logs only when asked for: `RUST_LOG=warn cargo test ... -- --nocapture`.
     if std::env::var_os("RUST_LOG").is_some() {
-        seckill_shared::telemetry::init();
+        seckill_shared::observe::telemetry::init();
     }
     let began = Instant::now();
     let stack = Arc::new(LocalStack::start().await);

@@ -10,18 +10,19 @@ use lambda_http::Request;
 use purchase::LivePurchase;
 use seckill_infra::emulator;
 use seckill_infra::event_source::{EventSource, EventSourceSettings, queue_arn};
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::invariants::{InvariantChecker, Violation};
+use seckill_shared::app::purchase::PurchaseService;
+use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
+use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{OrderId, Sale};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::invariants::{InvariantChecker, Violation};
-use seckill_shared::orders::{OrderStatus, OrderStore};
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
-use seckill_shared::redis_store::RedisStock;
-use seckill_shared::sqs_queue::SqsQueue;
+use seckill_shared::ports::OrderStore;
 use seckill_tests::*;
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -486,7 +487,7 @@ impl Stores {
             rate_limits: GENEROUS_LIMITS,
             gate_secret: None,
             secrets: Default::default(),
-            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
         };
         let mut sale = live_sale(stock, 1);
@@ -496,16 +497,18 @@ impl Stores {
         let stock_store = RedisStock::connect_lazy(redis_url, Duration::from_secs(2)).unwrap();
         // Marked loaded as prewarm marks it: the redis-killed scenario
         // rebuilds it as a sale that was loaded once.
-        seckill_shared::jobs::mark_and_load(&catalog, &stock_store, &sale, clock::now_ms())
+        seckill_shared::app::jobs::mark_and_load(&catalog, &stock_store, &sale, clock::now_ms())
             .await
             .unwrap();
         let checker = InvariantChecker::new(
             stock_store,
             catalog,
             DynamoOrders::new(db.clone(), &orders, &sales),
-            sqs.clone(),
-            queues.orders_url.clone(),
-            Some(queues.dlq_url.clone()),
+            SqsInspector::new(
+                sqs.clone(),
+                queues.orders_url.clone(),
+                Some(queues.dlq_url.clone()),
+            ),
         );
         Stores {
             config,
@@ -550,7 +553,7 @@ impl Stores {
             .unwrap()
             .with_rate_limits(GENEROUS_LIMITS);
         let db = aws::dynamodb(&sdk);
-        let jobs = seckill_shared::jobs::Jobs::new(
+        let jobs = seckill_shared::app::jobs::Jobs::new(
             stock.clone(),
             DynamoCatalog::new(db.clone(), &self.config.sales_table),
             DynamoOrders::new(
@@ -558,10 +561,13 @@ impl Stores {
                 &self.config.orders_table,
                 &self.config.sales_table,
             ),
-            Some((aws::sqs(&sdk), self.queue_url.clone())),
+            Some(SqsInspector::new(
+                aws::sqs(&sdk),
+                self.queue_url.clone(),
+                Some(self.dlq_url.clone()),
+            )),
             self.config.prewarm_lead,
-        )
-        .with_dlq(Some(self.dlq_url.clone()));
+        );
         let queue = SqsQueue::new(aws::sqs(&sdk), &self.queue_url);
         let catalog = CachedCatalog::new(
             DynamoCatalog::new(db, &self.config.sales_table),
@@ -583,7 +589,7 @@ impl Stores {
             DynamoCatalog::new(self.db.clone(), &self.config.sales_table),
             Duration::from_secs(30),
         );
-        Arc::new(seckill_shared::order_writer::OrderWriter::new(
+        Arc::new(seckill_shared::app::order_writer::OrderWriter::new(
             orders, stock, catalog,
         ))
     }
@@ -626,13 +632,13 @@ impl Stores {
     }
 
     async fn queue_empty(&self) -> bool {
-        let d = seckill_shared::sqs_queue::depth(&self.sqs, &self.queue_url)
+        let d = seckill_shared::adapters::sqs::depth(&self.sqs, &self.queue_url)
             .await
             .unwrap();
         d.total() == 0
     }
 
-    async fn rows(&self) -> Vec<seckill_shared::orders::Order> {
+    async fn rows(&self) -> Vec<seckill_shared::domain::orders::Order> {
         self.checker
             .orders()
             .all_orders_of_sale(&self.sale.sale_id)
@@ -656,14 +662,20 @@ impl Stores {
     }
 
     /// Reconcile as the schedule would run it `ahead` from now.
-    async fn reconcile_at(&self, ahead: Duration) -> seckill_shared::reconcile::ReconcileReport {
+    async fn reconcile_at(
+        &self,
+        ahead: Duration,
+    ) -> seckill_shared::app::reconcile::ReconcileReport {
         let reconciler = Reconciler::new(
             self.checker.stock().clone(),
             self.checker.catalog().clone(),
             self.checker.orders().clone(),
             SqsQueue::new(self.sqs.clone(), &self.queue_url),
-            self.sqs.clone(),
-            Some(self.dlq_url.clone()),
+            SqsInspector::new(
+                self.sqs.clone(),
+                &self.queue_url,
+                Some(self.dlq_url.clone()),
+            ),
             ReconcileSettings::default(),
         );
         let now = clock::now_ms() + i64::try_from(ahead.as_millis()).unwrap();
@@ -1182,9 +1194,12 @@ async fn pay_and_expire_race_under_load_never_sell_a_unit_twice() {
         Buyers::service(stores.purchase(&endpoint).await),
     );
     let jobs = Arc::new(
-        seckill_shared::jobs::wire(&stores.config, seckill_shared::aws::Caller::Tool)
-            .await
-            .unwrap(),
+        seckill_shared::app::jobs::wire(
+            &stores.config,
+            seckill_shared::adapters::aws::Caller::Tool,
+        )
+        .await
+        .unwrap(),
     );
     let writer = stores.writer();
     let orders = stores.checker.orders().clone();
@@ -1283,7 +1298,7 @@ async fn pay_and_expire_race_under_load_never_sell_a_unit_twice() {
                                 .pay(&o.order_id, &o.user_id, clock::now_ms())
                                 .await
                                 .unwrap(),
-                            seckill_shared::orders::PayOutcome::Paid(_)
+                            seckill_shared::ports::PayOutcome::Paid(_)
                         )
                     {
                         paid += 1;
@@ -1365,7 +1380,7 @@ async fn pay_and_expire_race_under_load_never_sell_a_unit_twice() {
 }
 
 async fn got_nothing_left(sqs: &aws_sdk_sqs::Client, url: &str) -> bool {
-    seckill_shared::sqs_queue::depth(sqs, url)
+    seckill_shared::adapters::sqs::depth(sqs, url)
         .await
         .map(|d| d.total() == 0)
         .unwrap_or(false)
@@ -1456,9 +1471,12 @@ async fn failover_loses_writes(limit: u32) {
         pool,
     );
     let jobs = Arc::new(
-        seckill_shared::jobs::wire(&stores.config, seckill_shared::aws::Caller::Tool)
-            .await
-            .unwrap(),
+        seckill_shared::app::jobs::wire(
+            &stores.config,
+            seckill_shared::adapters::aws::Caller::Tool,
+        )
+        .await
+        .unwrap(),
     );
     let done = Arc::new(AtomicBool::new(false));
     let expired = Arc::new(AtomicUsize::new(0));
@@ -1623,7 +1641,7 @@ async fn failover_loses_writes(limit: u32) {
         .unwrap()
         .unwrap();
     let rows = stores.rows().await;
-    let by_id: std::collections::HashMap<&str, &seckill_shared::orders::Order> =
+    let by_id: std::collections::HashMap<&str, &seckill_shared::domain::orders::Order> =
         rows.iter().map(|o| (o.order_id.as_str(), o)).collect();
     let count = |status| rows.iter().filter(|o| o.status == status).count();
     let live: Vec<_> = rows
@@ -1753,7 +1771,7 @@ struct Upkept {
 /// the unpaid ones past their window, counting them in `expired`. Ends
 /// once `done` is set.
 async fn upkeep(
-    jobs: Arc<seckill_shared::jobs::Jobs>,
+    jobs: Arc<seckill_shared::app::jobs::Jobs>,
     orders: DynamoOrders,
     sale_id: seckill_shared::domain::SaleId,
     turn: Arc<tokio::sync::Mutex<()>>,
@@ -1787,7 +1805,7 @@ async fn upkeep(
                             .pay(&o.order_id, &o.user_id, clock::now_ms())
                             .await
                             .unwrap(),
-                        seckill_shared::orders::PayOutcome::Paid(_)
+                        seckill_shared::ports::PayOutcome::Paid(_)
                     )
                 {
                     upkept.paid += 1;

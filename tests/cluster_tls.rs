@@ -14,10 +14,10 @@
 //! written to DynamoDB by the order-writer and readable by its buyer, and
 //! reconcile finds nothing wrong.
 
+use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
 use seckill_shared::ports::StoreError;
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
 use seckill_tests::tls::{
     CLUSTER_HOSTNAME, TlsCluster, assert_hidden, encode, server_password, with_trusted_ca,
 };

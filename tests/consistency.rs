@@ -978,7 +978,7 @@ fn shape_differences_are_found() {
 /// each watching a metric the code writes, from the function that writes it.
 #[test]
 fn the_low_stock_and_latency_alarms_watch_what_the_code_writes() {
-    use seckill_shared::metrics::{Function, LUA_LATENCY, STOCK_LEFT_PERCENT};
+    use seckill_shared::observe::metrics::{Function, LUA_LATENCY, STOCK_LEFT_PERCENT};
     let template = template_json();
     let resources = &template["Resources"];
     for (alarm, metric, function, comparison) in [

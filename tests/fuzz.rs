@@ -172,7 +172,7 @@ fn order_messages_never_panic_and_accept_only_valid_values() {
                 serde_json::json!(user)
             ),
         };
-        if let Ok((m, _)) = seckill_shared::order_writer::parse(&raw) {
+        if let Ok((m, _)) = seckill_shared::app::order_writer::parse(&raw) {
             accepted += 1;
             assert!(
                 is_id(m.order_id.as_str())

@@ -3,7 +3,7 @@
 //! its role (the emulator enforces no IAM, so nothing else would notice).
 //!
 //! The emulator's request recorder logs the calls; each function's SDK names
-//! itself in the user agent (`seckill_shared::aws::Caller`), so every call is
+//! itself in the user agent (`seckill_shared::adapters::aws::Caller`), so every call is
 //! attributed to the function that made it; `infra/sam_translate.py` turns
 //! the template into the roles CloudFormation creates, SAM policy templates
 //! and event sources' managed policies included; `seckill_infra::iam`
@@ -13,9 +13,9 @@
 
 use seckill_infra::iam::{self, Permission, Resource};
 use seckill_infra::local::Job;
+use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
-use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{LocalStack, StackClient, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -136,11 +136,13 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     sale.start_ms = now + 2_000;
     sale.payment_window_seconds = 2;
     let id = sale.sale_id.to_string();
-    let sdk =
-        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(10))
-            .await;
-    let catalog = seckill_shared::dynamo::DynamoCatalog::new(
-        seckill_shared::aws::dynamodb(&sdk),
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(10),
+    )
+    .await;
+    let catalog = seckill_shared::adapters::dynamo::catalog::DynamoCatalog::new(
+        seckill_shared::adapters::aws::dynamodb(&sdk),
         &stack.config.sales_table,
     );
     assert!(catalog.create_sale(&sale).await.unwrap());

@@ -6,13 +6,14 @@
 //! made by handing reconcile a read taken before the stores moved.
 
 use redis::AsyncCommands;
+use seckill_shared::adapters::redis::{PURCHASE_SOURCE, SaleKeys};
+use seckill_shared::app::invariants;
+use seckill_shared::app::jobs::PrewarmOutcome;
+use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
+use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use seckill_shared::domain::{OrderId, OrderMessage, Sale, SaleId, UserId};
-use seckill_shared::invariants;
-use seckill_shared::jobs::PrewarmOutcome;
-use seckill_shared::orders::{NewOrder, OrderStatus, OrderStore, RejectReason};
-use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
-use seckill_shared::redis_store::{PURCHASE_SOURCE, SaleKeys};
+use seckill_shared::ports::OrderStore;
 use seckill_tests::{App, Reply, eventually, live_sale, purchase_event};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 /// A reconciler that gives up on a reservation as soon as it is `max_age`
 /// old, and relays after `grace`.
 async fn reconciler(app: &App, grace: Duration, max_age: Duration) -> Reconciler {
-    seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
+    seckill_shared::app::reconcile::wire(&app.config, seckill_shared::adapters::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {
@@ -30,7 +31,7 @@ async fn reconciler(app: &App, grace: Duration, max_age: Duration) -> Reconciler
         })
 }
 
-async fn reconcile(app: &App, sale: &Sale) -> seckill_shared::reconcile::ReconcileReport {
+async fn reconcile(app: &App, sale: &Sale) -> seckill_shared::app::reconcile::ReconcileReport {
     reconciler(app, Duration::from_secs(60), Duration::from_secs(3_600))
         .await
         .reconcile_sale(&sale.sale_id, clock::now_ms())
@@ -281,7 +282,7 @@ async fn defect2a_a_failover_that_loses_a_purchase_cannot_put_its_buyer_over_the
     // Read with the test's own client: the writer's would count as the
     // order-writer's call in the IAM test, and the order-writer never reads
     // buyer records in bulk.
-    let ledger = seckill_shared::dynamo_orders::DynamoOrders::new(
+    let ledger = seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
         app.db.clone(),
         &app.config.orders_table,
         &app.config.sales_table,
@@ -664,7 +665,7 @@ async fn sharded_stock(app: &App, sale: &Sale) -> i64 {
 // `available` read after, so the lost shard can only get fewer units.
 #[tokio::test]
 async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger() {
-    use seckill_shared::redis_store::{HeldUnits, LedgerRead, home_shard};
+    use seckill_shared::adapters::redis::{HeldUnits, LedgerRead, home_shard};
     let app = App::spawn().await;
     let mut sale = live_sale(20, 1);
     sale.shards = 2;

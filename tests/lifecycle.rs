@@ -3,9 +3,10 @@
 //! mid-flight.
 
 use seckill_infra::token::TokenSettings;
+use seckill_shared::app::jobs::PrewarmOutcome;
 use seckill_shared::clock;
-use seckill_shared::jobs::PrewarmOutcome;
-use seckill_shared::orders::{OrderStatus, OrderStore};
+use seckill_shared::domain::orders::OrderStatus;
+use seckill_shared::ports::OrderStore;
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -411,7 +412,7 @@ async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
     app.write_queued_orders().await;
     let orders = app.orders().await;
     assert_eq!(orders.len(), 50);
-    let store = Arc::new(seckill_shared::dynamo_orders::DynamoOrders::new(
+    let store = Arc::new(seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
         app.db.clone(),
         &app.config.orders_table,
         &app.config.sales_table,
@@ -462,7 +463,7 @@ async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
     for payer in payers {
         if matches!(
             payer.await.unwrap(),
-            seckill_shared::orders::PayOutcome::Paid(_)
+            seckill_shared::ports::PayOutcome::Paid(_)
         ) {
             paid += 1;
         }

@@ -364,12 +364,14 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
         tweak(&mut config);
         let sale_id = sale.sale_id.clone();
         async move {
-            let reconciler =
-                seckill_shared::reconcile::wire(&config, seckill_shared::aws::Caller::Tool)
-                    .await
-                    .unwrap();
+            let reconciler = seckill_shared::app::reconcile::wire(
+                &config,
+                seckill_shared::adapters::aws::Caller::Tool,
+            )
+            .await
+            .unwrap();
             let started = Instant::now();
-            let body = seckill_shared::live::live(reconciler.checker(), &sale_id)
+            let body = seckill_shared::app::live::live(reconciler.checker(), &sale_id)
                 .await
                 .unwrap()
                 .unwrap();

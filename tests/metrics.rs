@@ -9,8 +9,8 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, LambdaEvent};
 use seckill_shared::clock;
-use seckill_shared::metrics::{self, Emitter, Flush, Sink};
-use seckill_shared::orders::OrderStatus;
+use seckill_shared::domain::orders::OrderStatus;
+use seckill_shared::observe::metrics::{self, Emitter, Flush, Sink};
 use seckill_tests::{
     App, Captured, Reply, eventually, live_sale, order_body, purchase_event, sqs_event,
 };

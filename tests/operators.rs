@@ -3,9 +3,9 @@
 //! tokens), with Redis losing keys where the test says so.
 
 use redis::AsyncCommands;
+use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
-use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{LocalStack, StackClient as Client, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

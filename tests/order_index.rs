@@ -8,13 +8,14 @@
 mod cfn;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use seckill_shared::clock;
-use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
-use seckill_shared::dynamo_orders::{DynamoOrders, is_buyer_item};
-use seckill_shared::order_index::{SALE_BUCKETS, bucket_key, bucket_of, order_item};
-use seckill_shared::orders::{
-    GroupWrite, NewOrder, OrderStatus, OrderStore, PayOutcome, RejectReason, RejectWrite,
+use seckill_shared::adapters::dynamo::order_index::{
+    SALE_BUCKETS, bucket_key, bucket_of, order_item,
 };
+use seckill_shared::adapters::dynamo::orders::{DynamoOrders, is_buyer_item};
+use seckill_shared::clock;
+use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
+use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
+use seckill_shared::ports::{GroupWrite, OrderStore, PayOutcome, RejectWrite};
 use seckill_tests::{App, live_sale};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -65,11 +66,13 @@ fn new_order(sale: &Sale, order_id: &OrderId, reserved_at_ms: i64, window_secs: 
 /// answers a read of every bucket of a table of thousands of orders slowly,
 /// more so on a busy machine.
 async fn store(app: &App) -> DynamoOrders {
-    let sdk =
-        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(60))
-            .await;
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(60),
+    )
+    .await;
     DynamoOrders::new(
-        seckill_shared::aws::dynamodb(&sdk),
+        seckill_shared::adapters::aws::dynamodb(&sdk),
         &app.config.orders_table,
         &app.config.sales_table,
     )
@@ -80,10 +83,12 @@ async fn store(app: &App) -> DynamoOrders {
 /// of thousands of orders slowly on a busy machine (9 s, the test client's
 /// attempt timeout, was not always enough).
 async fn raw_orders(app: &App) -> Vec<Item> {
-    let sdk =
-        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(60))
-            .await;
-    let db = seckill_shared::aws::dynamodb(&sdk);
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(60),
+    )
+    .await;
+    let db = seckill_shared::adapters::aws::dynamodb(&sdk);
     let mut out = Vec::new();
     let mut start = None;
     loop {
@@ -147,7 +152,7 @@ fn assert_even(what: &str, counts: &[usize]) {
 /// transactions without isolation (and the sale item is in every one).
 async fn write_groups(store: &DynamoOrders, sale: &Sale, orders: &[NewOrder]) {
     for group in orders.chunks(10) {
-        let token = seckill_shared::order_writer::request_token(group);
+        let token = seckill_shared::app::order_writer::request_token(group);
         let written = store
             .write_group(&sale.sale_id, group, sale.per_user_limit, &token)
             .await

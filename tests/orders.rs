@@ -6,8 +6,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
+use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{OrderId, UserId};
-use seckill_shared::orders::{ExpireOutcome, OrderStatus, OrderStore, PayOutcome};
+use seckill_shared::ports::{ExpireOutcome, OrderStore, PayOutcome};
 use seckill_tests::{
     App, EventSource, EventSourceSettings, LocalStack, eventually, invoke_writer, live_sale,
     order_body, sqs_event,
@@ -339,25 +340,30 @@ async fn transient_failure_writes_nothing_then_everything_once() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let sdk =
-        seckill_shared::aws::loader(seckill_shared::aws::Caller::Tool, Duration::from_secs(1))
-            .endpoint_url(format!("http://{closed}"))
-            .load()
-            .await;
+    let sdk = seckill_shared::adapters::aws::loader(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(1),
+    )
+    .endpoint_url(format!("http://{closed}"))
+    .load()
+    .await;
     let broken_db = aws_sdk_dynamodb::Client::new(&sdk);
-    let broken = seckill_shared::order_writer::OrderWriter::new(
-        seckill_shared::dynamo_orders::DynamoOrders::new(
+    let broken = seckill_shared::app::order_writer::OrderWriter::new(
+        seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
             broken_db.clone(),
             &app.config.orders_table,
             &app.config.sales_table,
         ),
-        seckill_shared::redis_store::RedisStock::connect_lazy(
+        seckill_shared::adapters::redis::RedisStock::connect_lazy(
             &app.config.redis_url,
             Duration::from_secs(2),
         )
         .unwrap(),
-        seckill_shared::catalog_cache::CachedCatalog::new(
-            seckill_shared::dynamo::DynamoCatalog::new(broken_db, &app.config.sales_table),
+        seckill_shared::app::catalog_cache::CachedCatalog::new(
+            seckill_shared::adapters::dynamo::catalog::DynamoCatalog::new(
+                broken_db,
+                &app.config.sales_table,
+            ),
             Duration::from_secs(5),
         ),
     );
@@ -395,7 +401,7 @@ async fn pay_and_expire_race_has_one_winner() {
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();
     let writer = app.writer().await;
-    let store = Arc::new(seckill_shared::dynamo_orders::DynamoOrders::new(
+    let store = Arc::new(seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
         app.db.clone(),
         &app.config.orders_table,
         &app.config.sales_table,
@@ -599,7 +605,9 @@ async fn the_sample_event_file_feeds_the_handler() {
     let poison: Vec<String> = event
         .records
         .iter()
-        .filter(|r| seckill_shared::order_writer::parse(r.body.as_deref().unwrap_or("")).is_err())
+        .filter(|r| {
+            seckill_shared::app::order_writer::parse(r.body.as_deref().unwrap_or("")).is_err()
+        })
         .map(|r| r.message_id.clone().unwrap())
         .collect();
     assert_eq!(

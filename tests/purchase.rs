@@ -477,22 +477,25 @@ async fn bad_input_gets_400_or_401_and_changes_nothing() {
 
 /// The purchase service with its SQS client pointed at `endpoint`.
 async fn service_with_sqs_at(app: &App, endpoint: &str) -> purchase::LivePurchase {
-    let sdk = seckill_shared::aws::loader(
-        seckill_shared::aws::Caller::Tool,
+    let sdk = seckill_shared::adapters::aws::loader(
+        seckill_shared::adapters::aws::Caller::Tool,
         std::time::Duration::from_millis(800),
     )
     .endpoint_url(endpoint)
     .load()
     .await;
-    seckill_shared::purchase::PurchaseService::new(
-        seckill_shared::redis_store::RedisStock::connect_lazy(
+    seckill_shared::app::purchase::PurchaseService::new(
+        seckill_shared::adapters::redis::RedisStock::connect_lazy(
             &app.config.redis_url,
             app.config.redis_timeout,
         )
         .unwrap()
         .with_rate_limits(app.config.rate_limits),
-        seckill_shared::sqs_queue::SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), &app.queue_url),
-        seckill_shared::catalog_cache::CachedCatalog::new(
+        seckill_shared::adapters::sqs::SqsQueue::new(
+            aws_sdk_sqs::Client::new(&sdk),
+            &app.queue_url,
+        ),
+        seckill_shared::app::catalog_cache::CachedCatalog::new(
             app.catalog.clone(),
             app.config.sale_cache_ttl,
         ),
@@ -536,13 +539,16 @@ async fn sqs_timeout_keeps_the_reservation_and_accepts() {
         .at_ms
         .parse::<i64>()
         .unwrap();
-    let report = seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
-        .await
-        .unwrap()
-        .reconcile_sale(&sale.sale_id, at + 120_000)
-        .await
-        .unwrap()
-        .unwrap();
+    let report = seckill_shared::app::reconcile::wire(
+        &app.config,
+        seckill_shared::adapters::aws::Caller::Tool,
+    )
+    .await
+    .unwrap()
+    .reconcile_sale(&sale.sale_id, at + 120_000)
+    .await
+    .unwrap()
+    .unwrap();
     assert!(
         report.repairs.iter().any(|r| r.kind == "RELAYED"),
         "{:?}",
@@ -760,7 +766,8 @@ async fn sold_out_is_answered_from_memory_and_rearmed_when_stock_comes_back() {
     assert!(sold_again);
     let waited = rearmed_at.elapsed();
     assert!(
-        waited <= seckill_shared::purchase::SOLD_OUT_FLAG + std::time::Duration::from_millis(250),
+        waited
+            <= seckill_shared::app::purchase::SOLD_OUT_FLAG + std::time::Duration::from_millis(250),
         "sold again after {waited:?}"
     );
 }

@@ -5,17 +5,17 @@
 
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
+use seckill_shared::adapters::redis::SaleKeys;
+use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings, Reconciler};
 use seckill_shared::clock;
+use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{Quantity, Sale, UserId};
-use seckill_shared::orders::OrderStatus;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
-use seckill_shared::reconcile::{ReconcileReport, ReconcileSettings, Reconciler};
-use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::time::Duration;
 
 async fn reconciler(app: &App) -> Reconciler {
-    seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
+    seckill_shared::app::reconcile::wire(&app.config, seckill_shared::adapters::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {

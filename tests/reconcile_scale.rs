@@ -11,9 +11,9 @@
 //! a chunked read, about as long as a chunk.
 
 use redis::AsyncCommands;
+use seckill_shared::adapters::redis::{RedisStock, SCAN_CHUNK, SaleKeys};
+use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
 use seckill_shared::clock;
-use seckill_shared::reconcile::{ReconcileReport, ReconcileSettings};
-use seckill_shared::redis_store::{RedisStock, SCAN_CHUNK, SaleKeys};
 use seckill_tests::{App, eventually, free_port, live_sale};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -214,15 +214,17 @@ async fn reconcile_of_a_big_sale_sends_only_bounded_commands_and_still_repairs()
     let () = conn.hdel(&keys.buyers, &forgotten).await.unwrap();
     let () = conn.decr(&keys.stock, 7).await.unwrap();
 
-    let reconciler =
-        seckill_shared::reconcile::wire(&app.config, seckill_shared::aws::Caller::Tool)
-            .await
-            .unwrap()
-            .with_settings(ReconcileSettings {
-                grace: Duration::from_secs(600),
-                max_age: Duration::from_secs(3_600),
-                ..ReconcileSettings::default()
-            });
+    let reconciler = seckill_shared::app::reconcile::wire(
+        &app.config,
+        seckill_shared::adapters::aws::Caller::Tool,
+    )
+    .await
+    .unwrap()
+    .with_settings(ReconcileSettings {
+        grace: Duration::from_secs(600),
+        max_age: Duration::from_secs(3_600),
+        ..ReconcileSettings::default()
+    });
     for (name, value) in [
         ("slowlog-log-slower-than", "0"),
         ("slowlog-max-len", "1000000"),

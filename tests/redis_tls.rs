@@ -11,11 +11,11 @@
 
 use seckill_infra::gateway::Gateway;
 use seckill_infra::token::{DEFAULT_AUDIENCE, DEFAULT_ISSUER, TokenSettings};
+use seckill_shared::adapters::redis::{LoadOutcome, RedisStock};
+use seckill_shared::app::purchase::PurchaseError;
 use seckill_shared::domain::{Quantity, SaleId, UserId};
 use seckill_shared::error::ApiError;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
-use seckill_shared::purchase::PurchaseError;
-use seckill_shared::redis_store::{LoadOutcome, RedisStock};
 use seckill_tests::tls::{
     Scratch, TestCa, TlsRedis, assert_hidden, encode, server_password, with_trusted_ca,
 };

@@ -19,11 +19,11 @@ use seckill_infra::consistency::{self, Template};
 use seckill_infra::emulator;
 use seckill_infra::invoke::{self, Function, Handler};
 use seckill_infra::local;
-use seckill_shared::aws;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::redis::LoadOutcome;
+use seckill_shared::adapters::secrets::{self, SecretError};
 use seckill_shared::clock;
 use seckill_shared::config::{Config, SecretArns, WireError};
-use seckill_shared::redis_store::LoadOutcome;
-use seckill_shared::secrets::{self, SecretError};
 use seckill_tests::unique;
 use seckill_tests::{
     App, Captured, LocalStack, Reply, eventually, free_port, live_sale, purchase_event,
@@ -202,7 +202,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
     sale.gate = true;
     let id = sale.sale_id.to_string();
     assert!(app.catalog.create_sale(&sale).await.unwrap());
-    let loaded = seckill_shared::jobs::mark_and_load(
+    let loaded = seckill_shared::app::jobs::mark_and_load(
         &app.catalog,
         app.service.stock(),
         &sale,
@@ -270,7 +270,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
     .get_multiplexed_async_connection()
     .await
     .unwrap();
-    let keys = seckill_shared::redis_store::SaleKeys::new(&sale.sale_id);
+    let keys = seckill_shared::adapters::redis::SaleKeys::new(&sale.sale_id);
     let left: i64 = redis::cmd("GET")
         .arg(&keys.stock)
         .query_async(&mut conn)
@@ -589,7 +589,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
         sale.gate = true;
         let id = sale.sale_id.to_string();
         assert!(app.catalog.create_sale(&sale).await.unwrap());
-        seckill_shared::jobs::mark_and_load(
+        seckill_shared::app::jobs::mark_and_load(
             &app.catalog,
             app.service.stock(),
             &sale,

@@ -5,15 +5,15 @@
 //! invariant checker clean after a sale.
 
 use redis::AsyncCommands;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::{LoadOutcome, RedisStock, SaleKeys, home_shard};
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
+use seckill_shared::app::invariants::InvariantChecker;
+use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, Sale};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::invariants::InvariantChecker;
 use seckill_shared::ports::StockStore;
-use seckill_shared::reconcile::{ReconcileSettings, Reconciler};
-use seckill_shared::redis_store::{LoadOutcome, RedisStock, SaleKeys, home_shard};
-use seckill_shared::sqs_queue::SqsQueue;
 use seckill_tests::*;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -33,9 +33,11 @@ fn checker(app: &App) -> InvariantChecker {
             &app.config.orders_table,
             &app.config.sales_table,
         ),
-        app.sqs.clone(),
-        app.queue_url.clone(),
-        Some(app.dlq_url.clone()),
+        SqsInspector::new(
+            app.sqs.clone(),
+            app.queue_url.clone(),
+            Some(app.dlq_url.clone()),
+        ),
     )
 }
 
@@ -61,8 +63,7 @@ fn reconciler(app: &App) -> Reconciler {
         c.catalog().clone(),
         c.orders().clone(),
         SqsQueue::new(app.sqs.clone(), &app.queue_url),
-        app.sqs.clone(),
-        Some(app.dlq_url.clone()),
+        SqsInspector::new(app.sqs.clone(), &app.queue_url, Some(app.dlq_url.clone())),
         ReconcileSettings::default(),
     )
 }
@@ -399,10 +400,10 @@ async fn a_sharded_sale_that_lost_its_keys_fails_closed_and_is_rebuilt_from_dyna
     assert!(
         matches!(
             outcome,
-            seckill_shared::jobs::PrewarmOutcome::Loaded {
+            seckill_shared::app::jobs::PrewarmOutcome::Loaded {
                 stock: 12,
                 buyers: 8
-            } | seckill_shared::jobs::PrewarmOutcome::Refreshed
+            } | seckill_shared::app::jobs::PrewarmOutcome::Refreshed
         ),
         "{outcome:?}"
     );
@@ -537,15 +538,15 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     assert!(
         matches!(
             outcome,
-            seckill_shared::jobs::PrewarmOutcome::WaitingForQueue { .. }
-                | seckill_shared::jobs::PrewarmOutcome::Refreshed
+            seckill_shared::app::jobs::PrewarmOutcome::WaitingForQueue { .. }
+                | seckill_shared::app::jobs::PrewarmOutcome::Refreshed
         ),
         "{outcome:?}"
     );
     app.write_queued_orders().await;
     match prewarm_now(&jobs, &sale.sale_id).await {
-        seckill_shared::jobs::PrewarmOutcome::Loaded { .. }
-        | seckill_shared::jobs::PrewarmOutcome::Refreshed => {}
+        seckill_shared::app::jobs::PrewarmOutcome::Loaded { .. }
+        | seckill_shared::app::jobs::PrewarmOutcome::Refreshed => {}
         other => panic!("the lost shard was not rebuilt: {other:?}"),
     }
     // Redis offers exactly what DynamoDB has left, not the lost shard's
@@ -562,7 +563,7 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
         jobs.prewarm_sale(&sale.sale_id, clock::now_ms())
             .await
             .unwrap(),
-        seckill_shared::jobs::PrewarmOutcome::Refreshed
+        seckill_shared::app::jobs::PrewarmOutcome::Refreshed
     );
     let again = checker(&app)
         .stock()
@@ -601,10 +602,8 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     assert_eq!(app.sale_counters(id).await, (0, 40));
     let orders = app.orders().await;
     assert!(
-        accepted
-            .iter()
-            .all(|o| orders[o.as_str()].status
-                == seckill_shared::orders::OrderStatus::PendingPayment),
+        accepted.iter().all(|o| orders[o.as_str()].status
+            == seckill_shared::domain::orders::OrderStatus::PendingPayment),
         "an accepted order was rejected"
     );
     assert_invariants(&app, &sale, &accepted).await;

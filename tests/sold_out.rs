@@ -5,15 +5,16 @@
 //! shard and on four, after the sale's keys were lost and rebuilt from the
 //! ledger, and when the filter itself is gone.
 
+use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
+use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::app::purchase::{Accepted, PurchaseError, PurchaseRequest, PurchaseService};
 use seckill_shared::domain::{IdempotencyKey, Quantity, Sale, SaleId, UserId};
-use seckill_shared::purchase::{Accepted, PurchaseError, PurchaseRequest, PurchaseService};
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
-use seckill_shared::sqs_queue::SqsQueue;
 use seckill_tests::{App, live_sale, prewarm_now};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-type Service = PurchaseService<RedisStock, SqsQueue, seckill_shared::dynamo::DynamoCatalog>;
+type Service =
+    PurchaseService<RedisStock, SqsQueue, seckill_shared::adapters::dynamo::catalog::DynamoCatalog>;
 
 /// An environment of its own on the app's Redis, queue and tables, whose
 /// flag outlives the test (the default half second is shorter than a slow

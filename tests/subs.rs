@@ -14,9 +14,9 @@
 
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
+use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId, UserId};
-use seckill_shared::redis_store::SaleKeys;
 use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -744,7 +744,10 @@ fn order_writer_polls_only_its_queue_with_reserved_concurrency() {
     .map(String::from)
     .into();
     if code_contains(
-        &["functions/order-writer/src", "shared/src/order_writer.rs"],
+        &[
+            "functions/order-writer/src",
+            "shared/src/app/order_writer.rs",
+        ],
         "change_message_visibility",
     ) {
         needed.insert("sqs:ChangeMessageVisibility".into());

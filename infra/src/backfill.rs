@@ -1,12 +1,12 @@
 //! `seckill-local backfill-order-buckets --orders-table NAME`: gives the
 //! orders written before the sale buckets existed their `saleBucket` (and,
 //! while pending, `pendingBucket`), so the sharded indexes hold every order
-//! ([`seckill_shared::order_index::backfill_buckets`]). It talks to whatever
+//! ([`seckill_shared::adapters::dynamo::order_index::backfill_buckets`]). It talks to whatever
 //! the AWS environment names: a real account with its credentials, or the
 //! emulator when `AWS_ENDPOINT_URL` is set.
 
-use seckill_shared::aws::{self, Caller};
-use seckill_shared::order_index;
+use seckill_shared::adapters::aws::{self, Caller};
+use seckill_shared::adapters::dynamo::order_index;
 use std::time::Duration;
 
 pub const USAGE: &str = "seckill-local backfill-order-buckets --orders-table NAME";

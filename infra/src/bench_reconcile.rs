@@ -27,11 +27,11 @@
 //! commands). The row prints the `HSCAN` chunks Redis served per second of
 //! reading, so a starved reader would show.
 
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
 use seckill_shared::clock;
 use seckill_shared::domain::{InvalidValue, Quantity, Sale, UserId};
-use seckill_shared::memory::test_sale;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -8,7 +8,9 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
-use seckill_shared::order_index::{BY_SALE_BUCKET_STATUS, PENDING_BUCKET_BY_EXPIRY};
+use seckill_shared::adapters::dynamo::order_index::{
+    BY_SALE_BUCKET_STATUS, PENDING_BUCKET_BY_EXPIRY,
+};
 
 /// Matches `template.yaml`: after this many receives a message goes to the DLQ.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
@@ -20,7 +22,7 @@ pub const VISIBILITY_TIMEOUT_SECS: u32 = 61;
 pub struct SetupError(String);
 
 fn fail(err: impl std::error::Error + 'static) -> SetupError {
-    SetupError(seckill_shared::sqs_queue::describe(&err))
+    SetupError(seckill_shared::adapters::sqs::describe(&err))
 }
 
 /// The URLs of the orders queue and its DLQ.
@@ -171,7 +173,7 @@ pub async fn ensure_tables(
 /// missing (an existing secret keeps its value: someone may have put another
 /// key there on purpose).
 pub async fn ensure_secret(
-    secrets: &seckill_shared::aws::SecretsClient,
+    secrets: &seckill_shared::adapters::aws::SecretsClient,
     name: &str,
     value: &str,
 ) -> Result<String, SetupError> {

@@ -10,7 +10,7 @@ use seckill_shared::config::{Config, ConfigError, Lookup};
 
 /// A function of `template.yaml`, named by its binary (the same names its
 /// metrics carry).
-pub use seckill_shared::metrics::Function;
+pub use seckill_shared::observe::metrics::Function;
 
 /// A function crate's configuration loader: reads what that function reads.
 pub type Loader = fn(Lookup<'_>) -> Result<Config, ConfigError>;

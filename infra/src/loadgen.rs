@@ -18,15 +18,15 @@
 use crate::gateway::{self, Gateway};
 use crate::local::{self, LocalError, LocalSettings};
 use crate::token::{TokenError, TokenSettings};
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::config::{Config, RateLimits};
 use seckill_shared::domain::{OrderMessage, Sale};
-use seckill_shared::dynamo::DynamoCatalog;
 use seckill_shared::ports::{OrderQueue, SaleCatalog, SendError};
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::redis_store::{RedisStock, SaleKeys};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -322,7 +322,7 @@ impl HttpSettings {
             connections: 256,
             queue: QueueStep::Skipped,
             name: format!("http{}-{}", std::process::id(), clock::now_ms()),
-            sold_out_flag: seckill_shared::purchase::SOLD_OUT_FLAG,
+            sold_out_flag: seckill_shared::app::purchase::SOLD_OUT_FLAG,
         }
     }
 }
@@ -401,10 +401,10 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
 async fn null_purchase(
     config: &Config,
 ) -> Result<PurchaseService<RedisStock, NullQueue, CachedCatalog<DynamoCatalog>>, LoadError> {
-    let config = &seckill_shared::secrets::resolve(
+    let config = &seckill_shared::adapters::secrets::resolve(
         config,
         aws::Caller::Tool,
-        seckill_shared::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisAndGate,
     )
     .await
     .map_err(setup)?;
@@ -418,7 +418,9 @@ async fn null_purchase(
     );
     let service = PurchaseService::new(stock, NullQueue, catalog);
     Ok(match &config.gate_secret {
-        Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
+        Some(secret) => {
+            service.with_gate(seckill_shared::domain::gate::Gate::new(secret.as_bytes()))
+        }
         None => service,
     })
 }
@@ -433,7 +435,7 @@ where
     Q: OrderQueue + 'static,
     C: SaleCatalog + 'static,
 {
-    let sale = seckill_shared::memory::test_sale(&settings.name, settings.stock, 1)
+    let sale = seckill_shared::adapters::memory::test_sale(&settings.name, settings.stock, 1)
         .map_err(|e| setup(e.0))?;
     let catalog = DynamoCatalog::new(
         aws::dynamodb(&aws::sdk_config(aws::Caller::Tool, config.sqs_timeout).await),
@@ -442,9 +444,14 @@ where
     catalog.create_sale(&sale).await.map_err(setup)?;
     // Through the service's own connection, so the first timed request does
     // not pay the connect.
-    seckill_shared::jobs::mark_and_load(&catalog, gateway.purchase.stock(), &sale, clock::now_ms())
-        .await
-        .map_err(setup)?;
+    seckill_shared::app::jobs::mark_and_load(
+        &catalog,
+        gateway.purchase.stock(),
+        &sale,
+        clock::now_ms(),
+    )
+    .await
+    .map_err(setup)?;
     let addr = listener.local_addr().map_err(setup)?;
 
     let prepared_at = Instant::now();

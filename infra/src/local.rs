@@ -8,14 +8,14 @@ use crate::gateway::{self, Gateway};
 use crate::pages::PageSettings;
 use crate::token::TokenSettings;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use seckill_shared::aws;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{Sale, SaleId};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::metrics;
+use seckill_shared::observe::metrics;
 use seckill_shared::ports::SaleCatalog;
-use seckill_shared::redis_store::RedisStock;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -288,9 +288,10 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
             RedisStock::connect_lazy(&config.redis_url, Duration::from_secs(2)).map_err(other)?;
         // Marked loaded as prewarm marks it, so a Redis restart under the
         // local stack rebuilds it only once the queue drained.
-        let loaded = seckill_shared::jobs::mark_and_load(&catalog, &stock, &sale, clock::now_ms())
-            .await
-            .map_err(other)?;
+        let loaded =
+            seckill_shared::app::jobs::mark_and_load(&catalog, &stock, &sale, clock::now_ms())
+                .await
+                .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
     let admin = Arc::new(admin_api::wire(&config).await.map_err(other)?);
@@ -352,9 +353,9 @@ impl Job {
 /// The scheduled functions of the template, each wired as its own Lambda
 /// (its own cold start and `Function` in the metrics).
 pub struct Scheduled {
-    pub prewarm: seckill_shared::jobs::Jobs,
-    pub release_unpaid: seckill_shared::jobs::Jobs,
-    pub reconcile: seckill_shared::reconcile::Reconciler,
+    pub prewarm: seckill_shared::app::jobs::Jobs,
+    pub release_unpaid: seckill_shared::app::jobs::Jobs,
+    pub reconcile: seckill_shared::app::reconcile::Reconciler,
 }
 
 impl Scheduled {

@@ -15,7 +15,7 @@ use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
 use seckill_shared::config;
-use seckill_shared::metrics;
+use seckill_shared::observe::metrics;
 use std::process::ExitCode;
 
 /// The local stack: what AWS wires around the functions, on loopback.
@@ -97,7 +97,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    seckill_shared::telemetry::init();
+    seckill_shared::observe::telemetry::init();
     // The functions' EMF lines on stdout, with the logs: `up` serves many
     // invocations at once and writes them aggregated every second; `invoke`
     // and `run` are one invocation each, written as Lambda writes them.

@@ -1,5 +1,5 @@
 -- keyed.lua: the filter of a key group's Idempotency-Key reservations.
--- Prepended to purchase.lua and rebuild.lua (see redis_store.rs), which
+-- Prepended to purchase.lua and rebuild.lua (see adapters/redis/scripts.rs), which
 -- mark every reservation whose order id starts with 'k'; keyed_filter.lua
 -- reads it for the sold-out fast path of keyed requests.
 --

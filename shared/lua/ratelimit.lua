@@ -1,5 +1,5 @@
 -- ratelimit.lua: two token buckets, one per buyer and one per source
--- address. Prepended to purchase.lua (see redis_store.rs), which calls
+-- address. Prepended to purchase.lua (see adapters/redis/scripts.rs), which calls
 -- rate_limit() after every refusal, for calls that may take stock only,
 -- so the limit costs no extra round trip and a refused call no write; it
 -- stays its own piece of code with its own key on the sale's hash tag.

@@ -16,7 +16,7 @@
 -- Stock goes back capped at the total.
 -- Replies: {"RETURNED", stockNow} {"SAME"} {"MISSING"}
 --
--- Runs with holdings.lua prepended (see redis_store.rs) for drop_holding().
+-- Runs with holdings.lua prepended (see adapters/redis/scripts.rs) for drop_holding().
 -- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key =

@@ -1,7 +1,7 @@
 -- snapshot_head.lua: the few numbers of one key group that reconcile reads
 -- before and after it reads the group's hashes in chunks (HSCAN), in one
 -- O(1) step. Equal before and after means no script changed the stock or a
--- reservation in between (see the chunked read in redis_store.rs): every
+-- reservation in between (see the chunked read in adapters/redis/snapshot.rs): every
 -- script that changes them bumps meta `epoch`, except purchase.lua, which
 -- always lowers the stock.
 -- KEYS meta, stock, resv, and for a shard also lent, received.

@@ -1,9 +1,9 @@
 //! Typed configuration, read once from the environment at cold start.
-//! Every name here is documented in the README and set in `template.yaml`.
+//! Every name here is documented in `docs/design.md` (Configuration) and set in `template.yaml`.
 //!
 //! The environment holds no secret: it names them. `REDIS_AUTH_SECRET_ARN`
 //! and `GATE_SECRET_ARN` are Secrets Manager ids, which each function's
-//! `wire` fetches once ([`crate::secrets::resolve`]) into the two resolved
+//! `wire` fetches once ([`crate::adapters::secrets::resolve`]) into the two resolved
 //! fields, [`Config::redis_url`] (the token as its password) and
 //! [`Config::gate_secret`]. Tests and the local tools may fill those two
 //! fields directly; no loader reads a secret value from the environment.
@@ -32,7 +32,7 @@ pub enum WireError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Secret(#[from] crate::secrets::SecretError),
+    Secret(#[from] crate::adapters::secrets::SecretError),
     #[error(transparent)]
     Store(#[from] crate::ports::StoreError),
 }
@@ -120,7 +120,7 @@ pub struct Config {
     /// gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
     /// The secrets to fetch at cold start (`REDIS_AUTH_SECRET_ARN`,
-    /// `GATE_SECRET_ARN`); empty once [`crate::secrets::resolve`] has.
+    /// `GATE_SECRET_ARN`); empty once [`crate::adapters::secrets::resolve`] has.
     pub secrets: SecretArns,
     /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
     /// the EMF lines; the template sets `Seckill/<stack name>`.
@@ -306,7 +306,7 @@ impl Config {
             metrics_namespace: env("METRICS_NAMESPACE")
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.to_owned()),
+                .unwrap_or_else(|| crate::observe::metrics::DEFAULT_NAMESPACE.to_owned()),
             max_receive_count: match env_if(reads.max_receive_count)("MAX_RECEIVE_COUNT") {
                 None => None,
                 // Parsed from the value already read: one lookup per name.

@@ -80,7 +80,7 @@ impl ApiError {
         }
     }
 
-    /// The machine-readable code of the design's contract.
+    /// The machine-readable code of the API's contract (`docs/api.md`).
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidRequest(_) => "INVALID_REQUEST",

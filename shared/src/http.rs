@@ -9,7 +9,7 @@ use lambda_http::{Body, Request, RequestExt, Response};
 /// Bodies above this are refused before parsing; no route needs more.
 pub const MAX_BODY_BYTES: usize = 4 * 1024;
 
-/// The admin scope of the design (claim `scope`, space separated).
+/// The admin scope of `docs/api.md` (claim `scope`, space separated).
 pub const ADMIN_SCOPE: &str = "seckill/admin";
 
 /// Who is calling, as API Gateway's JWT authorizer vouched for them.

@@ -2,82 +2,81 @@
 //!
 //! # Layout
 //!
-//! - [`domain`]: newtypes that can only hold valid values (`SaleId`, `UserId`,
-//!   `OrderId`, `Quantity`, `IdempotencyKey`), the `Sale` and the order message.
+//! Dependencies point inwards: `domain` depends on nothing here but `clock`,
+//! `ports` on `domain`, `app` on both (and on an adapter only where a port
+//! for it does not exist yet), `adapters` implement `ports` with Redis, SQS
+//! and DynamoDB. `observe` is how every layer reports.
+//!
+//! - [`domain`]: values that can only be valid, and the rules on them.
+//!   - [`domain::values`]: `SaleId`, `UserId`, `OrderId`, `Quantity`,
+//!     `IdempotencyKey`, the `Sale` and the order message (re-exported
+//!     from [`domain`], the path everything uses).
+//!   - [`domain::sale_spec`]: the admin's sale definition, validated field
+//!     by field, and the frozen-after-start rule for changing it.
+//!   - [`domain::shard_layout`]: which shard is each buyer's home (a stable
+//!     hash, or on a cluster a table that loads every master evenly), each
+//!     shard's stock, and which shards a dry home may borrow from.
+//!   - [`domain::borrowing`]: when a short home shard borrows from the
+//!     others, and for how long empty shards are not looked at again.
+//!   - [`domain::gate`]: the sale gate's questions and passes (HMAC,
+//!     stateless).
+//!   - [`domain::keyed_filter`]: which keyed requests a sold-out environment
+//!     may answer itself (no reservation under their key can exist).
+//!   - [`domain::orders`]: order states and the order row.
 //! - [`ports`]: the traits where the domain meets the outside (stock store,
-//!   order queue, sale catalog), so domain logic is tested without I/O.
-//! - [`purchase`]: the purchase decision: reserve in the stock store, hand
-//!   the order to the queue, release only what is proven unsent.
-//! - [`error`]: the API error codes and their one mapping to HTTP.
-//! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
-//! - [`http`]: JSON responses and the API Gateway claims helpers.
-//! - [`config`]: typed configuration, read once from the environment.
-//! - [`secrets`]: the Redis AUTH token and the gate key from Secrets
-//!   Manager, fetched once per execution environment by each `wire`.
-//! - [`invariants`]: the design's invariants over one sale's Redis, queue
-//!   and DynamoDB state; reconcile, the chaos scenarios and the bench use it.
-//! - [`reconcile`]: compare Redis, the queue and DynamoDB; repair what is
-//!   provably safe; report the rest (`OVERSELL_RISK` is never auto-fixed).
-//! - [`keyed_filter`]: which keyed requests a sold-out environment may
-//!   answer itself (no reservation under their key can exist).
-//! - [`redis_store`]: the stock store on Redis; the Lua scripts live in
-//!   `shared/lua/` and are compiled in with `include_str!`.
-//! - [`shard_layout`]: which shard is each buyer's home (a stable hash, or on
-//!   a cluster a table that loads every master evenly) and each shard's stock.
-//! - [`sale_spec`]: the admin's sale definition, validated field by field.
-//! - [`sqs_queue`]: the order queue on SQS, with definite/ambiguous failures.
-//! - [`dynamo`]: the sale catalog on DynamoDB (`sales` table items).
-//! - [`orders`]: order states, the order row, and the `OrderStore` port.
-//! - [`dynamo_orders`]: the `orders` table and the sale counters it moves.
-//! - [`order_index`]: the order item, the sale buckets that spread a sale's
-//!   index entries, the reads that fan out over them, and their backfill.
-//! - [`order_queries`]: what the orders API answers: sale info, order
-//!   status (`QUEUED` from the reservation until the row exists), payment.
-//! - [`order_writer`]: a batch of queue messages in, orders out: grouped
-//!   per sale, one transaction per group, per-message fallback.
-//! - [`catalog_cache`]: a per-environment cache in front of the catalog, so an
-//!   unknown sale id costs at most one database read per TTL.
-//! - [`jobs`]: the scheduled jobs: prewarm (load, refresh, rebuild a lost
-//!   sale) and the unpaid release.
-//! - [`memory`]: in-memory adapters of every port, for unit tests.
-//! - [`aws`]: building SDK clients once, with timeouts fit for a hot path.
-//! - [`telemetry`]: tracing set-up (JSON in Lambda, readable locally).
-//! - [`metrics`]: the CloudWatch metrics as embedded-metric-format lines
-//!   (per-environment counters, one line per invocation in Lambda).
-//! - [`outcomes`]: purchase answers per sale and outcome, counted in memory
-//!   and added to `sale:{S}:outcomes` in Redis at most once a second.
-//! - [`live`]: what the operator dashboard polls
-//!   (`GET /admin/sales/{saleId}/live`): stock, orders by status, the
-//!   queue, the outcome tally and the last reconcile report of one sale.
-//! - [`clock`]: wall-clock milliseconds and RFC 3339 formatting.
+//!   order queue, sale catalog, order store, queue inspection) and the
+//!   outcomes they return.
+//! - [`app`]: the use cases, each written against ports or adapters.
+//!   - [`app::purchase`]: reserve in the stock store, hand the order to the
+//!     queue, release only what is proven unsent.
+//!   - [`app::order_writer`]: a batch of queue messages in, orders out:
+//!     grouped per sale, one transaction per group, per-message fallback.
+//!   - [`app::order_queries`]: what the orders API answers: sale info,
+//!     order status (`QUEUED` until the row exists), payment.
+//!   - [`app::catalog_cache`]: a per-environment cache in front of the
+//!     catalog, so an unknown sale id costs at most one read per TTL.
+//!   - [`app::jobs`]: the scheduled jobs: prewarm (load, refresh, rebuild a
+//!     lost sale) and the unpaid release.
+//!   - [`app::reconcile`]: compare Redis, the queue and DynamoDB; repair what
+//!     is provably safe; report the rest (`OVERSELL_RISK` is never fixed).
+//!   - [`app::invariants`]: the invariants of `docs/design.md` over one sale's Redis,
+//!     queue and DynamoDB state; reconcile, chaos and the bench use it.
+//!   - [`app::live`]: what the operator dashboard polls
+//!     (`GET /admin/sales/{saleId}/live`).
+//! - [`adapters`]: the ports and the operations path on real services.
+//!   - [`adapters::redis`]: the stock store on Redis; the Lua scripts live
+//!     in `shared/lua/` and are compiled in with `include_str!`.
+//!   - [`adapters::dynamo`]: the sale catalog (`sales` table), the `orders`
+//!     table and the order index's sale buckets.
+//!   - [`adapters::sqs`]: the order queue on SQS, with definite/ambiguous
+//!     failures, and the operations path's read of the queue and its DLQ.
+//!   - [`adapters::memory`]: in-memory adapters of the stock store, the
+//!     order queue (and its inspection) and the catalog, for unit tests.
+//!   - [`adapters::aws`]: building SDK clients once, with timeouts fit for a
+//!     hot path. Here because only adapters (and the wiring) use them.
+//!   - [`adapters::secrets`]: the Redis AUTH token and the gate key from
+//!     Secrets Manager, fetched once per execution environment by each
+//!     `wire`. Here because it is one more AWS SDK client.
+//! - [`observe`]: the CloudWatch metrics (embedded metric format), the
+//!   purchase outcome tally behind the dashboard, and tracing set-up.
+//!
+//! At the root, what every layer uses and none owns:
+//!
+//! - [`config`]: typed configuration, read once from the environment (the
+//!   settings of every layer: limits, tables, timeouts).
+//! - [`error`]: the API error codes and their one mapping to HTTP; use
+//!   cases and adapters' errors both map into it.
+//! - [`http`]: JSON responses and the API Gateway claims helpers, used by
+//!   every function and by the local gateway.
+//! - [`clock`]: wall-clock milliseconds and RFC 3339 formatting, used by the
+//!   domain rows as much as by the adapters.
 
-pub mod aws;
-pub mod catalog_cache;
+pub mod adapters;
+pub mod app;
 pub mod clock;
 pub mod config;
 pub mod domain;
-pub mod dynamo;
-pub mod dynamo_orders;
 pub mod error;
-pub mod gate;
 pub mod http;
-pub mod invariants;
-pub mod jobs;
-pub mod keyed_filter;
-pub mod live;
-pub mod memory;
-pub mod metrics;
-pub mod order_index;
-pub mod order_queries;
-pub mod order_writer;
-pub mod orders;
-pub mod outcomes;
+pub mod observe;
 pub mod ports;
-pub mod purchase;
-pub mod reconcile;
-pub mod redis_store;
-pub mod sale_spec;
-pub mod secrets;
-pub mod shard_layout;
-pub mod sqs_queue;
-pub mod telemetry;

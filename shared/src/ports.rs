@@ -1,9 +1,13 @@
-//! Ports: the traits where the domain meets Redis, SQS and DynamoDB.
-//! Real adapters live beside this file; [`crate::memory`] has in-memory ones.
+//! Ports: the traits where the domain meets Redis, SQS and DynamoDB: the
+//! stock store, the order queue, the sale catalog, the order store, and the
+//! operations path's queue inspection.
+//! Real adapters live in [`crate::adapters`]; [`crate::adapters::memory`] has
+//! in-memory ones.
 //!
 //! Futures are declared `Send` so services generic over these traits can be
 //! driven from a multi-threaded runtime.
 
+use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use std::future::Future;
 
@@ -116,10 +120,10 @@ impl Resolution {
     /// What a row in the ledger says of its reservation; `None` while it
     /// holds nothing that Redis must follow (expired: the release's part).
     pub fn of_row(
-        status: crate::orders::OrderStatus,
-        reason: Option<crate::orders::RejectReason>,
+        status: crate::domain::orders::OrderStatus,
+        reason: Option<crate::domain::orders::RejectReason>,
     ) -> Option<Self> {
-        use crate::orders::{OrderStatus as S, RejectReason as R};
+        use crate::domain::orders::{OrderStatus as S, RejectReason as R};
         match (status, reason) {
             (S::PendingPayment | S::Paid, _) => Some(Self::Written),
             (S::Rejected, Some(R::OverLimit)) => Some(Self::RejectedOverLimit),
@@ -200,7 +204,7 @@ pub trait StockStore: Send + Sync {
     /// Whether a reservation of `(sale, user, key)` may exist, as known
     /// from a read made after `since` (`false` is certain). The sold-out
     /// fast path answers a keyed request itself only on `false`
-    /// ([`crate::keyed_filter`]); a store that cannot tell says `true`.
+    /// ([`crate::domain::keyed_filter`]); a store that cannot tell says `true`.
     fn keyed_may_exist(
         &self,
         _sale_id: &SaleId,
@@ -252,4 +256,168 @@ pub trait SaleCatalog: Send + Sync {
 
     /// Every sale (the table holds one small item per sale).
     fn list_sales(&self) -> impl Future<Output = Result<Vec<Sale>, CatalogError>> + Send;
+}
+
+// ---------------------------------------------------------------- orders
+
+/// How writing one order on its own went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SingleWrite {
+    Written,
+    /// The row was already there (a redelivery, or reconcile's give-up got
+    /// there first): nothing changed; the row as it stands.
+    Duplicate(Order),
+    /// The sale item has fewer units than the order: the database stopped an
+    /// oversell that Redis let through.
+    NoStock,
+    /// The buyer's record would pass the per-user limit: the database
+    /// stopped a buyer Redis lost count of (a failover that lost writes).
+    OverLimit,
+}
+
+/// How recording a rejection went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectWrite {
+    /// The `REJECTED` row is written.
+    Recorded,
+    /// A row was there already, and stays as it is.
+    Exists(Order),
+}
+
+/// How writing a whole sale group in one transaction went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupWrite {
+    Written,
+    /// Cancelled; the reasons' codes, one per item (orders first, then the
+    /// sale update), for the log. The caller falls back to single writes.
+    Cancelled(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayOutcome {
+    Paid(Order),
+    /// Paid before: paying again is the same success.
+    AlreadyPaid(Order),
+    Expired,
+    NotPayable(OrderStatus),
+    NotFound,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpireOutcome {
+    /// Now `EXPIRED`; its units went back to the sale item.
+    Expired(Order),
+    /// Paid, expired already, or not yet due: nothing changed.
+    NotExpirable,
+    NotFound,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrderStoreError {
+    /// Throttling, a conflict, a network fault: retrying may succeed.
+    #[error("order store unavailable: {0}")]
+    Transient(String),
+    /// The sale item is missing: orders for it cannot be written.
+    #[error("sale {0} is not in the sales table")]
+    SaleMissing(SaleId),
+    #[error("order item is malformed: {0}")]
+    Malformed(String),
+}
+
+/// The `orders` table (and the counters of the `sales` table it moves).
+pub trait OrderStore: Send + Sync {
+    /// All orders of one sale, their buyers' records (each kept within
+    /// `per_user_limit`) and one update of the sale item, in one
+    /// transaction: all written or none.
+    fn write_group(
+        &self,
+        sale_id: &SaleId,
+        orders: &[NewOrder],
+        per_user_limit: u32,
+        request_token: &str,
+    ) -> impl Future<Output = Result<GroupWrite, OrderStoreError>> + Send;
+
+    fn write_single(
+        &self,
+        order: &NewOrder,
+        per_user_limit: u32,
+    ) -> impl Future<Output = Result<SingleWrite, OrderStoreError>> + Send;
+
+    /// Records an order that holds no units as `REJECTED`, only if no row
+    /// has that id: a written order is never turned into a rejection.
+    fn write_rejected(
+        &self,
+        order: &NewOrder,
+        reason: RejectReason,
+    ) -> impl Future<Output = Result<RejectWrite, OrderStoreError>> + Send;
+
+    fn get(
+        &self,
+        order_id: &OrderId,
+    ) -> impl Future<Output = Result<Option<Order>, OrderStoreError>> + Send;
+
+    /// One buyer's orders of one sale, every status (an index: it may lag
+    /// the table by a moment).
+    fn orders_of_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> impl Future<Output = Result<Vec<Order>, OrderStoreError>> + Send;
+
+    /// `PENDING_PAYMENT` and not expired becomes `PAID`; one conditional write.
+    fn pay(
+        &self,
+        order_id: &OrderId,
+        user_id: &UserId,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<PayOutcome, OrderStoreError>> + Send;
+
+    /// `PENDING_PAYMENT` past its deadline becomes `EXPIRED`, its units go
+    /// back to the sale item and off its buyer's record, in one transaction
+    /// that also numbers the return (`returnSeq`). Races with `pay` have
+    /// exactly one winner: both are conditional on `PENDING_PAYMENT`.
+    fn expire(
+        &self,
+        order_id: &OrderId,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<ExpireOutcome, OrderStoreError>> + Send;
+}
+
+// ------------------------------------------------------- queue inspection
+
+/// How many messages a queue holds, by its own approximate counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub visible: u64,
+    pub in_flight: u64,
+    pub delayed: u64,
+}
+
+impl QueueDepth {
+    pub fn total(self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// The queue could not be read; the error and its causes on one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct QueueError(pub String);
+
+/// What the operations path reads of the orders queue and its DLQ, without
+/// taking a message off either: whether orders are still on their way
+/// (prewarm's rebuild waits for them, reconcile compares stock only when
+/// none are), and which orders they carry.
+pub trait QueueInspector: Send + Sync {
+    /// The orders queue's depth.
+    fn depth(&self) -> impl Future<Output = Result<QueueDepth, QueueError>> + Send;
+
+    /// The DLQ's depth; `None` when no DLQ is configured.
+    fn dlq_depth(&self) -> impl Future<Output = Result<Option<QueueDepth>, QueueError>> + Send;
+
+    /// Order ids of the messages on the queue and the DLQ. Every message
+    /// stays where it is (reading one may count towards its redrive limit).
+    fn order_ids(
+        &self,
+    ) -> impl Future<Output = Result<std::collections::HashSet<String>, QueueError>> + Send;
 }

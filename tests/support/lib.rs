@@ -14,12 +14,12 @@ use purchase::LivePurchase;
 use redis::AsyncCommands;
 use seckill_infra::emulator;
 pub use seckill_infra::event_source::{EventSource, EventSourceSettings};
-use seckill_shared::aws;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::redis::{SaleKeys, StoredReservation};
 use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderMessage, Sale, SaleId};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::redis_store::{SaleKeys, StoredReservation};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -159,7 +159,7 @@ impl App {
     pub async fn spawn_full(visibility_secs: u32, tweak: impl FnOnce(&mut Config)) -> App {
         // Logs only when asked for: `RUST_LOG=warn cargo test ... -- --nocapture`.
         if std::env::var_os("RUST_LOG").is_some() {
-            seckill_shared::telemetry::init();
+            seckill_shared::observe::telemetry::init();
         }
         let redis_url = env("REDIS_URL");
         env("AWS_ENDPOINT_URL");
@@ -189,7 +189,7 @@ impl App {
             rate_limits: GENEROUS_LIMITS,
             gate_secret: Some(TEST_GATE_SECRET.into()),
             secrets: Default::default(),
-            metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+            metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             // The test queues' redrive, as the template feeds both from one value.
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
         };
@@ -215,7 +215,7 @@ impl App {
     /// Writes the sale to the `sales` table and loads it into Redis.
     pub async fn open_sale(&self, sale: &Sale) {
         assert!(self.catalog.create_sale(sale).await.unwrap());
-        let loaded = seckill_shared::jobs::mark_and_load(
+        let loaded = seckill_shared::app::jobs::mark_and_load(
             &self.catalog,
             self.service.stock(),
             sale,
@@ -223,7 +223,7 @@ impl App {
         )
         .await
         .unwrap();
-        assert_eq!(loaded, seckill_shared::redis_store::LoadOutcome::Loaded);
+        assert_eq!(loaded, seckill_shared::adapters::redis::LoadOutcome::Loaded);
     }
 
     /// Sends a real-shaped event through the handler.
@@ -351,8 +351,8 @@ impl App {
     }
 
     /// The scheduled jobs on this test's tables and queue.
-    pub async fn jobs(&self) -> seckill_shared::jobs::Jobs {
-        seckill_shared::jobs::wire(&self.config, seckill_shared::aws::Caller::Tool)
+    pub async fn jobs(&self) -> seckill_shared::app::jobs::Jobs {
+        seckill_shared::app::jobs::wire(&self.config, seckill_shared::adapters::aws::Caller::Tool)
             .await
             .unwrap()
     }
@@ -397,7 +397,7 @@ impl App {
     }
 
     /// Every order item of this test's table, by order id.
-    pub async fn orders(&self) -> HashMap<String, seckill_shared::orders::Order> {
+    pub async fn orders(&self) -> HashMap<String, seckill_shared::domain::orders::Order> {
         let mut out = HashMap::new();
         let mut start = None;
         loop {
@@ -414,9 +414,10 @@ impl App {
             for item in page
                 .items()
                 .iter()
-                .filter(|i| !seckill_shared::dynamo_orders::is_buyer_item(i))
+                .filter(|i| !seckill_shared::adapters::dynamo::orders::is_buyer_item(i))
             {
-                let order = seckill_shared::dynamo_orders::order_from_item(item).unwrap();
+                let order =
+                    seckill_shared::adapters::dynamo::orders::order_from_item(item).unwrap();
                 out.insert(order.order_id.to_string(), order);
             }
             match page.last_evaluated_key {
@@ -428,7 +429,7 @@ impl App {
 
     /// Visible plus in-flight messages of a queue.
     pub async fn depth_of(&self, queue_url: &str) -> u64 {
-        let depth = seckill_shared::sqs_queue::depth(&self.sqs, queue_url)
+        let depth = seckill_shared::adapters::sqs::depth(&self.sqs, queue_url)
             .await
             .unwrap();
         depth.visible + depth.in_flight
@@ -464,10 +465,10 @@ pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: 
 /// the sale's lock: a purchase that finds a live sale's keys missing starts
 /// the rebuild itself, so a test's run may meet it.
 pub async fn prewarm_now(
-    jobs: &seckill_shared::jobs::Jobs,
+    jobs: &seckill_shared::app::jobs::Jobs,
     sale_id: &SaleId,
-) -> seckill_shared::jobs::PrewarmOutcome {
-    use seckill_shared::jobs::PrewarmOutcome;
+) -> seckill_shared::app::jobs::PrewarmOutcome {
+    use seckill_shared::app::jobs::PrewarmOutcome;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let outcome = jobs.prewarm_sale(sale_id, clock::now_ms()).await.unwrap();
@@ -480,7 +481,7 @@ pub async fn prewarm_now(
 
 /// A sale open from a minute ago for an hour.
 pub fn live_sale(stock: u32, limit: u32) -> Sale {
-    seckill_shared::memory::test_sale(&unique("s"), stock, limit).unwrap()
+    seckill_shared::adapters::memory::test_sale(&unique("s"), stock, limit).unwrap()
 }
 
 /// The purchase event of `events/purchase.json`, with this sale, caller

@@ -4,14 +4,14 @@
 
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
+use seckill_shared::adapters::dynamo::catalog::Upsert;
+use seckill_shared::app::jobs::PrewarmOutcome;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
-use seckill_shared::dynamo::Upsert;
+use seckill_shared::domain::sale_spec;
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::jobs::PrewarmOutcome;
-use seckill_shared::metrics::Invocation;
-use seckill_shared::sale_spec;
+use seckill_shared::observe::metrics::Invocation;
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
@@ -197,9 +197,9 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 serde_json::from_str(&raw).map_err(|_| ApiError::Internal)?;
             Ok(http::json(200, &report))
         }
-        // The operator dashboard's poll: read only (seckill_shared::live).
+        // The operator dashboard's poll: read only (seckill_shared::app::live).
         "GET /admin/sales/{saleId}/live" => {
-            let body = seckill_shared::live::live(admin.reconciler.checker(), &sale_id)
+            let body = seckill_shared::app::live::live(admin.reconciler.checker(), &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
@@ -210,7 +210,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
 }
 
 async fn sale_body(
-    jobs: &seckill_shared::jobs::Jobs,
+    jobs: &seckill_shared::app::jobs::Jobs,
     sale_id: &SaleId,
 ) -> Result<serde_json::Value, ApiError> {
     let (sale, counters) = jobs
@@ -258,7 +258,7 @@ fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
 /// sale (`GET /admin/sales/{saleId}/audit`). Keeping it is best effort: the
 /// action is done, and the log line holds it either way.
 async fn audit(
-    jobs: &seckill_shared::jobs::Jobs,
+    jobs: &seckill_shared::app::jobs::Jobs,
     actor: &seckill_shared::domain::UserId,
     sale_id: &SaleId,
     action: &str,

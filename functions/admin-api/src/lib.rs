@@ -6,14 +6,14 @@
 //! - [`config`]: the settings this function reads from its environment.
 //! - [`handler`]: routes by `routeKey`, checks the scope, validates the sale
 //!   definition field by field, and answers with what was done; the live
-//!   view of a sale for the operator dashboard (`seckill_shared::live`).
+//!   view of a sale for the operator dashboard (`seckill_shared::app::live`).
 
 pub mod handler;
 
+use seckill_shared::app::jobs::Jobs;
+use seckill_shared::app::reconcile::Reconciler;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
-use seckill_shared::jobs::Jobs;
-use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::reconcile::Reconciler;
+use seckill_shared::observe::metrics::{Function, Metrics};
 
 /// What the admin routes act on.
 pub struct Admin {
@@ -43,17 +43,20 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// environment: its cold start is counted here, and the Redis AUTH token is
 /// fetched, once for both wirings below (a failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<Admin, WireError> {
-    let caller = seckill_shared::aws::Caller::Function(Function::AdminApi);
-    let config =
-        &seckill_shared::secrets::resolve(config, caller, seckill_shared::secrets::Uses::Redis)
-            .await?;
+    let caller = seckill_shared::adapters::aws::Caller::Function(Function::AdminApi);
+    let config = &seckill_shared::adapters::secrets::resolve(
+        config,
+        caller,
+        seckill_shared::adapters::secrets::Uses::Redis,
+    )
+    .await?;
     let metrics = Metrics::new(Function::AdminApi, &config.metrics_namespace);
     metrics.cold_start();
     Ok(Admin {
-        jobs: seckill_shared::jobs::wire(config, caller)
+        jobs: seckill_shared::app::jobs::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
-        reconciler: seckill_shared::reconcile::wire(config, caller)
+        reconciler: seckill_shared::app::reconcile::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
         metrics,

@@ -5,10 +5,9 @@
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Diagnostic, LambdaEvent};
-use seckill_shared::metrics::Invocation;
-use seckill_shared::order_writer::{OrderWriter, QueueRecord};
-use seckill_shared::orders::OrderStore;
-use seckill_shared::ports::{SaleCatalog, StockStore};
+use seckill_shared::app::order_writer::{OrderWriter, QueueRecord};
+use seckill_shared::observe::metrics::Invocation;
+use seckill_shared::ports::{OrderStore, SaleCatalog, StockStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {

@@ -4,20 +4,20 @@
 //!
 //! - `main.rs`: wires the clients once and runs the Lambda runtime.
 //! - [`handler`]: `SqsEvent` in, `SqsBatchResponse` out (partial batch
-//!   failures); the work is [`OrderWriter`](seckill_shared::order_writer::OrderWriter).
+//!   failures); the work is [`OrderWriter`](seckill_shared::app::order_writer::OrderWriter).
 //! - [`config`]: the settings this function reads from its environment.
 //! - [`wire`]: the live writer from [`Config`]; the local stack uses it too.
 
 pub mod handler;
 
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::order_writer::OrderWriter;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::order_writer::OrderWriter;
-use seckill_shared::redis_store::RedisStock;
+use seckill_shared::observe::metrics::{Function, Metrics};
 use std::time::Duration;
 
 pub type LiveWriter = OrderWriter<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
@@ -42,10 +42,13 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// Once per execution environment: its cold start is counted here, and
 /// the Redis AUTH token is fetched (a failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<LiveWriter, WireError> {
-    let caller = aws::Caller::Function(seckill_shared::metrics::Function::OrderWriter);
-    let config =
-        &seckill_shared::secrets::resolve(config, caller, seckill_shared::secrets::Uses::Redis)
-            .await?;
+    let caller = aws::Caller::Function(seckill_shared::observe::metrics::Function::OrderWriter);
+    let config = &seckill_shared::adapters::secrets::resolve(
+        config,
+        caller,
+        seckill_shared::adapters::secrets::Uses::Redis,
+    )
+    .await?;
     // DynamoDB transactions of up to 21 items (10 orders, their buyers'
     // records, the sale item): give them more time than a purchase's
     // SendMessage, still well inside the function's timeout.

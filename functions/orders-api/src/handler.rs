@@ -3,13 +3,12 @@
 
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
+use seckill_shared::app::order_queries::OrderQueries;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::metrics::Invocation;
-use seckill_shared::order_queries::OrderQueries;
-use seckill_shared::orders::OrderStore;
-use seckill_shared::ports::{SaleCatalog, StockStore};
+use seckill_shared::observe::metrics::Invocation;
+use seckill_shared::ports::{OrderStore, SaleCatalog, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.

@@ -4,20 +4,20 @@
 //!
 //! - `main.rs`: wires the clients once and runs the Lambda runtime.
 //! - [`handler`]: routes by the event's `routeKey` and translates to and from
-//!   [`OrderQueries`](seckill_shared::order_queries::OrderQueries).
+//!   [`OrderQueries`](seckill_shared::app::order_queries::OrderQueries).
 //! - [`config`]: the settings this function reads from its environment.
 //! - [`wire`]: the live service from [`Config`]; the local stack uses it too.
 
 pub mod handler;
 
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::order_queries::OrderQueries;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::order_queries::OrderQueries;
-use seckill_shared::redis_store::RedisStock;
+use seckill_shared::observe::metrics::{Function, Metrics};
 use std::time::Duration;
 
 pub type LiveQueries = OrderQueries<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
@@ -40,11 +40,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// the Redis AUTH token and the gate key are fetched (a failed fetch fails
 /// the init).
 pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
-    let caller = aws::Caller::Function(seckill_shared::metrics::Function::OrdersApi);
-    let config = &seckill_shared::secrets::resolve(
+    let caller = aws::Caller::Function(seckill_shared::observe::metrics::Function::OrdersApi);
+    let config = &seckill_shared::adapters::secrets::resolve(
         config,
         caller,
-        seckill_shared::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisAndGate,
     )
     .await?;
     let sdk = aws::sdk_config(caller, Duration::from_secs(2)).await;
@@ -60,7 +60,9 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
     let queries =
         OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl).with_metrics(metrics);
     Ok(match &config.gate_secret {
-        Some(secret) => queries.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
+        Some(secret) => {
+            queries.with_gate(seckill_shared::domain::gate::Gate::new(secret.as_bytes()))
+        }
         None => queries,
     })
 }

@@ -2,9 +2,9 @@
 //! not used: every tick looks at every sale.
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::app::jobs::{JobError, Jobs};
 use seckill_shared::clock;
-use seckill_shared::jobs::{JobError, Jobs};
-use seckill_shared::metrics::Invocation;
+use seckill_shared::observe::metrics::Invocation;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]

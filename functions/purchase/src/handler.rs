@@ -3,12 +3,12 @@
 //! `Idempotency-Key` header, the body. Bad input never reaches the domain.
 
 use lambda_http::{Body, Request, Response};
+use seckill_shared::app::purchase::{PurchaseRequest, PurchaseService};
 use seckill_shared::domain::{IdempotencyKey, OrderId, Quantity, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::metrics::{self, Invocation};
+use seckill_shared::observe::metrics::{self, Invocation};
 use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
-use seckill_shared::purchase::{PurchaseRequest, PurchaseService};
 use serde::Deserialize;
 use std::convert::Infallible;
 use tracing::Instrument;

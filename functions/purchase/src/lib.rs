@@ -5,7 +5,7 @@
 //! - `main.rs`: wires the clients once per execution environment and hands
 //!   them to the Lambda runtime.
 //! - [`handler`]: turns an API Gateway HTTP API event into a
-//!   [`PurchaseRequest`](seckill_shared::purchase::PurchaseRequest), calls the
+//!   [`PurchaseRequest`](seckill_shared::app::purchase::PurchaseRequest), calls the
 //!   shared domain, and turns the outcome into the contract's response.
 //! - [`config`]: the settings this function reads from its environment
 //!   (what `template.yaml` sets on it; the consistency test compares them).
@@ -14,18 +14,18 @@
 
 pub mod handler;
 
-use seckill_shared::aws;
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::jobs::Jobs;
+use seckill_shared::app::purchase::PurchaseService;
 /// Why the function could not be wired at cold start (settings, secrets, Redis URL).
 pub use seckill_shared::config::WireError;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::dynamo_orders::DynamoOrders;
-use seckill_shared::jobs::Jobs;
-use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::redis_store::RedisStock;
-use seckill_shared::sqs_queue::SqsQueue;
+use seckill_shared::observe::metrics::{Function, Metrics};
 
 /// The purchase service over the real adapters.
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
@@ -59,11 +59,11 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// fails the init).
 pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let queue_url = config.queue_url()?;
-    let caller = aws::Caller::Function(seckill_shared::metrics::Function::Purchase);
-    let config = &seckill_shared::secrets::resolve(
+    let caller = aws::Caller::Function(seckill_shared::observe::metrics::Function::Purchase);
+    let config = &seckill_shared::adapters::secrets::resolve(
         config,
         caller,
-        seckill_shared::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisAndGate,
     )
     .await?;
     let sdk = aws::sdk_config(caller, config.sqs_timeout).await;
@@ -83,15 +83,20 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         stock.clone(),
         DynamoCatalog::new(db.clone(), &config.sales_table),
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        Some((aws::sqs(&sdk), queue_url.to_owned())),
+        Some(SqsInspector::new(
+            aws::sqs(&sdk),
+            queue_url,
+            config.orders_dlq_url.clone(),
+        )),
         config.prewarm_lead,
-    )
-    .with_dlq(config.orders_dlq_url.clone());
+    );
     let service = PurchaseService::new(stock, queue, catalog)
         .with_metrics(metrics)
         .with_rebuild(std::sync::Arc::new(jobs));
     Ok(match &config.gate_secret {
-        Some(secret) => service.with_gate(seckill_shared::gate::Gate::new(secret.as_bytes())),
+        Some(secret) => {
+            service.with_gate(seckill_shared::domain::gate::Gate::new(secret.as_bytes()))
+        }
         None => {
             tracing::warn!("GATE_SECRET_ARN is not set: gated sales will refuse every purchase");
             service

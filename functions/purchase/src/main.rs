@@ -1,7 +1,8 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_http::{Error, run, service_fn};
-use seckill_shared::{config, metrics, telemetry};
+use seckill_shared::config;
+use seckill_shared::observe::{metrics, telemetry};
 
 /// mimalloc: the purchase path allocates per request (the event, the
 /// response), and glibc's malloc/free were a third of its CPU in a profile;

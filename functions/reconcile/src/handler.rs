@@ -2,10 +2,10 @@
 //! for `GET /admin/sales/{saleId}/report`).
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::app::jobs::JobError;
+use seckill_shared::app::reconcile::Reconciler;
 use seckill_shared::clock;
-use seckill_shared::jobs::JobError;
-use seckill_shared::metrics::Invocation;
-use seckill_shared::reconcile::Reconciler;
+use seckill_shared::observe::metrics::Invocation;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]

@@ -27,8 +27,8 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-use seckill_shared::metrics::{Function, Metrics};
-use seckill_shared::reconcile::Reconciler;
+use seckill_shared::app::reconcile::Reconciler;
+use seckill_shared::observe::metrics::{Function, Metrics};
 
 /// Once per execution environment: its cold start is counted here, and
 /// the shared wiring fetches the Redis AUTH token (a failed fetch fails the
@@ -36,9 +36,11 @@ use seckill_shared::reconcile::Reconciler;
 pub async fn wire(config: &Config) -> Result<Reconciler, WireError> {
     let metrics = Metrics::new(Function::Reconcile, &config.metrics_namespace);
     metrics.cold_start();
-    Ok(seckill_shared::reconcile::wire(
+    Ok(seckill_shared::app::reconcile::wire(
         config,
-        seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::Reconcile),
+        seckill_shared::adapters::aws::Caller::Function(
+            seckill_shared::observe::metrics::Function::Reconcile,
+        ),
     )
     .await?
     .with_metrics(metrics))

@@ -1,9 +1,9 @@
 //! A schedule tick in, the release report out.
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
+use seckill_shared::app::jobs::{JobError, Jobs};
 use seckill_shared::clock;
-use seckill_shared::jobs::{JobError, Jobs};
-use seckill_shared::metrics::Invocation;
+use seckill_shared::observe::metrics::Invocation;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Time kept back from the Lambda deadline to finish the order in hand.

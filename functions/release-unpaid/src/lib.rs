@@ -25,8 +25,8 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-use seckill_shared::jobs::Jobs;
-use seckill_shared::metrics::{Function, Metrics};
+use seckill_shared::app::jobs::Jobs;
+use seckill_shared::observe::metrics::{Function, Metrics};
 
 /// Once per execution environment: its cold start is counted here, and
 /// the shared wiring fetches the Redis AUTH token (a failed fetch fails the
@@ -34,9 +34,11 @@ use seckill_shared::metrics::{Function, Metrics};
 pub async fn wire(config: &Config) -> Result<Jobs, WireError> {
     let metrics = Metrics::new(Function::ReleaseUnpaid, &config.metrics_namespace);
     metrics.cold_start();
-    Ok(seckill_shared::jobs::wire(
+    Ok(seckill_shared::app::jobs::wire(
         config,
-        seckill_shared::aws::Caller::Function(seckill_shared::metrics::Function::ReleaseUnpaid),
+        seckill_shared::adapters::aws::Caller::Function(
+            seckill_shared::observe::metrics::Function::ReleaseUnpaid,
+        ),
     )
     .await?
     .with_metrics(metrics))

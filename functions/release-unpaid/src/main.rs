@@ -1,7 +1,8 @@
 //! Lambda entry point: wire once, serve many.
 
 use lambda_runtime::{Error, run, service_fn};
-use seckill_shared::{config, metrics, telemetry};
+use seckill_shared::config;
+use seckill_shared::observe::{metrics, telemetry};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -26,13 +26,13 @@ use clap::builder::RangedU64ValueParser;
 use seckill_infra::emulator;
 use seckill_infra::local::DEFAULT_GATE_SECRET;
 use seckill_infra::runtime_api::{self, ColdStart, Spread};
-use seckill_shared::aws;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::config::SecretArns;
 use seckill_shared::config::{Config, RateLimits};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::memory::test_sale;
-use seckill_shared::redis_store::RedisStock;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -116,7 +116,7 @@ async fn main() -> Result<ExitCode, BoxError> {
             redis_auth: Some(redis_auth.secret_arn.clone()),
             gate: Some(gate),
         },
-        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,
     };
     let env = runtime_api::function_env(&config);

@@ -77,7 +77,7 @@ pub const LAMBDA_PROVIDED: &[&str] = &[
     "TZ",
 ];
 
-/// Read by `seckill_shared::telemetry::init` (every `main.rs` calls it)
+/// Read by `seckill_shared::observe::telemetry::init` (every `main.rs` calls it)
 /// straight from the process environment: the template may set them on
 /// any function, and need not.
 pub const TELEMETRY: &[&str] = &["RUST_LOG", "LOG_FORMAT"];
@@ -85,7 +85,9 @@ pub const TELEMETRY: &[&str] = &["RUST_LOG", "LOG_FORMAT"];
 /// Files allowed to read the process environment directly: the lookup
 /// itself, and telemetry (see [`TELEMETRY`]; it also reads the
 /// Lambda-provided `AWS_LAMBDA_FUNCTION_NAME`).
-pub const DIRECT_ENV_ALLOWED: &[&str] = &["shared/src/config.rs", "shared/src/telemetry.rs"];
+pub const DIRECT_ENV_ALLOWED: &[&str] =
+    &["shared/src/config.rs", "shared/src/observe/telemetry.rs"];
+
 /// Every mismatch between `template` and `code`, in a stable order.
 pub fn check(template: &Template, code: &Code) -> Vec<Mismatch> {
     let mut found = Vec::new();

@@ -7,7 +7,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsMessage};
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
 };
-use seckill_shared::sqs_queue::describe;
+use seckill_shared::adapters::sqs::describe;
 use std::collections::HashSet;
 
 /// What the handler's answer means for the queue.

@@ -34,7 +34,7 @@ pub use deletion::{Settlement, settlement};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::QueueAttributeName;
 use polling::poll;
-use seckill_shared::sqs_queue::describe;
+use seckill_shared::adapters::sqs::describe;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;

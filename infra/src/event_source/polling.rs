@@ -10,7 +10,7 @@ use super::{
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_sqs::config::timeout::TimeoutConfig;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use seckill_shared::sqs_queue::describe;
+use seckill_shared::adapters::sqs::describe;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

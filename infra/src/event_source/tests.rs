@@ -246,10 +246,12 @@ async fn queue_with_messages(
     prefix: &str,
     count: usize,
 ) -> (aws_sdk_sqs::Client, crate::emulator::Queues, String) {
-    let sdk =
-        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(5))
-            .await;
-    let sqs = seckill_shared::aws::sqs(&sdk);
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(5),
+    )
+    .await;
+    let sqs = seckill_shared::adapters::aws::sqs(&sdk);
     let suffix = seckill_shared::clock::now_ms();
     let queues = crate::emulator::ensure_queues(
         &sqs,
@@ -383,12 +385,12 @@ async fn emulator_partial_batch_failure() {
 async fn emulator_long_poll_outlasts_a_short_client_timeout() {
     // The purchase path's clients time out within a second; a long poll
     // through such a client must still end as an empty receive.
-    let sdk = seckill_shared::aws::sdk_config(
-        seckill_shared::aws::Caller::Tool,
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
         Duration::from_millis(800),
     )
     .await;
-    let sqs = seckill_shared::aws::sqs(&sdk);
+    let sqs = seckill_shared::adapters::aws::sqs(&sdk);
     let name = format!("esm-poll-{}", seckill_shared::clock::now_ms());
     let url = sqs
         .create_queue()
@@ -431,10 +433,12 @@ async fn emulator_whole_batch_error_deletes_nothing() {
 
 #[tokio::test]
 async fn emulator_stop_mid_window_hands_records_back() {
-    let sdk =
-        seckill_shared::aws::sdk_config(seckill_shared::aws::Caller::Tool, Duration::from_secs(5))
-            .await;
-    let sqs = seckill_shared::aws::sqs(&sdk);
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(5),
+    )
+    .await;
+    let sqs = seckill_shared::adapters::aws::sqs(&sdk);
     let suffix = seckill_shared::clock::now_ms();
     let queues = crate::emulator::ensure_queues(
         &sqs,

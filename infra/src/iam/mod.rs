@@ -16,7 +16,7 @@
 //!
 //! 1. moto's request recorder logs every AWS call a test run makes
 //!    ([`calls`] reads that log). Each function's SDK client names it in the
-//!    user agent (`app/seckill-<binary>`, see `seckill_shared::aws::Caller`),
+//!    user agent (`app/seckill-<binary>`, see `seckill_shared::adapters::aws::Caller`),
 //!    so every call is attributed to the function that made it; calls of
 //!    tools and test harnesses carry other names and are left out.
 //! 2. A call is mapped to the IAM action and resource AWS authorizes it

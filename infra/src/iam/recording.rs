@@ -6,7 +6,7 @@ use super::{Call, IamError, Names, Permission, Resource, Service};
 use base64::Engine;
 use serde_json::Value;
 
-/// The user-agent mark of a function's SDK clients (`seckill_shared::aws`).
+/// The user-agent mark of a function's SDK clients (`seckill_shared::adapters::aws`).
 const APP_PREFIX: &str = "app/seckill-";
 
 /// The calls read from a recording, and how many records could not be read.

@@ -4,8 +4,8 @@
 
 use crate::table::Row;
 use crate::{BoxError, CEILING_CLIENTS, CEILING_REQUESTS, SEED_LUA};
+use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::domain::Sale;
-use seckill_shared::redis_store::SaleKeys;
 use std::collections::BTreeMap;
 
 /// Runs redis-benchmark with the ceiling's settings (`-c`, `-n`, random

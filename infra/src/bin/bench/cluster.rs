@@ -2,9 +2,9 @@
 //! masters, and each master's script calls.
 
 use crate::BoxError;
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::domain::Sale;
-use seckill_shared::memory::test_sale;
-use seckill_shared::redis_store::SaleKeys;
 use std::collections::BTreeMap;
 
 /// Rounds of the cluster rows (each side's median is shown).

@@ -8,12 +8,12 @@ use seckill_infra::emulator;
 use seckill_infra::event_source::{self, EventSource, EventSourceCounts, EventSourceSettings};
 use seckill_infra::loadgen::UNLIMITED;
 use seckill_infra::local::writer_handler;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::memory::test_sale;
-use seckill_shared::redis_store::RedisStock;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -131,7 +131,7 @@ pub(crate) async fn drain(
         rate_limits: UNLIMITED,
         gate_secret: None,
         secrets: Default::default(),
-        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
     };
     let writer = Arc::new(order_writer::wire(&config).await?);

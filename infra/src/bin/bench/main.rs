@@ -29,7 +29,7 @@
 //!   sale (the winners' requests are replays, the rest `SOLD_OUT`); once
 //!   with every call a Redis round trip, once with the flag, which answers
 //!   a keyed request from memory unless its key may hold a reservation
-//!   (`seckill_shared::keyed_filter`).
+//!   (`seckill_shared::domain::keyed_filter`).
 //! - **cluster, 1 shard / 8 shards**: the handler row again on the 3-master
 //!   Redis Cluster `make bench` starts (`REDIS_CLUSTER_URL`,
 //!   `REDIS_CLUSTER_PORTS`), the 8-shard sale's id chosen so its shards
@@ -86,19 +86,19 @@ use clap::{Parser, value_parser};
 use handler::Workload;
 use seckill_infra::emulator;
 use seckill_infra::loadgen::{Planned, plan};
-use seckill_shared::aws;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::metrics;
-use seckill_shared::redis_store::RedisStock;
+use seckill_shared::observe::metrics;
 use std::process::ExitCode;
 use std::time::Duration;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The purchase script exactly as the handler runs it (limiter included).
-const PURCHASE_LUA: &str = seckill_shared::redis_store::PURCHASE_SOURCE;
+const PURCHASE_LUA: &str = seckill_shared::adapters::redis::PURCHASE_SOURCE;
 /// The seed article's minimal deduction: the honest ceiling ([`ceiling::seed_ceiling`]).
 const SEED_LUA: &str = include_str!("../../../lua/seed_deduct.lua");
 const PURCHASE_EVENT: &str = include_str!("../../../../events/purchase.json");
@@ -188,7 +188,7 @@ async fn main() -> Result<ExitCode, BoxError> {
 /// written every second and every 100 Lua latencies), so every row pays
 /// what the metrics cost; the lines themselves are discarded to keep the
 /// tables readable. (Lambda writes one line per invocation instead: see
-/// `shared/src/metrics.rs` for that cost.) Keep the flusher for the run.
+/// `shared/src/observe/metrics.rs` for that cost.) Keep the flusher for the run.
 fn record_metrics() -> tokio::task::JoinHandle<()> {
     metrics::install(metrics::Emitter::new(
         metrics::Sink::new(std::io::sink()),

@@ -12,14 +12,14 @@ use crate::{
 };
 use seckill_infra::emulator;
 use seckill_infra::loadgen::{HttpSettings, NullQueue, Planned, UNLIMITED, http_decisions};
-use seckill_shared::catalog_cache::CachedCatalog;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, Sale};
-use seckill_shared::dynamo::DynamoCatalog;
-use seckill_shared::memory::test_sale;
-use seckill_shared::purchase::PurchaseService;
-use seckill_shared::redis_store::RedisStock;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
@@ -84,7 +84,7 @@ pub(crate) async fn handler_sqs_row(
         rate_limits: UNLIMITED,
         gate_secret: None,
         secrets: Default::default(),
-        metrics_namespace: seckill_shared::metrics::DEFAULT_NAMESPACE.into(),
+        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,
     };
     let service = purchase::wire(&config).await?;
@@ -184,7 +184,7 @@ pub(crate) async fn sold_out_rows(
         ("after sell-out, Redis every call", Duration::ZERO),
         (
             "after sell-out, sold-out flag",
-            seckill_shared::purchase::SOLD_OUT_FLAG,
+            seckill_shared::app::purchase::SOLD_OUT_FLAG,
         ),
     ] {
         let service =
@@ -217,7 +217,7 @@ pub(crate) async fn page_traffic_rows(
         ("page traffic after sell-out, Redis", Duration::ZERO),
         (
             "page traffic after sell-out, flag",
-            seckill_shared::purchase::SOLD_OUT_FLAG,
+            seckill_shared::app::purchase::SOLD_OUT_FLAG,
         ),
     ] {
         let service =
@@ -421,17 +421,19 @@ pub(crate) async fn check_invariants(
     .await?;
     let mut violations = 0;
     for (sale, order_ids, url) in &bench.checked {
-        let checker = seckill_shared::invariants::InvariantChecker::new(
+        let checker = seckill_shared::app::invariants::InvariantChecker::new(
             RedisStock::connect_lazy(url, REDIS_TIMEOUT)?,
             emulator.catalog.clone(),
-            seckill_shared::dynamo_orders::DynamoOrders::new(
+            seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
                 emulator.db.clone(),
                 emulator.orders_table.clone(),
                 emulator.sales_table.clone(),
             ),
-            emulator.sqs.clone(),
-            check_queue.orders_url.clone(),
-            None,
+            seckill_shared::adapters::sqs::SqsInspector::new(
+                emulator.sqs.clone(),
+                check_queue.orders_url.clone(),
+                None,
+            ),
         );
         let accepted: Vec<OrderId> = order_ids
             .iter()

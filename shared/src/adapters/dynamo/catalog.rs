@@ -1,0 +1,492 @@
+//! The sale catalog on DynamoDB: one item per sale in the `sales` table.
+//!
+//! Item shape: `saleId` (key), `name`, `totalStock`, `startAt`, `endAt`
+//! (RFC 3339 UTC), `perUserLimit`, `paymentWindowSeconds`, `shards`, `gate`,
+//! and the counters `available` and `sold`, which only conditional updates
+//! change (`available >= :q`).
+
+use crate::clock;
+use crate::domain::sale_spec::{EditRefusal, edit_refusal};
+use crate::domain::{Sale, SaleId};
+use crate::ports::{CatalogError, SaleCatalog};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+
+type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone)]
+pub struct DynamoCatalog {
+    client: Client,
+    table: String,
+}
+
+impl DynamoCatalog {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// Creates the sale item if it does not exist; returns false when it did
+    /// (its counters are never reset by a second create).
+    pub async fn create_sale(&self, sale: &Sale) -> Result<bool, CatalogError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(sale_to_item(sale)))
+            .condition_expression("attribute_not_exists(saleId)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(CatalogError::Unavailable(
+                aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string(),
+            )),
+        }
+    }
+}
+
+/// The counters the order-writer and the unpaid release move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaleCounters {
+    pub available: i64,
+    pub sold: i64,
+    pub version: i64,
+    /// How many expiries have returned units to `available` (each sets the
+    /// next number on its order row): the ledger position a rebuild loads
+    /// Redis at. 0 before the first.
+    pub return_seq: u64,
+    /// Prewarm has loaded it into Redis (`loadedAtMs`): its shard count is
+    /// fixed from then on.
+    pub loaded: bool,
+}
+
+/// What `upsert_sale` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upsert {
+    Created,
+    Updated,
+    /// The sale has started: its stock, shards and start can no longer
+    /// change.
+    StartedStockChange,
+    /// The sale is loaded into Redis and the edit cannot follow it there
+    /// exactly; why, for the operator.
+    Loaded(&'static str),
+    /// Someone else changed it meanwhile; retry.
+    Conflict,
+}
+
+impl DynamoCatalog {
+    /// A sale with its counters, read consistently.
+    pub async fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, SaleCounters)>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let n = |name: &str| match item.get(name) {
+            Some(AttributeValue::N(v)) => v
+                .parse::<i64>()
+                .map_err(|_| CatalogError::Malformed(format!("{name} is not a number"))),
+            _ => Err(CatalogError::Malformed(format!("{name} missing"))),
+        };
+        let counters = SaleCounters {
+            available: n("available")?,
+            sold: n("sold")?,
+            version: n("version").unwrap_or(1),
+            return_seq: n("returnSeq").map_or(0, |v| u64::try_from(v).unwrap_or(0)),
+            loaded: item.contains_key("loadedAtMs"),
+        };
+        Ok(Some((sale_from_item(&item)?, counters)))
+    }
+
+    /// Creates a sale, or updates its definition, and returns it as it was
+    /// before (for the audit trail). What may change is the domain's rule
+    /// ([`edit_refusal`]). Before the start a new total resets `available`
+    /// to total minus sold.
+    pub async fn upsert_sale(
+        &self,
+        sale: &Sale,
+        now_ms: i64,
+    ) -> Result<(Upsert, Option<Sale>), CatalogError> {
+        if self.create_sale(sale).await? {
+            return Ok((Upsert::Created, None));
+        }
+        let Some((current, counters)) = self.get_record(&sale.sale_id).await? else {
+            return Ok((Upsert::Conflict, None));
+        };
+        if let Some(refusal) = edit_refusal(&current, sale, now_ms, counters.loaded) {
+            let refusal = match refusal {
+                EditRefusal::Started => Upsert::StartedStockChange,
+                EditRefusal::Loaded(why) => Upsert::Loaded(why),
+            };
+            return Ok((refusal, Some(current)));
+        }
+        let item = sale_to_item(sale);
+        let get = |k: &str| item.get(k).cloned().unwrap_or(AttributeValue::Null(true));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale.sale_id.to_string()))
+            .update_expression(
+                "SET #n = :name, totalStock = :total, startAt = :start, endAt = :end, \
+                 perUserLimit = :limit, paymentWindowSeconds = :window, shards = :shards, \
+                 gate = :gate, available = :total - sold, version = version + :one",
+            )
+            .condition_expression("version = :version AND sold <= :total")
+            .expression_attribute_names("#n", "name")
+            .expression_attribute_values(":name", get("name"))
+            .expression_attribute_values(":total", get("totalStock"))
+            .expression_attribute_values(":start", get("startAt"))
+            .expression_attribute_values(":end", get("endAt"))
+            .expression_attribute_values(":limit", get("perUserLimit"))
+            .expression_attribute_values(":window", get("paymentWindowSeconds"))
+            .expression_attribute_values(":shards", get("shards"))
+            .expression_attribute_values(":gate", get("gate"))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(
+                ":version",
+                AttributeValue::N(counters.version.to_string()),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok((Upsert::Updated, Some(current))),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok((Upsert::Conflict, Some(current)))
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// An operator's pause (`true`) or resume, kept on the sale item.
+    /// Returns the sale as it was before; `None` when there is no such sale.
+    pub async fn set_paused(
+        &self,
+        sale_id: &SaleId,
+        paused: bool,
+    ) -> Result<Option<Sale>, CatalogError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET paused = :p")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":p", AttributeValue::Bool(paused))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => out.attributes.as_ref().map(sale_from_item).transpose(),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// Appends one entry (a JSON object) to the sale's audit trail
+    /// (`audit`, a list on the sale item: an item holds up to 400 KB, about
+    /// a thousand entries).
+    pub async fn append_audit(
+        &self,
+        sale_id: &SaleId,
+        entry: &serde_json::Value,
+    ) -> Result<(), CatalogError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET audit = list_append(if_not_exists(audit, :none), :entry)")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(
+                ":entry",
+                AttributeValue::L(vec![AttributeValue::S(entry.to_string())]),
+            )
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// The sale's audit trail, oldest first; `None` when there is no sale.
+    pub async fn audit(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<Vec<serde_json::Value>>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("saleId, audit")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        Ok(Some(match item.get("audit") {
+            Some(AttributeValue::L(entries)) => entries
+                .iter()
+                .filter_map(|e| match e {
+                    AttributeValue::S(raw) => serde_json::from_str(raw).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }))
+    }
+}
+
+impl DynamoCatalog {
+    /// Records on the sale item that its keys are being loaded into Redis
+    /// (`loadedAtMs`, the first time only) and says whether they had been
+    /// before. Written before the keys exist: a purchase needs the keys, so
+    /// a sale never marked can have no accepted purchase on its way.
+    pub async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression("SET loadedAtMs = if_not_exists(loadedAtMs, :now)")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
+            // The whole old item: UPDATED_OLD may leave out an attribute set
+            // to the value it already had (the emulator does).
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(out
+            .attributes
+            .is_some_and(|old| old.contains_key("loadedAtMs")))
+    }
+
+    /// Keeps the last reconciliation report (JSON) on the sale item.
+    pub async fn store_report(&self, sale_id: &str, json: &str) -> Result<(), CatalogError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_owned()))
+            .update_expression("SET lastReport = :r")
+            .condition_expression("attribute_exists(saleId)")
+            .expression_attribute_values(":r", AttributeValue::S(json.to_owned()))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// A sale and its last reconciliation report (JSON, if any) in one
+    /// read; `None` when the sale does not exist.
+    pub async fn sale_with_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, Option<String>)>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let report = match item.get("lastReport") {
+            Some(AttributeValue::S(json)) => Some(json.clone()),
+            _ => None,
+        };
+        Ok(Some((sale_from_item(&item)?, report)))
+    }
+
+    /// The last reconciliation report, if any.
+    pub async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("lastReport")
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(out.item.and_then(|item| match item.get("lastReport") {
+            Some(AttributeValue::S(json)) => Some(json.clone()),
+            _ => None,
+        }))
+    }
+}
+
+fn unavailable(err: impl std::error::Error + Send + Sync + 'static) -> CatalogError {
+    CatalogError::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
+}
+
+impl SaleCatalog for DynamoCatalog {
+    async fn get_sale(&self, sale_id: &SaleId) -> Result<Option<Sale>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .send()
+            .await
+            .map_err(|e| {
+                CatalogError::Unavailable(
+                    aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+                )
+            })?;
+        out.item.map(|item| sale_from_item(&item)).transpose()
+    }
+
+    async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        let mut sales = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| {
+                    CatalogError::Unavailable(
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+                    )
+                })?;
+            for item in out.items() {
+                match sale_from_item(item) {
+                    Ok(sale) => sales.push(sale),
+                    Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
+                }
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(sales),
+            }
+        }
+    }
+}
+
+pub fn sale_to_item(sale: &Sale) -> Item {
+    let n = |v: u32| AttributeValue::N(v.to_string());
+    HashMap::from([
+        ("saleId".into(), AttributeValue::S(sale.sale_id.to_string())),
+        ("name".into(), AttributeValue::S(sale.name.clone())),
+        ("totalStock".into(), n(sale.total_stock)),
+        (
+            "startAt".into(),
+            AttributeValue::S(clock::rfc3339_ms(sale.start_ms)),
+        ),
+        (
+            "endAt".into(),
+            AttributeValue::S(clock::rfc3339_ms(sale.end_ms)),
+        ),
+        ("perUserLimit".into(), n(sale.per_user_limit)),
+        (
+            "paymentWindowSeconds".into(),
+            n(sale.payment_window_seconds),
+        ),
+        ("shards".into(), n(sale.shards)),
+        ("gate".into(), AttributeValue::Bool(sale.gate)),
+        ("paused".into(), AttributeValue::Bool(sale.paused)),
+        ("available".into(), n(sale.total_stock)),
+        ("sold".into(), n(0)),
+        ("version".into(), n(1)),
+    ])
+}
+
+pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
+    let s = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(v)) => Ok(v.as_str()),
+        _ => Err(CatalogError::Malformed(format!(
+            "{name} missing or not a string"
+        ))),
+    };
+    let n = |name: &str| match item.get(name) {
+        Some(AttributeValue::N(v)) => v
+            .parse::<u32>()
+            .map_err(|_| CatalogError::Malformed(format!("{name} is not a count"))),
+        _ => Err(CatalogError::Malformed(format!(
+            "{name} missing or not a number"
+        ))),
+    };
+    let time = |name: &str| {
+        clock::parse_rfc3339_ms(s(name)?)
+            .ok_or_else(|| CatalogError::Malformed(format!("{name} is not RFC 3339")))
+    };
+    Ok(Sale {
+        sale_id: SaleId::parse(s("saleId")?).map_err(|e| CatalogError::Malformed(e.0))?,
+        name: s("name")?.to_owned(),
+        total_stock: n("totalStock")?,
+        start_ms: time("startAt")?,
+        end_ms: time("endAt")?,
+        per_user_limit: n("perUserLimit")?,
+        payment_window_seconds: n("paymentWindowSeconds")?,
+        shards: n("shards")?,
+        gate: matches!(item.get("gate"), Some(AttributeValue::Bool(true))),
+        paused: matches!(item.get("paused"), Some(AttributeValue::Bool(true))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_round_trip() {
+        let sale = Sale {
+            sale_id: SaleId::parse("s-1").unwrap(),
+            name: "Lamp".into(),
+            total_stock: 1000,
+            start_ms: 1_764_471_962_000,
+            end_ms: 1_764_475_562_000,
+            per_user_limit: 2,
+            payment_window_seconds: 900,
+            shards: 1,
+            gate: false,
+            paused: false,
+        };
+        let item = sale_to_item(&sale);
+        assert_eq!(sale_from_item(&item).unwrap(), sale);
+        let mut broken = item.clone();
+        broken.insert("totalStock".into(), AttributeValue::S("ten".into()));
+        assert!(sale_from_item(&broken).is_err());
+    }
+}

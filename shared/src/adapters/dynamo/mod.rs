@@ -1,0 +1,10 @@
+//! DynamoDB: the two tables.
+//!
+//! - [`catalog`]: the sale catalog on the `sales` table.
+//! - [`orders`]: the `orders` table and the sale counters it moves.
+//! - [`order_index`]: the order item, the sale buckets that spread a sale's
+//!   index entries, the reads that fan out over them, and their backfill.
+
+pub mod catalog;
+pub mod order_index;
+pub mod orders;

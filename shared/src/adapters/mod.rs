@@ -1,0 +1,17 @@
+//! Adapters: the ports (and the operations path) on real services.
+//!
+//! - [`redis`]: the stock store on Redis (connection, keys, scripts,
+//!   replies, shards, administration).
+//! - [`dynamo`]: the `sales` table (catalog) and the `orders` table with its
+//!   index.
+//! - [`sqs`]: the order queue.
+//! - [`memory`]: in-memory adapters for unit tests.
+//! - [`aws`]: SDK clients built once, with hot-path timeouts.
+//! - [`secrets`]: the Redis token and gate key from Secrets Manager.
+
+pub mod aws;
+pub mod dynamo;
+pub mod memory;
+pub mod redis;
+pub mod secrets;
+pub mod sqs;

@@ -1,0 +1,141 @@
+//! Operator and repair commands: the outcome tally, compare-and-set
+//! repairs of a buyer or the stock, pause and resume, and locks.
+
+use super::RedisStock;
+use super::connection::unavailable;
+use super::keys::SaleKeys;
+use super::replies::parse_i64;
+use super::scripts::{SET_BUYER, SET_STATUS, SET_STOCK, UNLOCK, status_of};
+use crate::domain::shard_layout::ShardLayout;
+use crate::domain::{Sale, SaleId};
+use crate::ports::StoreError;
+use std::time::Duration;
+
+impl RedisStock {
+    /// The sale's purchase answers by outcome (`sale:{S}:outcomes`), as the
+    /// execution environments flushed them; empty when none were.
+    pub async fn outcomes(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let key = SaleKeys::new(sale_id).outcomes;
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
+        };
+        let all: std::collections::BTreeMap<String, String> =
+            tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+        all.into_iter()
+            .map(|(outcome, n)| {
+                n.parse::<u64>()
+                    .map(|n| (outcome, n))
+                    .map_err(|_| StoreError::Protocol(format!("outcome count {n:?}")))
+            })
+            .collect()
+    }
+
+    /// Sets a buyer's count to `units` if it is still `read` (compare and
+    /// set: a purchase or release made since the read is never erased).
+    /// Returns the count now.
+    pub async fn set_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &str,
+        read: i64,
+        units: i64,
+    ) -> Result<i64, StoreError> {
+        let layout = self
+            .layout(sale_id)
+            .await?
+            .unwrap_or_else(|| ShardLayout::uniform(1));
+        let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id));
+        let (units, read) = (units.to_string(), read.to_string());
+        self.run(
+            &SET_BUYER,
+            &[&keys.buyers, &keys.meta],
+            &[user_id, &units, &read],
+        )
+        .await
+    }
+
+    /// An operator's pause or resume on every key group of the sale that
+    /// Redis holds (the directory and each shard: a purchase reads the
+    /// status of the group it buys on). Returns how many groups took it.
+    pub async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
+        let status = status_of(sale);
+        let mut groups = vec![SaleKeys::new(&sale.sale_id)];
+        if sale.shards > 1 {
+            groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
+        }
+        let mut applied = 0;
+        for keys in &groups {
+            let took: i64 = self.run(&SET_STATUS, &[&keys.meta], &[status]).await?;
+            applied += u32::from(took == 1);
+        }
+        Ok(applied)
+    }
+
+    /// Sets the stock of a sale of one shard to `units` if it is still
+    /// `read` (compare and set). Returns the stock now; `None` when the sale
+    /// has no keys.
+    pub async fn set_stock(
+        &self,
+        sale_id: &SaleId,
+        read: i64,
+        units: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let (read, units) = (read.to_string(), units.to_string());
+        let reply: String = self
+            .run(&SET_STOCK, &[&keys.meta, &keys.stock], &[&read, &units])
+            .await?;
+        if reply == "MISSING" {
+            return Ok(None);
+        }
+        parse_i64(&reply).map(Some)
+    }
+
+    /// A lock with an owner token and an expiry (`SET NX PX`), on the sale's
+    /// hash tag. Returns false when someone else holds it.
+    pub async fn try_lock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let key = format!("sale:{{{sale_id}}}:lock:{name}");
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .query_async(&mut conn)
+                .await
+        };
+        let reply: Option<String> = tokio::time::timeout(self.timeout * 2, call)
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out".into()))?
+            .map_err(unavailable)?;
+        Ok(reply.is_some())
+    }
+
+    /// Releases a lock taken with `token`; someone else's is left alone.
+    pub async fn unlock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+    ) -> Result<(), StoreError> {
+        let key = format!("sale:{{{sale_id}}}:lock:{name}");
+        let _: i64 = self.run(&UNLOCK, &[&key], &[token]).await?;
+        Ok(())
+    }
+}

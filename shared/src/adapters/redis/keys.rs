@@ -1,0 +1,137 @@
+//! Key names: one hash tag per sale (or per shard of a sharded sale), so a
+//! script touches one slot; and which shard an order id or a buyer belongs to.
+
+use crate::domain::shard_layout::ShardLayout;
+use crate::domain::{OrderId, SaleId};
+
+/// Keys outlive the sale's end by this much, so late reconciliation and
+/// order-status reads still find reservations.
+pub const KEY_TTL_AFTER_END_MS: i64 = 60 * 60 * 1000;
+
+/// The Redis key names of one sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaleKeys {
+    pub meta: String,
+    pub stock: String,
+    pub buyers: String,
+    pub resv: String,
+    pub user_orders: String,
+    /// Nonces of gate passes already used (gated sales only).
+    pub gate_used: String,
+    /// The rate limiter's token buckets.
+    pub rate_limit: String,
+    /// The filter of reservations made under an Idempotency-Key
+    /// (`keyed.lua`).
+    pub keyed: String,
+    /// Transfers this shard lent to others (sharded sales).
+    pub lent: String,
+    /// Transfers this shard received (sharded sales).
+    pub received: String,
+    /// Purchase answers by outcome, for the operator dashboard. Used on
+    /// the sale's own tag only (a sharded sale's directory), never per shard.
+    pub outcomes: String,
+    /// What the purchase script appends to the order ids it makes here.
+    pub id_suffix: String,
+}
+
+impl SaleKeys {
+    /// The keys of a sale of one shard, and the directory of a sharded one.
+    pub fn new(sale_id: &SaleId) -> Self {
+        Self::tagged(sale_id.as_str(), String::new())
+    }
+
+    /// The key group of shard `k` of a sale with more than one shard.
+    pub fn shard(sale_id: &SaleId, k: u32) -> Self {
+        Self::tagged(&format!("{sale_id}:{k}"), format!("-s{k}"))
+    }
+
+    /// Shard `k`'s keys of a sale of `shards`: the plain keys when it has one.
+    pub fn of(sale_id: &SaleId, shards: u32, k: u32) -> Self {
+        if shards <= 1 {
+            Self::new(sale_id)
+        } else {
+            Self::shard(sale_id, k)
+        }
+    }
+
+    /// The keys holding an order's reservation, from its id.
+    pub fn of_order(sale_id: &SaleId, order_id: &OrderId) -> Self {
+        match shard_of_order(order_id.as_str()) {
+            Some(k) => Self::shard(sale_id, k),
+            None => Self::new(sale_id),
+        }
+    }
+
+    pub(super) fn tagged(tag: &str, id_suffix: String) -> Self {
+        let key = |suffix: &str| format!("sale:{{{tag}}}:{suffix}");
+        Self {
+            meta: key("meta"),
+            stock: key("stock"),
+            buyers: key("buyers"),
+            resv: key("resv"),
+            user_orders: key("userorders"),
+            gate_used: key("gateused"),
+            rate_limit: key("ratelimit"),
+            keyed: key("keyed"),
+            lent: key("lent"),
+            received: key("received"),
+            outcomes: key("outcomes"),
+            id_suffix,
+        }
+    }
+
+    /// The keys of the purchase script (and of a refresh, which moves
+    /// every key's expiry).
+    pub(super) fn with_gate(&self) -> [&str; 7] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.buyers,
+            &self.resv,
+            &self.user_orders,
+            &self.gate_used,
+            &self.keyed,
+        ]
+    }
+
+    pub(super) fn all(&self) -> [&str; 5] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.buyers,
+            &self.resv,
+            &self.user_orders,
+        ]
+    }
+}
+
+/// A buyer's home shard under the uniform hash (FNV-1a of the user id,
+/// modulo the shard count): every sale on one Redis node. On a cluster the
+/// sale's directory may carry a home table instead ([`ShardLayout`]).
+pub fn home_shard(user_id: &str, shards: u32) -> u32 {
+    ShardLayout::uniform(shards).home(user_id)
+}
+
+/// The shard an order id names: ids made on shard k end in `-s<k>` after the
+/// script's 32 characters; ids of one-shard sales carry no suffix.
+pub fn shard_of_order(order_id: &str) -> Option<u32> {
+    let (head, tail) = order_id.split_at_checked(32)?;
+    if !(head.starts_with('n') || head.starts_with('k')) {
+        return None;
+    }
+    tail.strip_prefix("-s")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_id_names_its_shard() {
+        let id = format!("n{}", "a".repeat(31));
+        assert_eq!(shard_of_order(&id), None);
+        assert_eq!(shard_of_order(&format!("{id}-s7")), Some(7));
+        assert_eq!(shard_of_order("ord-s1"), None, "only the script's ids");
+        assert_eq!(shard_of_order(&format!("{id}-x7")), None);
+    }
+}

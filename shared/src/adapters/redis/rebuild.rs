@@ -1,0 +1,414 @@
+//! Loading a sale, rebuilding a lost one from the ledger (every shard, or
+//! only the lost ones), and giving expired units back.
+
+use super::RedisStock;
+use super::connection::unavailable;
+use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, shard_of_order};
+use super::replies::{SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, protocol};
+use super::scripts::{LOAD_SALE, REBUILD, RETURN_UNITS, status_of};
+use super::shards::PendingTransfer;
+use crate::domain::shard_layout::ShardLayout;
+use crate::domain::{OrderId, Sale, SaleId};
+use crate::ports::StoreError;
+
+/// What `load_sale` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome {
+    Loaded,
+    /// Already there: stock untouched, window and expiry refreshed.
+    Refreshed {
+        stock: u32,
+    },
+}
+
+/// The shards of a sharded sale as they were before a rebuild read the
+/// ledger: `None` for a lost shard. Read first, so that whatever the
+/// survivors sell meanwhile is counted twice (once in what they held, once
+/// in the lower `available` read after), never not at all: a lost shard
+/// rebuilt from it can only get fewer units than the ledger has, never more.
+pub struct Survivors {
+    parts: Vec<Option<SnapshotPart>>,
+    lent: Vec<PendingTransfer>,
+}
+
+/// A buyer as the source of truth knows them, for a rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldUnits {
+    pub user_id: String,
+    pub units: u64,
+    pub order_ids: Vec<String>,
+}
+
+/// What a rebuild reads from the ledger: the sale item's `available` and
+/// `returnSeq` (one consistent read), and every decided order as the
+/// reservation Redis keeps for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerRead {
+    pub available: i64,
+    pub return_seq: u64,
+    pub decided: Vec<DecidedOrder>,
+    /// Every `EXPIRED` order (id, units), whatever its position: a shard
+    /// that survived a partial loss may still be owed their return.
+    pub expired: Vec<(String, i64)>,
+}
+
+/// An order the ledger has decided, as a reservation in `resv`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecidedOrder {
+    pub order_id: String,
+    pub user_id: String,
+    pub quantity: u64,
+    pub at_ms: i64,
+    /// `WRITTEN`, `EXPIRED` or `REJECTED`.
+    pub state: &'static str,
+}
+
+impl DecidedOrder {
+    pub(super) fn reservation_json(&self) -> String {
+        serde_json::json!({
+            "userId": self.user_id,
+            "quantity": self.quantity,
+            "atMs": self.at_ms.to_string(),
+            "state": self.state,
+        })
+        .to_string()
+    }
+}
+
+/// What `return_units` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    Returned {
+        stock: i64,
+    },
+    /// Returned before: nothing changed.
+    Already,
+    /// The sale has no keys; a rebuild reads the units from DynamoDB.
+    SaleMissing,
+}
+
+impl RedisStock {
+    /// Loads a sale (meta and stock) unless it is loaded; never overwrites
+    /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
+    pub async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
+        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let args = [
+            sale.total_stock.to_string(),
+            sale.start_ms.to_string(),
+            sale.end_ms.to_string(),
+            sale.per_user_limit.to_string(),
+            sale.shards.to_string(),
+            String::from(status_of(sale)),
+            version.to_string(),
+            expire_at.to_string(),
+            String::from(if sale.gate { "1" } else { "0" }),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if sale.shards <= 1 {
+            // The outcome tally too, so a changed end moves its expiry.
+            let keys = SaleKeys::new(&sale.sale_id);
+            let mut names = keys.with_gate().to_vec();
+            names.push(&keys.outcomes);
+            let reply: Vec<String> = self.run(&LOAD_SALE, &names, &args).await?;
+            return parse_load_reply(&reply);
+        }
+        // The directory first: readers that find it look for the shards. Its
+        // home table is written when it is created and never after; a load
+        // that finds the directory there splits by the table it holds.
+        let proposed = self.new_layout(&sale.sale_id, sale.shards).await.encode();
+        let directory = SaleKeys::new(&sale.sale_id);
+        let mut head = args.clone();
+        head.extend(["0", "1", proposed.as_str()]);
+        let first: Vec<String> = self
+            .run(&LOAD_SALE, &[&directory.meta, &directory.outcomes], &head)
+            .await?;
+        let (outcome, homes) = match first.as_slice() {
+            [tag, homes] if tag == "LOADED" => (LoadOutcome::Loaded, homes),
+            [tag, _, homes] if tag == "REFRESHED" => (LoadOutcome::Refreshed { stock: 0 }, homes),
+            other => return Err(protocol(other)),
+        };
+        let layout = ShardLayout::parse(sale.shards, homes)
+            .map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let shares: Vec<String> = layout
+            .shares(i64::from(sale.total_stock))
+            .iter()
+            .map(i64::to_string)
+            .collect();
+        let mut stock = 0u32;
+        for (k, share) in (0..sale.shards).zip(&shares) {
+            let mut group_args = args.clone();
+            group_args.extend([share.as_str(), "0"]);
+            let keys = SaleKeys::shard(&sale.sale_id, k);
+            let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &group_args).await?;
+            if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
+                stock = stock.saturating_add(s);
+            }
+        }
+        Ok(match outcome {
+            LoadOutcome::Loaded => LoadOutcome::Loaded,
+            LoadOutcome::Refreshed { .. } => LoadOutcome::Refreshed { stock },
+        })
+    }
+
+    /// What the shards of a sharded sale that kept their keys hold, read
+    /// *before* the ledger is read for a rebuild (see [`Survivors`]); `None`
+    /// for a sale of one shard.
+    pub async fn survivors(&self, sale: &Sale) -> Result<Option<Survivors>, StoreError> {
+        if sale.shards <= 1 {
+            return Ok(None);
+        }
+        let (parts, lent) = self.shard_parts(&sale.sale_id, sale.shards).await?;
+        Ok(Some(Survivors { parts, lent }))
+    }
+
+    /// Loads a sale with its stock and buyers from DynamoDB unless it is
+    /// there (`rebuild.lua`). Returns true if this call loaded it.
+    ///
+    /// `survivors` is what [`Self::survivors`] read before `ledger` was
+    /// read (required for a sharded sale: without it nothing is loaded).
+    pub async fn rebuild_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+        ledger: &LedgerRead,
+        buyers: &[HeldUnits],
+        survivors: Option<&Survivors>,
+    ) -> Result<bool, StoreError> {
+        let stock = ledger.available;
+        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let head = [
+            sale.total_stock.to_string(),
+            sale.start_ms.to_string(),
+            sale.end_ms.to_string(),
+            sale.per_user_limit.to_string(),
+            sale.shards.to_string(),
+            status_of(sale).to_owned(),
+            version.to_string(),
+            expire_at.to_string(),
+        ];
+        let gate = String::from(if sale.gate { "1" } else { "0" });
+        let shards = sale.shards.max(1);
+        let mut loaded = false;
+        let mut layout = ShardLayout::uniform(1);
+        if shards > 1 {
+            // A directory a rebuild that died half way left behind keeps its
+            // home table: the shards already loaded placed buyers by it.
+            let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
+            let directory = SaleKeys::new(&sale.sale_id);
+            let mut args: Vec<&str> = head.iter().map(String::as_str).collect();
+            args.extend(["0", gate.as_str(), "1", proposed.as_str()]);
+            let reply: Vec<String> = self
+                .run(
+                    &REBUILD,
+                    &[
+                        &directory.meta,
+                        &directory.stock,
+                        &directory.buyers,
+                        &directory.user_orders,
+                    ],
+                    &args,
+                )
+                .await?;
+            loaded |= parse_rebuild_reply(&reply)?;
+            let homes = reply.get(1).map_or("", String::as_str);
+            layout = ShardLayout::parse(shards, homes)
+                .map_err(|e| StoreError::Protocol(e.to_string()))?;
+        }
+        // Each shard is loaded only if absent, so a rebuild that died half
+        // way is finished by the next one.
+        let shares = if shards > 1 {
+            let Some(survivors) = survivors else {
+                return Err(StoreError::Protocol(
+                    "a sharded sale is rebuilt only with what its shards held first".into(),
+                ));
+            };
+            self.rebuild_shares(&sale.sale_id, &layout, ledger, buyers, survivors, expire_at)
+                .await?
+        } else {
+            vec![stock]
+        };
+        for (k, share) in (0..shards).zip(shares) {
+            let keys = SaleKeys::of(&sale.sale_id, shards, k);
+            let mut args: Vec<String> = head.to_vec();
+            let here: Vec<&HeldUnits> = buyers
+                .iter()
+                .filter(|b| layout.home(&b.user_id) == k)
+                .collect();
+            args.extend([
+                share.to_string(),
+                gate.clone(),
+                String::new(),
+                ledger.return_seq.to_string(),
+                here.len().to_string(),
+            ]);
+            for b in here {
+                args.push(b.user_id.clone());
+                args.push(b.units.to_string());
+                args.push(b.order_ids.join(","));
+            }
+            for m in ledger
+                .decided
+                .iter()
+                .filter(|m| shard_of_order(&m.order_id).unwrap_or(0) == k)
+            {
+                args.push(m.order_id.clone());
+                args.push(m.reservation_json());
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let reply: Vec<String> = self
+                .run(
+                    &REBUILD,
+                    &[
+                        &keys.meta,
+                        &keys.stock,
+                        &keys.buyers,
+                        &keys.user_orders,
+                        &keys.resv,
+                        &keys.keyed,
+                    ],
+                    &args,
+                )
+                .await?;
+            loaded |= parse_rebuild_reply(&reply)?;
+        }
+        Ok(loaded)
+    }
+
+    /// The stock each shard of a sharded sale is rebuilt with. With every
+    /// shard gone, DynamoDB's `available` split by the home table. With only
+    /// some gone (one node of a cluster restarted), the survivors keep
+    /// selling what they hold, so the lost shards share only what DynamoDB
+    /// has beyond what the survivors still offer: their stock, their
+    /// reservations that have no row yet, and units they lent that were not
+    /// received (reconcile completes those transfers). Never more: a unit
+    /// counted twice would be sold twice. The caller waits for the queue to
+    /// drain first, so nothing of the lost shards is still on its way.
+    ///
+    /// Units a survivor lent to a lost shard are the lost shard's: they are
+    /// recorded received on it before it is rebuilt, so reconcile does not
+    /// credit them a second time.
+    pub(super) async fn rebuild_shares(
+        &self,
+        sale_id: &SaleId,
+        layout: &ShardLayout,
+        ledger: &LedgerRead,
+        buyers: &[HeldUnits],
+        survivors: &Survivors,
+        expire_at: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        let available = ledger.available;
+        let Survivors { parts, lent } = survivors;
+        if parts.len() != layout.shards() as usize {
+            return Err(StoreError::Protocol("survivors of another layout".into()));
+        }
+        let lost: Vec<usize> = (0..parts.len()).filter(|k| parts[*k].is_none()).collect();
+        if lost.len() == parts.len() {
+            return Ok(layout.shares(available));
+        }
+        for t in lent.iter().filter(|t| lost.contains(&(t.to as usize))) {
+            let received = SaleKeys::shard(sale_id, t.to).received;
+            let call = async {
+                let mut conn = self.conn.get().await?;
+                redis::pipe()
+                    .cmd("HSETNX")
+                    .arg(&received)
+                    .arg(&t.id)
+                    .arg(t.units)
+                    .ignore()
+                    .cmd("PEXPIREAT")
+                    .arg(&received)
+                    .arg(expire_at)
+                    .ignore()
+                    .query_async::<()>(&mut conn)
+                    .await
+            };
+            tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+        }
+        let with_rows: std::collections::HashSet<&str> = buyers
+            .iter()
+            .flat_map(|b| b.order_ids.iter().map(String::as_str))
+            .collect();
+        let mut received = std::collections::HashSet::new();
+        let mut offered = 0i64;
+        for (k, part) in parts.iter().enumerate() {
+            let Some(part) = part else { continue };
+            offered += part.stock;
+            // Expired on a survivor and not given back to it yet: the
+            // release (or reconcile) gives them to that shard, whose ledger
+            // position is its own; they are not the lost shard's.
+            offered += ledger
+                .expired
+                .iter()
+                .filter(|(id, _)| shard_of_order(id).unwrap_or(0) as usize == k)
+                .filter(|(id, _)| {
+                    part.reservations
+                        .get(id)
+                        .is_none_or(|r| r.state != "EXPIRED")
+                })
+                .map(|(_, units)| units)
+                .sum::<i64>();
+            offered += part
+                .reservations
+                .iter()
+                .filter(|(id, r)| r.state == "QUEUED" && !with_rows.contains(id.as_str()))
+                .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
+                .sum::<i64>();
+            received.extend(part.received.iter().cloned());
+        }
+        // Lent to a survivor and not received yet: still Redis's to sell
+        // (reconcile completes the transfer).
+        offered += lent
+            .iter()
+            .filter(|t| !lost.contains(&(t.to as usize)) && !received.contains(&t.id))
+            .map(|t| t.units)
+            .sum::<i64>();
+        let units = (available - offered).max(0);
+        let n = i64::try_from(lost.len()).unwrap_or(1);
+        let mut shares = vec![0i64; parts.len()];
+        for (i, k) in lost.iter().enumerate() {
+            let i = i64::try_from(i).unwrap_or(0);
+            shares[*k] = units / n + i64::from(i < units % n);
+        }
+        Ok(shares)
+    }
+
+    /// Gives an expired order's units back (`return_units.lua`), once:
+    /// `return_seq` is the ledger position of the expiry (the sale item's
+    /// `returnSeq` it set); a sale loaded from the ledger at or after that
+    /// position has the units already.
+    pub async fn return_units(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &str,
+        quantity: u32,
+        return_seq: Option<u64>,
+    ) -> Result<Returned, StoreError> {
+        let keys = SaleKeys::of_order(sale_id, order_id);
+        let (quantity, now) = (quantity.to_string(), crate::clock::now_ms().to_string());
+        let seq = return_seq.map(|s| s.to_string()).unwrap_or_default();
+        let reply: Vec<String> = self
+            .run(
+                &RETURN_UNITS,
+                &keys.all(),
+                &[order_id.as_str(), user_id, &quantity, &now, &seq],
+            )
+            .await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["RETURNED", stock] => Ok(Returned::Returned {
+                stock: parse_i64(stock)?,
+            }),
+            ["SAME"] => Ok(Returned::Already),
+            ["MISSING"] => Ok(Returned::SaleMissing),
+            _ => Err(protocol(&reply)),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Script replies parsed into the store's types; anything unexpected is
+//! [`StoreError::Protocol`].
+
+use super::rebuild::LoadOutcome;
+use super::shards::PendingTransfer;
+use super::snapshot::Holding;
+use crate::domain::shard_layout::ShardLayout;
+use crate::domain::{OrderId, Quantity};
+use crate::ports::{Reservation, ReserveOutcome, StoreError};
+use serde::Deserialize;
+
+/// A reservation as the purchase script stores it (the value in `resv`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredReservation {
+    pub user_id: String,
+    pub quantity: u64,
+    pub at_ms: String,
+    pub state: String,
+}
+
+/// One key group's stock, buyers, reservations and the transfers it received.
+pub(super) struct SnapshotPart {
+    pub(super) stock: i64,
+    pub(super) total: i64,
+    pub(super) buyers: std::collections::HashMap<String, i64>,
+    pub(super) reservations: std::collections::HashMap<String, StoredReservation>,
+    pub(super) received: std::collections::HashSet<String>,
+}
+
+pub(super) fn parse_reserve_reply(
+    reply: &[String],
+    requested: Quantity,
+    shard: u32,
+) -> Result<ReserveOutcome, StoreError> {
+    let strs: Vec<&str> = reply.iter().map(String::as_str).collect();
+    match strs.as_slice() {
+        ["OK", order_id, at_ms, _left] => Ok(ReserveOutcome::Reserved(Reservation {
+            order_id: parse_order_id(order_id)?,
+            quantity: requested,
+            reserved_at_ms: parse_i64(at_ms)?,
+            shard,
+        })),
+        ["REPLAY", order_id, stored] => {
+            let stored: StoredReservation =
+                serde_json::from_str(stored).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            Ok(ReserveOutcome::Replayed(Reservation {
+                order_id: parse_order_id(order_id)?,
+                quantity: Quantity::new(stored.quantity)
+                    .map_err(|e| StoreError::Protocol(e.to_string()))?,
+                reserved_at_ms: parse_i64(&stored.at_ms)?,
+                shard,
+            }))
+        }
+        ["MISSING"] => Ok(ReserveOutcome::SaleMissing),
+        ["PAUSED"] => Ok(ReserveOutcome::Paused),
+        ["NOT_STARTED", start_ms] => Ok(ReserveOutcome::NotStarted {
+            start_ms: parse_i64(start_ms)?,
+        }),
+        ["ENDED"] => Ok(ReserveOutcome::Ended),
+        ["GATE"] => Ok(ReserveOutcome::GateRequired),
+        ["RATE_LIMITED", wait] => Ok(ReserveOutcome::RateLimited {
+            retry_after_ms: u64::try_from(parse_i64(wait)?).unwrap_or(1_000),
+        }),
+        ["LIMIT", listed] => Ok(ReserveOutcome::LimitExceeded {
+            order_ids: listed
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(parse_order_id)
+                .collect::<Result<_, _>>()?,
+        }),
+        ["SOLD_OUT", left] => Ok(ReserveOutcome::SoldOut {
+            // A negative stock would be a bug elsewhere; report it as none left.
+            remaining: parse_i64(left).map(|n| u32::try_from(n).unwrap_or(0))?,
+        }),
+        _ => Err(protocol(reply)),
+    }
+}
+
+/// Parses one group's snapshot; its `lent` entries go to `lent`.
+pub(super) fn parse_snapshot(
+    reply: redis::Value,
+    shard: u32,
+    lent: &mut Vec<PendingTransfer>,
+) -> Result<Option<SnapshotPart>, StoreError> {
+    let redis::Value::Array(parts) = reply else {
+        return Err(StoreError::Protocol("snapshot is not a list".into()));
+    };
+    let text = |v: &redis::Value| -> Result<String, StoreError> {
+        redis::from_redis_value::<String>(v.clone())
+            .map_err(|e| StoreError::Protocol(e.to_string()))
+    };
+    let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
+        redis::from_redis_value::<Vec<String>>(v.clone())
+            .map_err(|e| StoreError::Protocol(e.to_string()))
+    };
+    let (stock, total, buyers, resv, transfers) = match parts.as_slice() {
+        [tag] if text(tag)? == "MISSING" => return Ok(None),
+        [_, stock, total, buyers, resv] => (stock, total, buyers, resv, None),
+        [_, stock, total, buyers, resv, lent, received] => {
+            (stock, total, buyers, resv, Some((lent, received)))
+        }
+        _ => return Err(StoreError::Protocol("unexpected snapshot".into())),
+    };
+    let mut part = SnapshotPart {
+        stock: parse_i64(&text(stock)?)?,
+        total: parse_i64(&text(total)?)?,
+        buyers: std::collections::HashMap::new(),
+        reservations: std::collections::HashMap::new(),
+        received: std::collections::HashSet::new(),
+    };
+    for pair in flat(buyers)?.chunks(2) {
+        if let [user, units] = pair {
+            part.buyers.insert(user.clone(), parse_i64(units)?);
+        }
+    }
+    for pair in flat(resv)?.chunks(2) {
+        if let [id, raw] = pair {
+            let stored: StoredReservation =
+                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            part.reservations.insert(id.clone(), stored);
+        }
+    }
+    if let Some((lent_flat, received_flat)) = transfers {
+        for pair in flat(lent_flat)?.chunks(2) {
+            if let [id, value] = pair {
+                lent.push(parse_transfer(id, value, shard)?);
+            }
+        }
+        part.received = flat(received_flat)?
+            .chunks(2)
+            .filter_map(|pair| pair.first().cloned())
+            .collect();
+    }
+    Ok(Some(part))
+}
+
+/// A `lent` entry of shard `from`: `to:units:atMs`.
+pub(super) fn parse_transfer(
+    id: &str,
+    value: &str,
+    from: u32,
+) -> Result<PendingTransfer, StoreError> {
+    let mut fields = value.split(':');
+    let (Some(to), Some(units), Some(at)) = (fields.next(), fields.next(), fields.next()) else {
+        return Err(StoreError::Protocol(format!("transfer {id}: {value}")));
+    };
+    Ok(PendingTransfer {
+        id: id.to_owned(),
+        from,
+        to: parse_u32(to)?,
+        units: parse_i64(units)?,
+        at_ms: parse_i64(at)?,
+    })
+}
+
+/// A `holding.lua` reply: the count, then order id and reservation pairs.
+pub(super) fn parse_holding(reply: &[String]) -> Result<Holding, StoreError> {
+    let Some((count, pairs)) = reply.split_first() else {
+        return Err(protocol(reply));
+    };
+    let mut holding = Holding {
+        count: if count.is_empty() {
+            None
+        } else {
+            Some(parse_i64(count)?)
+        },
+        reservations: std::collections::HashMap::new(),
+    };
+    for pair in pairs.chunks(2) {
+        if let [id, raw] = pair
+            && !raw.is_empty()
+        {
+            let stored: StoredReservation =
+                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            holding.reservations.insert(id.clone(), stored);
+        }
+    }
+    Ok(holding)
+}
+
+/// The master serving `slot` in a `CLUSTER SLOTS` reply: entries
+/// `[start, end, [host, port, id, ..], replicas..]`.
+pub(super) fn master_of_slot(map: &redis::Value, slot: i64) -> Option<String> {
+    let redis::Value::Array(ranges) = map else {
+        return None;
+    };
+    ranges.iter().find_map(|range| {
+        let redis::Value::Array(parts) = range else {
+            return None;
+        };
+        let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+            (parts.first(), parts.get(1))
+        else {
+            return None;
+        };
+        if !(*start..=*end).contains(&slot) {
+            return None;
+        }
+        let Some(redis::Value::Array(node)) = parts.get(2) else {
+            return None;
+        };
+        let host = match node.first()? {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let redis::Value::Int(port) = node.get(1)? else {
+            return None;
+        };
+        Some(format!("{host}:{port}"))
+    })
+}
+
+/// A directory's shard count and home table.
+pub(super) fn parse_layout(shards: &str, homes: &str) -> Result<ShardLayout, StoreError> {
+    ShardLayout::parse(parse_u32(shards)?, homes).map_err(|e| StoreError::Protocol(e.to_string()))
+}
+
+pub(super) fn parse_rebuild_reply(reply: &[String]) -> Result<bool, StoreError> {
+    match reply.first().map(String::as_str) {
+        Some("LOADED") => Ok(true),
+        Some("EXISTS") => Ok(false),
+        _ => Err(protocol(reply)),
+    }
+}
+
+pub(super) fn parse_load_reply(reply: &[String]) -> Result<LoadOutcome, StoreError> {
+    match reply {
+        [tag] if tag == "LOADED" => Ok(LoadOutcome::Loaded),
+        [tag, stock] if tag == "REFRESHED" => Ok(LoadOutcome::Refreshed {
+            stock: parse_u32(stock)?,
+        }),
+        other => Err(protocol(other)),
+    }
+}
+
+pub(super) fn protocol(reply: &[impl std::fmt::Debug]) -> StoreError {
+    StoreError::Protocol(format!("{reply:?}"))
+}
+
+pub(super) fn parse_i64(raw: &str) -> Result<i64, StoreError> {
+    raw.parse()
+        .map_err(|_| StoreError::Protocol(format!("not a number: {raw:?}")))
+}
+
+pub(super) fn parse_u32(raw: &str) -> Result<u32, StoreError> {
+    raw.parse()
+        .map_err(|_| StoreError::Protocol(format!("not a count: {raw:?}")))
+}
+
+pub(super) fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
+    OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
+}

@@ -1,0 +1,115 @@
+//! The Lua scripts (from `shared/lua/`, compiled in) and the arguments the
+//! store builds for them once rather than per call.
+
+use crate::config::RateLimits;
+use crate::domain::Sale;
+use redis::Script;
+use std::sync::LazyLock;
+
+/// The purchase script as it runs: the rate limiter's and the keyed
+/// filter's functions, then the decision. One EVALSHA, one round trip.
+pub const PURCHASE_SOURCE: &str = concat!(
+    include_str!("../../../lua/ratelimit.lua"),
+    include_str!("../../../lua/keyed.lua"),
+    include_str!("../../../lua/purchase.lua")
+);
+pub(super) static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
+pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/release.lua")
+    ))
+});
+pub(super) static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/resolve.lua")
+    ))
+});
+pub(super) static PEEK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/peek.lua")));
+pub(super) static REBUILD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/keyed.lua"),
+        include_str!("../../../lua/rebuild.lua")
+    ))
+});
+pub(super) static KEYED_FILTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/keyed_filter.lua")));
+pub(super) static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/return_units.lua")
+    ))
+});
+pub(super) static SNAPSHOT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot.lua")));
+pub(super) static SNAPSHOT_HEAD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot_head.lua")));
+pub(super) static HOLDING: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/holding.lua")));
+pub(super) static SET_BUYER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_buyer.lua")));
+pub(super) static BUYER_ORDERS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/buyer_orders.lua")));
+pub(super) static SET_STATUS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_status.lua")));
+pub(super) static SET_STOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/set_stock.lua")));
+pub(super) static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/unlock.lua")));
+pub(super) static LOAD_SALE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/load_sale.lua")));
+pub(super) static LEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/lend.lua")));
+pub(super) static RECEIVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/receive.lua")));
+pub(super) static OUTCOMES: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/outcomes.lua")));
+
+/// A purchase's request id for `purchase.lua` (ARGV[12]): 31 hex digits,
+/// a random 64-bit prefix drawn once per execution environment and a
+/// 60-bit counter. Order ids without an Idempotency-Key are made of it, so
+/// they never repeat: not after a rebuild, not after a failover that rolled
+/// Redis back (a sequence kept in Redis would), and not between
+/// environments.
+pub(super) fn request_id() -> String {
+    // std's `RandomState` is keyed from the operating system's random
+    // source once per thread: random enough that environments never share
+    // a prefix, and cheap on a cold start (aws-lc's generator took ~30 ms to
+    // seed on the first purchase, `make bench`'s cold-start row).
+    static PREFIX: LazyLock<u64> = LazyLock::new(|| {
+        use std::hash::BuildHasher;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()))
+    });
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & ((1 << 60) - 1);
+    format!("{:016x}{n:015x}", *PREFIX)
+}
+
+/// The `status` field of a sale's meta: an operator's pause is kept by
+/// every load, refresh and rebuild.
+pub(super) fn status_of(sale: &Sale) -> &'static str {
+    if sale.paused { "PAUSED" } else { "LIVE" }
+}
+
+/// A quantity as a script argument; the usual ones without an allocation.
+pub(super) fn quantity_arg(quantity: u32) -> std::borrow::Cow<'static, str> {
+    const SMALL: [&str; 11] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"];
+    match SMALL.get(quantity as usize) {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => std::borrow::Cow::Owned(quantity.to_string()),
+    }
+}
+
+pub(super) fn limit_args(l: RateLimits) -> std::sync::Arc<[String; 4]> {
+    std::sync::Arc::new([
+        l.user_per_sec.to_string(),
+        l.user_burst.to_string(),
+        l.ip_per_sec.to_string(),
+        l.ip_burst.to_string(),
+    ])
+}

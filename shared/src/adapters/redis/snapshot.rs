@@ -1,0 +1,381 @@
+//! Reconcile's read of a sale in bounded, paced steps, and each buyer's
+//! holding read at one instant.
+
+use super::RedisStock;
+use super::connection::unavailable;
+use super::keys::SaleKeys;
+use super::replies::{
+    SnapshotPart, StoredReservation, parse_holding, parse_i64, parse_snapshot, parse_transfer,
+    protocol,
+};
+use super::scripts::{HOLDING, SNAPSHOT, SNAPSHOT_HEAD};
+use super::shards::PendingTransfer;
+use crate::domain::SaleId;
+use crate::domain::shard_layout::ShardLayout;
+use crate::ports::StoreError;
+use std::time::Duration;
+
+/// A sale's Redis state, read in bounded steps ([`RedisStock::snapshot`]).
+#[derive(Debug, Clone, Default)]
+pub struct RedisSnapshot {
+    /// Units left, over every shard.
+    pub stock: i64,
+    pub total: i64,
+    pub buyers: std::collections::HashMap<String, i64>,
+    pub reservations: std::collections::HashMap<String, StoredReservation>,
+    /// Units lent by one shard and not yet received by another.
+    pub in_transit: i64,
+    pub pending_transfers: Vec<PendingTransfer>,
+    /// 1 for a sale of one shard.
+    pub shards: u32,
+    /// The stock or the reservations of a key group changed during every
+    /// attempt to read them: they are not as at one instant, so the stock
+    /// is not compared with the ledger on this read (the next run does).
+    pub moving: bool,
+    /// Buyers read again one at a time ([`RedisStock::holdings`]): their
+    /// count and reservations as at one instant. Where a buyer is here,
+    /// the per-buyer checks and repairs go by this, not by `buyers` and
+    /// `reservations` (read in chunks, at different moments).
+    pub holdings: std::collections::HashMap<String, Holding>,
+}
+
+/// One buyer's count and reservations, read in one step (`holding.lua`).
+#[derive(Debug, Clone, Default)]
+pub struct Holding {
+    /// `None` when Redis does not count them at all.
+    pub count: Option<i64>,
+    /// The reservations of the order ids on their list (every `QUEUED` or
+    /// `WRITTEN` one of theirs is there), by order id.
+    pub reservations: std::collections::HashMap<String, StoredReservation>,
+}
+
+/// Entries one `HSCAN` asks for: the most a read of reconcile's touches in
+/// one command, whatever the size of the sale (a purchase waits behind at
+/// most one such command: about 0.1-0.2 ms on the bench machine; with 500
+/// a chunk, 0.3-0.5 ms, the purchase p99 of `make bench`'s reconcile row
+/// rose by 1.27-1.42x, with 200 by 1.09-1.17x).
+pub const SCAN_CHUNK: usize = 200;
+
+/// A scan starts at most one chunk every this long (at most 100,000
+/// entries a second; about 60,000 on the busy bench machine). Reading a
+/// million buyers costs Redis about a second of work however it is cut:
+/// spread over ten seconds or more it takes a tenth of Redis or less from
+/// the purchases instead of all of it for a second, and the reader's own
+/// parsing stays as thin.
+pub const SCAN_INTERVAL: Duration = Duration::from_millis(2);
+
+/// Reads of a key group's stock and reservations made before they are
+/// reported as moving ([`RedisSnapshot::moving`]).
+pub(super) const READ_ATTEMPTS: u32 = 3;
+
+/// Buyers [`RedisStock::holdings`] reads at once (one command each).
+pub(super) const HOLDING_BATCH: usize = 64;
+
+/// What `snapshot_head.lua` read: equal before and after a chunked read
+/// means nothing changed the stock or the reservations in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Head {
+    stock: i64,
+    total: i64,
+    version: String,
+    epoch: String,
+    /// Fields of `resv` (and for a shard of `lent`, `received`).
+    lens: Vec<usize>,
+}
+
+/// One key group read in chunks.
+pub(super) struct GroupRead {
+    part: SnapshotPart,
+    lent: std::collections::HashMap<String, String>,
+    moving: bool,
+}
+
+impl RedisStock {
+    /// Everything Redis holds for a sale, or `None` when it has no keys,
+    /// read in commands that each touch at most [`SCAN_CHUNK`] entries, so
+    /// purchases run between them whatever the size of the sale (one
+    /// script reading the whole sale stalled every purchase for as long
+    /// as it ran).
+    ///
+    /// Per key group: the buyers in chunks (`HSCAN`); then the stock and
+    /// the reservations (and a shard's transfers) between two reads of
+    /// `snapshot_head.lua`. Every script that changes the stock or a
+    /// reservation bumps the meta's `epoch`, except the purchase, which
+    /// always lowers the stock (and adds a reservation): so when the stock,
+    /// `epoch`, `version` and the hashes' lengths are the same before and
+    /// after, and the scan saw as many distinct entries as the hashes
+    /// hold, nothing changed in between, and the chunks are the group as
+    /// at one instant, as one script would have read it. Otherwise the
+    /// read is taken again, up to three times, then reported
+    /// as [`RedisSnapshot::moving`]. The buyers need no such bracket: each
+    /// count that reconcile judges or repairs is read again together with
+    /// that buyer's reservations ([`Self::holdings`]). A sharded sale is
+    /// read shard by shard, as before (with transfers recorded on both
+    /// sides, a unit in flight is counted once).
+    pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
+        let Some(shards) = self.shard_count(sale_id).await? else {
+            return Ok(None);
+        };
+        let mut merged = RedisSnapshot {
+            shards,
+            ..RedisSnapshot::default()
+        };
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let Some(group) = self.read_group(&keys, shards > 1).await? else {
+                // A shard without keys: the sale is not whole in Redis.
+                return Ok(None);
+            };
+            let part = group.part;
+            merged.moving |= group.moving;
+            merged.stock += part.stock;
+            merged.total = part.total;
+            if merged.buyers.is_empty() {
+                // The first group's maps are taken whole: copying a million
+                // buyers into another map costs as much as reading them.
+                merged.buyers = part.buyers;
+            } else {
+                for (user, units) in part.buyers {
+                    *merged.buyers.entry(user).or_default() += units;
+                }
+            }
+            if merged.reservations.is_empty() {
+                merged.reservations = part.reservations;
+            } else {
+                merged.reservations.extend(part.reservations);
+            }
+            for (id, value) in &group.lent {
+                lent.push(parse_transfer(id, value, k)?);
+            }
+            received.push(part.received);
+        }
+        merged.pending_transfers = lent
+            .into_iter()
+            .filter(|t| {
+                received
+                    .get(t.to as usize)
+                    .is_some_and(|got| !got.contains(&t.id))
+            })
+            .collect();
+        merged.in_transit = merged.pending_transfers.iter().map(|t| t.units).sum();
+        Ok(Some(merged))
+    }
+
+    /// One key group in chunks (see [`Self::snapshot`]); `None` when its
+    /// keys are gone.
+    pub(super) async fn read_group(
+        &self,
+        keys: &SaleKeys,
+        sharded: bool,
+    ) -> Result<Option<GroupRead>, StoreError> {
+        // Sized once: growing a map of a million buyers copies it a few times.
+        let mut buyers =
+            std::collections::HashMap::with_capacity(self.hash_len(&keys.buyers).await?);
+        self.scan_hash(&keys.buyers, |user, units| {
+            buyers.insert(user, parse_i64(&units)?);
+            Ok(())
+        })
+        .await?;
+        let mut attempt = 1;
+        loop {
+            let Some(before) = self.head(keys, sharded).await? else {
+                return Ok(None);
+            };
+            let mut reservations = std::collections::HashMap::new();
+            self.scan_hash(&keys.resv, |id, raw| {
+                let stored: StoredReservation =
+                    serde_json::from_str(&raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+                reservations.insert(id, stored);
+                Ok(())
+            })
+            .await?;
+            let mut lent = std::collections::HashMap::new();
+            let mut received = std::collections::HashSet::new();
+            if sharded {
+                self.scan_hash(&keys.lent, |id, value| {
+                    lent.insert(id, value);
+                    Ok(())
+                })
+                .await?;
+                self.scan_hash(&keys.received, |id, _| {
+                    received.insert(id);
+                    Ok(())
+                })
+                .await?;
+            }
+            let Some(after) = self.head(keys, sharded).await? else {
+                return Ok(None);
+            };
+            let mut seen = vec![reservations.len()];
+            if sharded {
+                seen.extend([lent.len(), received.len()]);
+            }
+            let still = before == after && after.lens == seen;
+            if still || attempt == READ_ATTEMPTS {
+                return Ok(Some(GroupRead {
+                    part: SnapshotPart {
+                        stock: after.stock,
+                        total: after.total,
+                        buyers,
+                        reservations,
+                        received,
+                    },
+                    lent,
+                    moving: !still,
+                }));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// A key group's stock, total, version, epoch and hash lengths
+    /// (`snapshot_head.lua`, O(1)); `None` when its keys are gone.
+    pub(super) async fn head(
+        &self,
+        keys: &SaleKeys,
+        sharded: bool,
+    ) -> Result<Option<Head>, StoreError> {
+        let mut names = vec![keys.meta.as_str(), keys.stock.as_str(), keys.resv.as_str()];
+        if sharded {
+            names.extend([keys.lent.as_str(), keys.received.as_str()]);
+        }
+        let reply: Vec<String> = self.run(&SNAPSHOT_HEAD, &names, &[]).await?;
+        let fields: Vec<&str> = reply.iter().map(String::as_str).collect();
+        match fields.as_slice() {
+            ["MISSING"] => Ok(None),
+            ["OK", stock, total, version, epoch, lens @ ..] => Ok(Some(Head {
+                stock: parse_i64(stock)?,
+                total: parse_i64(total)?,
+                version: (*version).to_owned(),
+                epoch: (*epoch).to_owned(),
+                lens: lens
+                    .iter()
+                    .map(|n| n.parse::<usize>().map_err(|_| protocol(&reply)))
+                    .collect::<Result<_, _>>()?,
+            })),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    /// How many fields a hash holds (`HLEN`, O(1)).
+    pub(super) async fn hash_len(&self, key: &str) -> Result<usize, StoreError> {
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("HLEN")
+                .arg(key)
+                .query_async::<usize>(&mut conn)
+                .await
+        };
+        tokio::time::timeout(self.timeout * 2, call)
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out".into()))?
+            .map_err(unavailable)
+    }
+
+    /// Every field of a hash handed to `each`, [`SCAN_CHUNK`] entries a
+    /// command, paced by [`SCAN_INTERVAL`]. `HSCAN` returns every entry present
+    /// throughout at least once (an entry may come twice; `each` keeps the
+    /// later one).
+    pub(super) async fn scan_hash(
+        &self,
+        key: &str,
+        mut each: impl FnMut(String, String) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut cursor = String::from("0");
+        loop {
+            let sent = tokio::time::Instant::now();
+            let call = async {
+                let mut conn = self.conn.get().await?;
+                redis::cmd("HSCAN")
+                    .arg(key)
+                    .arg(&cursor)
+                    .arg("COUNT")
+                    .arg(SCAN_CHUNK)
+                    .query_async::<(String, Vec<String>)>(&mut conn)
+                    .await
+            };
+            let (next, flat) = tokio::time::timeout(self.timeout * 2, call)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out".into()))?
+                .map_err(unavailable)?;
+            let mut flat = flat.into_iter();
+            while let (Some(field), Some(value)) = (flat.next(), flat.next()) {
+                each(field, value)?;
+            }
+            if next == "0" {
+                return Ok(());
+            }
+            cursor = next;
+            tokio::time::sleep_until(sent + SCAN_INTERVAL).await;
+        }
+    }
+
+    /// Each of `users`' count and reservations, read in one step per buyer
+    /// (`holding.lua`, bounded by the buyer's own orders) on their home
+    /// shard; 64 at a time.
+    pub async fn holdings(
+        &self,
+        sale_id: &SaleId,
+        users: &[String],
+    ) -> Result<std::collections::HashMap<String, Holding>, StoreError> {
+        let layout = self
+            .layout(sale_id)
+            .await?
+            .unwrap_or_else(|| ShardLayout::uniform(1));
+        let mut out = std::collections::HashMap::new();
+        for batch in users.chunks(HOLDING_BATCH) {
+            let mut reads = tokio::task::JoinSet::new();
+            for user in batch {
+                let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user));
+                let (store, user) = (self.clone(), user.clone());
+                reads.spawn(async move {
+                    let reply: Vec<String> = store
+                        .run(
+                            &HOLDING,
+                            &[&keys.buyers, &keys.user_orders, &keys.resv],
+                            &[&user],
+                        )
+                        .await?;
+                    Ok::<_, StoreError>((user, parse_holding(&reply)?))
+                });
+            }
+            while let Some(read) = reads.join_next().await {
+                let (user, holding) =
+                    read.map_err(|e| StoreError::Unavailable(format!("holding read: {e}")))??;
+                out.insert(user, holding);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each shard's state, read atomically per shard (`None`: that shard's
+    /// keys are gone), and the transfers the shards lent: what a rebuild of
+    /// lost shards reads of the survivors (`snapshot.lua`, one script per
+    /// shard: it is the one read here whose work grows with the sale, and
+    /// it runs only after a shard was lost).
+    pub(super) async fn shard_parts(
+        &self,
+        sale_id: &SaleId,
+        shards: u32,
+    ) -> Result<(Vec<Option<SnapshotPart>>, Vec<PendingTransfer>), StoreError> {
+        let mut parts = Vec::new();
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let mut names = vec![
+                keys.meta.as_str(),
+                keys.stock.as_str(),
+                keys.buyers.as_str(),
+                keys.resv.as_str(),
+            ];
+            if shards > 1 {
+                names.extend([keys.lent.as_str(), keys.received.as_str()]);
+            }
+            let reply: redis::Value = self.run(&SNAPSHOT, &names, &[]).await?;
+            parts.push(parse_snapshot(reply, k, &mut lent)?);
+        }
+        Ok((parts, lent))
+    }
+}

@@ -1,0 +1,475 @@
+//! The scheduled jobs that keep Redis and DynamoDB in step around a sale:
+//! prewarm (load sales before they start; rebuild a running sale whose keys
+//! vanished) and the unpaid release (expire orders past their payment
+//! window and give their units back).
+
+use crate::adapters::dynamo::catalog::DynamoCatalog;
+use crate::adapters::dynamo::orders::DynamoOrders;
+use crate::adapters::redis::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
+use crate::adapters::sqs::SqsInspector;
+use crate::domain::orders::OrderStatus;
+use crate::domain::{SaleId, SalePhase};
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{
+    CatalogError, ExpireOutcome, OrderStore, OrderStoreError, QueueDepth, QueueInspector,
+    SaleCatalog, StockStore, StoreError,
+};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Payment windows are at most 24 h, so no order of a sale that ended longer
+/// ago than that can still be pending.
+const PENDING_HORIZON_MS: i64 = 24 * 3_600_000;
+/// Orders expired per query; the job loops until none are due or time is up.
+const RELEASE_CHUNK: i32 = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Orders(#[from] OrderStoreError),
+    #[error("queue attributes unavailable: {0}")]
+    Queue(String),
+}
+
+/// Loads a sale into Redis (or refreshes it there), marking it loaded on
+/// the sale item first ([`DynamoCatalog::mark_loaded`]): a later loss of
+/// its keys is then known to be one, and its rebuild waits for the queue.
+/// Prewarm, the local stack's demo sale and the test and bench set-ups all
+/// load through here.
+pub async fn mark_and_load(
+    catalog: &DynamoCatalog,
+    stock: &RedisStock,
+    sale: &crate::domain::Sale,
+    now_ms: i64,
+) -> Result<crate::adapters::redis::LoadOutcome, JobError> {
+    catalog.mark_loaded(&sale.sale_id, now_ms).await?;
+    Ok(stock.load_sale(sale, now_ms).await?)
+}
+
+/// What prewarm did for one sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrewarmOutcome {
+    NotFound,
+    /// Starts later than the lead time.
+    NotDue,
+    Ended,
+    /// Already loaded: window, limit and expiry refreshed, stock untouched.
+    Refreshed,
+    /// Loaded now, from the sale item and its orders.
+    Loaded {
+        stock: i64,
+        buyers: usize,
+    },
+    /// Running and missing from Redis, but accepted orders may still be on
+    /// their way: messages on the orders queue, or in the DLQ (orders the
+    /// writer could not write yet, which a redrive will). Rebuilding now
+    /// could sell their units again; the sale stays paused (503) until an
+    /// operator redrives or clears the DLQ and the queue drains.
+    WaitingForQueue {
+        in_flight: u64,
+        dlq: u64,
+    },
+    /// Another run holds the lock.
+    Busy,
+}
+
+impl PrewarmOutcome {
+    pub fn body(&self) -> serde_json::Value {
+        match self {
+            Self::Loaded { stock, buyers } => {
+                serde_json::json!({"outcome": "LOADED", "stock": stock, "buyers": buyers})
+            }
+            Self::WaitingForQueue { in_flight, dlq } => {
+                serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight, "dlq": dlq})
+            }
+            other => serde_json::json!({"outcome": match other {
+                Self::NotFound => "NOT_FOUND",
+                Self::NotDue => "NOT_DUE",
+                Self::Ended => "ENDED",
+                Self::Refreshed => "REFRESHED",
+                _ => "BUSY",
+            }}),
+        }
+    }
+}
+
+/// What one unpaid-release run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseReport {
+    pub expired: usize,
+    pub units_returned: u64,
+    /// Expired in DynamoDB while the sale had no Redis keys: the rebuild
+    /// reads the units from the sale item.
+    pub redis_missing: usize,
+    pub errors: Vec<String>,
+    /// Stopped at the deadline with orders possibly still due.
+    pub stopped_early: bool,
+}
+
+pub struct Jobs<Q = SqsInspector> {
+    stock: RedisStock,
+    catalog: DynamoCatalog,
+    orders: DynamoOrders,
+    /// The orders queue and its DLQ, to tell whether messages are in flight
+    /// (a rebuild waits while either holds accepted orders not written yet).
+    queue: Option<Q>,
+    lead: Duration,
+    metrics: Metrics,
+}
+
+impl<Q: QueueInspector> Jobs<Q> {
+    pub fn new(
+        stock: RedisStock,
+        catalog: DynamoCatalog,
+        orders: DynamoOrders,
+        queue: Option<Q>,
+        lead: Duration,
+    ) -> Self {
+        Self {
+            stock,
+            catalog,
+            orders,
+            queue,
+            lead,
+            metrics: Metrics::off(),
+        }
+    }
+
+    /// The same jobs counting into `metrics` (`SalesPrewarmed`, `Releases`,
+    /// `ReleasedUnits`) under the function that runs them.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn catalog(&self) -> &DynamoCatalog {
+        &self.catalog
+    }
+
+    /// An operator's pause or resume (already kept in the sales table) on
+    /// every key group Redis holds: the next purchase obeys it. Returns how
+    /// many groups took it (0: Redis does not hold the sale; its next load
+    /// or rebuild reads the status from the table).
+    pub async fn apply_status(&self, sale: &crate::domain::Sale) -> Result<u32, JobError> {
+        Ok(self.stock.set_status(sale).await?)
+    }
+
+    /// Prewarm every sale that needs it.
+    pub async fn prewarm_all(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<(SaleId, PrewarmOutcome)>, JobError> {
+        // A run that loads nothing is a 0, not a gap in the graph.
+        self.metrics.count(Counter::SalesPrewarmed, 0);
+        let mut done = Vec::new();
+        for sale in self.catalog.list_sales().await? {
+            if sale.end_ms <= now_ms {
+                continue;
+            }
+            let outcome = self.prewarm_sale(&sale.sale_id, now_ms).await?;
+            if outcome != PrewarmOutcome::NotDue {
+                tracing::info!(sale_id = %sale.sale_id, ?outcome, "prewarm");
+            }
+            done.push((sale.sale_id, outcome));
+        }
+        Ok(done)
+    }
+
+    /// Loads one sale if it starts within the lead time or is running and
+    /// missing; exactly once under concurrent runs.
+    pub async fn prewarm_sale(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> Result<PrewarmOutcome, JobError> {
+        let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
+            return Ok(PrewarmOutcome::NotFound);
+        };
+        let lead_ms = i64::try_from(self.lead.as_millis()).unwrap_or(i64::MAX);
+        if sale.phase_at(now_ms) == SalePhase::Ended {
+            // An end moved earlier (even into the past) reaches Redis at
+            // once: the script answers 410 SALE_ENDED from the next request.
+            if self.stock.view(sale_id, None).await?.is_some() {
+                self.stock.load_sale(&sale, now_ms).await?;
+            }
+            return Ok(PrewarmOutcome::Ended);
+        }
+        if now_ms < sale.start_ms.saturating_sub(lead_ms) {
+            return Ok(PrewarmOutcome::NotDue);
+        }
+        if let Some(view) = self.stock.view(sale_id, None).await? {
+            // Also marks sales loaded before the mark existed.
+            mark_and_load(&self.catalog, &self.stock, &sale, now_ms).await?;
+            if sale.phase_at(now_ms) == SalePhase::Live {
+                self.metrics
+                    .stock_left(sale_id.as_str(), view.remaining, sale.total_stock);
+            }
+            return Ok(PrewarmOutcome::Refreshed);
+        }
+        let token = format!("prewarm-{now_ms}-{}", std::process::id());
+        if !self
+            .stock
+            .try_lock(sale_id, "prewarm", &token, Duration::from_secs(30))
+            .await?
+        {
+            return Ok(PrewarmOutcome::Busy);
+        }
+        let outcome = self.load_from_truth(&sale, counters, now_ms).await;
+        if let Ok(PrewarmOutcome::Loaded { .. }) = outcome {
+            self.metrics.count(Counter::SalesPrewarmed, 1);
+        }
+        if let Err(err) = self.stock.unlock(sale_id, "prewarm", &token).await {
+            // It expires by itself; the next run just waits a little.
+            tracing::warn!(%sale_id, %err, "could not release the prewarm lock");
+        }
+        outcome
+    }
+
+    async fn load_from_truth(
+        &self,
+        sale: &crate::domain::Sale,
+        counters: crate::adapters::dynamo::catalog::SaleCounters,
+        now_ms: i64,
+    ) -> Result<PrewarmOutcome, JobError> {
+        // A live sale whose keys are missing was either lost (Redis
+        // restarted: purchases it accepted may still be on the queue or in
+        // the DLQ, and the rebuild must wait for them) or never loaded
+        // (created already live: nothing can be on its way, so it loads at
+        // once).
+        let loaded_before =
+            self.catalog.mark_loaded(&sale.sale_id, now_ms).await? || counters.sold > 0;
+        if loaded_before && sale.phase_at(now_ms) == SalePhase::Live {
+            let (in_flight, dlq) = self.in_flight().await?;
+            if in_flight + dlq > 0 {
+                tracing::warn!(sale_id = %sale.sale_id, in_flight, dlq, "live sale missing from Redis; waiting for the queue and the DLQ to drain before rebuilding");
+                return Ok(PrewarmOutcome::WaitingForQueue { in_flight, dlq });
+            }
+        }
+        // Surviving shards first, the ledger after (see `Survivors`).
+        let survivors = self.stock.survivors(sale).await?;
+        let (ledger, buyers) = self.read_ledger(&sale.sale_id).await?;
+        if self
+            .stock
+            .rebuild_sale(sale, now_ms, &ledger, &buyers, survivors.as_ref())
+            .await?
+        {
+            Ok(PrewarmOutcome::Loaded {
+                stock: ledger.available,
+                buyers: buyers.len(),
+            })
+        } else {
+            Ok(PrewarmOutcome::Refreshed)
+        }
+    }
+
+    /// What Redis is derived from: the sale item's `available` and
+    /// `returnSeq` (one consistent read), then every order row. An expiry
+    /// after that read has a higher `returnSeq` and no marker, so its
+    /// return is still made once; one before it is in `available` and gets
+    /// an `EXPIRED` marker.
+    async fn read_ledger(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<(LedgerRead, Vec<HeldUnits>), JobError> {
+        let Some((_, counters)) = self.catalog.get_record(sale_id).await? else {
+            return Err(JobError::Catalog(CatalogError::Malformed(format!(
+                "sale {sale_id} vanished during its rebuild"
+            ))));
+        };
+        let mut ledger = LedgerRead {
+            available: counters.available,
+            return_seq: counters.return_seq,
+            ..LedgerRead::default()
+        };
+        let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
+        let orders = self.orders.all_orders_of_sale(sale_id).await?;
+        for status in [
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+            OrderStatus::Expired,
+            OrderStatus::Rejected,
+        ] {
+            for order in orders.iter().filter(|o| o.status == status) {
+                let units = u64::from(order.quantity.get());
+                let state = match status {
+                    OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",
+                    OrderStatus::Expired => {
+                        ledger.expired.push((
+                            order.order_id.to_string(),
+                            i64::try_from(units).unwrap_or(0),
+                        ));
+                        if order
+                            .return_seq
+                            .is_none_or(|seq| seq <= counters.return_seq)
+                        {
+                            "EXPIRED"
+                        } else {
+                            // Expired after `available` was read: at that
+                            // position its units were still held, and its
+                            // return is still to be made.
+                            "WRITTEN"
+                        }
+                    }
+                    OrderStatus::Rejected => "REJECTED",
+                    OrderStatus::Queued => continue,
+                };
+                ledger.decided.push(DecidedOrder {
+                    order_id: order.order_id.to_string(),
+                    user_id: order.user_id.to_string(),
+                    quantity: units,
+                    at_ms: order.created_at_ms,
+                    state,
+                });
+                if state != "WRITTEN" {
+                    continue;
+                }
+                let entry = held
+                    .entry(order.user_id.to_string())
+                    .or_insert_with(|| HeldUnits {
+                        user_id: order.user_id.to_string(),
+                        units: 0,
+                        order_ids: Vec::new(),
+                    });
+                entry.units += units;
+                entry.order_ids.push(order.order_id.to_string());
+            }
+        }
+        Ok((ledger, held.into_values().collect()))
+    }
+
+    /// Messages on the orders queue (visible, in flight or delayed) and in
+    /// its DLQ. Unknown (no queue configured) counts as in flight: never
+    /// rebuild blind.
+    async fn in_flight(&self) -> Result<(u64, u64), JobError> {
+        let Some(queue) = &self.queue else {
+            return Ok((u64::MAX, 0));
+        };
+        let depth = queue.depth().await.map_err(|e| JobError::Queue(e.0))?;
+        let dlq = queue
+            .dlq_depth()
+            .await
+            .map_err(|e| JobError::Queue(e.0))?
+            .map_or(0, QueueDepth::total);
+        Ok((depth.total(), dlq))
+    }
+
+    /// Expires every order past its payment window, in chunks, until none is
+    /// due or `deadline` comes (then the next run goes on). Harmless to re-run:
+    /// each expiry is conditional, and so is giving the units back.
+    pub async fn release_unpaid(
+        &self,
+        now_ms: i64,
+        deadline: Instant,
+    ) -> Result<ReleaseReport, JobError> {
+        let mut report = ReleaseReport::default();
+        self.metrics.count(Counter::Releases, 0);
+        self.metrics.count(Counter::ReleasedUnits, 0);
+        for sale in self.catalog.list_sales().await? {
+            if sale.end_ms + PENDING_HORIZON_MS < now_ms {
+                continue;
+            }
+            loop {
+                if Instant::now() >= deadline {
+                    report.stopped_early = true;
+                    return Ok(report);
+                }
+                let due = self
+                    .orders
+                    .due_unpaid(&sale.sale_id, now_ms, RELEASE_CHUNK)
+                    .await?;
+                if due.is_empty() {
+                    break;
+                }
+                let mut progressed = false;
+                for order_id in due {
+                    match self.orders.expire(&order_id, now_ms).await {
+                        Ok(ExpireOutcome::Expired(order)) => {
+                            progressed = true;
+                            report.expired += 1;
+                            report.units_returned += u64::from(order.quantity.get());
+                            self.metrics.count(Counter::Releases, 1);
+                            self.metrics
+                                .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));
+                            match self
+                                .stock
+                                .return_units(
+                                    &order.sale_id,
+                                    &order.order_id,
+                                    order.user_id.as_str(),
+                                    order.quantity.get(),
+                                    order.return_seq,
+                                )
+                                .await
+                            {
+                                Ok(Returned::SaleMissing) => report.redis_missing += 1,
+                                Ok(_) => {}
+                                Err(err) => report.errors.push(format!("{order_id}: {err}")),
+                            }
+                            tracing::info!(%order_id, sale_id = %order.sale_id, "unpaid order expired; units returned");
+                        }
+                        // Paid meanwhile, or expired by a concurrent run.
+                        Ok(_) => {}
+                        Err(err) => report.errors.push(format!("{order_id}: {err}")),
+                    }
+                }
+                if !progressed {
+                    // Everything due was taken by someone else or failed; the
+                    // index may lag: leave the rest to the next run.
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl<Q: QueueInspector> crate::app::purchase::RebuildTrigger for Jobs<Q> {
+    fn rebuild<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            match self.prewarm_sale(sale_id, crate::clock::now_ms()).await {
+                Ok(outcome) => tracing::info!(%sale_id, ?outcome, "rebuild asked by a purchase"),
+                Err(err) => tracing::warn!(%sale_id, %err, "rebuild asked by a purchase failed"),
+            }
+        })
+    }
+}
+
+/// The jobs over the live adapters, from the function's configuration, for
+/// `caller` (prewarm, release-unpaid and admin-api each wire their own); its
+/// Redis AUTH token is fetched first unless the caller already resolved it.
+pub async fn wire(
+    config: &crate::config::Config,
+    caller: crate::adapters::aws::Caller,
+) -> Result<Jobs, crate::config::WireError> {
+    let config =
+        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
+            .await?;
+    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
+    let db = crate::adapters::aws::dynamodb(&sdk);
+    let queue = config.orders_queue_url.clone().map(|url| {
+        SqsInspector::new(
+            crate::adapters::aws::sqs(&sdk),
+            url,
+            config.orders_dlq_url.clone(),
+        )
+    });
+    Ok(Jobs::new(
+        RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?,
+        DynamoCatalog::new(db.clone(), &config.sales_table),
+        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
+        queue,
+        config.prewarm_lead,
+    ))
+}

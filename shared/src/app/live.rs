@@ -1,0 +1,287 @@
+//! What the operator dashboard polls every second or two:
+//! `GET /admin/sales/{saleId}/live`, one sale's state from every store.
+//!
+//! - `stock`: the total (catalog), what Redis has left (every shard summed;
+//!   `null` when Redis does not hold the sale) and the status buyers see
+//!   (`GET /sales/{saleId}`'s rule, [`crate::app::order_queries::public_status`]).
+//! - `orders`: orders by status, counted on the `bySaleBucketStatus` index
+//!   ([`DynamoOrders::count_of_sale`]); every status the table holds, 0
+//!   when none.
+//!
+//! [`DynamoOrders::count_of_sale`]: crate::adapters::dynamo::orders::DynamoOrders::count_of_sale
+//! - `queue`: the orders queue and its DLQ. They serve every sale, so this
+//!   is the system's lag, not the sale's alone.
+//! - `outcomes`: cumulative purchase answers for the sale by the `Purchases`
+//!   metric's outcome, from `sale:{S}:outcomes` ([`crate::observe::outcomes`]): up to
+//!   a second behind, and an idle Lambda environment's last second arrives
+//!   with its next invocation. The page derives rates from two polls.
+//! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
+//!
+//! Everything is read, nothing written. The sale item comes first (404 for
+//! an unknown sale; 503 when the table cannot be read); the other reads run
+//! concurrently, and a store that cannot be read leaves its parts `null`
+//! and is named in `unavailable` (`redis`, `orders`, `queue`): an operator
+//! needs the rest of the view most when one store is in trouble.
+
+use crate::app::invariants::InvariantChecker;
+use crate::app::jobs::JobError;
+use crate::clock;
+use crate::domain::orders::OrderStatus;
+use crate::domain::{Sale, SaleId};
+use crate::ports::{QueueDepth, QueueInspector, StockStore, StockView};
+use std::collections::BTreeMap;
+
+/// The statuses an order row can have (`QUEUED` is never stored: it is a
+/// reservation without a row).
+pub const STORED_STATUSES: [OrderStatus; 4] = [
+    OrderStatus::PendingPayment,
+    OrderStatus::Paid,
+    OrderStatus::Expired,
+    OrderStatus::Rejected,
+];
+
+/// The outcomes always present in `outcomes` (0 until they happen), so a
+/// page's rate of each starts from a number: every answer the purchase
+/// route gives once the sale id is parsed and the sale exists.
+pub const LISTED_OUTCOMES: [&str; 9] = [
+    crate::observe::metrics::ACCEPTED,
+    crate::observe::metrics::REPLAYED,
+    "SOLD_OUT",
+    "LIMIT_EXCEEDED",
+    "RATE_LIMITED",
+    "SALE_NOT_STARTED",
+    "SALE_ENDED",
+    "SALE_PAUSED",
+    "GATE_REQUIRED",
+];
+
+/// Everything the view is made of, as read; `None` where a store could
+/// not be read.
+#[derive(Debug, Clone)]
+pub struct LiveState {
+    pub sale: Sale,
+    /// Redis's view of the sale; the inner `None`: Redis does not hold it.
+    pub stock: Option<Option<StockView>>,
+    pub orders: Option<BTreeMap<&'static str, u64>>,
+    pub queue: Option<QueueDepth>,
+    pub dlq: Option<QueueDepth>,
+    /// From Redis, with the stock.
+    pub outcomes: Option<BTreeMap<String, u64>>,
+    /// The last reconcile report's JSON, if any.
+    pub last_report: Option<String>,
+}
+
+impl LiveState {
+    /// The stores that could not be read, as `unavailable` names them.
+    pub fn unavailable(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.stock.is_none() || self.outcomes.is_none() {
+            out.push("redis");
+        }
+        if self.orders.is_none() {
+            out.push("orders");
+        }
+        if self.queue.is_none() || self.dlq.is_none() {
+            out.push("queue");
+        }
+        out
+    }
+
+    /// The response body at `now_ms`.
+    pub fn body(&self, now_ms: i64) -> serde_json::Value {
+        let view = self.stock.as_ref().and_then(Option::as_ref);
+        let (_, status) = crate::app::order_queries::public_status(&self.sale, now_ms, view);
+        let outcomes = self.outcomes.as_ref().map(|counted| {
+            let mut outcomes: BTreeMap<&str, u64> =
+                LISTED_OUTCOMES.iter().map(|o| (*o, 0)).collect();
+            for (outcome, n) in counted {
+                outcomes.insert(outcome.as_str(), *n);
+            }
+            outcomes
+        });
+        let last_report = self.last_report.as_deref().and_then(|raw| {
+            serde_json::from_str::<serde_json::Value>(raw)
+                .map_err(|err| tracing::warn!(sale_id = %self.sale.sale_id, %err, "stored reconcile report is not JSON"))
+                .ok()
+        });
+        serde_json::json!({
+            "saleId": self.sale.sale_id,
+            "atMs": now_ms,
+            "stock": {
+                "total": self.sale.total_stock,
+                "remaining": view.map(|s| s.remaining.max(0)),
+                "status": status,
+            },
+            "orders": self.orders,
+            "queue": {
+                // Waiting to be received: visible plus delayed, as the
+                // reconcile report counts them.
+                "visible": self.queue.map(|q| q.visible + q.delayed),
+                "inFlight": self.queue.map(|q| q.in_flight),
+                "dlq": self.dlq.map(|q| q.visible + q.delayed),
+            },
+            "outcomes": outcomes,
+            "lastReport": last_report,
+            "unavailable": self.unavailable(),
+        })
+    }
+}
+
+/// A part of the view, or `None` (logged) when its store cannot be read.
+fn part<T, E: std::fmt::Display>(sale_id: &SaleId, what: &str, read: Result<T, E>) -> Option<T> {
+    read.map_err(|err| tracing::warn!(%sale_id, %err, "live view: cannot read {what}"))
+        .ok()
+}
+
+/// Reads the sale's live state from the stores the checker reads; `None`
+/// when the sale does not exist. Fails only when the sale item cannot be
+/// read.
+pub async fn observe(
+    checker: &InvariantChecker<impl QueueInspector>,
+    sale_id: &SaleId,
+) -> Result<Option<LiveState>, JobError> {
+    let Some((sale, last_report)) = checker.catalog().sale_with_report(sale_id).await? else {
+        return Ok(None);
+    };
+    let stock = checker.stock();
+    let dlq = async {
+        checker
+            .queue()
+            .dlq_depth()
+            .await
+            .map(Option::unwrap_or_default)
+    };
+    let orders = async {
+        let count = |status: OrderStatus| async move {
+            checker
+                .orders()
+                .count_of_sale(sale_id, status)
+                .await
+                .map(|n| (status.as_str(), n))
+        };
+        let [a, b, c, d] = STORED_STATUSES;
+        let counted = tokio::try_join!(count(a), count(b), count(c), count(d))?;
+        Ok::<_, JobError>(BTreeMap::from([counted.0, counted.1, counted.2, counted.3]))
+    };
+    let (view, outcomes, orders, queue, dlq) = tokio::join!(
+        stock.view(sale_id, None),
+        stock.outcomes(sale_id),
+        orders,
+        checker.queue().depth(),
+        dlq,
+    );
+    Ok(Some(LiveState {
+        sale,
+        stock: part(sale_id, "Redis", view),
+        orders: part(sale_id, "the orders index", orders),
+        queue: part(sale_id, "the orders queue", queue),
+        dlq: part(sale_id, "the DLQ", dlq),
+        outcomes: part(sale_id, "the outcome tally", outcomes),
+        last_report,
+    }))
+}
+
+/// The body of `GET /admin/sales/{saleId}/live`; `None` for an unknown sale.
+pub async fn live(
+    checker: &InvariantChecker<impl QueueInspector>,
+    sale_id: &SaleId,
+) -> Result<Option<serde_json::Value>, JobError> {
+    Ok(observe(checker, sale_id)
+        .await?
+        .map(|state| state.body(clock::now_ms())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> LiveState {
+        LiveState {
+            sale: crate::adapters::memory::test_sale("s1", 10, 1).unwrap(),
+            stock: Some(Some(StockView {
+                remaining: 4,
+                paused: false,
+                reservation: None,
+            })),
+            orders: Some(STORED_STATUSES.map(|s| (s.as_str(), 1)).into()),
+            queue: Some(QueueDepth {
+                visible: 2,
+                in_flight: 3,
+                delayed: 1,
+            }),
+            dlq: Some(QueueDepth::default()),
+            outcomes: Some(BTreeMap::from([
+                ("ACCEPTED".into(), 6),
+                ("SOLD_OUT".into(), 9),
+            ])),
+            last_report: Some(r#"{"saleId":"s1","violations":[]}"#.into()),
+        }
+    }
+
+    #[test]
+    fn the_body_has_every_field_of_the_contract() {
+        let body = state().body(1_000);
+        assert_eq!(body["saleId"], "s1");
+        assert_eq!(body["atMs"], 1_000);
+        assert_eq!(
+            body["stock"],
+            serde_json::json!({"total": 10, "remaining": 4, "status": "UPCOMING"})
+        );
+        assert_eq!(
+            body["orders"],
+            serde_json::json!({"PENDING_PAYMENT": 1, "PAID": 1, "EXPIRED": 1, "REJECTED": 1})
+        );
+        assert_eq!(
+            body["queue"],
+            serde_json::json!({"visible": 3, "inFlight": 3, "dlq": 0})
+        );
+        assert_eq!(body["outcomes"]["ACCEPTED"], 6);
+        assert_eq!(body["outcomes"]["SOLD_OUT"], 9);
+        assert_eq!(body["outcomes"]["RATE_LIMITED"], 0, "listed at 0");
+        assert_eq!(body["lastReport"]["saleId"], "s1");
+        assert_eq!(body["unavailable"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_read_leaves_its_parts_null() {
+        let mut state = state();
+        state.stock = None;
+        state.outcomes = None;
+        let now = state.sale.start_ms + 1;
+        let body = state.body(now);
+        assert!(body["stock"]["remaining"].is_null());
+        assert_eq!(body["stock"]["total"], 10);
+        assert!(body["outcomes"].is_null());
+        assert_eq!(body["orders"]["PAID"], 1, "the other stores still show");
+        assert_eq!(body["unavailable"], serde_json::json!(["redis"]));
+        state.orders = None;
+        state.dlq = None;
+        let body = state.body(now);
+        assert!(body["orders"].is_null());
+        assert_eq!(body["queue"]["visible"], 3);
+        assert!(body["queue"]["dlq"].is_null());
+        assert_eq!(
+            body["unavailable"],
+            serde_json::json!(["redis", "orders", "queue"])
+        );
+    }
+
+    #[test]
+    fn a_sale_redis_does_not_hold_has_no_remaining() {
+        let mut state = state();
+        state.stock = Some(None);
+        state.last_report = None;
+        let now = state.sale.start_ms + 1;
+        let body = state.body(now);
+        assert!(body["stock"]["remaining"].is_null());
+        assert_eq!(body["stock"]["status"], "PAUSED");
+        assert!(body["lastReport"].is_null());
+        state.stock = Some(Some(StockView {
+            remaining: 0,
+            paused: false,
+            reservation: None,
+        }));
+        assert_eq!(state.body(now)["stock"]["status"], "SOLD_OUT");
+        assert_eq!(state.body(state.sale.end_ms)["stock"]["status"], "ENDED");
+    }
+}

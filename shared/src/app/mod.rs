@@ -1,0 +1,26 @@
+//! The use cases: what the functions do, written against the ports.
+//!
+//! - [`purchase`]: the purchase decision (reserve, queue, release only what
+//!   is proven unsent).
+//! - [`order_writer`]: queue messages in, orders out.
+//! - [`order_queries`]: sale info, order status and payment for the orders
+//!   API.
+//! - [`catalog_cache`]: the per-environment cache in front of the catalog.
+//! - [`jobs`]: prewarm and the unpaid release.
+//! - [`reconcile`]: compare the stores, repair what is provably safe.
+//! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
+//! - [`live`]: the operator dashboard's view of one sale.
+//!
+//! The operations path (`jobs`, `reconcile`, `invariants`, `live`) reads
+//! the queue through [`crate::ports::QueueInspector`] but still takes the
+//! Redis and DynamoDB adapters themselves (their administration has no port
+//! yet).
+
+pub mod catalog_cache;
+pub mod invariants;
+pub mod jobs;
+pub mod live;
+pub mod order_queries;
+pub mod order_writer;
+pub mod purchase;
+pub mod reconcile;

@@ -1,0 +1,384 @@
+//! What the orders API answers: a sale's public view, an order's status for
+//! polling, and payment.
+//!
+//! An order is `QUEUED` while its reservation exists and its row does not.
+//! The order id alone does not name its sale, so a missing row is looked up
+//! in the reservations of the sales that can still have queued orders (live,
+//! or ended within the key TTL), a short list cached per environment.
+
+use crate::adapters::redis::KEY_TTL_AFTER_END_MS;
+use crate::clock;
+use crate::domain::orders::{Order, OrderStatus};
+use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
+use crate::error::ApiError;
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{
+    CatalogError, OrderStore, OrderStoreError, PayOutcome, SaleCatalog, StockStore, StockView,
+    StoreError,
+};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("not found")]
+    NotFound,
+    #[error("order expired")]
+    Expired,
+    #[error("order not payable: {0}")]
+    NotPayable(&'static str),
+    #[error(transparent)]
+    Orders(#[from] OrderStoreError),
+    #[error(transparent)]
+    Stock(#[from] StoreError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("this sale has no gate")]
+    NoGate,
+    #[error("questions are handed out from shortly before the start")]
+    GateNotOpen { start_ms: i64 },
+    #[error("the sale has ended")]
+    SaleEnded,
+    #[error("the gate refused the answer: {0}")]
+    WrongAnswer(crate::domain::gate::GateError),
+    #[error("the gate is not configured")]
+    GateUnavailable,
+}
+
+impl QueryError {
+    /// The API error, given what was looked for (a sale or an order).
+    pub fn into_api(self, looking_for_sale: bool) -> ApiError {
+        match self {
+            Self::NotFound if looking_for_sale => ApiError::SaleNotFound,
+            Self::NotFound => ApiError::OrderNotFound,
+            Self::Expired => ApiError::OrderExpired,
+            Self::NotPayable(why) => ApiError::OrderNotPayable(why.into()),
+            Self::NoGate => ApiError::InvalidRequest("this sale has no gate".into()),
+            Self::GateNotOpen { start_ms } => {
+                let wait =
+                    (start_ms - crate::domain::gate::OPENS_BEFORE_START_MS - clock::now_ms())
+                        .max(0);
+                ApiError::SaleNotStarted {
+                    retry_after_secs: Some(u64::try_from(wait / 1000 + 1).unwrap_or(1)),
+                }
+            }
+            Self::SaleEnded => ApiError::SaleEnded,
+            Self::WrongAnswer(crate::domain::gate::GateError::Expired) => {
+                ApiError::InvalidRequest("that question has expired; ask for a new one".into())
+            }
+            Self::WrongAnswer(crate::domain::gate::GateError::WrongAnswer) => {
+                ApiError::InvalidRequest("wrong answer; ask for the question again".into())
+            }
+            Self::WrongAnswer(_) => {
+                ApiError::InvalidRequest("challengeId is not one this sale's question gave".into())
+            }
+            Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
+                ApiError::paused("temporarily unavailable; retry shortly")
+            }
+        }
+    }
+}
+
+pub struct OrderQueries<O, S, C> {
+    orders: O,
+    stock: S,
+    catalog: C,
+    sale_list_ttl: Duration,
+    open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
+    gate: Option<crate::domain::gate::Gate>,
+    metrics: Metrics,
+}
+
+impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
+    pub fn new(orders: O, stock: S, catalog: C, sale_list_ttl: Duration) -> Self {
+        Self {
+            orders,
+            stock,
+            catalog,
+            sale_list_ttl,
+            open_sales: Mutex::new(None),
+            gate: None,
+            metrics: Metrics::off(),
+        }
+    }
+
+    /// The same service counting into `metrics` (`OrdersPaid`).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The same service with the sale gate's key.
+    pub fn with_gate(mut self, gate: crate::domain::gate::Gate) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// A gated sale that is open for questions, and the gate.
+    async fn gated(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> Result<&crate::domain::gate::Gate, QueryError> {
+        let sale = self
+            .catalog
+            .get_sale(sale_id)
+            .await?
+            .ok_or(QueryError::NotFound)?;
+        if !sale.gate {
+            return Err(QueryError::NoGate);
+        }
+        if now_ms < sale.start_ms - crate::domain::gate::OPENS_BEFORE_START_MS {
+            return Err(QueryError::GateNotOpen {
+                start_ms: sale.start_ms,
+            });
+        }
+        if now_ms >= sale.end_ms {
+            return Err(QueryError::SaleEnded);
+        }
+        self.gate.as_ref().ok_or(QueryError::GateUnavailable)
+    }
+
+    /// `GET /sales/{saleId}/challenge`.
+    pub async fn challenge(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+    ) -> Result<serde_json::Value, QueryError> {
+        let now = clock::now_ms();
+        let c = self
+            .gated(sale_id, now)
+            .await?
+            .challenge(sale_id, caller, now);
+        Ok(serde_json::json!({
+            "question": c.question,
+            "challengeId": c.challenge_id,
+            "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
+        }))
+    }
+
+    /// `POST /sales/{saleId}/challenge` with `{"answer": n}` and, when the
+    /// client kept it, the question's `challengeId`.
+    pub async fn answer(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+        answer: i64,
+        challenge_id: Option<&str>,
+    ) -> Result<serde_json::Value, QueryError> {
+        let now = clock::now_ms();
+        let gate = self.gated(sale_id, now).await?;
+        let nonce = nonce_from(now, caller);
+        let pass = gate
+            .answer(sale_id, caller, answer, challenge_id, now, nonce)
+            .map_err(QueryError::WrongAnswer)?;
+        Ok(serde_json::json!({
+            "token": pass.token,
+            "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
+        }))
+    }
+
+    /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
+    /// newest first: every row (through the buyer index, and by id for a
+    /// reservation marked written that the index does not show yet), and
+    /// `QUEUED` for a reservation whose row is not written yet. How a buyer
+    /// who lost their `202` finds it.
+    pub async fn my_orders(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+    ) -> Result<Vec<Order>, QueryError> {
+        if self.catalog.get_sale(sale_id).await?.is_none() {
+            return Err(QueryError::NotFound);
+        }
+        let mut orders = self.orders.orders_of_buyer(sale_id, caller).await?;
+        let reservations = self.stock.buyer_reservations(sale_id, caller).await?;
+        for (order_id, resv) in reservations {
+            if orders.iter().any(|o| o.order_id == order_id) {
+                continue;
+            }
+            match resv.state.as_str() {
+                "QUEUED" => orders.push(queued_order(order_id, sale_id.clone(), caller, &resv)?),
+                _ => {
+                    if let Some(row) = self.orders.get(&order_id).await?
+                        && &row.user_id == caller
+                    {
+                        orders.push(row);
+                    }
+                }
+            }
+        }
+        orders.sort_by_key(|o| std::cmp::Reverse(o.created_at_ms));
+        Ok(orders)
+    }
+
+    /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
+    /// orders by the queue's delay).
+    pub async fn sale_view(&self, sale_id: &SaleId) -> Result<serde_json::Value, QueryError> {
+        let sale = self
+            .catalog
+            .get_sale(sale_id)
+            .await?
+            .ok_or(QueryError::NotFound)?;
+        // Redis down must not hide the sale's page: show what the table knows.
+        let live = self.stock.view(sale_id, None).await.ok().flatten();
+        let (remaining, status) = public_status(&sale, clock::now_ms(), live.as_ref());
+        Ok(serde_json::json!({
+            "saleId": sale.sale_id,
+            "name": sale.name,
+            "startAt": clock::rfc3339_ms(sale.start_ms),
+            "endAt": clock::rfc3339_ms(sale.end_ms),
+            "totalStock": sale.total_stock,
+            "remaining": remaining.max(0),
+            "perUserLimit": sale.per_user_limit,
+            "status": status,
+        }))
+    }
+
+    /// `GET /orders/{orderId}`: only the owner sees it; anyone else gets the
+    /// same 404 as for an order that does not exist.
+    pub async fn order(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
+        if let Some(order) = self.orders.get(order_id).await? {
+            return if &order.user_id == caller {
+                Ok(order)
+            } else {
+                Err(QueryError::NotFound)
+            };
+        }
+        self.queued(order_id, caller)
+            .await?
+            .ok_or(QueryError::NotFound)
+    }
+
+    /// `POST /orders/{orderId}/pay`: paying twice is the same success.
+    pub async fn pay(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
+        match self.orders.pay(order_id, caller, clock::now_ms()).await? {
+            PayOutcome::Paid(order) => {
+                self.metrics.count(Counter::OrdersPaid, 1);
+                Ok(order)
+            }
+            // A second click is the same payment, counted once.
+            PayOutcome::AlreadyPaid(order) => Ok(order),
+            PayOutcome::Expired => Err(QueryError::Expired),
+            PayOutcome::NotPayable(OrderStatus::Rejected) => Err(QueryError::NotPayable(
+                "this order was rejected: no stock was left for it",
+            )),
+            PayOutcome::NotPayable(_) => Err(QueryError::NotPayable("this order cannot be paid")),
+            PayOutcome::NotFound => match self.queued(order_id, caller).await? {
+                Some(_) => Err(QueryError::NotPayable(
+                    "this order is still being created; pay once it is PENDING_PAYMENT",
+                )),
+                None => Err(QueryError::NotFound),
+            },
+        }
+    }
+
+    /// The caller's order as `QUEUED`, if a reservation for it exists.
+    async fn queued(
+        &self,
+        order_id: &OrderId,
+        caller: &UserId,
+    ) -> Result<Option<Order>, QueryError> {
+        for sale_id in self.open_sale_ids().await? {
+            let Some(view) = self.stock.view(&sale_id, Some(order_id)).await? else {
+                continue;
+            };
+            let Some(resv) = view.reservation else {
+                continue;
+            };
+            if resv.user_id != caller.as_str() || resv.state == "REJECTED" {
+                return Ok(None);
+            }
+            return Ok(Some(queued_order(
+                order_id.clone(),
+                sale_id,
+                caller,
+                &resv,
+            )?));
+        }
+        Ok(None)
+    }
+
+    /// Sales whose Redis keys may still hold reservations.
+    async fn open_sale_ids(&self) -> Result<Vec<SaleId>, QueryError> {
+        if let Ok(cached) = self.open_sales.lock()
+            && let Some((at, ids)) = cached.as_ref()
+            && at.elapsed() < self.sale_list_ttl
+        {
+            return Ok(ids.clone());
+        }
+        let now = clock::now_ms();
+        let ids: Vec<SaleId> = self
+            .catalog
+            .list_sales()
+            .await?
+            .into_iter()
+            .filter(|s: &Sale| s.end_ms + KEY_TTL_AFTER_END_MS > now)
+            .map(|s| s.sale_id)
+            .collect();
+        if let Ok(mut cached) = self.open_sales.lock() {
+            *cached = Some((Instant::now(), ids.clone()));
+        }
+        Ok(ids)
+    }
+}
+
+/// A sale's `remaining` and `status` as `GET /sales/{saleId}` shows them,
+/// from the catalog's window and what Redis holds (`None`: not loaded, or
+/// Redis out of reach). The operator dashboard shows the same status.
+pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64, &'static str) {
+    match (sale.phase_at(now_ms), live) {
+        (SalePhase::NotStarted, live) => (
+            live.map_or(i64::from(sale.total_stock), |l| l.remaining),
+            "UPCOMING",
+        ),
+        (SalePhase::Ended, live) => (live.map_or(0, |l| l.remaining), "ENDED"),
+        (SalePhase::Live, live) if sale.paused => (live.map_or(0, |l| l.remaining), "PAUSED"),
+        (SalePhase::Live, None) => (0, "PAUSED"),
+        (SalePhase::Live, Some(l)) if l.paused => (l.remaining, "PAUSED"),
+        (SalePhase::Live, Some(l)) if l.remaining <= 0 => (0, "SOLD_OUT"),
+        (SalePhase::Live, Some(l)) => (l.remaining, "LIVE"),
+    }
+}
+
+/// An order as `QUEUED`: accepted, its reservation in Redis, no row yet.
+fn queued_order(
+    order_id: OrderId,
+    sale_id: SaleId,
+    caller: &UserId,
+    resv: &crate::ports::ReservationRecord,
+) -> Result<Order, StoreError> {
+    Ok(Order {
+        order_id,
+        sale_id,
+        user_id: caller.clone(),
+        quantity: Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?,
+        status: OrderStatus::Queued,
+        created_at_ms: resv.at_ms,
+        expires_at_ms: None,
+        reject_reason: None,
+        return_seq: None,
+    })
+}
+
+/// A pass nonce: unique per issue (time, caller, a process counter).
+fn nonce_from(now_ms: i64, caller: &UserId) -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static ISSUED: AtomicU64 = AtomicU64::new(0);
+    let n = ISSUED.fetch_add(1, Ordering::Relaxed);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in caller
+        .as_str()
+        .bytes()
+        .chain(now_ms.to_le_bytes())
+        .chain(n.to_le_bytes())
+        .chain(u64::from(std::process::id()).to_le_bytes())
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}

@@ -1,0 +1,433 @@
+//! The order-writer's logic: a batch of queue messages in, orders out.
+//!
+//! 1. Each record is parsed on its own; a poison record is logged with its
+//!    message id, counted and reported failed (SQS moves it to the DLQ after
+//!    `maxReceiveCount`), and never fails its neighbours.
+//! 2. The same order twice in one batch is written once.
+//! 3. Valid orders are grouped per sale; each group is one transaction that
+//!    puts every order, adds each buyer's units to their ledger record
+//!    (within the per-user limit) and takes the group's total off the sale
+//!    item, so the hot item is written once per batch. The request token is
+//!    derived from the group, so a retried call is idempotent.
+//! 4. A cancelled transaction falls back to one transaction per order, which
+//!    tells a duplicate (success: the row as it stands decides) from no
+//!    stock or a buyer at the limit (written `REJECTED` with the reason: the
+//!    database stopped an oversell, or a buyer Redis lost count of) from a
+//!    transient fault (reported failed).
+//! 5. Every decided order marks its reservation in Redis the way its row
+//!    says ([`Resolution::of_row`]).
+//! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
+//!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, and `DlqMoves`
+//!    (failures on a record's last receive, which SQS moves to the DLQ).
+
+use crate::clock;
+use crate::domain::orders::{NewOrder, RejectReason};
+use crate::domain::{OrderMessage, SaleId};
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{
+    GroupWrite, OrderStore, OrderStoreError, RejectWrite, Resolution, SaleCatalog, SingleWrite,
+    StockStore,
+};
+use std::collections::BTreeMap;
+use tracing::Instrument;
+
+/// DynamoDB takes at most 100 items per transaction: each order, at most one
+/// buyer record per order, and the sale update.
+const MAX_ORDERS_PER_TRANSACTION: usize = 49;
+
+/// One queue record, as the event source delivered it.
+#[derive(Debug, Clone)]
+pub struct QueueRecord {
+    pub message_id: String,
+    pub body: String,
+    /// `ApproximateReceiveCount`: 1 on the first delivery.
+    pub receive_count: u32,
+}
+
+/// What one batch did. `failed` are the message ids to report in
+/// `batchItemFailures`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchReport {
+    pub failed: Vec<String>,
+    pub written: usize,
+    pub duplicates: usize,
+    pub rejected: usize,
+    pub poison: usize,
+    pub transient: usize,
+}
+
+/// An order of the batch and every message that carried it.
+struct Entry {
+    message: OrderMessage,
+    reserved_at_ms: i64,
+    message_ids: Vec<String>,
+}
+
+pub struct OrderWriter<O, S, C> {
+    orders: O,
+    stock: S,
+    catalog: C,
+    metrics: Metrics,
+    /// The queue's redrive `maxReceiveCount`: a failure on that receive is
+    /// the record's last. Unknown: no failure is counted as a DLQ move.
+    max_receive_count: Option<u32>,
+}
+
+impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
+    pub fn new(orders: O, stock: S, catalog: C) -> Self {
+        Self {
+            orders,
+            stock,
+            catalog,
+            metrics: Metrics::off(),
+            max_receive_count: None,
+        }
+    }
+
+    /// The same writer counting into `metrics`; `max_receive_count` is the
+    /// queue's redrive setting (`MAX_RECEIVE_COUNT`), to count DLQ moves.
+    pub fn with_metrics(mut self, metrics: Metrics, max_receive_count: Option<u32>) -> Self {
+        self.metrics = metrics;
+        self.max_receive_count = max_receive_count;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn orders(&self) -> &O {
+        &self.orders
+    }
+
+    pub async fn write_batch(&self, records: &[QueueRecord]) -> BatchReport {
+        let mut report = BatchReport::default();
+        let mut groups: BTreeMap<SaleId, Vec<Entry>> = BTreeMap::new();
+        for record in records {
+            let (message, reserved_at_ms) = match parse(&record.body) {
+                Ok(parsed) => parsed,
+                Err(why) => {
+                    tracing::error!(message_id = %record.message_id, %why, "poison message");
+                    report.poison += 1;
+                    report.failed.push(record.message_id.clone());
+                    continue;
+                }
+            };
+            let group = groups.entry(message.sale_id.clone()).or_default();
+            match group
+                .iter_mut()
+                .find(|e| e.message.order_id == message.order_id)
+            {
+                Some(seen) => seen.message_ids.push(record.message_id.clone()),
+                None => group.push(Entry {
+                    message,
+                    reserved_at_ms,
+                    message_ids: vec![record.message_id.clone()],
+                }),
+            }
+        }
+        for (sale_id, entries) in groups {
+            for chunk in entries.chunks(MAX_ORDERS_PER_TRANSACTION) {
+                self.write_sale_group(&sale_id, chunk, &mut report).await;
+            }
+        }
+        self.count(records, &report);
+        report
+    }
+
+    /// The batch's metrics, zeros included (every batch is a data point).
+    fn count(&self, records: &[QueueRecord], report: &BatchReport) {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        let last_tries = records
+            .iter()
+            .filter(|r| {
+                self.max_receive_count
+                    .is_some_and(|max| r.receive_count >= max)
+                    && report.failed.contains(&r.message_id)
+            })
+            .inspect(|r| {
+                tracing::error!(
+                    message_id = %r.message_id,
+                    receive_count = r.receive_count,
+                    "record failed on its last receive: SQS moves it to the DLQ"
+                );
+            })
+            .count();
+        let m = &self.metrics;
+        m.count(Counter::OrdersWritten, n(report.written));
+        m.count(Counter::OrderDuplicates, n(report.duplicates));
+        m.count(Counter::OrdersRejected, n(report.rejected));
+        m.count(Counter::OrderFailures, n(report.failed.len()));
+        m.count(Counter::DlqMoves, n(last_tries));
+    }
+
+    async fn write_sale_group(
+        &self,
+        sale_id: &SaleId,
+        entries: &[Entry],
+        report: &mut BatchReport,
+    ) {
+        let sale = match self.catalog.get_sale(sale_id).await {
+            Ok(Some(sale)) => sale,
+            Ok(None) => {
+                tracing::error!(%sale_id, "orders for a sale missing from the sales table; left for retry and the DLQ");
+                return fail_all(entries, report);
+            }
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "sale catalog unavailable; batch retried");
+                return fail_all(entries, report);
+            }
+        };
+        let orders: Vec<NewOrder> = entries
+            .iter()
+            .map(|e| {
+                NewOrder::new(
+                    e.message.clone(),
+                    e.reserved_at_ms,
+                    sale.payment_window_seconds,
+                )
+            })
+            .collect();
+        let token = request_token(&orders);
+        match self
+            .orders
+            .write_group(sale_id, &orders, sale.per_user_limit, &token)
+            .await
+        {
+            Ok(GroupWrite::Written) => {
+                for entry in entries {
+                    let span = message_span(entry);
+                    async {
+                        tracing::debug!("order written");
+                        self.mark(entry, Resolution::Written).await;
+                    }
+                    .instrument(span)
+                    .await;
+                }
+                report.written += entries.len();
+                tracing::info!(%sale_id, orders = entries.len(), "orders written in one transaction");
+            }
+            Ok(GroupWrite::Cancelled(reasons)) => {
+                tracing::warn!(%sale_id, ?reasons, "group transaction cancelled; writing one by one");
+                for (entry, order) in entries.iter().zip(&orders) {
+                    self.write_one(entry, order, sale.per_user_limit, report)
+                        .await;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "group write failed; batch retried");
+                fail_all(entries, report);
+            }
+        }
+    }
+
+    async fn write_one(
+        &self,
+        entry: &Entry,
+        order: &NewOrder,
+        per_user_limit: u32,
+        report: &mut BatchReport,
+    ) {
+        let span = message_span(entry);
+        async {
+            match self.orders.write_single(order, per_user_limit).await {
+                Ok(SingleWrite::Written) => {
+                    report.written += 1;
+                    self.mark(entry, Resolution::Written).await;
+                }
+                Ok(SingleWrite::Duplicate(row)) => {
+                    report.duplicates += 1;
+                    tracing::info!(
+                        status = row.status.as_str(),
+                        "duplicate delivery; the row stands"
+                    );
+                    self.follow(entry, &row).await;
+                }
+                Ok(SingleWrite::NoStock) => {
+                    self.reject(entry, order, RejectReason::SoldOut, report)
+                        .await;
+                }
+                Ok(SingleWrite::OverLimit) => {
+                    self.reject(entry, order, RejectReason::OverLimit, report)
+                        .await;
+                }
+                Err(OrderStoreError::SaleMissing(sale_id)) => {
+                    tracing::error!(%sale_id, "sale item missing; retried, then the DLQ");
+                    fail_one(entry, report);
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "transient write failure; retried");
+                    fail_one(entry, report);
+                }
+            }
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// Records the order `REJECTED`, unless a row got there first (then
+    /// that row decides).
+    async fn reject(
+        &self,
+        entry: &Entry,
+        order: &NewOrder,
+        reason: RejectReason,
+        report: &mut BatchReport,
+    ) {
+        match self.orders.write_rejected(order, reason).await {
+            Ok(RejectWrite::Recorded) => {
+                report.rejected += 1;
+                tracing::warn!(
+                    quantity = order.message.quantity.get(),
+                    reason = reason.as_str(),
+                    "the ledger refused the order: REJECTED (the database stopped an oversell or a buyer over the limit)"
+                );
+                let resolution = match reason {
+                    RejectReason::OverLimit => Resolution::RejectedOverLimit,
+                    RejectReason::SoldOut => Resolution::Rejected,
+                    RejectReason::Abandoned => Resolution::Abandoned,
+                };
+                self.mark(entry, resolution).await;
+            }
+            Ok(RejectWrite::Exists(row)) => {
+                report.duplicates += 1;
+                self.follow(entry, &row).await;
+            }
+            Err(err) => {
+                tracing::warn!(%err, "could not record the rejection; retried");
+                fail_one(entry, report);
+            }
+        }
+    }
+
+    /// Marks the reservation as the row in the ledger says.
+    async fn follow(&self, entry: &Entry, row: &crate::domain::orders::Order) {
+        if let Some(resolution) = Resolution::of_row(row.status, row.reject_reason) {
+            self.mark(entry, resolution).await;
+        }
+    }
+
+    /// Best effort: the row is the truth; a reservation left unmarked is
+    /// found and fixed by reconciliation.
+    async fn mark(&self, entry: &Entry, resolution: Resolution) {
+        let m = &entry.message;
+        match self
+            .stock
+            .resolve(&m.sale_id, &m.order_id, resolution)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(order_id = %m.order_id, "no reservation to mark (sale rebuilt or keys expired)");
+            }
+            Err(err) => {
+                tracing::warn!(order_id = %m.order_id, %err, "could not mark the reservation; reconcile will");
+            }
+        }
+    }
+}
+
+/// One span per message, with the ids an operator searches the logs by.
+fn message_span(entry: &Entry) -> tracing::Span {
+    tracing::info_span!(
+        "order",
+        order_id = %entry.message.order_id,
+        sale_id = %entry.message.sale_id,
+        message_id = %entry.message_ids.join(","),
+    )
+}
+
+fn fail_one(entry: &Entry, report: &mut BatchReport) {
+    report.transient += 1;
+    report.failed.extend(entry.message_ids.iter().cloned());
+}
+
+fn fail_all(entries: &[Entry], report: &mut BatchReport) {
+    for entry in entries {
+        fail_one(entry, report);
+    }
+}
+
+/// A message body as an order message of version 1, with its reservation time.
+pub fn parse(body: &str) -> Result<(OrderMessage, i64), String> {
+    let message: OrderMessage = serde_json::from_str(body).map_err(|e| e.to_string())?;
+    if message.v != OrderMessage::VERSION {
+        return Err(format!("unknown message version {}", message.v));
+    }
+    let reserved_at_ms = clock::parse_rfc3339_ms(&message.reserved_at)
+        .ok_or_else(|| "reservedAt is not RFC 3339".to_owned())?;
+    Ok((message, reserved_at_ms))
+}
+
+/// A `ClientRequestToken` (at most 36 characters) that is the same for the
+/// same group of orders, so a retried call within DynamoDB's ten-minute
+/// window is not applied twice.
+pub fn request_token(orders: &[NewOrder]) -> String {
+    let mut ids: Vec<&str> = orders.iter().map(|o| o.message.order_id.as_str()).collect();
+    ids.sort_unstable();
+    let fnv = |seed: u64| {
+        ids.iter().fold(seed, |hash, id| {
+            id.bytes().chain(std::iter::once(b',')).fold(hash, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        })
+    };
+    format!(
+        "{:016x}{:016x}",
+        fnv(0xcbf2_9ce4_8422_2325),
+        fnv(0x8422_2325_cbf2_9ce4)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{OrderId, Quantity, UserId};
+
+    fn body(order: &str, sale: &str) -> String {
+        serde_json::json!({
+            "v": 1, "orderId": order, "saleId": sale, "userId": "u1", "quantity": 1,
+            "shard": 0, "reservedAt": "2026-11-30T03:00:00.000Z"
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn parse_refuses_poison() {
+        assert!(parse(&body("o1", "s1")).is_ok());
+        for bad in [
+            "",
+            "{}",
+            "not json",
+            &body("o{1}", "s1"),
+            &body("o1", "s1").replace("\"v\":1", "\"v\":2"),
+            &body("o1", "s1").replace("2026-11-30T03:00:00.000Z", "yesterday"),
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn token_is_order_independent_and_short() {
+        let order = |id: &str| {
+            NewOrder::new(
+                OrderMessage {
+                    v: 1,
+                    order_id: OrderId::parse(id).unwrap(),
+                    sale_id: SaleId::parse("s").unwrap(),
+                    user_id: UserId::parse("u").unwrap(),
+                    quantity: Quantity::ONE,
+                    shard: 0,
+                    reserved_at: String::new(),
+                },
+                0,
+                900,
+            )
+        };
+        let a = request_token(&[order("a"), order("b")]);
+        let b = request_token(&[order("b"), order("a")]);
+        assert_eq!(a, b);
+        assert!(a.len() <= 36);
+        assert_ne!(a, request_token(&[order("a")]));
+    }
+}

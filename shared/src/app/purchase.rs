@@ -1,0 +1,534 @@
+//! The purchase decision.
+//!
+//! 1. One atomic call to the stock store decides: window, status, the
+//!    caller's limit, the stock; on success it deducts, counts the buyer and
+//!    records the reservation (the outbox).
+//! 2. The order message goes to the queue.
+//! 3. Only a *definite* queue rejection gives the stock back. A timeout keeps
+//!    the reservation and still answers 202: reconciliation relays it, because
+//!    "timeout is not failure" and underselling briefly beats overselling.
+//!
+//! When the stock store has no keys for the sale, the catalog (cached per
+//! execution environment) tells an unknown sale (404) from a live one whose
+//! keys were lost (503, fail closed) without a database read per request.
+//!
+//! Sold-out fast path: once Redis says a sale has nothing left, this
+//! execution environment answers `410 SOLD_OUT` from memory for
+//! [`SOLD_OUT_FLAG`] without calling Redis; then it asks Redis again, so
+//! units that come back (an unpaid order released, a failed send) are sold
+//! within that bound. A request with an `Idempotency-Key` always goes to
+//! Redis: it may be a winner's retry, whose answer is its order, not 410.
+//!
+//! Its unit tests are in `purchase/tests.rs`.
+
+use crate::clock;
+use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
+use crate::error::ApiError;
+use crate::ports::{
+    OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
+    SendError, StockStore,
+};
+
+/// A purchase attempt, parsed at the edge.
+#[derive(Debug, Clone)]
+pub struct PurchaseRequest {
+    pub sale_id: SaleId,
+    pub user_id: UserId,
+    pub quantity: Quantity,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// The caller's address as API Gateway saw it, for the per-IP bucket.
+    pub source_ip: Option<String>,
+    /// The `X-Sale-Token` header, for gated sales.
+    pub sale_token: Option<String>,
+}
+
+/// What the buyer is told on 202.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub order_id: OrderId,
+    pub sale_id: SaleId,
+    pub quantity: Quantity,
+    /// True when this answer replays an earlier one (same Idempotency-Key).
+    pub replayed: bool,
+}
+
+impl Accepted {
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "orderId": self.order_id,
+            "saleId": self.sale_id,
+            "quantity": self.quantity,
+            "status": "QUEUED",
+        })
+    }
+}
+
+/// Every way a purchase can be refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PurchaseError {
+    #[error("sale not found")]
+    NotFound,
+    #[error("sale not started")]
+    NotStarted { start_ms: i64 },
+    #[error("sale ended")]
+    Ended,
+    #[error("sold out ({remaining} left)")]
+    SoldOut { remaining: u32 },
+    #[error("limit exceeded")]
+    LimitExceeded { order_ids: Vec<OrderId> },
+    #[error("sale paused by an operator")]
+    Paused,
+    #[error("live sale has no keys in the stock store")]
+    KeysMissing,
+    #[error(transparent)]
+    Store(#[from] crate::ports::StoreError),
+    #[error(transparent)]
+    Catalog(#[from] crate::ports::CatalogError),
+    #[error("queue rejected the order; stock returned")]
+    QueueRejected,
+    #[error("rate limited")]
+    RateLimited { retry_after_ms: u64 },
+    #[error("gate pass missing, invalid or used")]
+    GateRequired,
+}
+
+impl From<PurchaseError> for ApiError {
+    fn from(err: PurchaseError) -> Self {
+        match err {
+            PurchaseError::NotFound => ApiError::SaleNotFound,
+            PurchaseError::NotStarted { start_ms } => {
+                let wait_ms = start_ms.saturating_sub(clock::now_ms()).max(0);
+                let secs = u64::try_from((wait_ms + 999) / 1000).unwrap_or(0).max(1);
+                ApiError::SaleNotStarted {
+                    retry_after_secs: Some(secs),
+                }
+            }
+            PurchaseError::Ended => ApiError::SaleEnded,
+            PurchaseError::SoldOut { remaining: 0 } => ApiError::SoldOut {
+                message: "sold out".into(),
+            },
+            PurchaseError::SoldOut { remaining } => ApiError::SoldOut {
+                message: format!("not enough stock left: {remaining} remaining"),
+            },
+            PurchaseError::LimitExceeded { order_ids } => ApiError::LimitExceeded { order_ids },
+            PurchaseError::Paused => ApiError::paused("the sale is paused"),
+            PurchaseError::KeysMissing => {
+                ApiError::paused("the sale is being restored; retry shortly")
+            }
+            PurchaseError::Store(_) | PurchaseError::Catalog(_) => {
+                ApiError::paused("the sale is temporarily unavailable; retry shortly")
+            }
+            PurchaseError::GateRequired => ApiError::GateRequired,
+            PurchaseError::RateLimited { retry_after_ms } => ApiError::RateLimited {
+                retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
+            },
+            PurchaseError::QueueRejected => ApiError::paused(
+                "your purchase could not be queued and was not taken; retry shortly",
+            ),
+        }
+    }
+}
+
+/// How long an execution environment answers `SOLD_OUT` from memory after
+/// Redis said so: the longest a buyer can be refused while stock that came
+/// back exists.
+pub const SOLD_OUT_FLAG: std::time::Duration = std::time::Duration::from_millis(500);
+
+type SoldOutFlags = std::collections::HashMap<String, (std::time::Instant, std::time::Instant)>;
+
+/// The purchase use case over its three ports.
+pub struct PurchaseService<S, Q, C> {
+    stock: S,
+    queue: Q,
+    catalog: C,
+    /// The sale gate's key; without one, gated sales sell to nobody.
+    gate: Option<crate::domain::gate::Gate>,
+    /// How long a sold-out answer is remembered ([`SOLD_OUT_FLAG`]; zero
+    /// turns the fast path off, for the benchmark's reference row).
+    sold_out_flag: std::time::Duration,
+    /// Sale id -> until when this environment answers `SOLD_OUT` itself,
+    /// and when Redis said so (a keyed request's filter must be read after).
+    sold_out: std::sync::RwLock<SoldOutFlags>,
+    fast_path_hits: std::sync::atomic::AtomicU64,
+    metrics: crate::observe::metrics::Metrics,
+    /// This environment's answers per sale and outcome, on their way to
+    /// Redis for the operator dashboard ([`crate::observe::outcomes`]).
+    outcomes: std::sync::Arc<crate::observe::outcomes::OutcomeTally>,
+    /// Rebuilds a live sale whose keys are missing, at once (not at the
+    /// next schedule); `None`: the schedule alone does.
+    rebuild: Option<std::sync::Arc<dyn RebuildTrigger>>,
+    /// Sale id -> when this environment last asked for its rebuild.
+    rebuild_asked: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+/// Starts the rebuild of a live sale whose keys are missing: prewarm's
+/// rebuild, under the sale's lock, waiting for what is in flight exactly as
+/// the schedule's does (safe to ask any number of times).
+pub trait RebuildTrigger: Send + Sync {
+    fn rebuild<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+}
+
+/// How often one environment asks for the rebuild of one sale: a purchase
+/// that finds the keys missing asks, the others in that second do not.
+pub const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long the rebuild a purchase asked for may run before it is dropped
+/// (the next ask starts another).
+pub const REBUILD_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
+    pub fn new(stock: S, queue: Q, catalog: C) -> Self {
+        Self {
+            stock,
+            queue,
+            catalog,
+            gate: None,
+            sold_out_flag: SOLD_OUT_FLAG,
+            sold_out: std::sync::RwLock::default(),
+            fast_path_hits: std::sync::atomic::AtomicU64::new(0),
+            metrics: crate::observe::metrics::Metrics::off(),
+            outcomes: std::sync::Arc::default(),
+            rebuild: None,
+            rebuild_asked: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The same service rebuilding a lost live sale at once.
+    pub fn with_rebuild(mut self, rebuild: std::sync::Arc<dyn RebuildTrigger>) -> Self {
+        self.rebuild = Some(rebuild);
+        self
+    }
+
+    /// Asks for the sale's rebuild unless this environment asked within
+    /// [`REBUILD_EVERY`], in a task of its own: the buyer gets their `503`
+    /// at once (invariant 7), and the next purchase after the rebuild
+    /// sells. (In Lambda the task may be frozen with its environment
+    /// between invocations; it goes on at the next one, and every other
+    /// environment asks too.)
+    fn ask_rebuild(&self, sale_id: &SaleId) {
+        let Some(rebuild) = &self.rebuild else { return };
+        let now = std::time::Instant::now();
+        {
+            let Ok(mut asked) = self.rebuild_asked.lock() else {
+                return;
+            };
+            if asked
+                .get(sale_id.as_str())
+                .is_some_and(|at| now.duration_since(*at) < REBUILD_EVERY)
+            {
+                return;
+            }
+            if asked.len() > 1_024 {
+                asked.clear();
+            }
+            asked.insert(sale_id.to_string(), now);
+        }
+        let (rebuild, sale_id) = (rebuild.clone(), sale_id.clone());
+        tokio::spawn(async move {
+            // Bounded: a rebuild cut off here is finished by the next ask
+            // (every step is idempotent; the lock lapses by itself).
+            if tokio::time::timeout(REBUILD_BUDGET, rebuild.rebuild(&sale_id))
+                .await
+                .is_err()
+            {
+                tracing::warn!(%sale_id, "rebuild asked by a purchase did not finish in time; the next ask goes on");
+            }
+        });
+    }
+
+    /// This environment's tally of answers by sale and outcome. The handler
+    /// records each answer it gives, by the `Purchases` metric's outcome.
+    pub fn outcomes(&self) -> &crate::observe::outcomes::OutcomeTally {
+        &self.outcomes
+    }
+
+    /// At the end of an invocation (Lambda): writes the tally to Redis when
+    /// a second has passed since the last time. Never fails the purchase.
+    pub async fn flush_outcomes_if_due(&self) {
+        self.outcomes.flush_if_due(&self.stock).await;
+    }
+
+    /// Writes the tally to Redis now (the local stack, at shutdown).
+    pub async fn flush_outcomes(&self) {
+        self.outcomes.flush(&self.stock).await;
+    }
+
+    /// Writes the tally every second from a task (the local stack, where
+    /// one process serves every invocation), instead of at the end of
+    /// invocations.
+    pub fn spawn_outcome_flusher(&self) -> tokio::task::JoinHandle<()>
+    where
+        S: Clone + 'static,
+    {
+        crate::observe::outcomes::spawn_flusher(
+            self.outcomes.clone(),
+            self.stock.clone(),
+            crate::observe::outcomes::FLUSH_EVERY,
+        )
+    }
+
+    /// The same service counting into `metrics` (`SoldOutFastPath`,
+    /// `LuaLatency`; the handler counts `Purchases` by the answer it gives).
+    pub fn with_metrics(mut self, metrics: crate::observe::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &crate::observe::metrics::Metrics {
+        &self.metrics
+    }
+
+    /// The same service with the sale gate's key.
+    pub fn with_gate(mut self, gate: crate::domain::gate::Gate) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    pub fn stock(&self) -> &S {
+        &self.stock
+    }
+
+    /// How often the rate limiter failed open in this environment.
+    pub fn limiter_failures(&self) -> u64 {
+        self.stock.limiter_failures()
+    }
+
+    /// The same service remembering a sell-out for `flag` (zero: never).
+    pub fn with_sold_out_flag(mut self, flag: std::time::Duration) -> Self {
+        self.sold_out_flag = flag;
+        self
+    }
+
+    /// Purchases answered `SOLD_OUT` from memory in this environment.
+    pub fn sold_out_fast_path_hits(&self) -> u64 {
+        self.fast_path_hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// When Redis said the sale is sold out, if this environment answers
+    /// `SOLD_OUT` for it right now.
+    fn flagged_sold_out(
+        &self,
+        sale_id: &SaleId,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        self.sold_out
+            .read()
+            .ok()
+            .and_then(|map| map.get(sale_id.as_str()).copied())
+            .and_then(|(until, armed)| (now < until).then_some(armed))
+    }
+
+    /// Whether a flagged sale's `SOLD_OUT` may be answered from memory: a
+    /// keyed request only when no reservation under its key can exist (a
+    /// retry of a winner must get its order again), as known from a read of
+    /// the filter made after the flag was armed ([`crate::domain::keyed_filter`]).
+    async fn answer_from_memory(&self, req: &PurchaseRequest, armed: std::time::Instant) -> bool {
+        let Some(key) = &req.idempotency_key else {
+            return true;
+        };
+        match self
+            .stock
+            .keyed_may_exist(&req.sale_id, &req.user_id, key, armed)
+            .await
+        {
+            Ok(may_exist) => !may_exist,
+            // Redis decides, and answers whatever it can.
+            Err(err) => {
+                tracing::debug!(%err, "keyed filter unreadable; asking Redis");
+                false
+            }
+        }
+    }
+
+    fn mark_sold_out(&self, sale_id: &SaleId, until: Option<std::time::Instant>) {
+        if let Ok(mut map) = self.sold_out.write() {
+            match until {
+                Some(until) => {
+                    map.insert(sale_id.to_string(), (until, std::time::Instant::now()));
+                }
+                None => {
+                    map.remove(sale_id.as_str());
+                }
+            }
+        }
+    }
+
+    pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        let now = std::time::Instant::now();
+        let armed = self.flagged_sold_out(&req.sale_id, now);
+        let flagged = armed.is_some();
+        if let Some(armed) = armed
+            && self.answer_from_memory(req, armed).await
+        {
+            self.fast_path_hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics
+                .count(crate::observe::metrics::Counter::SoldOutFastPath, 1);
+            return Err(PurchaseError::SoldOut { remaining: 0 });
+        }
+        // A pass that fails verification counts as no pass: the script
+        // refuses only when the sale is gated, so ungated sales ignore it.
+        let nonce = match (&self.gate, &req.sale_token) {
+            (Some(gate), Some(token)) => gate
+                .verify(&req.sale_id, &req.user_id, token, clock::now_ms())
+                .map_err(|why| tracing::debug!(%why, "gate pass refused"))
+                .ok(),
+            _ => None,
+        };
+        let reserving = std::time::Instant::now();
+        let outcome = self
+            .stock
+            .reserve(ReserveRequest {
+                sale_id: &req.sale_id,
+                user_id: &req.user_id,
+                quantity: req.quantity,
+                idempotency_key: req.idempotency_key.as_ref(),
+                gate_nonce: nonce.as_deref(),
+                source_ip: req.source_ip.as_deref(),
+            })
+            .await?;
+        // Answered round trips only: a timeout is a `SALE_PAUSED` outcome,
+        // not a latency of the script.
+        self.metrics.lua_latency(reserving.elapsed());
+        match (&outcome, flagged) {
+            // Armed on a sold-out answer when not armed already (keyed
+            // requests whose key may hold a reservation reach Redis while it
+            // is: they must not take the lock and re-arm it on every call).
+            (ReserveOutcome::SoldOut { remaining: 0 }, false) if !self.sold_out_flag.is_zero() => {
+                self.mark_sold_out(&req.sale_id, Some(now + self.sold_out_flag));
+            }
+            // Redis sold a unit: stock is back, stop refusing from memory. (A
+            // replay or a limit answer says nothing about the stock.)
+            (ReserveOutcome::Reserved(_), true) => self.mark_sold_out(&req.sale_id, None),
+            _ => {}
+        }
+        match outcome {
+            ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
+            // Without an Idempotency-Key a replay is this very call, run a
+            // second time by the Redis client after a dropped connection:
+            // the first run's answer never came back, so nothing was sent
+            // for it yet. Send now; a duplicate is written once.
+            ReserveOutcome::Replayed(resv) if req.idempotency_key.is_none() => {
+                self.hand_off_replayed(req, resv).await
+            }
+            ReserveOutcome::Replayed(resv) => Ok(Accepted {
+                order_id: resv.order_id,
+                sale_id: req.sale_id.clone(),
+                quantity: resv.quantity,
+                replayed: true,
+            }),
+            ReserveOutcome::SaleMissing => Err(self.explain_missing(&req.sale_id).await),
+            ReserveOutcome::Paused => Err(PurchaseError::Paused),
+            ReserveOutcome::NotStarted { start_ms } => Err(PurchaseError::NotStarted { start_ms }),
+            ReserveOutcome::Ended => Err(PurchaseError::Ended),
+            ReserveOutcome::GateRequired => Err(PurchaseError::GateRequired),
+            ReserveOutcome::RateLimited { retry_after_ms } => {
+                Err(PurchaseError::RateLimited { retry_after_ms })
+            }
+            ReserveOutcome::LimitExceeded { order_ids } => {
+                Err(PurchaseError::LimitExceeded { order_ids })
+            }
+            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
+        }
+    }
+
+    /// The send of a reservation a first run of the script made. Any
+    /// failure keeps it (reconcile relays it): whether an earlier attempt
+    /// of this purchase reached the queue is unknown.
+    async fn hand_off_replayed(
+        &self,
+        req: &PurchaseRequest,
+        resv: Reservation,
+    ) -> Result<Accepted, PurchaseError> {
+        let message = order_message(req, &resv);
+        if let Err(err) = self.queue.send(&message).await {
+            tracing::warn!(order_id = %resv.order_id, %err, "send of a replayed reservation failed; reservation kept for relay");
+        }
+        Ok(Accepted {
+            order_id: resv.order_id,
+            sale_id: req.sale_id.clone(),
+            quantity: resv.quantity,
+            replayed: false,
+        })
+    }
+
+    async fn hand_off(
+        &self,
+        req: &PurchaseRequest,
+        resv: Reservation,
+    ) -> Result<Accepted, PurchaseError> {
+        let message = order_message(req, &resv);
+        let accepted = Accepted {
+            order_id: resv.order_id.clone(),
+            sale_id: req.sale_id.clone(),
+            quantity: resv.quantity,
+            replayed: false,
+        };
+        match self.queue.send(&message).await {
+            Ok(()) => Ok(accepted),
+            Err(SendError::Ambiguous(why)) => {
+                // The message may be on the queue. Giving the stock back now
+                // could sell it twice; the reservation stays and reconcile
+                // relays it if no order appears. The buyer's 202 is honest.
+                tracing::warn!(order_id = %resv.order_id, %why, "send outcome unknown; reservation kept for relay");
+                Ok(accepted)
+            }
+            Err(SendError::Rejected(why)) => {
+                match self.stock.release(&req.sale_id, &resv.order_id).await {
+                    Ok(ReleaseOutcome::Released { .. }) | Ok(ReleaseOutcome::NotFound) => {
+                        tracing::warn!(order_id = %resv.order_id, %why, "queue rejected the order; reservation released");
+                        Err(PurchaseError::QueueRejected)
+                    }
+                    Ok(other) => {
+                        // Keys vanished or the reservation moved on: it is the
+                        // outbox's now. Reconcile relays it, so it is accepted.
+                        tracing::error!(order_id = %resv.order_id, ?other, %why, "queue rejected; release not possible, left to reconcile");
+                        Ok(accepted)
+                    }
+                    Err(err) => {
+                        tracing::error!(order_id = %resv.order_id, %err, %why, "queue rejected and release failed; reservation left to reconcile");
+                        Ok(accepted)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn explain_missing(&self, sale_id: &SaleId) -> PurchaseError {
+        match self.catalog.get_sale(sale_id).await {
+            Ok(None) => PurchaseError::NotFound,
+            Ok(Some(sale)) => match sale.phase_at(clock::now_ms()) {
+                SalePhase::NotStarted => PurchaseError::NotStarted {
+                    start_ms: sale.start_ms,
+                },
+                SalePhase::Ended => PurchaseError::Ended,
+                SalePhase::Live => {
+                    tracing::error!(%sale_id, "live sale missing from the stock store; paused until rebuilt");
+                    self.ask_rebuild(sale_id);
+                    PurchaseError::KeysMissing
+                }
+            },
+            Err(err) => PurchaseError::Catalog(err),
+        }
+    }
+}
+
+/// The queue message of a reservation.
+fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
+    OrderMessage {
+        v: OrderMessage::VERSION,
+        order_id: resv.order_id.clone(),
+        sale_id: req.sale_id.clone(),
+        user_id: req.user_id.clone(),
+        quantity: resv.quantity,
+        shard: resv.shard,
+        reserved_at: clock::rfc3339_ms(resv.reserved_at_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests;

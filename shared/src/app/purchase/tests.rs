@@ -1,0 +1,269 @@
+//! Unit tests of the purchase decision on the in-memory adapters.
+
+use super::*;
+use crate::adapters::memory::{MemoryCatalog, MemoryQueue, MemoryStock, QueueMode, test_sale};
+use std::sync::atomic::Ordering;
+
+struct World {
+    stock: MemoryStock,
+    queue: MemoryQueue,
+    catalog: MemoryCatalog,
+    service: PurchaseService<MemoryStock, MemoryQueue, MemoryCatalog>,
+}
+
+fn world() -> World {
+    let (stock, queue, catalog) = (
+        MemoryStock::default(),
+        MemoryQueue::default(),
+        MemoryCatalog::default(),
+    );
+    let service = PurchaseService::new(stock.clone(), queue.clone(), catalog.clone());
+    World {
+        stock,
+        queue,
+        catalog,
+        service,
+    }
+}
+
+fn request(sale: &str, user: &str, q: u64, key: Option<&str>) -> PurchaseRequest {
+    PurchaseRequest {
+        sale_id: SaleId::parse(sale).unwrap(),
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::new(q).unwrap(),
+        idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
+        source_ip: None,
+        sale_token: None,
+    }
+}
+
+#[tokio::test]
+async fn accepted_purchase_queues_one_message() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 2).unwrap());
+    let ok = w
+        .service
+        .purchase(&request("s", "u", 2, None))
+        .await
+        .unwrap();
+    assert_eq!(ok.quantity.get(), 2);
+    let sent = w.queue.messages();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].order_id, ok.order_id);
+    assert_eq!(w.stock.stock_of(&ok.sale_id), Some(8));
+}
+
+#[tokio::test]
+async fn definite_rejection_returns_the_stock() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 1).unwrap());
+    w.queue.set_mode(QueueMode::Reject);
+    let err = w
+        .service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PurchaseError::QueueRejected));
+    let sale = SaleId::parse("s").unwrap();
+    assert_eq!(w.stock.stock_of(&sale), Some(10));
+    assert_eq!(w.stock.reservations_of(&sale), 0);
+    assert_eq!(ApiError::from(err).status(), 503);
+    // The buyer may try again once the queue is back.
+    w.queue.set_mode(QueueMode::Accept);
+    assert!(
+        w.service
+            .purchase(&request("s", "u", 1, None))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn ambiguous_send_keeps_the_reservation_and_accepts() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 1).unwrap());
+    w.queue.set_mode(QueueMode::Ambiguous);
+    let ok = w
+        .service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap();
+    assert_eq!(w.stock.stock_of(&ok.sale_id), Some(9));
+    assert_eq!(w.stock.reservations_of(&ok.sale_id), 1);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_first_answer() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 1).unwrap());
+    let first = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    let again = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(first.body(), again.body());
+    assert!(again.replayed);
+    assert_eq!(w.queue.messages().len(), 1);
+    assert_eq!(w.stock.stock_of(&first.sale_id), Some(9));
+}
+
+#[tokio::test]
+async fn missing_keys_are_explained_by_the_catalog() {
+    let w = world();
+    let err = w
+        .service
+        .purchase(&request("ghost", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PurchaseError::NotFound));
+
+    w.catalog.insert(test_sale("lost", 10, 1).unwrap());
+    let err = w
+        .service
+        .purchase(&request("lost", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PurchaseError::KeysMissing));
+    assert_eq!(ApiError::from(err).code(), "SALE_PAUSED");
+
+    let mut later = test_sale("later", 10, 1).unwrap();
+    later.start_ms += 3_600_000;
+    later.end_ms += 3_600_000;
+    w.catalog.insert(later);
+    let err = w
+        .service
+        .purchase(&request("later", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PurchaseError::NotStarted { .. }));
+}
+
+#[tokio::test]
+async fn store_outage_fails_closed() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 1).unwrap());
+    w.stock.unavailable.store(true, Ordering::SeqCst);
+    let err = w
+        .service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert_eq!(ApiError::from(err).status(), 503);
+    assert!(w.queue.messages().is_empty());
+    assert_eq!(w.catalog.reads(), 0, "no fallback to the database");
+}
+
+#[tokio::test]
+async fn limit_and_sold_out() {
+    let w = world();
+    w.stock.load(test_sale("s", 2, 1).unwrap());
+    let ok = w
+        .service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap();
+    match w.service.purchase(&request("s", "u", 1, None)).await {
+        Err(PurchaseError::LimitExceeded { order_ids }) => assert_eq!(order_ids, [ok.order_id]),
+        other => panic!("expected limit, got {other:?}"),
+    }
+    w.service
+        .purchase(&request("s", "v", 1, None))
+        .await
+        .unwrap();
+    // Sold out comes first: the holder at their limit is told so too.
+    let err = w
+        .service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap_err();
+    assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+    let err = w
+        .service
+        .purchase(&request("s", "v", 1, None))
+        .await
+        .unwrap_err();
+    assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+}
+
+#[tokio::test]
+async fn a_winners_replay_does_not_clear_the_sold_out_flag() {
+    let w = world();
+    w.stock.load(test_sale("s", 1, 1).unwrap());
+    let key = Some("k-1");
+    let won = w
+        .service
+        .purchase(&request("s", "u", 1, key))
+        .await
+        .unwrap();
+    // The first refusal comes from the store and arms the flag.
+    assert!(
+        w.service
+            .purchase(&request("s", "v", 1, None))
+            .await
+            .is_err()
+    );
+    let hits = w.service.sold_out_fast_path_hits();
+    assert!(
+        w.service
+            .purchase(&request("s", "w", 1, None))
+            .await
+            .is_err()
+    );
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 1);
+    // The winner's keyed retry reaches the store and gets its order...
+    let again = w
+        .service
+        .purchase(&request("s", "u", 1, key))
+        .await
+        .unwrap();
+    assert_eq!(again.order_id, won.order_id);
+    // ...and the flag still answers the next buyer.
+    assert!(
+        w.service
+            .purchase(&request("s", "x", 1, None))
+            .await
+            .is_err()
+    );
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 2);
+}
+
+#[tokio::test]
+async fn after_a_sell_out_keyed_requests_are_answered_from_memory_unless_their_key_won() {
+    let w = world();
+    w.stock.load(test_sale("s", 1, 1).unwrap());
+    let won = w
+        .service
+        .purchase(&request("s", "u", 1, Some("page-1")))
+        .await
+        .unwrap();
+    // The store's refusal arms the flag.
+    assert!(
+        w.service
+            .purchase(&request("s", "v", 1, Some("page-2")))
+            .await
+            .is_err()
+    );
+    let hits = w.service.sold_out_fast_path_hits();
+    for n in 0..5 {
+        let err = w
+            .service
+            .purchase(&request("s", &format!("b{n}"), 1, Some(&format!("p{n}"))))
+            .await
+            .unwrap_err();
+        assert_eq!(ApiError::from(err).code(), "SOLD_OUT");
+    }
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 5);
+    // The winner's retry reaches the store and gets its order again.
+    let again = w
+        .service
+        .purchase(&request("s", "u", 1, Some("page-1")))
+        .await
+        .unwrap();
+    assert_eq!((again.order_id, again.replayed), (won.order_id, true));
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 5);
+}

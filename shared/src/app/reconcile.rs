@@ -1,0 +1,678 @@
+//! Reconciliation: compare Redis (stock, buyers, reservations by state), the
+//! queue (visible, in flight, DLQ) and DynamoDB (sale item, orders by status)
+//! for one sale; check the invariants of `docs/design.md`; repair only what is provably
+//! safe; report everything else.
+//!
+//! Repairs:
+//! - a `QUEUED` reservation older than the grace period with no order row is
+//!   relayed to the queue again (the outbox relay for a crash between Redis
+//!   and SQS; a duplicate delivery writes nothing twice);
+//! - one older than the maximum age is given up: recorded as a `REJECTED`
+//!   row (so a late redrive cannot resurrect it), its stock released; if the
+//!   order was written meanwhile, the row decides and nothing is released;
+//! - a reservation whose row exists is marked `WRITTEN` / `REJECTED`;
+//! - an order `EXPIRED` in DynamoDB whose units Redis never got back gets
+//!   them back (the release crashed between its two steps);
+//! - a buyer count above what the buyer provably holds (rows, or Redis's
+//!   own live reservations) is lowered, on a settled read only, and only if
+//!   it is still the count that was read (compare and set);
+//! - a transfer between shards whose units left one shard and never reached
+//!   the other (the borrow died between its steps) is completed.
+//!
+//! - a buyer count below what the ledger proves is raised to it, and a
+//!   sale's stock is set to what the ledger leaves for it (`available`
+//!   less what is reserved without a row and what is owed back), both on a
+//!   settled read with nothing in flight, compare-and-set: Redis is derived
+//!   from the ledger (invariant 8), and both repairs only bring it back.
+//!
+//! The violations are [`crate::app::invariants::check`] of what was read, before
+//! any repair. `OVERSELL_RISK` is reported (and pages) whether or not a
+//! repair followed: DynamoDB's conditions stopped any oversell, but an
+//! operator should know Redis was wrong.
+//!
+//! # Reading Redis while the sale runs
+//!
+//! A run never stalls the sale: every Redis command it sends touches at
+//! most [`crate::adapters::redis::SCAN_CHUNK`] entries or one buyer's orders,
+//! whatever the number of buyers and reservations (one script reading the
+//! whole sale held every purchase behind it for as long as it ran: 0.6-0.9 s
+//! for 200,000 buyers), and a scan sends at most one chunk every
+//! [`crate::adapters::redis::SCAN_INTERVAL`], so it never takes more than a
+//! small share of Redis from the purchases. The checks were written for numbers taken at one
+//! instant; the chunked read ([`RedisStock::snapshot`]) keeps what they
+//! rely on:
+//!
+//! - **The stock against the ledger** (`OVERSELL_RISK`/`STOCK_DRIFT` on the
+//!   stock, and `STOCK_RESET`) needs the stock and every reservation at one
+//!   instant. They are read between two O(1) reads of the stock, meta
+//!   `version` and `epoch` and the hashes' lengths; every script that
+//!   changes the stock or a reservation bumps `epoch`, except the purchase,
+//!   which always lowers the stock. So if both reads agree (and the scan saw
+//!   as many entries as the hashes hold), no script changed them in between:
+//!   the chunks are exactly what one script would have read at any moment
+//!   of the window. Otherwise the read is taken again; after three it is
+//!   `moving`, and the comparison and the reset wait for the next run, as
+//!   they do when the counters move (`countsCompared: false`). The reset
+//!   stays compare-and-set on the stock that was read.
+//! - **A buyer's count against their holding** (`OVERSELL_RISK` for a count
+//!   below it, `BUYER_CLEARED`, `BUYER_RAISED`) needs the count and that
+//!   buyer's reservations at one instant. Counts are scanned without a
+//!   bracket (a million buyers are never still for a whole scan); every
+//!   buyer whose count the rows and queued reservations do not explain is
+//!   read again with their own reservations in one step (`holding.lua`)
+//!   and judged and repaired on that read alone. So a count is never
+//!   lowered below a live reservation of theirs, and the set is still
+//!   compare-and-set on the count read in that step: a purchase or release
+//!   since is never erased. Buyers whose scanned count is explained are not
+//!   read again; if the scan missed a change of theirs, the next run sees it.
+//! - **Settled reads** are unchanged: the sale item's counters are read
+//!   before the rows and after Redis (buyers read again included), and the
+//!   buyer repairs and the stock comparison run only when they did not move.
+//! - **Confirm-after** is unchanged: a read that shows violations is taken
+//!   again after [`ReconcileSettings::confirm_after`], and only what shows
+//!   both times is reported; a chunk skew that looked like a violation once
+//!   does not repeat.
+//! - Per-reservation repairs (relay, give-up, marking, returns) were always
+//!   safe on a stale read (each is idempotent or compare-and-set in its own
+//!   script), so a reservation read a moment earlier than another changes
+//!   nothing for them.
+
+use crate::adapters::dynamo::catalog::DynamoCatalog;
+use crate::adapters::dynamo::orders::DynamoOrders;
+use crate::adapters::redis::{RedisSnapshot, RedisStock, Returned};
+use crate::adapters::sqs::{SqsInspector, SqsQueue};
+use crate::app::invariants::{self, InvariantChecker, SaleState};
+use crate::app::jobs::JobError;
+use crate::clock;
+use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
+use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{OrderQueue, OrderStore, QueueInspector, RejectWrite, Resolution, StockStore};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReconcileSettings {
+    /// A `QUEUED` reservation younger than this may still be on its way.
+    pub grace: Duration,
+    /// A `QUEUED` reservation older than this is given up and released.
+    pub max_age: Duration,
+    /// A read that shows violations is taken again after this long, and
+    /// only what shows both times is reported: the index DynamoDB's orders
+    /// are queried by lags the table, and an order released between the
+    /// read of its row and the read of Redis looks like a buyer Redis
+    /// under-counts. A real violation stays; those pass.
+    pub confirm_after: Duration,
+}
+
+impl Default for ReconcileSettings {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(60),
+            max_age: Duration::from_secs(3_600),
+            confirm_after: Duration::from_secs(1),
+        }
+    }
+}
+
+pub use crate::app::invariants::Violation;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Repair {
+    pub kind: &'static str,
+    pub order_id: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileReport {
+    pub sale_id: String,
+    pub at: String,
+    pub redis_loaded: bool,
+    pub redis_stock: Option<i64>,
+    pub reservations: BTreeMap<String, usize>,
+    pub queue_visible: u64,
+    pub queue_in_flight: u64,
+    pub dlq_visible: u64,
+    pub total_stock: i64,
+    pub available: i64,
+    pub sold: i64,
+    pub orders: BTreeMap<String, usize>,
+    /// False when orders kept being written or released through every read
+    /// of this run: counters, rows and Redis were not compared with each
+    /// other (the next run does).
+    pub counts_compared: bool,
+    pub violations: Vec<Violation>,
+    pub repairs: Vec<Repair>,
+}
+
+pub struct Reconciler<Q = SqsQueue, I = SqsInspector> {
+    checker: InvariantChecker<I>,
+    queue: Q,
+    settings: ReconcileSettings,
+    metrics: Metrics,
+}
+
+impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
+    /// `queue` relays reservations that never reached the queue; `inspector`
+    /// reads the same queue (and its DLQ).
+    pub fn new(
+        stock: RedisStock,
+        catalog: DynamoCatalog,
+        orders: DynamoOrders,
+        queue: Q,
+        inspector: I,
+        settings: ReconcileSettings,
+    ) -> Self {
+        let checker = InvariantChecker::new(stock, catalog, orders, inspector);
+        Self {
+            checker,
+            queue,
+            settings,
+            metrics: Metrics::off(),
+        }
+    }
+
+    /// The same reconciler counting into `metrics` (`ReconcileViolations`,
+    /// `OversellRisk`, `ReconcileRepairs`) under the function that runs it.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The invariant checker over the same stores.
+    pub fn checker(&self) -> &InvariantChecker<I> {
+        &self.checker
+    }
+
+    pub fn catalog(&self) -> &DynamoCatalog {
+        self.checker.catalog()
+    }
+
+    /// The same reconciler with other grace and maximum ages.
+    pub fn with_settings(mut self, settings: ReconcileSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Reconciles every sale that is running or ended within the key TTL.
+    pub async fn reconcile_all(&self, now_ms: i64) -> Result<Vec<ReconcileReport>, JobError> {
+        let mut reports = Vec::new();
+        for sale in crate::ports::SaleCatalog::list_sales(self.catalog()).await? {
+            let open = now_ms >= sale.start_ms
+                && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
+            if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
+                reports.push(report);
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Reconciles one sale; `None` when it does not exist.
+    pub async fn reconcile_sale(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> Result<Option<ReconcileReport>, JobError> {
+        let Some(mut state) = self.checker.observe(sale_id).await? else {
+            return Ok(None);
+        };
+        let mut violations = invariants::check(&state);
+        if !violations.is_empty() {
+            tokio::time::sleep(self.settings.confirm_after).await;
+            let Some(again) = self.checker.observe(sale_id).await? else {
+                return Ok(None);
+            };
+            let seen_first: Vec<&'static str> = violations.iter().map(|v| v.code).collect();
+            violations = invariants::check(&again);
+            violations.retain(|v| seen_first.contains(&v.code));
+            state = again;
+        }
+        let mut report = ReconcileReport {
+            sale_id: sale_id.to_string(),
+            at: clock::rfc3339_ms(now_ms),
+            total_stock: i64::from(state.sale.total_stock),
+            available: state.counters.available,
+            sold: state.counters.sold,
+            queue_visible: state.queue_visible,
+            queue_in_flight: state.queue_in_flight,
+            dlq_visible: state.dlq_visible,
+            redis_loaded: state.redis.is_some(),
+            redis_stock: state.redis.as_ref().map(|s| s.stock),
+            // Judged on what was read, before any repair changes it.
+            violations,
+            counts_compared: state.settled && state.redis.as_ref().is_none_or(|s| !s.moving),
+            ..ReconcileReport::default()
+        };
+        for status in [
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+            OrderStatus::Expired,
+            OrderStatus::Rejected,
+        ] {
+            report.orders.insert(status.as_str().into(), 0);
+        }
+        for o in state.rows.values() {
+            *report.orders.entry(o.status.as_str().into()).or_default() += 1;
+        }
+        if let Some(snap) = &state.redis {
+            for r in snap.reservations.values() {
+                *report.reservations.entry(r.state.clone()).or_default() += 1;
+            }
+            self.repair(&state, snap, now_ms, &mut report).await;
+        }
+        self.store(&report).await;
+        self.count(&report);
+        tracing::info!(
+            sale_id = %sale_id,
+            violations = report.violations.len(),
+            repairs = report.repairs.len(),
+            "reconciled"
+        );
+        Ok(Some(report))
+    }
+
+    /// The repairs of one run over a state read earlier (the tests hand it
+    /// a stale read, as a run whose stores moved after its read would see).
+    /// Returns what was repaired, and what could not be.
+    pub async fn repair_observed(
+        &self,
+        state: &SaleState,
+        now_ms: i64,
+    ) -> (Vec<Repair>, Vec<Violation>) {
+        let mut report = ReconcileReport::default();
+        if let Some(snap) = &state.redis {
+            self.repair(state, snap, now_ms, &mut report).await;
+        }
+        (report.repairs, report.violations)
+    }
+
+    /// Only the provably safe repairs; see the module documentation.
+    async fn repair(
+        &self,
+        state: &SaleState,
+        snap: &RedisSnapshot,
+        now_ms: i64,
+        report: &mut ReconcileReport,
+    ) {
+        let sale = &state.sale;
+        let sale_id = &sale.sale_id;
+        let stock = self.checker.stock();
+        let grace = millis(self.settings.grace);
+        let max_age = millis(self.settings.max_age);
+        for (order_id, resv) in &snap.reservations {
+            let at_ms = resv.at_ms.parse::<i64>().unwrap_or(now_ms);
+            match (resv.state.as_str(), state.rows.get(order_id)) {
+                ("QUEUED", None) => {
+                    let age = now_ms - at_ms;
+                    if age > max_age {
+                        self.give_up(sale, order_id, resv, report).await;
+                    } else if age > grace {
+                        self.relay(sale, order_id, resv, report).await;
+                    }
+                }
+                ("QUEUED", Some(order)) => {
+                    // Expired rows are the release's (below).
+                    let Some(resolution) = Resolution::of_row(order.status, order.reject_reason)
+                    else {
+                        continue;
+                    };
+                    if let Ok(id) = OrderId::parse(order_id)
+                        && stock
+                            .resolve(sale_id, &id, resolution)
+                            .await
+                            .unwrap_or(false)
+                    {
+                        report.repairs.push(Repair {
+                            kind: "MARKED",
+                            order_id: Some(order_id.clone()),
+                            detail: format!("reservation marked {}", resolution.as_str()),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A borrow between shards that died between its two steps.
+        for transfer in &snap.pending_transfers {
+            if now_ms - transfer.at_ms <= grace {
+                continue;
+            }
+            match stock.complete_transfer(sale_id, transfer).await {
+                Ok(true) => report.repairs.push(Repair {
+                    kind: "TRANSFER_COMPLETED",
+                    order_id: None,
+                    detail: format!(
+                        "{} units lent by shard {} credited to shard {}",
+                        transfer.units, transfer.from, transfer.to
+                    ),
+                }),
+                Ok(false) => {}
+                Err(err) => report.violations.push(Violation {
+                    code: "REPAIR_FAILED",
+                    detail: format!("transfer {}: {err}", transfer.id),
+                }),
+            }
+        }
+        // Expired in DynamoDB, units never given back to Redis.
+        for order in state
+            .rows
+            .values()
+            .filter(|o| o.status == OrderStatus::Expired)
+        {
+            let resv_state = snap
+                .reservations
+                .get(order.order_id.as_str())
+                .map(|r| r.state.as_str());
+            if resv_state != Some("EXPIRED") {
+                match stock
+                    .return_units(
+                        sale_id,
+                        &order.order_id,
+                        order.user_id.as_str(),
+                        order.quantity.get(),
+                        order.return_seq,
+                    )
+                    .await
+                {
+                    Ok(Returned::Returned { .. }) => report.repairs.push(Repair {
+                        kind: "UNITS_RETURNED",
+                        order_id: Some(order.order_id.to_string()),
+                        detail: "expired order's units given back to Redis".into(),
+                    }),
+                    Ok(_) => {}
+                    Err(err) => report.violations.push(Violation {
+                        code: "REPAIR_FAILED",
+                        detail: format!("{}: {err}", order.order_id),
+                    }),
+                }
+            }
+        }
+        // Buyer counts above what the buyer provably holds are lowered (a
+        // count below is an OVERSELL_RISK the checker reported). Lowering
+        // one wrongly would let that buyer past the limit, so only on a
+        // settled read (no order written or released while rows and Redis
+        // were read), only for a buyer whose count was read in one step
+        // with their reservations (`holdings`: every buyer whose count the
+        // rows and queued reservations do not explain), compare-and-set on
+        // that count, and a holding is whichever proof is larger: the rows,
+        // or Redis's own live reservations (a row the index does not show
+        // yet still has its reservation).
+        //
+        // Counts below what the ledger proves (a failover lost the
+        // purchases that made them) are raised to it: the ledger refuses
+        // such a buyer anyway, and Redis should say so at once.
+        if !state.settled {
+            return;
+        }
+        let held_by_user = state.held_by_user();
+        let mut verified: Vec<(&String, &crate::adapters::redis::Holding)> =
+            snap.holdings.iter().collect();
+        verified.sort_by(|a, b| a.0.cmp(b.0));
+        for (user, holding) in verified {
+            let count = holding.count.unwrap_or(0);
+            let held = held_by_user.get(user).copied().unwrap_or(0);
+            let (mut queued, mut reserved) = (0i64, 0i64);
+            for (order_id, r) in &holding.reservations {
+                let units = i64::try_from(r.quantity).unwrap_or(i64::MAX);
+                if matches!(r.state.as_str(), "QUEUED" | "WRITTEN") {
+                    reserved += units;
+                }
+                // As above: one past the maximum age was given up.
+                let young = now_ms - r.at_ms.parse::<i64>().unwrap_or(now_ms) <= max_age;
+                if r.state == "QUEUED" && young && !state.rows.contains_key(order_id) {
+                    queued += units;
+                }
+            }
+            let proven = held + queued;
+            let provable = proven.max(reserved);
+            if count > provable
+                && let Ok(now) = stock.set_buyer(sale_id, user, count, provable).await
+                && now < count
+            {
+                report.repairs.push(Repair {
+                    kind: "BUYER_CLEARED",
+                    order_id: None,
+                    detail: format!("{user}: {count} -> {now}"),
+                });
+            } else if count < proven
+                && let Ok(now) = stock.set_buyer(sale_id, user, count, proven).await
+                && now > count
+            {
+                report.repairs.push(Repair {
+                    kind: "BUYER_RAISED",
+                    order_id: None,
+                    detail: format!("{user}: {count} -> {now}"),
+                });
+            }
+        }
+        self.reset_stock(state, snap, report).await;
+    }
+
+    /// Redis's stock is derived from the ledger: `available`, less what
+    /// Redis holds reserved without a row, less the units of expiries it
+    /// has not been given back yet. With nothing in flight (the queue and
+    /// the DLQ empty, no transfer between shards half done), a settled
+    /// read and a stock read as at one instant with the reservations (not
+    /// `moving`), a stock that differs (a failover lost deductions, or units
+    /// were left stuck) is set to that figure, compare-and-set on the value
+    /// read. A sharded sale's stock is split across shards: it is reported,
+    /// never reset here.
+    async fn reset_stock(
+        &self,
+        state: &SaleState,
+        snap: &RedisSnapshot,
+        report: &mut ReconcileReport,
+    ) {
+        if !state.settled
+            || snap.moving
+            || !state.queue_quiet()
+            || state.dlq_visible > 0
+            || snap.shards > 1
+            || !snap.pending_transfers.is_empty()
+        {
+            return;
+        }
+        let queued: i64 = state
+            .queued_without_row()
+            .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
+            .sum();
+        let target = state.counters.available - queued - state.owed_to_redis();
+        if target == snap.stock || target < 0 {
+            return;
+        }
+        match self
+            .checker
+            .stock()
+            .set_stock(&state.sale.sale_id, snap.stock, target)
+            .await
+        {
+            Ok(Some(now)) if now == target => {
+                tracing::warn!(sale_id = %state.sale.sale_id, from = snap.stock, to = target, "Redis stock reset to the ledger's figure");
+                report.repairs.push(Repair {
+                    kind: "STOCK_RESET",
+                    order_id: None,
+                    detail: format!(
+                        "Redis stock {} -> {target} (available {} - queued {queued} - owed back {})",
+                        snap.stock,
+                        state.counters.available,
+                        state.owed_to_redis()
+                    ),
+                });
+            }
+            Ok(_) => {}
+            Err(err) => report.violations.push(Violation {
+                code: "REPAIR_FAILED",
+                detail: format!("stock reset: {err}"),
+            }),
+        }
+    }
+
+    async fn relay(
+        &self,
+        sale: &Sale,
+        order_id: &str,
+        resv: &crate::adapters::redis::StoredReservation,
+        report: &mut ReconcileReport,
+    ) {
+        let Some(message) = message_of(sale, order_id, resv) else {
+            report.violations.push(Violation {
+                code: "BAD_RESERVATION",
+                detail: order_id.into(),
+            });
+            return;
+        };
+        match self.queue.send(&message).await {
+            Ok(()) => report.repairs.push(Repair {
+                kind: "RELAYED",
+                order_id: Some(order_id.into()),
+                detail: "reservation without an order relayed to the queue".into(),
+            }),
+            Err(err) => report.violations.push(Violation {
+                code: "REPAIR_FAILED",
+                detail: format!("relay of {order_id}: {err}"),
+            }),
+        }
+    }
+
+    async fn give_up(
+        &self,
+        sale: &Sale,
+        order_id: &str,
+        resv: &crate::adapters::redis::StoredReservation,
+        report: &mut ReconcileReport,
+    ) {
+        let Some(message) = message_of(sale, order_id, resv) else {
+            return;
+        };
+        let at_ms = resv.at_ms.parse::<i64>().unwrap_or(0);
+        let order = NewOrder::new(message, at_ms, sale.payment_window_seconds);
+        // The row first: once it exists as REJECTED, a late redelivery of the
+        // message is a duplicate and cannot take the units back. If a row
+        // got there first (the writer wrote the order after this run read
+        // the table), that row decides, never this run's plan.
+        let resolution = match self
+            .checker
+            .orders()
+            .write_rejected(&order, RejectReason::Abandoned)
+            .await
+        {
+            Ok(RejectWrite::Recorded) => Resolution::Abandoned,
+            Ok(RejectWrite::Exists(row)) => {
+                match Resolution::of_row(row.status, row.reject_reason) {
+                    Some(resolution) => resolution,
+                    None => return,
+                }
+            }
+            Err(err) => {
+                report.violations.push(Violation {
+                    code: "REPAIR_FAILED",
+                    detail: format!("give up {order_id}: {err}"),
+                });
+                return;
+            }
+        };
+        let id = order.message.order_id.clone();
+        match self
+            .checker
+            .stock()
+            .resolve(&sale.sale_id, &id, resolution)
+            .await
+        {
+            Ok(_) if resolution == Resolution::Abandoned => {
+                tracing::warn!(%order_id, "reservation older than the maximum age released and recorded as failed");
+                report.repairs.push(Repair {
+                    kind: "RELEASED_FAILED",
+                    order_id: Some(order_id.into()),
+                    detail: "never became an order within the maximum age; stock released".into(),
+                });
+            }
+            Ok(_) => report.repairs.push(Repair {
+                kind: "MARKED",
+                order_id: Some(order_id.into()),
+                detail: format!(
+                    "written meanwhile: reservation marked {}",
+                    resolution.as_str()
+                ),
+            }),
+            Err(err) => report.violations.push(Violation {
+                code: "REPAIR_FAILED",
+                detail: format!("release {order_id}: {err}"),
+            }),
+        }
+    }
+
+    /// Every report counts, zeros included: "nothing found" is a data point
+    /// the `OversellRisk` alarm can tell from "reconcile did not run".
+    fn count(&self, report: &ReconcileReport) {
+        let len = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let oversell = report
+            .violations
+            .iter()
+            .filter(|v| v.code == "OVERSELL_RISK")
+            .count();
+        self.metrics
+            .count(Counter::ReconcileViolations, len(report.violations.len()));
+        self.metrics.count(Counter::OversellRisk, len(oversell));
+        self.metrics
+            .count(Counter::ReconcileRepairs, len(report.repairs.len()));
+    }
+
+    /// The last report is kept on the sale item for the admin API.
+    async fn store(&self, report: &ReconcileReport) {
+        let json = serde_json::to_string(report).unwrap_or_default();
+        if let Err(err) = self.catalog().store_report(&report.sale_id, &json).await {
+            tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn message_of(
+    sale: &Sale,
+    order_id: &str,
+    resv: &crate::adapters::redis::StoredReservation,
+) -> Option<OrderMessage> {
+    Some(OrderMessage {
+        v: OrderMessage::VERSION,
+        order_id: OrderId::parse(order_id).ok()?,
+        sale_id: sale.sale_id.clone(),
+        user_id: UserId::parse(&resv.user_id).ok()?,
+        quantity: Quantity::new(resv.quantity).ok()?,
+        shard: 0,
+        reserved_at: clock::rfc3339_ms(resv.at_ms.parse().ok()?),
+    })
+}
+
+/// The reconciler over the live adapters, for `caller`; its Redis AUTH
+/// token is fetched first unless the caller already resolved it.
+pub async fn wire(
+    config: &crate::config::Config,
+    caller: crate::adapters::aws::Caller,
+) -> Result<Reconciler, crate::config::WireError> {
+    let config =
+        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
+            .await?;
+    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
+    let db = crate::adapters::aws::dynamodb(&sdk);
+    let sqs = crate::adapters::aws::sqs(&sdk);
+    let queue_url = config.queue_url()?.to_owned();
+    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    Ok(Reconciler::new(
+        stock,
+        DynamoCatalog::new(db.clone(), &config.sales_table),
+        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
+        SqsQueue::new(sqs.clone(), queue_url.clone()),
+        SqsInspector::new(sqs, queue_url, config.orders_dlq_url.clone()),
+        ReconcileSettings::default(),
+    ))
+}

@@ -1,0 +1,241 @@
+//! The body of `PUT /admin/sales/{saleId}`, parsed field by field so every
+//! refusal names the field that is wrong, and the rule for changing a sale
+//! that exists ([`edit_refusal`]).
+
+use crate::clock;
+use crate::domain::{Quantity, Sale, SaleId};
+
+/// Bounds of the admin contract.
+pub const MAX_TOTAL_STOCK: u64 = 10_000_000;
+pub const MAX_SHARDS: u64 = 64;
+pub const PAYMENT_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
+pub const DEFAULT_PAYMENT_WINDOW_SECS: u32 = 900;
+
+const FIELDS: [&str; 8] = [
+    "name",
+    "totalStock",
+    "startAt",
+    "endAt",
+    "perUserLimit",
+    "paymentWindowSeconds",
+    "shards",
+    "gate",
+];
+
+/// Parses and validates a sale definition. The message of the error names
+/// the field and what it must be.
+pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|_| "body is not valid JSON".to_owned())?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| "body must be a JSON object".to_owned())?;
+    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {unknown:?}; allowed: {}",
+            FIELDS.join(", ")
+        ));
+    }
+    let int = |name: &str, range: std::ops::RangeInclusive<u64>, default: Option<u64>| match obj
+        .get(name)
+    {
+        None | Some(serde_json::Value::Null) => {
+            default.ok_or_else(|| format!("{name} is required"))
+        }
+        Some(v) => v.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
+            format!(
+                "{name} must be an integer from {} to {}",
+                range.start(),
+                range.end()
+            )
+        }),
+    };
+    let time = |name: &str| match obj.get(name).and_then(|v| v.as_str()) {
+        Some(raw) => clock::parse_rfc3339_ms(raw)
+            .ok_or_else(|| format!("{name} must be an RFC 3339 time, e.g. 2026-12-01T12:00:00Z")),
+        None => Err(format!("{name} is required (RFC 3339)")),
+    };
+    let name = match obj.get("name").and_then(|v| v.as_str()).map(str::trim) {
+        Some(n) if !n.is_empty() && n.chars().count() <= 200 => n.to_owned(),
+        _ => return Err("name must be a non-empty string of at most 200 characters".into()),
+    };
+    let total_stock = int("totalStock", 1..=MAX_TOTAL_STOCK, None)?;
+    let start_ms = time("startAt")?;
+    let end_ms = time("endAt")?;
+    if start_ms >= end_ms {
+        return Err("startAt must be before endAt".into());
+    }
+    let per_user_limit = int("perUserLimit", 1..=u64::from(Quantity::MAX), None)?;
+    let window = int(
+        "paymentWindowSeconds",
+        PAYMENT_WINDOW_SECS,
+        Some(u64::from(DEFAULT_PAYMENT_WINDOW_SECS)),
+    )?;
+    let shards = int("shards", 1..=MAX_SHARDS, Some(1))?;
+    let gate = match obj.get("gate") {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => return Err("gate must be true or false".into()),
+    };
+    // The ranges above are all within u32.
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Ok(Sale {
+        sale_id: sale_id.clone(),
+        name,
+        total_stock: small(total_stock),
+        start_ms,
+        end_ms,
+        per_user_limit: small(per_user_limit),
+        payment_window_seconds: small(window),
+        shards: small(shards),
+        gate,
+        // Not part of the definition: pause and resume have their own
+        // routes, and a PUT never changes it.
+        paused: false,
+    })
+}
+
+/// Why an edit of an existing sale is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditRefusal {
+    /// The sale has started: its stock, shards and start can no longer
+    /// change.
+    Started,
+    /// The sale is loaded into Redis and the edit cannot follow it there
+    /// exactly; why, for the operator.
+    Loaded(&'static str),
+}
+
+/// Whether `edit` may replace `current` at `now_ms`; `loaded`: prewarm has
+/// loaded the sale into Redis. Stock, shards and start of a sale that has
+/// started cannot change (units may be held against them; and a start moved
+/// later first would dodge the rule). Once loaded into Redis, the shard
+/// count is fixed (buyers' homes are), and so is a sharded sale's stock
+/// (split across the shards); a one-shard sale's stock may still change
+/// before the start: prewarm moves Redis's stock by the same amount.
+pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> Option<EditRefusal> {
+    let started = now_ms >= current.start_ms;
+    let stock_changed = current.total_stock != edit.total_stock;
+    let shards_changed = current.shards != edit.shards;
+    if started && (stock_changed || shards_changed || current.start_ms != edit.start_ms) {
+        Some(EditRefusal::Started)
+    } else if loaded && shards_changed {
+        Some(EditRefusal::Loaded(
+            "the sale is loaded into Redis: its shard count is fixed (buyers' home shards are)",
+        ))
+    } else if loaded && stock_changed && current.shards > 1 {
+        Some(EditRefusal::Loaded(
+            "the sale is loaded into Redis: a sharded sale's stock is split across its shards and can no longer change",
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_started_sale_keeps_its_stock_shards_and_start_but_not_its_name() {
+        let current = parse(&good()).unwrap();
+        let during = current.start_ms;
+        let mut more = current.clone();
+        more.total_stock += 1;
+        assert_eq!(
+            edit_refusal(&current, &more, during, false),
+            Some(EditRefusal::Started)
+        );
+        let mut later = current.clone();
+        later.start_ms += 1;
+        assert_eq!(
+            edit_refusal(&current, &later, during, false),
+            Some(EditRefusal::Started)
+        );
+        let mut renamed = current.clone();
+        renamed.name = "Desk lamp".into();
+        assert_eq!(edit_refusal(&current, &renamed, during, true), None);
+        assert_eq!(edit_refusal(&current, &more, during - 1, false), None);
+    }
+
+    #[test]
+    fn a_loaded_sale_keeps_its_shards_and_a_sharded_one_its_stock() {
+        let current = parse(&good()).unwrap();
+        let before = current.start_ms - 1;
+        let mut sharded = current.clone();
+        sharded.shards = 4;
+        assert!(matches!(
+            edit_refusal(&current, &sharded, before, true),
+            Some(EditRefusal::Loaded(_))
+        ));
+        assert_eq!(edit_refusal(&current, &sharded, before, false), None);
+        let mut more = current.clone();
+        more.total_stock += 1;
+        assert_eq!(
+            edit_refusal(&current, &more, before, true),
+            None,
+            "one shard: prewarm follows"
+        );
+        let four = Sale {
+            shards: 4,
+            ..current.clone()
+        };
+        let four_more = Sale {
+            total_stock: four.total_stock + 1,
+            ..four.clone()
+        };
+        assert!(matches!(
+            edit_refusal(&four, &four_more, before, true),
+            Some(EditRefusal::Loaded(_))
+        ));
+    }
+
+    fn good() -> serde_json::Value {
+        serde_json::json!({
+            "name": "Lamp", "totalStock": 100, "startAt": "2026-12-01T12:00:00Z",
+            "endAt": "2026-12-01T13:00:00Z", "perUserLimit": 1,
+            "paymentWindowSeconds": 900, "shards": 1, "gate": false
+        })
+    }
+
+    fn parse(v: &serde_json::Value) -> Result<Sale, String> {
+        parse_sale(&SaleId::parse("s").unwrap(), v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn accepts_a_good_sale_with_defaults() {
+        let mut v = good();
+        v.as_object_mut().unwrap().remove("shards");
+        v.as_object_mut().unwrap().remove("paymentWindowSeconds");
+        let sale = parse(&v).unwrap();
+        assert_eq!((sale.shards, sale.payment_window_seconds), (1, 900));
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let cases: [(&str, serde_json::Value); 12] = [
+            ("totalStock", serde_json::json!(0)),
+            ("totalStock", serde_json::json!(-5)),
+            ("totalStock", serde_json::json!("10")),
+            ("perUserLimit", serde_json::json!(0)),
+            ("shards", serde_json::json!(65)),
+            ("shards", serde_json::json!(0)),
+            ("paymentWindowSeconds", serde_json::json!(59)),
+            ("paymentWindowSeconds", serde_json::json!(86_401)),
+            ("startAt", serde_json::json!("tomorrow")),
+            ("endAt", serde_json::json!("2026-12-01T11:00:00Z")),
+            ("name", serde_json::json!("")),
+            ("gate", serde_json::json!("yes")),
+        ];
+        for (field, bad) in cases {
+            let mut v = good();
+            v[field] = bad.clone();
+            let err = parse(&v).unwrap_err();
+            let named = if field == "endAt" { "startAt" } else { field };
+            assert!(err.contains(named), "{field}={bad}: {err}");
+        }
+        let mut v = good();
+        v["color"] = serde_json::json!("red");
+        assert!(parse(&v).unwrap_err().contains("color"));
+    }
+}
