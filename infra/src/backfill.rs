@@ -14,10 +14,18 @@ pub const USAGE: &str = "seckill-local backfill-order-buckets --orders-table NAM
 /// Runs the backfill the arguments name (those after the command) and
 /// returns its report as one JSON line.
 pub async fn run(args: &[String]) -> Result<String, String> {
-    let table = match args {
-        [flag, table] if flag == "--orders-table" && !table.trim().is_empty() => table,
-        _ => return Err(format!("usage: {USAGE}")),
-    };
+    match args {
+        [flag, table] if flag == "--orders-table" => backfill(table).await,
+        _ => Err(format!("usage: {USAGE}")),
+    }
+}
+
+/// Backfills the orders table `table` and returns the report as one JSON
+/// line.
+pub async fn backfill(table: &str) -> Result<String, String> {
+    if table.trim().is_empty() {
+        return Err(format!("usage: {USAGE}"));
+    }
     let sdk = aws::sdk_config(Caller::Tool, Duration::from_secs(20)).await;
     let report = order_index::backfill_buckets(&aws::dynamodb(&sdk), table)
         .await

@@ -24,7 +24,8 @@
 //! - [`consistency`]: `template.yaml` against the code: binaries, the
 //!   environment each function reads, routes, events (the consistency test).
 //! - `main.rs`: the `seckill-local` command line.
-//! - `bin/bench.rs`: `seckill-bench`, the purchase benchmark of `make bench`.
+//! - `bin/bench/`: `seckill-bench`, the purchase benchmark of `make bench`,
+//!   a function per row.
 //! - `bin/coldstart.rs`: `seckill-coldstart`, the cold start of the release
 //!   `purchase` binary, its secrets fetched from the emulator.
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.

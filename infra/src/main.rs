@@ -10,6 +10,7 @@
 //! seckill-local backfill-order-buckets --orders-table NAME
 //! ```
 
+use clap::{Parser, Subcommand};
 use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
@@ -17,12 +18,77 @@ use seckill_shared::config;
 use seckill_shared::observe::metrics;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage:
-  seckill-local up
-  seckill-local token --user ID [--admin] [--ttl SECONDS]
-  seckill-local invoke purchase|orders-api|order-writer|admin-api|prewarm|release-unpaid|reconcile --event FILE
-  seckill-local run prewarm|release-unpaid|reconcile
-  seckill-local backfill-order-buckets --orders-table NAME";
+/// The local stack: what AWS wires around the functions, on loopback.
+/// Settings come from the environment (`REDIS_URL`, `AWS_ENDPOINT_URL`, ...).
+#[derive(Parser)]
+#[command(name = "seckill-local")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API, the pages and the order-writer's event source on
+    /// loopback, with a demo sale (what `make run` starts).
+    Up,
+    /// Mint a local token the gateway accepts and print it.
+    Token {
+        /// The buyer's user id (the token's `sub`).
+        #[arg(long, value_name = "ID")]
+        user: String,
+        /// Put the user in the admin group.
+        #[arg(long)]
+        admin: bool,
+        /// How long the token is valid, in whole seconds.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 3_600,
+            allow_negative_numbers = true
+        )]
+        ttl: i64,
+    },
+    /// Feed one event file to a function's handler, with the configuration
+    /// the function reads from the environment, and print the response
+    /// (`sam local invoke` without Docker).
+    Invoke {
+        /// purchase, orders-api, order-writer, admin-api, prewarm,
+        /// release-unpaid or reconcile.
+        #[arg(value_parser = function)]
+        function: Function,
+        /// The event file (see `events/`).
+        #[arg(long, value_name = "FILE")]
+        event: String,
+    },
+    /// Run one scheduled job now against the local services, through its
+    /// function's own wiring and handler.
+    Run {
+        /// prewarm, release-unpaid or reconcile.
+        #[arg(value_parser = job)]
+        job: local::Job,
+    },
+    /// Give the orders written before the sale buckets existed their
+    /// buckets; prints the report as one JSON line.
+    BackfillOrderBuckets {
+        /// The orders table.
+        #[arg(long, value_name = "NAME")]
+        orders_table: String,
+    },
+}
+
+fn function(name: &str) -> Result<Function, String> {
+    Function::parse(name).ok_or_else(|| {
+        format!(
+            "unknown function {name:?}; known: {}",
+            Function::ALL.map(Function::name).join(", ")
+        )
+    })
+}
+
+fn job(name: &str) -> Result<local::Job, String> {
+    local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}"))
+}
 
 /// The allocator the functions run with (see `functions/purchase`).
 #[global_allocator]
@@ -30,27 +96,28 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
     seckill_shared::observe::telemetry::init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
     // The functions' EMF lines on stdout, with the logs: `up` serves many
     // invocations at once and writes them aggregated every second; `invoke`
     // and `run` are one invocation each, written as Lambda writes them.
-    let flush = match args.first().map(String::as_str) {
-        Some("up") => metrics::Flush::Periodic,
+    let flush = match cli.command {
+        Command::Up => metrics::Flush::Periodic,
         _ => metrics::Flush::EachInvocation,
     };
     metrics::install(metrics::Emitter::stdout(flush));
-    let result = match args.first().map(String::as_str) {
-        Some("up") => local::up(LocalSettings::from_env())
+    let result = match cli.command {
+        Command::Up => local::up(LocalSettings::from_env())
             .await
             .map_err(|e| e.to_string()),
-        Some("token") => token(&args[1..]),
-        Some("invoke") => invoke(&args[1..]).await,
-        Some("run") => run(&args[1..]).await,
-        Some("backfill-order-buckets") => seckill_infra::backfill::run(&args[1..])
-            .await
-            .map(|report| println!("{report}")),
-        _ => Err(USAGE.to_owned()),
+        Command::Token { user, admin, ttl } => token(&user, admin, ttl),
+        Command::Invoke { function, event } => invoke(function, &event).await,
+        Command::Run { job } => run(job).await,
+        Command::BackfillOrderBuckets { orders_table } => {
+            seckill_infra::backfill::backfill(&orders_table)
+                .await
+                .map(|report| println!("{report}"))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -61,21 +128,8 @@ async fn main() -> ExitCode {
     }
 }
 
-fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
-}
-
-fn token(args: &[String]) -> Result<(), String> {
-    let user = flag(args, "--user").ok_or(USAGE)?;
+fn token(user: &str, admin: bool, ttl: i64) -> Result<(), String> {
     seckill_shared::domain::UserId::parse(user).map_err(|e| e.to_string())?;
-    let ttl = match flag(args, "--ttl") {
-        Some(raw) => raw.parse().map_err(|_| "--ttl takes whole seconds")?,
-        None => 3_600,
-    };
-    let admin = args.iter().any(|a| a == "--admin");
     let token = TokenSettings::from_env()
         .mint(user, admin, ttl)
         .map_err(|e| e.to_string())?;
@@ -86,15 +140,8 @@ fn token(args: &[String]) -> Result<(), String> {
 /// Feeds one event file to a handler, with the configuration that
 /// function reads from the environment, and prints the response: `sam local
 /// invoke` without Docker.
-async fn invoke(args: &[String]) -> Result<(), String> {
-    let name = args.first().map(String::as_str).ok_or(USAGE)?;
-    let function = Function::parse(name).ok_or_else(|| {
-        format!(
-            "unknown function {name:?}; known: {}",
-            Function::ALL.map(Function::name).join(", ")
-        )
-    })?;
-    let path = flag(args, "--event").ok_or(USAGE)?;
+async fn invoke(function: Function, path: &str) -> Result<(), String> {
+    let name = function.name();
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     // The process's environment, with the local gate secret's ARN for a
     // function that reads it (unless GATE_SECRET_ARN names another).
@@ -118,9 +165,7 @@ async fn invoke(args: &[String]) -> Result<(), String> {
 
 /// Runs one scheduled job now against the local services, through its
 /// function's own wiring and handler.
-async fn run(args: &[String]) -> Result<(), String> {
-    let name = args.first().map(String::as_str).ok_or(USAGE)?;
-    let job = local::Job::parse(name).ok_or_else(|| format!("unknown job {name:?}\n{USAGE}"))?;
+async fn run(job: local::Job) -> Result<(), String> {
     // Every job's settings: the three jobs run in this one process.
     let config = config::Config::from_lookup(&config::process_env).map_err(|e| e.to_string())?;
     let scheduled = local::Scheduled::wire(&config)

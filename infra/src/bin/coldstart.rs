@@ -21,6 +21,8 @@
 //! Build the binary first with `cargo build --release -p purchase`: the
 //! release profile is the one Lambda runs (fat LTO, stripped, panic=abort).
 
+use clap::Parser;
+use clap::builder::RangedU64ValueParser;
 use seckill_infra::emulator;
 use seckill_infra::local::DEFAULT_GATE_SECRET;
 use seckill_infra::runtime_api::{self, ColdStart, Spread};
@@ -43,47 +45,23 @@ const TARGET_SIZE_MIB: f64 = 8.0;
 const TARGET_PEAK_MIB: f64 = 32.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The cold start of the release `purchase` binary against a loopback
+/// Lambda Runtime API, with its secrets fetched from the emulator. Needs
+/// `REDIS_URL` and `AWS_ENDPOINT_URL`.
+#[derive(Parser)]
+#[command(name = "seckill-coldstart")]
 struct Args {
+    /// The release `purchase` binary (`cargo build --release -p purchase`).
+    #[arg(long, value_name = "PATH")]
     binary: PathBuf,
+    /// Cold starts to measure, each a fresh process.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,
-}
-
-impl Args {
-    fn parse() -> Result<Self, BoxError> {
-        let mut binary = None;
-        let mut runs = 10;
-        let mut it = std::env::args().skip(1);
-        while let Some(arg) = it.next() {
-            match arg.as_str() {
-                "--binary" => {
-                    binary = Some(PathBuf::from(it.next().ok_or("--binary needs a path")?))
-                }
-                "--runs" => {
-                    let raw = it.next().ok_or("--runs needs a value")?;
-                    runs = match raw.parse::<usize>() {
-                        Ok(n) if n > 0 => n,
-                        _ => {
-                            return Err(
-                                format!("--runs: {raw:?} is not a positive whole number").into()
-                            );
-                        }
-                    };
-                }
-                "-h" | "--help" => {
-                    println!("usage: seckill-coldstart --binary PATH [--runs N]");
-                    std::process::exit(0);
-                }
-                other => return Err(format!("unknown argument {other:?} (try --help)").into()),
-            }
-        }
-        let binary = binary.ok_or("--binary PATH is required (the release `purchase` binary)")?;
-        Ok(Self { binary, runs })
-    }
 }
 
 #[tokio::main]
 async fn main() -> Result<ExitCode, BoxError> {
-    let args = Args::parse()?;
+    let args = Args::parse();
     let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
     if std::env::var("AWS_ENDPOINT_URL").is_err() {
         return Err("AWS_ENDPOINT_URL is not set (the emulator the function talks to)".into());

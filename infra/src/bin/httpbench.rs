@@ -16,6 +16,7 @@
 //! `--stock N` (1000), `--connections N` (256), `--queue skipped|sqs|both`
 //! (skipped).
 
+use clap::{Parser, ValueEnum};
 use seckill_infra::loadgen::{self, HttpRun, HttpSettings, QueueStep};
 use std::process::ExitCode;
 
@@ -32,65 +33,50 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const TARGET_PER_SEC: f64 = 30_000.0;
 const TARGET_P99_MS: f64 = 10.0;
 
+/// Purchase decisions per second and their latency over HTTP, through the
+/// local stack's gateway. Needs `REDIS_URL` and `AWS_ENDPOINT_URL`.
+#[derive(Parser)]
+#[command(name = "seckill-httpbench")]
 struct Args {
+    /// Distinct buyers, one request each.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
     buyers: usize,
+    /// Retries with the same Idempotency-Key [default: a tenth of the buyers].
+    #[arg(long, value_name = "N")]
     retries: Option<usize>,
+    /// Units of the sale.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
     stock: u32,
+    /// Keep-alive connections (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 256)]
     connections: usize,
-    queues: Vec<QueueStep>,
+    /// The queue step: a queue that drops messages, SQS on the emulator, or
+    /// one row of each.
+    #[arg(long = "queue", value_enum, default_value_t = Queues::Skipped)]
+    queues: Queues,
 }
 
-impl Args {
-    fn parse() -> Result<Self, BoxError> {
-        let mut args = Self {
-            buyers: 100_000,
-            retries: None,
-            stock: 1_000,
-            connections: 256,
-            queues: vec![QueueStep::Skipped],
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(arg) = it.next() {
-            let mut raw = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-            let number = |name: &str, raw: String| -> Result<u64, BoxError> {
-                raw.parse::<u64>()
-                    .map_err(|_| format!("{name}: {raw:?} is not a whole number").into())
-            };
-            match arg.as_str() {
-                "--buyers" => args.buyers = usize::try_from(number(&arg, raw(&arg)?)?)?,
-                "--retries" => args.retries = Some(usize::try_from(number(&arg, raw(&arg)?)?)?),
-                "--stock" => args.stock = u32::try_from(number(&arg, raw(&arg)?)?)?,
-                "--connections" => {
-                    args.connections = usize::try_from(number(&arg, raw(&arg)?)?)?.max(1);
-                }
-                "--queue" => {
-                    args.queues = match raw(&arg)?.as_str() {
-                        "skipped" => vec![QueueStep::Skipped],
-                        "sqs" => vec![QueueStep::Sqs],
-                        "both" => vec![QueueStep::Skipped, QueueStep::Sqs],
-                        other => {
-                            return Err(
-                                format!("--queue: {other:?} is not skipped|sqs|both").into()
-                            );
-                        }
-                    };
-                }
-                "-h" | "--help" => {
-                    println!(
-                        "usage: seckill-httpbench [--buyers N] [--retries N] [--stock N] [--connections N] [--queue skipped|sqs|both]"
-                    );
-                    std::process::exit(0);
-                }
-                other => return Err(format!("unknown argument {other:?} (try --help)").into()),
-            }
+/// `--queue`: which rows to run.
+#[derive(Clone, Copy, ValueEnum)]
+enum Queues {
+    Skipped,
+    Sqs,
+    Both,
+}
+
+impl Queues {
+    fn steps(self) -> Vec<QueueStep> {
+        match self {
+            Queues::Skipped => vec![QueueStep::Skipped],
+            Queues::Sqs => vec![QueueStep::Sqs],
+            Queues::Both => vec![QueueStep::Skipped, QueueStep::Sqs],
         }
-        Ok(args)
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<ExitCode, BoxError> {
-    let args = Args::parse()?;
+    let args = Args::parse();
     let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
     if std::env::var("AWS_ENDPOINT_URL").is_err() {
         return Err("AWS_ENDPOINT_URL is not set (the local stack's queue and tables)".into());
@@ -101,13 +87,13 @@ async fn main() -> Result<ExitCode, BoxError> {
         cpu_model().unwrap_or_else(|| "cpu unknown".into()),
     );
     let mut runs = Vec::new();
-    for (n, queue) in args.queues.iter().enumerate() {
+    for (n, queue) in args.queues.steps().iter().enumerate() {
         let mut settings = HttpSettings::new(redis_url.clone());
         settings.name = format!("{}-{n}", settings.name);
         settings.buyers = args.buyers;
         settings.retries = args.retries.unwrap_or(args.buyers / 10);
         settings.stock = args.stock;
-        settings.connections = args.connections;
+        settings.connections = args.connections.max(1);
         settings.queue = *queue;
         runs.push(loadgen::http_decisions(&settings).await?);
     }
