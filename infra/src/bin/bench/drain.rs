@@ -3,16 +3,14 @@
 //! DynamoDB writes it spent per order.
 
 use crate::handler::queue_depth;
-use crate::{BoxError, REDIS_TIMEOUT, SALE_CACHE_TTL, SQS_TIMEOUT};
+use crate::{BoxError, REDIS_TIMEOUT, bench_config};
 use seckill_infra::emulator;
 use seckill_infra::event_source::{self, EventSource, EventSourceCounts, EventSourceSettings};
-use seckill_infra::loadgen::UNLIMITED;
 use seckill_infra::local::writer_handler;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::memory::test_sale;
 use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
-use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -118,22 +116,13 @@ pub(crate) async fn drain(
     enqueue(env.sqs, &queues.orders_url, &sale, plan.orders).await?;
     let enqueue_wall = started.elapsed();
 
-    let config = Config {
-        redis_url: env.redis_url.to_owned(),
-        orders_queue_url: Some(queues.orders_url.clone()),
-        orders_dlq_url: None,
-        sales_table: sales_table.clone(),
-        orders_table: orders_table.clone(),
-        redis_timeout: REDIS_TIMEOUT,
-        sqs_timeout: SQS_TIMEOUT,
-        sale_cache_ttl: SALE_CACHE_TTL,
-        prewarm_lead: Duration::from_secs(600),
-        rate_limits: UNLIMITED,
-        gate_secret: None,
-        secrets: Default::default(),
-        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
-        max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
-    };
+    let config = bench_config(
+        env.redis_url,
+        &queues.orders_url,
+        &sales_table,
+        &orders_table,
+        Some(emulator::MAX_RECEIVE_COUNT),
+    );
     let writer = Arc::new(order_writer::wire(&config).await?);
     let mut settings =
         EventSourceSettings::template(&queues.orders_url, queue_arn, env.region.clone());

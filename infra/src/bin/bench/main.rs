@@ -115,6 +115,33 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 const SQS_TIMEOUT: Duration = Duration::from_secs(20);
 const SALE_CACHE_TTL: Duration = Duration::from_secs(5);
 
+/// The functions' configuration for a bench sale: the emulator's tables and
+/// queue, the bounds above, no rate limit, no gate, no secrets.
+fn bench_config(
+    redis_url: &str,
+    orders_queue_url: &str,
+    sales_table: &str,
+    orders_table: &str,
+    max_receive_count: Option<u32>,
+) -> seckill_shared::config::Config {
+    seckill_shared::config::Config {
+        redis_url: redis_url.to_owned(),
+        orders_queue_url: Some(orders_queue_url.to_owned()),
+        orders_dlq_url: None,
+        sales_table: sales_table.to_owned(),
+        orders_table: orders_table.to_owned(),
+        redis_timeout: REDIS_TIMEOUT,
+        sqs_timeout: SQS_TIMEOUT,
+        sale_cache_ttl: SALE_CACHE_TTL,
+        prewarm_lead: Duration::from_secs(600),
+        rate_limits: seckill_infra::loadgen::UNLIMITED,
+        gate_secret: None,
+        secrets: Default::default(),
+        metrics_namespace: metrics::DEFAULT_NAMESPACE.into(),
+        max_receive_count,
+    }
+}
+
 /// Purchase decisions per second and their latency, next to the ceiling
 /// Redis sets for the same decision; then the order-writer's DynamoDB
 /// writes per order. Needs `REDIS_URL`, and `AWS_ENDPOINT_URL` unless both

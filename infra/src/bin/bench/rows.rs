@@ -8,7 +8,7 @@ use crate::drain::{DRAIN_BATCHED, DRAIN_SINGLE, DrainEnv, drain, print_drain};
 use crate::handler::{Stats, Workload, check_run, queue_depth, run_variant, sold_out_service};
 use crate::table::Row;
 use crate::{
-    Bench, BoxError, CEILING_PIPELINE, Emulator, REDIS_TIMEOUT, SALE_CACHE_TTL, SQS_TIMEOUT,
+    Bench, BoxError, CEILING_PIPELINE, Emulator, REDIS_TIMEOUT, SALE_CACHE_TTL, bench_config,
 };
 use seckill_infra::emulator;
 use seckill_infra::loadgen::{HttpSettings, NullQueue, Planned, UNLIMITED, http_decisions};
@@ -18,7 +18,6 @@ use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::app::catalog_cache::CachedCatalog;
 use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
-use seckill_shared::config::Config;
 use seckill_shared::domain::{OrderId, Sale};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -71,22 +70,13 @@ pub(crate) async fn handler_sqs_row(
     )
     .await
     .map_err(|e| format!("{e} (is AWS_ENDPOINT_URL up?)"))?;
-    let config = Config {
-        redis_url: bench.redis_url.clone(),
-        orders_queue_url: Some(queues.orders_url.clone()),
-        orders_dlq_url: None,
-        sales_table: emulator.sales_table.clone(),
-        orders_table: emulator.orders_table.clone(),
-        redis_timeout: REDIS_TIMEOUT,
-        sqs_timeout: SQS_TIMEOUT,
-        sale_cache_ttl: SALE_CACHE_TTL,
-        prewarm_lead: Duration::from_secs(600),
-        rate_limits: UNLIMITED,
-        gate_secret: None,
-        secrets: Default::default(),
-        metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
-        max_receive_count: None,
-    };
+    let config = bench_config(
+        &bench.redis_url,
+        &queues.orders_url,
+        &emulator.sales_table,
+        &emulator.orders_table,
+        None,
+    );
     let service = purchase::wire(&config).await?;
     let stock = bench.args.stock;
     let sale = test_sale(&format!("{tag}-sqs"), stock, 1)?;
