@@ -228,7 +228,7 @@ cmd_test() {
   # Every AWS call any function made in the suite, against its role.
   say "IAM: the suite's AWS calls against the template's roles"
   SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl" \
-    cargo test -p seckill-tests --test iam -- --ignored --nocapture whole_suite_recording
+    cargo test -p seckill-tests --test suite -- --ignored --nocapture iam::whole_suite_recording
 }
 
 # The chaos scenarios at full size, one at a time so each prints its figures
@@ -237,9 +237,16 @@ cmd_chaos() {
   ensure_tools
   start_services "$(free_port)" "$(free_port)"
   say "chaos scenarios (CHAOS=full)"
+  # Only the chaos module's tests: a name given to `make chaos` narrows
+  # them (`chaos::NAME`), flags pass through.
+  local filters=() named=0 arg
+  for arg in "$@"; do
+    case "$arg" in -*) filters+=("$arg") ;; *) filters+=("chaos::$arg"); named=1 ;; esac
+  done
+  [ "$named" = 1 ] || filters+=(chaos::)
   set +e
   CHAOS=full MOTO_SERVER="$VENV/bin/moto_server" \
-    cargo test -p seckill-tests --test chaos -- --test-threads=1 --nocapture "$@" 2>&1 \
+    cargo test -p seckill-tests --test suite -- --test-threads=1 --nocapture "${filters[@]}" 2>&1 \
     | grep -E '^(chaos |  answers|test |test result|thread |  left|  right|error)'
   local rc=${PIPESTATUS[0]}
   set -e

@@ -1,5 +1,5 @@
 //! CloudFormation YAML as JSON, for the tests that read `template.yaml`
-//! and `infra/redis-stack.yaml` (consistency, template).
+//! and `infra/redis-stack.yaml` (consistency, template, secrets, order_index).
 
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
@@ -13,8 +13,6 @@ pub fn root() -> PathBuf {
 }
 
 /// `template.yaml` as it is now on disk.
-// Each test binary that includes this module uses what it needs of it.
-#[allow(dead_code)]
 pub fn template_json() -> Json {
     let text = std::fs::read_to_string(root().join("template.yaml")).unwrap();
     cfn_json(serde_norway::from_str(&text).unwrap())
@@ -22,7 +20,6 @@ pub fn template_json() -> Json {
 
 /// `SAM_CLI` (set by `infra/stack.sh`), else `.venv/bin/sam`; relative
 /// paths are from the workspace root.
-#[allow(dead_code)]
 pub fn sam_cli() -> PathBuf {
     let path = std::env::var_os("SAM_CLI")
         .map(PathBuf::from)

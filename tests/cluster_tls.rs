@@ -133,7 +133,7 @@ async fn buy(app: &App, sale: &str, user: &str) -> Reply {
 #[test]
 fn a_sharded_sale_sells_exactly_through_a_tls_cluster_with_auth() {
     with_trusted_ca(
-        "a_sharded_sale_sells_exactly_through_a_tls_cluster_with_auth",
+        "cluster_tls::a_sharded_sale_sells_exactly_through_a_tls_cluster_with_auth",
         |ca| async move {
             let password = cluster_password();
             // ElastiCache's create mode: 3 shards, 1 replica each (the
@@ -348,7 +348,7 @@ fn a_sharded_sale_sells_exactly_through_a_tls_cluster_with_auth() {
 #[test]
 fn the_tls_cluster_refuses_a_wrong_password_and_names_its_certificate_lacks() {
     with_trusted_ca(
-        "the_tls_cluster_refuses_a_wrong_password_and_names_its_certificate_lacks",
+        "cluster_tls::the_tls_cluster_refuses_a_wrong_password_and_names_its_certificate_lacks",
         |ca| async move {
             let password = cluster_password();
             let cluster = TlsCluster::start(&ca, &password, 3, 0);

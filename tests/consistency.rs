@@ -12,7 +12,7 @@ use serde_json::{Value as Json, json};
 use std::path::Path;
 use std::process::Command;
 
-mod cfn;
+use crate::cfn;
 use cfn::{cfn_json, root, sam_cli, template_json};
 
 fn code() -> Code {

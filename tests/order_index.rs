@@ -5,7 +5,7 @@
 //! written before the buckets (`seckill-local backfill-order-buckets`), and
 //! the template's orders table against the one the local stack creates.
 
-mod cfn;
+use crate::cfn;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use seckill_shared::adapters::dynamo::order_index::{
@@ -225,7 +225,7 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
     // test writes meanwhile, and thousands of orders left in the suite's
     // shared emulator would slow every test after this one.
     if !seckill_tests::in_own_emulator(
-        "one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_them_all",
+        "order_index::one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_them_all",
     )
     .await
     {

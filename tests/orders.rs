@@ -495,7 +495,9 @@ async fn a_thousand_purchases_drain_into_a_thousand_orders() {
     // traffic slowed the drain past the deadline (45 to 103 batches in
     // 120 s under `make test`, with failed transactions costing a
     // visibility timeout each).
-    if !seckill_tests::in_own_emulator("a_thousand_purchases_drain_into_a_thousand_orders").await {
+    if !seckill_tests::in_own_emulator("orders::a_thousand_purchases_drain_into_a_thousand_orders")
+        .await
+    {
         return;
     }
     // A visibility timeout longer than any batch can take here (the writer's

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn rediss_with_auth_sells_through_the_store() {
     with_trusted_ca(
-        "rediss_with_auth_sells_through_the_store",
+        "redis_tls::rediss_with_auth_sells_through_the_store",
         |ca| async move {
             let password = server_password();
             let server = TlsRedis::start(&ca, &password);
@@ -78,7 +78,7 @@ fn rediss_with_auth_sells_through_the_store() {
 #[test]
 fn a_wrong_password_is_a_clear_503_that_does_not_echo_it() {
     with_trusted_ca(
-        "a_wrong_password_is_a_clear_503_that_does_not_echo_it",
+        "redis_tls::a_wrong_password_is_a_clear_503_that_does_not_echo_it",
         |ca| async move {
             let password = server_password();
             let server = TlsRedis::start(&ca, &password);
@@ -237,7 +237,7 @@ fn status_of(response: &str) -> u16 {
 #[test]
 fn secrets_never_reach_logs_or_error_bodies() {
     with_trusted_ca(
-        "secrets_never_reach_logs_or_error_bodies",
+        "redis_tls::secrets_never_reach_logs_or_error_bodies",
         |ca| async move {
             // The child runs this test alone, so a process-wide subscriber sees
             // every thread (the runtime's workers, the SDK's) and nothing else.

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod cfn;
+use crate::cfn;
 use cfn::{root, template_json};
 
 // ---------------------------------------------------------------------------
@@ -503,7 +503,8 @@ const CHILD: &str = "SECKILL_SECRETS_CHILD";
 
 /// Runs `body` alone in a child process (this binary, this one test), so a
 /// process-wide TRACE subscriber sees every thread's events and no other
-/// test's. The child must report exactly one test passed.
+/// test's. The child must report exactly one test passed. `test` is the
+/// test's full name in the suite (`module::name`).
 fn in_child<F, Fut>(test: &str, body: F)
 where
     F: FnOnce() -> Fut,
@@ -550,83 +551,88 @@ where
 
 #[test]
 fn no_log_line_holds_the_token_or_the_gate_key() {
-    in_child("no_log_line_holds_the_token_or_the_gate_key", || async {
-        let token = redis_token();
-        let key = gate_key();
-        let redis = AuthRedis::start(&token).await;
-        // Created before the capture starts: the SDK traces a CreateSecret
-        // request with its body, which is the test's doing, not a function's.
-        let redis_arn = secret("redis", &json!({ "token": token }).to_string()).await;
-        let gate_arn = secret("gate", &key).await;
-        let malformed = secret("redis", &token).await;
+    in_child(
+        "secrets::no_log_line_holds_the_token_or_the_gate_key",
+        || async {
+            let token = redis_token();
+            let key = gate_key();
+            let redis = AuthRedis::start(&token).await;
+            // Created before the capture starts: the SDK traces a CreateSecret
+            // request with its body, which is the test's doing, not a function's.
+            let redis_arn = secret("redis", &json!({ "token": token }).to_string()).await;
+            let gate_arn = secret("gate", &key).await;
+            let malformed = secret("redis", &token).await;
 
-        let logs = Captured::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
+            let logs = Captured::default();
+            let writer = logs.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).unwrap();
 
-        let arns = SecretArns {
-            redis_auth: Some(redis_arn.clone()),
-            gate: Some(gate_arn.clone()),
-        };
-        let app =
-            App::spawn_with(|config| *config = naming(config, &redis.url, arns.clone())).await;
-        let queries = orders_api::wire(&app.config).await.unwrap();
-        admin_api::wire(&app.config).await.unwrap();
-        // The resolved configuration, as a careless log line would show it.
-        let resolved =
-            secrets::resolve(&app.config, aws::Caller::Tool, secrets::Uses::RedisAndGate)
-                .await
-                .unwrap();
-        assert!(resolved.redis_url.contains(&token) && resolved.gate_secret == Some(key.clone()));
-        tracing::info!(config = ?resolved, "resolved configuration");
-
-        let mut sale = live_sale(3, 1);
-        sale.gate = true;
-        let id = sale.sale_id.to_string();
-        assert!(app.catalog.create_sale(&sale).await.unwrap());
-        seckill_shared::app::jobs::mark_and_load(
-            &app.catalog,
-            app.service.stock(),
-            &sale,
-            clock::now_ms(),
-        )
-        .await
-        .unwrap();
-        let question = ask(&queries, api_event("challenge-get.json", &id, "eve", None)).await;
-        assert_eq!(question.status, 200, "{}", question.body);
-        let refused = app.purchase(&id, "eve", r#"{"quantity": 1}"#).await;
-        assert_eq!(refused.status, 403);
-        // A failed init, as main.rs would print it.
-        let err = purchase::wire(&naming(
-            &app.config,
-            &redis.url,
-            SecretArns {
-                redis_auth: Some(malformed),
-                gate: None,
-            },
-        ))
-        .await
-        .err()
-        .unwrap();
-        tracing::error!(error = ?err, "init failed: {err}");
-
-        let logged = logs.text();
-        // The capture works: the fetches and the wiring are in it.
-        assert!(logged.contains("GetSecretValue"), "{logged}");
-        assert!(logged.contains("resolved configuration"), "{logged}");
-        assert!(logged.contains("init failed"), "{logged}");
-        for secret in [token.as_str(), key.as_str()] {
+            let arns = SecretArns {
+                redis_auth: Some(redis_arn.clone()),
+                gate: Some(gate_arn.clone()),
+            };
+            let app =
+                App::spawn_with(|config| *config = naming(config, &redis.url, arns.clone())).await;
+            let queries = orders_api::wire(&app.config).await.unwrap();
+            admin_api::wire(&app.config).await.unwrap();
+            // The resolved configuration, as a careless log line would show it.
+            let resolved =
+                secrets::resolve(&app.config, aws::Caller::Tool, secrets::Uses::RedisAndGate)
+                    .await
+                    .unwrap();
             assert!(
-                !logged.contains(secret),
-                "a log line holds {secret:?}:\n{logged}"
+                resolved.redis_url.contains(&token) && resolved.gate_secret == Some(key.clone())
             );
-        }
-    });
+            tracing::info!(config = ?resolved, "resolved configuration");
+
+            let mut sale = live_sale(3, 1);
+            sale.gate = true;
+            let id = sale.sale_id.to_string();
+            assert!(app.catalog.create_sale(&sale).await.unwrap());
+            seckill_shared::app::jobs::mark_and_load(
+                &app.catalog,
+                app.service.stock(),
+                &sale,
+                clock::now_ms(),
+            )
+            .await
+            .unwrap();
+            let question = ask(&queries, api_event("challenge-get.json", &id, "eve", None)).await;
+            assert_eq!(question.status, 200, "{}", question.body);
+            let refused = app.purchase(&id, "eve", r#"{"quantity": 1}"#).await;
+            assert_eq!(refused.status, 403);
+            // A failed init, as main.rs would print it.
+            let err = purchase::wire(&naming(
+                &app.config,
+                &redis.url,
+                SecretArns {
+                    redis_auth: Some(malformed),
+                    gate: None,
+                },
+            ))
+            .await
+            .err()
+            .unwrap();
+            tracing::error!(error = ?err, "init failed: {err}");
+
+            let logged = logs.text();
+            // The capture works: the fetches and the wiring are in it.
+            assert!(logged.contains("GetSecretValue"), "{logged}");
+            assert!(logged.contains("resolved configuration"), "{logged}");
+            assert!(logged.contains("init failed"), "{logged}");
+            for secret in [token.as_str(), key.as_str()] {
+                assert!(
+                    !logged.contains(secret),
+                    "a log line holds {secret:?}:\n{logged}"
+                );
+            }
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------

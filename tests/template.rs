@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-mod cfn;
+use crate::cfn;
 use cfn::{cfn_json, root, sam_cli};
 
 fn read(path: &str) -> String {

@@ -83,8 +83,9 @@ const OWN_EMULATOR: &str = "SECKILL_TEST_OWN_EMULATOR";
 /// is one Python process: every other test's requests slow it down and,
 /// past its timeouts, it fails transactions): runs `test` again in a child
 /// process of this binary whose `AWS_ENDPOINT_URL` is a `moto_server` of its
-/// own, and asserts the child passed. `true` in the child (run the test
-/// there), `false` in the parent (done).
+/// own, and asserts the child passed. `test` is the test's full name in
+/// the suite (`module::name`). `true` in the child (run the test there),
+/// `false` in the parent (done).
 pub async fn in_own_emulator(test: &str) -> bool {
     if std::env::var_os(OWN_EMULATOR).is_some() {
         return true;

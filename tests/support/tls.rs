@@ -519,6 +519,7 @@ fn wait_ready(child: &mut Child, log_path: &Path, within: Duration) -> bool {
 /// Runs `body` in a child process (this test binary, this one test) whose
 /// `SSL_CERT_FILE` is a fresh CA, so the production trust path (system
 /// roots via rustls-native-certs) trusts the test server and nothing else.
+/// `test` is the test's full name in the suite (`module::name`).
 pub fn with_trusted_ca<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(TestCa) -> Fut,

@@ -1,0 +1,438 @@
+//! What every scenario drives: the tools (chromedriver, Chromium), the
+//! WebDriver session, and `Ui`, the page as a buyer or an operator uses it.
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use redis::AsyncCommands;
+use seckill_shared::adapters::redis::{SaleKeys, StoredReservation};
+use seckill_shared::clock;
+use seckill_shared::domain::SaleId;
+use seckill_tests::{LocalStack, eventually, free_port, unique};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// How long a page may take to show what a step expects.
+pub(super) const STEP: Duration = Duration::from_secs(20);
+pub(super) const PURCHASE_ROUTE: (&str, &str) = ("POST", "/sales/{saleId}/purchase");
+
+// ---------------------------------------------------------------- tools
+
+pub(super) struct Tools {
+    pub(super) chromedriver: PathBuf,
+    pub(super) chromium: PathBuf,
+}
+
+/// `var` if set, else the first of `names` on `PATH` or in `/usr/bin`.
+pub(super) fn tool(var: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(var) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.push("/usr/bin".into());
+    names
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)))
+        .find(|path| path.is_file())
+}
+
+pub(super) fn tools() -> Option<Tools> {
+    Some(Tools {
+        chromedriver: tool("CHROMEDRIVER", &["chromedriver"])?,
+        chromium: tool(
+            "CHROMIUM",
+            &["chromium", "chromium-browser", "google-chrome"],
+        )?,
+    })
+}
+
+/// `chromedriver` on a free loopback port; killed when dropped.
+pub(super) struct Driver {
+    pub(super) child: tokio::process::Child,
+    pub(super) url: String,
+}
+
+impl Driver {
+    pub(super) async fn start(path: &Path) -> Driver {
+        let port = free_port();
+        let child = tokio::process::Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
+        let listening = eventually(Duration::from_secs(20), || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await;
+        assert!(listening, "chromedriver did not listen on port {port}");
+        Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// A headless Chromium session at 1280 px wide.
+    pub(super) async fn session(&self, chromium: &Path) -> Client {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": [
+                    "--headless=new",
+                    // Root in a container: Chromium's sandbox needs user
+                    // namespaces it may not have.
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    // Overlay scrollbars: innerWidth is the page's width.
+                    "--hide-scrollbars",
+                    "--window-size=1280,900",
+                    "--lang=en-GB",
+                ],
+            }),
+        );
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("no Chromium session from chromedriver: {e}"))
+    }
+
+    pub(super) async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+// ----------------------------------------------------------------- page
+
+/// The browser and the stack behind it, with the helpers the scenarios use.
+pub(super) struct Ui {
+    pub(super) c: Client,
+    pub(super) stack: Arc<LocalStack>,
+    pub(super) base: String,
+    pub(super) shots: PathBuf,
+    /// The window width last set: headless Chromium reports an
+    /// `outerWidth` of at least 500 even when the viewport is narrower.
+    pub(super) width: AtomicU32,
+}
+
+impl Ui {
+    /// Opens `path` with no session kept from an earlier scenario.
+    pub(super) async fn open(&self, path: &str) {
+        let url = format!("{}{path}", self.base);
+        self.c.goto(&url).await.unwrap();
+        self.js("sessionStorage.clear(); return true").await;
+        self.c.goto(&url).await.unwrap();
+    }
+
+    pub(super) async fn js(&self, script: &str) -> Value {
+        self.c
+            .execute(script, vec![])
+            .await
+            .unwrap_or_else(|e| panic!("script failed: {script}: {e}"))
+    }
+
+    /// The text of the first element matching `css` ("" when none).
+    pub(super) async fn text(&self, css: &str) -> String {
+        let value = self
+            .c
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : ''",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap();
+        value.as_str().unwrap_or_default().to_owned()
+    }
+
+    pub(super) async fn holds(&self, script: &str) -> bool {
+        self.js(script).await == json!(true)
+    }
+
+    /// Polls a page condition (a script returning true) until it holds;
+    /// else a screenshot of the page and a failure that says what it shows.
+    pub(super) async fn until(&self, what: &str, script: &str) {
+        if !eventually(STEP, || self.holds(script)).await {
+            self.shot(&format!("failed-{}", what.replace(' ', "-")))
+                .await;
+            // What either page says, for the failure to explain itself.
+            let mut shows = Vec::new();
+            for css in ["#status", "#buy-hint", "#report-summary", "#violations"] {
+                let text = self.text(css).await;
+                if !text.is_empty() {
+                    shows.push(format!("{css}: {text:?}"));
+                }
+            }
+            panic!(
+                "{what}: not within {STEP:?}; the page shows {}",
+                shows.join(", ")
+            );
+        }
+    }
+
+    /// A PNG of the whole page: the window is made as tall as the page for
+    /// the shot (WebDriver's screenshot is of the viewport), then restored.
+    pub(super) async fn shot(&self, name: &str) {
+        let size = self
+            .js("return [outerHeight, innerHeight, document.documentElement.scrollHeight]")
+            .await;
+        let [height, inner, page] = [0, 1, 2].map(|i| size[i].as_u64().unwrap() as u32);
+        let width = self.width.load(Ordering::Relaxed);
+        let taller = page > inner;
+        if taller {
+            self.c
+                .set_window_size(width, page + (height - inner))
+                .await
+                .unwrap();
+        }
+        let png = self.c.screenshot().await.unwrap();
+        if taller {
+            self.c.set_window_size(width, height).await.unwrap();
+        }
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    pub(super) async fn click(&self, css: &str) {
+        self.c
+            .find(Locator::Css(css))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Keys to whatever has the focus, as a keyboard would send them.
+    pub(super) async fn keys(&self, text: &str) {
+        self.c
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys(text)
+            .await
+            .unwrap();
+    }
+
+    pub(super) async fn active_id(&self) -> String {
+        self.js("return document.activeElement ? document.activeElement.id : ''")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Width in CSS pixels of the page's viewport, set through the window.
+    pub(super) async fn resize(&self, width: u32) {
+        self.c.set_window_size(width, 900).await.unwrap();
+        self.width.store(width, Ordering::Relaxed);
+        let inner = self.js("return window.innerWidth").await;
+        assert_eq!(inner, json!(width), "the viewport did not take {width} px");
+    }
+
+    /// No horizontal scroll: nothing is wider than the viewport.
+    pub(super) async fn assert_fits(&self, page: &str) {
+        let widths = self
+            .js("const d = document.documentElement; return [d.scrollWidth, d.clientWidth, window.innerWidth]")
+            .await;
+        let [scroll, client, inner] = [0, 1, 2].map(|i| widths[i].as_i64().unwrap());
+        assert!(
+            scroll <= inner && scroll <= client,
+            "{page}: scrolls sideways (scrollWidth {scroll}, clientWidth {client}, innerWidth {inner})"
+        );
+    }
+
+    /// Signs in on the buyer page with the form (local stack).
+    pub(super) async fn sign_in(&self, user: &str) {
+        self.until(
+            "sign-in form shown",
+            "return !document.getElementById('local-signin').hidden",
+        )
+        .await;
+        let input = self.c.find(Locator::Id("user")).await.unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(user).await.unwrap();
+        self.click("#local-signin button[type=submit]").await;
+        self.until(
+            "signed in",
+            &format!(
+                "return document.getElementById('who-name').textContent === {}",
+                json!(user)
+            ),
+        )
+        .await;
+    }
+
+    const BUYABLE: &str = "return !document.getElementById('buy-button').disabled";
+
+    pub(super) async fn buy_enabled(&self) -> bool {
+        self.holds(Self::BUYABLE).await
+    }
+
+    /// Until the buy button is on (`what` names the step in a failure).
+    pub(super) async fn until_buyable(&self, what: &str) {
+        self.until(what, Self::BUYABLE).await;
+    }
+
+    /// Until the page's status line says `text` (after answer `code`).
+    pub(super) async fn until_said(&self, code: &str, text: &str) {
+        self.until(
+            &format!("{code} said"),
+            &format!(
+                "return document.getElementById('status').textContent.includes({})",
+                json!(text)
+            ),
+        )
+        .await;
+    }
+
+    pub(super) async fn until_order(&self, status: &str) {
+        self.until(
+            &format!("order {status}"),
+            &format!(
+                "return document.getElementById('order').dataset.status === {}",
+                json!(status)
+            ),
+        )
+        .await;
+    }
+
+    pub(super) fn purchases_served(&self) -> u64 {
+        self.stack
+            .gateway
+            .served(PURCHASE_ROUTE.0, PURCHASE_ROUTE.1)
+    }
+
+    /// An HTTP call of the API as a test client (not through the page).
+    pub(super) async fn api(
+        &self,
+        method: &str,
+        path: &str,
+        user: &str,
+        admin: bool,
+        body: &str,
+    ) -> (u16, Value) {
+        let token = self.stack.gateway.tokens().mint(user, admin, 600).unwrap();
+        let auth = format!("Bearer {token}");
+        self.stack
+            .request(
+                method,
+                path,
+                &[
+                    ("authorization", &auth),
+                    ("content-type", "application/json"),
+                ],
+                body,
+            )
+            .await
+    }
+
+    /// A sale made by the admin API: `stock` units, `limit` per buyer, open
+    /// from `start_ms` for an hour.
+    pub(super) async fn sale(&self, prefix: &str, stock: u32, limit: u32, start_ms: i64) -> String {
+        self.sale_with(prefix, stock, limit, start_ms, json!({}))
+            .await
+    }
+
+    /// [`sale`](Self::sale) with more fields of the admin API's body.
+    pub(super) async fn sale_with(
+        &self,
+        prefix: &str,
+        stock: u32,
+        limit: u32,
+        start_ms: i64,
+        extra: Value,
+    ) -> String {
+        let id = unique(prefix);
+        let mut body = json!({
+            "name": format!("Browser test: {prefix}"),
+            "totalStock": stock,
+            "startAt": clock::rfc3339_ms(start_ms),
+            "endAt": clock::rfc3339_ms(start_ms + 3_600_000),
+            "perUserLimit": limit,
+            "paymentWindowSeconds": 120,
+        });
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            body[key] = value.clone();
+        }
+        let (status, reply) = self
+            .api(
+                "PUT",
+                &format!("/admin/sales/{id}"),
+                "browser-admin",
+                true,
+                &body.to_string(),
+            )
+            .await;
+        assert_eq!(status, 201, "{reply}");
+        // Prewarm waits while the orders queue holds messages (of any
+        // sale: an earlier scenario's), as it would in AWS; ask again until
+        // the sale is in Redis.
+        if reply["prewarm"]["outcome"] != "LOADED" {
+            let path = format!("/admin/sales/{id}/prewarm");
+            let loaded = eventually(STEP, || async {
+                let (_, reply) = self.api("POST", &path, "browser-admin", true, "").await;
+                reply["outcome"] == "LOADED" || reply["outcome"] == "REFRESHED"
+            })
+            .await;
+            assert!(loaded, "sale {id} was not loaded into Redis");
+        }
+        id
+    }
+
+    pub(super) async fn redis(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.stack.config.redis_url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Units each buyer holds in Redis, and reservations per buyer.
+    pub(super) async fn held(&self, sale: &str) -> (HashMap<String, i64>, HashMap<String, usize>) {
+        let keys = SaleKeys::new(&SaleId::parse(sale).unwrap());
+        let mut redis = self.redis().await;
+        let buyers: HashMap<String, i64> = redis.hgetall(&keys.buyers).await.unwrap();
+        let resv: HashMap<String, String> = redis.hgetall(&keys.resv).await.unwrap();
+        let mut per_user = HashMap::new();
+        for raw in resv.values() {
+            let r: StoredReservation = serde_json::from_str(raw).unwrap();
+            *per_user.entry(r.user_id).or_default() += 1;
+        }
+        (buyers, per_user)
+    }
+
+    /// The order's row in the orders table, if written.
+    pub(super) async fn order_row(
+        &self,
+        order_id: &str,
+    ) -> Option<seckill_shared::domain::orders::Order> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
+            Duration::from_secs(10),
+        )
+        .await;
+        let item = seckill_shared::adapters::aws::dynamodb(&sdk)
+            .get_item()
+            .table_name(&self.stack.config.orders_table)
+            .key("orderId", AttributeValue::S(order_id.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item?;
+        Some(seckill_shared::adapters::dynamo::orders::order_from_item(&item).unwrap())
+    }
+}

@@ -1,0 +1,70 @@
+//! Every integration and end-to-end test, in one test binary (one link on a
+//! two-core machine instead of one per file). Each module is a capability;
+//! a test's full name is `module::test` (`cargo test -p seckill-tests --test
+//! suite -- ledger::` runs one module). They run against the real
+//! `redis-server` and AWS emulator `make test` starts (`support/`, the
+//! `seckill_tests` library, holds the shared set-up); each test makes its own
+//! sale ids, tables and queues, so they run in parallel.
+//!
+//! Buying:
+//! - `purchase`: the purchase contract through the real handler: every
+//!   outcome, numeric edges, concurrency, bad input.
+//! - `sold_out`: the sold-out flag for page traffic.
+//! - `ratelimit`: the token buckets per buyer and per source address.
+//! - `gate`: the question before the purchase.
+//! - `subs`: any real `sub` as a user id.
+//! - `fuzz`: generated input for every parser of untrusted data.
+//!
+//! Orders and the ledger:
+//! - `orders`: queue to order rows, payment, expiry, the DLQ.
+//! - `order_index`: the orders' write shape and the sale-keyed indexes.
+//! - `ledger`: one test per defect of the ledger against Redis.
+//! - `reconcile`, `reconcile_scale`: reconciliation, and that it never
+//!   stalls a big sale.
+//!
+//! Operating a sale:
+//! - `lifecycle`: the admin API, prewarm, release, the sale's states.
+//! - `operators`: pause, resume, end now, lookups.
+//! - `live`: the dashboard's poll.
+//! - `metrics`: the metrics contract end to end.
+//! - `browser`: the pages in headless Chromium (`browser/`: harness and
+//!   scenarios).
+//! - `chaos`: a real sale under faults (`make chaos` runs them at full size).
+//!
+//! Edges and deployment:
+//! - `gateway`, `authz`: the local gateway's JWT checks; every route's
+//!   authorization.
+//! - `redis_tls`, `cluster_tls`: AUTH and TLS, single node and cluster.
+//! - `shards`: stock shards on one node and on a 3-master cluster.
+//! - `secrets`: secrets out of the environment and out of every log line.
+//! - `consistency`, `template`: `template.yaml` against the code, and the
+//!   template's traps that only show on AWS (`cfn` reads it as JSON).
+//! - `iam`: every AWS call of the suite against its function's role.
+
+mod authz;
+mod browser;
+mod cfn;
+mod chaos;
+mod cluster_tls;
+mod consistency;
+mod fuzz;
+mod gate;
+mod gateway;
+mod iam;
+mod ledger;
+mod lifecycle;
+mod live;
+mod metrics;
+mod operators;
+mod order_index;
+mod orders;
+mod purchase;
+mod ratelimit;
+mod reconcile;
+mod reconcile_scale;
+mod redis_tls;
+mod secrets;
+mod shards;
+mod sold_out;
+mod subs;
+mod template;
