@@ -76,6 +76,41 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Set in a child process started by [`in_own_process`].
+const OWN_PROCESS: &str = "SECKILL_TEST_OWN_PROCESS";
+
+/// For a test that needs the process to itself (it installs something
+/// process-wide, such as the metrics emitter, that every other test's
+/// handlers in the suite binary would write into): runs `test` again alone
+/// in a child process of this binary and asserts it passed. `test` is the
+/// test's full name in the suite (`module::name`). `true` in the child (run
+/// the test there), `false` in the parent (done).
+pub async fn in_own_process(test: &str) -> bool {
+    if std::env::var_os(OWN_PROCESS).is_some() {
+        return true;
+    }
+    assert!(
+        run_alone(test, &[(OWN_PROCESS, "1".into())]).await,
+        "{test} failed in its own process"
+    );
+    false
+}
+
+/// Runs this binary's test `test` alone in a child process with `env`
+/// added, prints its output, and says whether exactly that test passed.
+async fn run_alone(test: &str, env: &[(&str, String)]) -> bool {
+    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    println!("{text}{}", String::from_utf8_lossy(&output.stderr));
+    output.status.success() && text.contains("1 passed")
+}
+
 /// Set in a child process started by [`in_own_emulator`].
 const OWN_EMULATOR: &str = "SECKILL_TEST_OWN_EMULATOR";
 
@@ -90,6 +125,11 @@ pub async fn in_own_emulator(test: &str) -> bool {
     if std::env::var_os(OWN_EMULATOR).is_some() {
         return true;
     }
+    // One at a time: these are the suite's heaviest tests (thousands of
+    // orders each), and two of them at once on two cores starve their
+    // emulators into timeouts and 500s, which is not what they measure.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
     let port = free_port();
     let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
     let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
@@ -107,21 +147,16 @@ pub async fn in_own_emulator(test: &str) -> bool {
     })
     .await;
     assert!(up, "moto_server did not start on {port}");
-    let output = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
-        .env(OWN_EMULATOR, "1")
-        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-        .kill_on_drop(true)
-        .output()
-        .await;
+    let output = run_alone(
+        test,
+        &[
+            (OWN_EMULATOR, "1".into()),
+            ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
+        ],
+    )
+    .await;
     let _ = moto.kill().await;
-    let output = output.unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    println!("{text}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "{test} failed on its own emulator"
-    );
+    assert!(output, "{test} failed on its own emulator");
     false
 }
 
