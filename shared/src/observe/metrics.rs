@@ -1,3 +1,4 @@
+// Hand-written rather than the `metrics` facade with `metrics_cloudwatch_embedded`: that crate gives each line one dimension set and each label set its own line, so it cannot keep the contract below (`Purchases` under both sets, one line per invocation, counters recorded as zero, every Lua latency), and it is slower per decision, per invocation and aggregated alike.
 //! CloudWatch metrics as embedded-metric-format (EMF) lines: one JSON
 //! object per line on stdout, which Lambda ships to CloudWatch Logs, where
 //! the `_aws` block turns its values into metrics. No API call, no agent.
