@@ -11,8 +11,11 @@
 //!   (request id, quantity, rate limits, status).
 //! - `args.rs`: one struct per script, its fields named after what the Lua
 //!   file reads.
+//! - `tests.rs`: each struct's KEYS and ARGV against its Lua file.
 
 mod args;
+#[cfg(test)]
+mod tests;
 
 pub(super) use args::{
     BuyerOrdersArgs, HoldingArgs, KeyedFilterArgs, LendArgs, LoadPart, LoadSaleArgs, OutcomesArgs,
