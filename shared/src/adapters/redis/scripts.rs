@@ -1,33 +1,42 @@
 //! The Lua scripts (from `shared/lua/`, compiled in), the typed arguments
 //! of each, and the arguments the store builds once rather than per call.
 //!
-//! A script is called with one `*Args` struct ([`args`]), never with a list
-//! built at the call site: the order of KEYS and ARGV lives in one place
-//! per script, next to the names the Lua file gives them.
+//! A script is called with one `*Args` struct, never with a list built at
+//! the call site: the order of KEYS and ARGV lives in one place per script,
+//! next to the names the Lua file gives them. Each struct's doc names its
+//! file in `shared/lua/`, each field's the `KEYS[i]` / `ARGV[i]` it becomes.
 //!
 //! # Layout
 //!
 //! - here: the scripts, [`ScriptCall`], and the prepared arguments
 //!   (request id, quantity, rate limits, status).
-//! - `args.rs`: one struct per script, its fields named after what the Lua
-//!   file reads.
+//! - `stock.rs`: the arguments of the stock store's scripts (purchase,
+//!   release, resolve, return, the orders API's reads, the outcome tally).
+//! - `upkeep.rs`: the arguments of the scripts that load, rebuild, borrow,
+//!   reconcile, pause and lock.
 //! - `tests.rs`: each struct's KEYS and ARGV against its Lua file.
 
-mod args;
+mod stock;
 #[cfg(test)]
 mod tests;
+mod upkeep;
 
-pub(super) use args::{
-    BuyerOrdersArgs, HoldingArgs, KeyedFilterArgs, LendArgs, LoadPart, LoadSaleArgs, OutcomesArgs,
-    PeekArgs, PurchaseArgs, RebuildArgs, RebuildPart, ReceiveArgs, ReleaseArgs, ResolveArgs,
-    ReturnUnitsArgs, SaleMeta, SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs,
-    SnapshotHeadArgs, UnlockArgs,
+pub(super) use stock::{
+    BuyerOrdersArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs, PurchaseArgs, ReleaseArgs,
+    ResolveArgs, ReturnUnitsArgs,
+};
+pub(super) use upkeep::{
+    HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReceiveArgs, SaleMeta,
+    SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs, SnapshotHeadArgs, UnlockArgs,
 };
 
 use crate::config::RateLimits;
 use crate::domain::Sale;
 use redis::{Script, ToRedisArgs};
 use std::sync::LazyLock;
+
+/// The ARGV of a script that reads none.
+const NO_ARGV: &[&str] = &[];
 
 /// One call of one script: which script, and its KEYS and ARGV in the
 /// order its Lua file reads them.
