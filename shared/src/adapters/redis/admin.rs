@@ -5,7 +5,7 @@ use super::RedisStock;
 use super::connection::unavailable;
 use super::keys::SaleKeys;
 use super::replies::parse_i64;
-use super::scripts::{SET_BUYER, SET_STATUS, SET_STOCK, UNLOCK, status_of};
+use super::scripts::{SetBuyerArgs, SetStatusArgs, SetStockArgs, UnlockArgs, status_of};
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{Sale, SaleId};
 use crate::ports::StoreError;
@@ -52,12 +52,12 @@ impl RedisStock {
             .await?
             .unwrap_or_else(|| ShardLayout::uniform(1));
         let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id));
-        let (units, read) = (units.to_string(), read.to_string());
-        self.run(
-            &SET_BUYER,
-            &[&keys.buyers, &keys.meta],
-            &[user_id, &units, &read],
-        )
+        self.run(&SetBuyerArgs {
+            keys: &keys,
+            user_id,
+            units,
+            read,
+        })
         .await
     }
 
@@ -72,7 +72,7 @@ impl RedisStock {
         }
         let mut applied = 0;
         for keys in &groups {
-            let took: i64 = self.run(&SET_STATUS, &[&keys.meta], &[status]).await?;
+            let took: i64 = self.run(&SetStatusArgs { keys, status }).await?;
             applied += u32::from(took == 1);
         }
         Ok(applied)
@@ -88,9 +88,12 @@ impl RedisStock {
         units: i64,
     ) -> Result<Option<i64>, StoreError> {
         let keys = SaleKeys::new(sale_id);
-        let (read, units) = (read.to_string(), units.to_string());
         let reply: String = self
-            .run(&SET_STOCK, &[&keys.meta, &keys.stock], &[&read, &units])
+            .run(&SetStockArgs {
+                keys: &keys,
+                read,
+                units,
+            })
             .await?;
         if reply == "MISSING" {
             return Ok(None);
@@ -135,7 +138,7 @@ impl RedisStock {
         token: &str,
     ) -> Result<(), StoreError> {
         let key = format!("sale:{{{sale_id}}}:lock:{name}");
-        let _: i64 = self.run(&UNLOCK, &[&key], &[token]).await?;
+        let _: i64 = self.run(&UnlockArgs { lock: &key, token }).await?;
         Ok(())
     }
 }

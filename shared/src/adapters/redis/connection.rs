@@ -3,11 +3,11 @@
 //! EVALSHA with its `NOSCRIPT` fallback, and what a Redis error means.
 
 use super::RedisStock;
-use super::scripts::limit_args;
+use super::scripts::{ScriptCall, limit_args};
 use crate::config::RateLimits;
 use crate::ports::StoreError;
+use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, Script};
 use std::time::Duration;
 
 /// One connection to a single node, or to a cluster.
@@ -136,24 +136,17 @@ impl RedisStock {
         self
     }
 
-    pub(super) async fn run<T: redis::FromRedisValue>(
+    /// Runs one script call (EVALSHA); on NOSCRIPT (a restart, `SCRIPT
+    /// FLUSH`) the script is loaded and the call made again, once.
+    pub(super) async fn run<T: redis::FromRedisValue, C: ScriptCall>(
         &self,
-        script: &Script,
-        keys: &[&str],
-        args: &[&str],
+        call: &C,
     ) -> Result<T, StoreError> {
-        // EVALSHA built as one command (one buffer) rather than through a
-        // script invocation, which copies every key and argument into its
-        // own allocation first: this is the hot path. On NOSCRIPT (a restart,
-        // `SCRIPT FLUSH`) the script is loaded and the call made again, once.
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
+        let cmd = call.command();
+        let script = C::script();
         // The connection has its own response timeout; this outer bound also
         // covers reconnect attempts, so a purchase never waits past it twice.
-        let call = async {
+        let attempt = async {
             let mut conn = self.conn.get().await?;
             match cmd.query_async(&mut conn).await {
                 Err(err)
@@ -165,7 +158,7 @@ impl RedisStock {
                 reply => reply,
             }
         };
-        match tokio::time::timeout(self.timeout * 2, call).await {
+        match tokio::time::timeout(self.timeout * 2, attempt).await {
             Ok(reply) => reply.map_err(unavailable),
             Err(_) => Err(StoreError::Unavailable("timed out".into())),
         }

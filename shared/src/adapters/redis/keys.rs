@@ -79,30 +79,6 @@ impl SaleKeys {
             id_suffix,
         }
     }
-
-    /// The keys of the purchase script (and of a refresh, which moves
-    /// every key's expiry).
-    pub(super) fn with_gate(&self) -> [&str; 7] {
-        [
-            &self.meta,
-            &self.stock,
-            &self.buyers,
-            &self.resv,
-            &self.user_orders,
-            &self.gate_used,
-            &self.keyed,
-        ]
-    }
-
-    pub(super) fn all(&self) -> [&str; 5] {
-        [
-            &self.meta,
-            &self.stock,
-            &self.buyers,
-            &self.resv,
-            &self.user_orders,
-        ]
-    }
 }
 
 /// A buyer's home shard under the uniform hash (FNV-1a of the user id,

@@ -36,7 +36,8 @@
 //!
 //! - `connection.rs`: the node or cluster connection, `REDIS_URL`, EVALSHA.
 //! - `keys.rs`: key names per sale and shard; the shard of a buyer or order.
-//! - `scripts.rs`: the Lua scripts and their prepared arguments.
+//! - `scripts.rs`, `scripts/`: the Lua scripts, one typed arguments struct
+//!   per script, and the arguments prepared once.
 //! - `replies.rs`: script replies parsed into typed values.
 //! - `stock_store.rs`: the [`StockStore`] port (purchase, release, views).
 //! - `shards.rs`: layouts, and moving borrowed units between shards.

@@ -8,7 +8,7 @@ use super::replies::PendingTransfer;
 use super::replies::{
     LoadOutcome, SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, protocol,
 };
-use super::scripts::{LOAD_SALE, REBUILD, RETURN_UNITS, status_of};
+use super::scripts::{LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReturnUnitsArgs, SaleMeta};
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::StoreError;
@@ -83,36 +83,32 @@ impl RedisStock {
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites
     /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
     pub async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
-        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
-        let args = [
-            sale.total_stock.to_string(),
-            sale.start_ms.to_string(),
-            sale.end_ms.to_string(),
-            sale.per_user_limit.to_string(),
-            sale.shards.to_string(),
-            String::from(status_of(sale)),
-            version.to_string(),
-            expire_at.to_string(),
-            String::from(if sale.gate { "1" } else { "0" }),
-        ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let meta = SaleMeta {
+            sale,
+            version,
+            expire_at_ms: sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS),
+        };
         if sale.shards <= 1 {
             // The outcome tally too, so a changed end moves its expiry.
-            let keys = SaleKeys::new(&sale.sale_id);
-            let mut names = keys.with_gate().to_vec();
-            names.push(&keys.outcomes);
-            let reply: Vec<String> = self.run(&LOAD_SALE, &names, &args).await?;
+            let reply: Vec<String> = self
+                .run(&LoadSaleArgs {
+                    keys: &SaleKeys::new(&sale.sale_id),
+                    meta: &meta,
+                    part: LoadPart::Whole,
+                })
+                .await?;
             return parse_load_reply(&reply);
         }
         // The directory first: readers that find it look for the shards. Its
         // home table is written when it is created and never after; a load
         // that finds the directory there splits by the table it holds.
         let proposed = self.new_layout(&sale.sale_id, sale.shards).await.encode();
-        let directory = SaleKeys::new(&sale.sale_id);
-        let mut head = args.clone();
-        head.extend(["0", "1", proposed.as_str()]);
         let first: Vec<String> = self
-            .run(&LOAD_SALE, &[&directory.meta, &directory.outcomes], &head)
+            .run(&LoadSaleArgs {
+                keys: &SaleKeys::new(&sale.sale_id),
+                meta: &meta,
+                part: LoadPart::Directory { homes: &proposed },
+            })
             .await?;
         let (outcome, homes) = match first.as_slice() {
             [tag, homes] if tag == "LOADED" => (LoadOutcome::Loaded, homes),
@@ -121,17 +117,16 @@ impl RedisStock {
         };
         let layout = ShardLayout::parse(sale.shards, homes)
             .map_err(|e| StoreError::Protocol(e.to_string()))?;
-        let shares: Vec<String> = layout
-            .shares(i64::from(sale.total_stock))
-            .iter()
-            .map(i64::to_string)
-            .collect();
+        let shares = layout.shares(i64::from(sale.total_stock));
         let mut stock = 0u32;
-        for (k, share) in (0..sale.shards).zip(&shares) {
-            let mut group_args = args.clone();
-            group_args.extend([share.as_str(), "0"]);
-            let keys = SaleKeys::shard(&sale.sale_id, k);
-            let reply: Vec<String> = self.run(&LOAD_SALE, &keys.with_gate(), &group_args).await?;
+        for (k, share) in (0..sale.shards).zip(shares) {
+            let reply: Vec<String> = self
+                .run(&LoadSaleArgs {
+                    keys: &SaleKeys::shard(&sale.sale_id, k),
+                    meta: &meta,
+                    part: LoadPart::Shard { stock: share },
+                })
+                .await?;
             if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
                 stock = stock.saturating_add(s);
             }
@@ -168,17 +163,11 @@ impl RedisStock {
     ) -> Result<bool, StoreError> {
         let stock = ledger.available;
         let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
-        let head = [
-            sale.total_stock.to_string(),
-            sale.start_ms.to_string(),
-            sale.end_ms.to_string(),
-            sale.per_user_limit.to_string(),
-            sale.shards.to_string(),
-            status_of(sale).to_owned(),
-            version.to_string(),
-            expire_at.to_string(),
-        ];
-        let gate = String::from(if sale.gate { "1" } else { "0" });
+        let meta = SaleMeta {
+            sale,
+            version,
+            expire_at_ms: expire_at,
+        };
         let shards = sale.shards.max(1);
         let mut loaded = false;
         let mut layout = ShardLayout::uniform(1);
@@ -186,20 +175,12 @@ impl RedisStock {
             // A directory a rebuild that died half way left behind keeps its
             // home table: the shards already loaded placed buyers by it.
             let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
-            let directory = SaleKeys::new(&sale.sale_id);
-            let mut args: Vec<&str> = head.iter().map(String::as_str).collect();
-            args.extend(["0", gate.as_str(), "1", proposed.as_str()]);
             let reply: Vec<String> = self
-                .run(
-                    &REBUILD,
-                    &[
-                        &directory.meta,
-                        &directory.stock,
-                        &directory.buyers,
-                        &directory.user_orders,
-                    ],
-                    &args,
-                )
+                .run(&RebuildArgs {
+                    keys: &SaleKeys::new(&sale.sale_id),
+                    meta: &meta,
+                    part: RebuildPart::Directory { homes: &proposed },
+                })
                 .await?;
             loaded |= parse_rebuild_reply(&reply)?;
             let homes = reply.get(1).map_or("", String::as_str);
@@ -220,46 +201,25 @@ impl RedisStock {
             vec![stock]
         };
         for (k, share) in (0..shards).zip(shares) {
-            let keys = SaleKeys::of(&sale.sale_id, shards, k);
-            let mut args: Vec<String> = head.to_vec();
-            let here: Vec<&HeldUnits> = buyers
-                .iter()
-                .filter(|b| layout.home(&b.user_id) == k)
-                .collect();
-            args.extend([
-                share.to_string(),
-                gate.clone(),
-                String::new(),
-                ledger.return_seq.to_string(),
-                here.len().to_string(),
-            ]);
-            for b in here {
-                args.push(b.user_id.clone());
-                args.push(b.units.to_string());
-                args.push(b.order_ids.join(","));
-            }
-            for m in ledger
-                .decided
-                .iter()
-                .filter(|m| shard_of_order(&m.order_id).unwrap_or(0) == k)
-            {
-                args.push(m.order_id.clone());
-                args.push(m.reservation_json());
-            }
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let part = RebuildPart::Group {
+                stock: share,
+                ledger_seq: ledger.return_seq,
+                buyers: buyers
+                    .iter()
+                    .filter(|b| layout.home(&b.user_id) == k)
+                    .collect(),
+                decided: ledger
+                    .decided
+                    .iter()
+                    .filter(|m| shard_of_order(&m.order_id).unwrap_or(0) == k)
+                    .collect(),
+            };
             let reply: Vec<String> = self
-                .run(
-                    &REBUILD,
-                    &[
-                        &keys.meta,
-                        &keys.stock,
-                        &keys.buyers,
-                        &keys.user_orders,
-                        &keys.resv,
-                        &keys.keyed,
-                    ],
-                    &args,
-                )
+                .run(&RebuildArgs {
+                    keys: &SaleKeys::of(&sale.sale_id, shards, k),
+                    meta: &meta,
+                    part,
+                })
                 .await?;
             loaded |= parse_rebuild_reply(&reply)?;
         }
@@ -380,14 +340,15 @@ impl RedisStock {
         return_seq: Option<u64>,
     ) -> Result<Returned, StoreError> {
         let keys = SaleKeys::of_order(sale_id, order_id);
-        let (quantity, now) = (quantity.to_string(), crate::clock::now_ms().to_string());
-        let seq = return_seq.map(|s| s.to_string()).unwrap_or_default();
         let reply: Vec<String> = self
-            .run(
-                &RETURN_UNITS,
-                &keys.all(),
-                &[order_id.as_str(), user_id, &quantity, &now, &seq],
-            )
+            .run(&ReturnUnitsArgs {
+                keys: &keys,
+                order_id: order_id.as_str(),
+                user_id,
+                quantity,
+                now_ms: crate::clock::now_ms(),
+                return_seq,
+            })
             .await?;
         match reply
             .iter()

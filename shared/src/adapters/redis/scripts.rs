@@ -1,10 +1,68 @@
-//! The Lua scripts (from `shared/lua/`, compiled in) and the arguments the
-//! store builds for them once rather than per call.
+//! The Lua scripts (from `shared/lua/`, compiled in), the typed arguments
+//! of each, and the arguments the store builds once rather than per call.
+//!
+//! A script is called with one `*Args` struct, never with a list built at
+//! the call site: the order of KEYS and ARGV lives in one place per script,
+//! next to the names the Lua file gives them. Each struct's doc names its
+//! file in `shared/lua/`, each field's the `KEYS[i]` / `ARGV[i]` it becomes.
+//!
+//! # Layout
+//!
+//! - here: the scripts, [`ScriptCall`], and the prepared arguments
+//!   (request id, quantity, rate limits, status).
+//! - `stock.rs`: the arguments of the stock store's scripts (purchase,
+//!   release, resolve, return, the orders API's reads, the outcome tally).
+//! - `upkeep.rs`: the arguments of the scripts that load, rebuild, borrow,
+//!   reconcile, pause and lock.
+//! - `tests.rs`: each struct's KEYS and ARGV against its Lua file.
+
+mod stock;
+#[cfg(test)]
+mod tests;
+mod upkeep;
+
+pub(super) use stock::{
+    BuyerOrdersArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs, PurchaseArgs, ReleaseArgs,
+    ResolveArgs, ReturnUnitsArgs,
+};
+pub(super) use upkeep::{
+    HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReceiveArgs, SaleMeta,
+    SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs, SnapshotHeadArgs, UnlockArgs,
+};
 
 use crate::config::RateLimits;
 use crate::domain::Sale;
-use redis::Script;
+use redis::{Script, ToRedisArgs};
 use std::sync::LazyLock;
+
+/// The ARGV of a script that reads none.
+const NO_ARGV: &[&str] = &[];
+
+/// One call of one script: which script, and its KEYS and ARGV in the
+/// order its Lua file reads them.
+pub(super) trait ScriptCall {
+    fn script() -> &'static Script;
+
+    /// KEYS[1], KEYS[2], ...
+    fn keys(&self) -> impl AsRef<[&str]>;
+
+    /// ARGV[1], ARGV[2], ...
+    fn argv(&self) -> impl ToRedisArgs;
+
+    /// The call as one EVALSHA command, built in one buffer: a
+    /// `redis::ScriptInvocation` would first copy every key and argument
+    /// into an allocation of its own, and the purchase is the hot path.
+    fn command(&self) -> redis::Cmd {
+        let keys = self.keys();
+        let keys = keys.as_ref();
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(Self::script().get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(self.argv());
+        cmd
+    }
+}
 
 /// The purchase script as it runs: the rate limiter's and the keyed
 /// filter's functions, then the decision. One EVALSHA, one round trip.
@@ -13,58 +71,58 @@ pub const PURCHASE_SOURCE: &str = concat!(
     include_str!("../../../lua/keyed.lua"),
     include_str!("../../../lua/purchase.lua")
 );
-pub(super) static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
-pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/holdings.lua"),
         include_str!("../../../lua/release.lua")
     ))
 });
-pub(super) static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
+static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/holdings.lua"),
         include_str!("../../../lua/resolve.lua")
     ))
 });
-pub(super) static PEEK: LazyLock<Script> =
+static PEEK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/peek.lua")));
-pub(super) static REBUILD: LazyLock<Script> = LazyLock::new(|| {
+static REBUILD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/keyed.lua"),
         include_str!("../../../lua/rebuild.lua")
     ))
 });
-pub(super) static KEYED_FILTER: LazyLock<Script> =
+static KEYED_FILTER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/keyed_filter.lua")));
-pub(super) static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
+static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/holdings.lua"),
         include_str!("../../../lua/return_units.lua")
     ))
 });
-pub(super) static SNAPSHOT: LazyLock<Script> =
+static SNAPSHOT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot.lua")));
-pub(super) static SNAPSHOT_HEAD: LazyLock<Script> =
+static SNAPSHOT_HEAD: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot_head.lua")));
-pub(super) static HOLDING: LazyLock<Script> =
+static HOLDING: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/holding.lua")));
-pub(super) static SET_BUYER: LazyLock<Script> =
+static SET_BUYER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/set_buyer.lua")));
-pub(super) static BUYER_ORDERS: LazyLock<Script> =
+static BUYER_ORDERS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/buyer_orders.lua")));
-pub(super) static SET_STATUS: LazyLock<Script> =
+static SET_STATUS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/set_status.lua")));
-pub(super) static SET_STOCK: LazyLock<Script> =
+static SET_STOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/set_stock.lua")));
-pub(super) static UNLOCK: LazyLock<Script> =
+static UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/unlock.lua")));
-pub(super) static LOAD_SALE: LazyLock<Script> =
+static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/load_sale.lua")));
-pub(super) static LEND: LazyLock<Script> =
+static LEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/lend.lua")));
-pub(super) static RECEIVE: LazyLock<Script> =
+static RECEIVE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/receive.lua")));
-pub(super) static OUTCOMES: LazyLock<Script> =
+static OUTCOMES: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/outcomes.lua")));
 
 /// A purchase's request id for `purchase.lua` (ARGV[12]): 31 hex digits,

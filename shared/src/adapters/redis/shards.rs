@@ -5,7 +5,7 @@ use super::connection::{Conn, unavailable};
 use super::keys::SaleKeys;
 use super::replies::{Peeked, PendingTransfer};
 use super::replies::{master_of_slot, parse_i64, protocol};
-use super::scripts::{LEND, RECEIVE};
+use super::scripts::{LendArgs, ReceiveArgs};
 use super::{KEY_CACHE_SALES, Known, RedisStock};
 use crate::domain::SaleId;
 use crate::domain::borrowing::donors;
@@ -121,7 +121,7 @@ impl RedisStock {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = groups.len();
         let home_keys = &groups[home];
-        let (home_arg, now) = (home.to_string(), crate::clock::now_ms().to_string());
+        let now = crate::clock::now_ms();
         let mut got = 0u64;
         for donor in donors(home, n) {
             let donor = &groups[donor];
@@ -130,13 +130,14 @@ impl RedisStock {
                 std::process::id(),
                 SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             );
-            let want = (need - got).to_string();
             let lent: Vec<String> = self
-                .run(
-                    &LEND,
-                    &[&donor.meta, &donor.stock, &donor.lent],
-                    &[&id, &want, &home_arg, &now],
-                )
+                .run(&LendArgs {
+                    donor,
+                    transfer_id: &id,
+                    need: need - got,
+                    home,
+                    now_ms: now,
+                })
                 .await?;
             let units = match lent.as_slice() {
                 [tag, units] if tag == "LENT" => units.clone(),
@@ -146,11 +147,11 @@ impl RedisStock {
             // If this call dies here the units are in `lent` and not in
             // `received`: reconcile finishes the transfer.
             let received: Vec<String> = self
-                .run(
-                    &RECEIVE,
-                    &[&home_keys.meta, &home_keys.stock, &home_keys.received],
-                    &[&id, &units],
-                )
+                .run(&ReceiveArgs {
+                    home: home_keys,
+                    transfer_id: &id,
+                    units: &units,
+                })
                 .await?;
             if received.first().map(String::as_str) == Some("RECEIVED") {
                 got += u64::try_from(parse_i64(&units)?).unwrap_or(0);
@@ -172,11 +173,11 @@ impl RedisStock {
         let keys = SaleKeys::shard(sale_id, transfer.to);
         let units = transfer.units.to_string();
         let reply: Vec<String> = self
-            .run(
-                &RECEIVE,
-                &[&keys.meta, &keys.stock, &keys.received],
-                &[&transfer.id, &units],
-            )
+            .run(&ReceiveArgs {
+                home: &keys,
+                transfer_id: &transfer.id,
+                units: &units,
+            })
             .await?;
         Ok(reply.first().map(String::as_str) == Some("RECEIVED"))
     }

@@ -9,7 +9,7 @@ use super::replies::{
     SnapshotPart, StoredReservation, parse_holding, parse_i64, parse_snapshot, parse_transfer,
     protocol,
 };
-use super::scripts::{HOLDING, SNAPSHOT, SNAPSHOT_HEAD};
+use super::scripts::{HoldingArgs, SnapshotArgs, SnapshotHeadArgs};
 use crate::domain::SaleId;
 use crate::domain::shard_layout::ShardLayout;
 use crate::ports::StoreError;
@@ -227,11 +227,7 @@ impl RedisStock {
         keys: &SaleKeys,
         sharded: bool,
     ) -> Result<Option<Head>, StoreError> {
-        let mut names = vec![keys.meta.as_str(), keys.stock.as_str(), keys.resv.as_str()];
-        if sharded {
-            names.extend([keys.lent.as_str(), keys.received.as_str()]);
-        }
-        let reply: Vec<String> = self.run(&SNAPSHOT_HEAD, &names, &[]).await?;
+        let reply: Vec<String> = self.run(&SnapshotHeadArgs { keys, sharded }).await?;
         let fields: Vec<&str> = reply.iter().map(String::as_str).collect();
         match fields.as_slice() {
             ["MISSING"] => Ok(None),
@@ -322,11 +318,10 @@ impl RedisStock {
                 let (store, user) = (self.clone(), user.clone());
                 reads.spawn(async move {
                     let reply: Vec<String> = store
-                        .run(
-                            &HOLDING,
-                            &[&keys.buyers, &keys.user_orders, &keys.resv],
-                            &[&user],
-                        )
+                        .run(&HoldingArgs {
+                            keys: &keys,
+                            user_id: &user,
+                        })
                         .await?;
                     Ok::<_, StoreError>((user, parse_holding(&reply)?))
                 });
@@ -354,16 +349,12 @@ impl RedisStock {
         let mut lent: Vec<PendingTransfer> = Vec::new();
         for k in 0..shards {
             let keys = SaleKeys::of(sale_id, shards, k);
-            let mut names = vec![
-                keys.meta.as_str(),
-                keys.stock.as_str(),
-                keys.buyers.as_str(),
-                keys.resv.as_str(),
-            ];
-            if shards > 1 {
-                names.extend([keys.lent.as_str(), keys.received.as_str()]);
-            }
-            let reply: redis::Value = self.run(&SNAPSHOT, &names, &[]).await?;
+            let reply: redis::Value = self
+                .run(&SnapshotArgs {
+                    keys: &keys,
+                    sharded: shards > 1,
+                })
+                .await?;
             parts.push(parse_snapshot(reply, k, &mut lent)?);
         }
         Ok((parts, lent))

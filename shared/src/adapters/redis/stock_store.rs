@@ -7,8 +7,8 @@ use super::replies::{
     parse_u32, protocol,
 };
 use super::scripts::{
-    BUYER_ORDERS, KEYED_FILTER, OUTCOMES, PEEK, PURCHASE, RELEASE, RESOLVE, quantity_arg,
-    request_id,
+    BuyerOrdersArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs, PurchaseArgs, ReleaseArgs,
+    ResolveArgs, quantity_arg, request_id,
 };
 use super::{KEY_CACHE_SALES, RedisStock};
 use crate::domain::borrowing::{MAX_BORROW_ROUNDS, units_to_borrow};
@@ -35,33 +35,18 @@ impl RedisStock {
         request: &str,
         shard: u32,
     ) -> Result<Decided, StoreError> {
-        let idem = req.idempotency_key.map_or("", |k| k.as_str());
-        let args = [
-            req.sale_id.as_str(),
-            req.user_id.as_str(),
+        let call = PurchaseArgs {
+            keys,
+            sale_id: req.sale_id.as_str(),
+            user_id: req.user_id.as_str(),
             quantity,
-            idem,
-            req.gate_nonce.unwrap_or(""),
-            req.source_ip.unwrap_or(""),
-            &self.limit_args[0],
-            &self.limit_args[1],
-            &self.limit_args[2],
-            &self.limit_args[3],
-            &keys.id_suffix,
-            request,
-        ];
-        let [meta, stock, buyers, resv, uorders, gate, keyed] = keys.with_gate();
-        let keys = [
-            meta,
-            stock,
-            buyers,
-            resv,
-            uorders,
-            gate,
-            &keys.rate_limit,
-            keyed,
-        ];
-        let reply: Vec<String> = self.run(&PURCHASE, &keys, &args).await?;
+            idempotency_key: req.idempotency_key.map_or("", |k| k.as_str()),
+            gate_nonce: req.gate_nonce.unwrap_or(""),
+            source_ip: req.source_ip.unwrap_or(""),
+            limits: &self.limit_args,
+            request_id: request,
+        };
+        let reply: Vec<String> = self.run(&call).await?;
         let reply = match reply.split_first() {
             Some((flag, rest)) if flag == "LF" => {
                 let n = self
@@ -87,7 +72,10 @@ impl RedisStock {
         order: &str,
     ) -> Result<Option<Peeked>, StoreError> {
         let reply: Vec<String> = self
-            .run(&PEEK, &[&keys.meta, &keys.stock, &keys.resv], &[order])
+            .run(&PeekArgs {
+                keys,
+                order_id: order,
+            })
             .await?;
         match reply
             .iter()
@@ -219,11 +207,10 @@ impl StockStore for RedisStock {
         };
         let keys = SaleKeys::of(sale_id, layout.shards(), layout.home(user_id.as_str()));
         let flat: Vec<String> = self
-            .run(
-                &BUYER_ORDERS,
-                &[&keys.user_orders, &keys.resv],
-                &[user_id.as_str()],
-            )
+            .run(&BuyerOrdersArgs {
+                keys: &keys,
+                user_id: user_id.as_str(),
+            })
             .await?;
         let mut out = Vec::new();
         for pair in flat.chunks(2) {
@@ -253,7 +240,10 @@ impl StockStore for RedisStock {
     ) -> Result<ReleaseOutcome, StoreError> {
         let keys = SaleKeys::of_order(sale_id, order_id);
         let reply: Vec<String> = self
-            .run(&RELEASE, &keys.all(), &[order_id.as_str()])
+            .run(&ReleaseArgs {
+                keys: &keys,
+                order_id: order_id.as_str(),
+            })
             .await?;
         match reply.first().map(String::as_str) {
             Some("RELEASED") => Ok(ReleaseOutcome::Released {
@@ -274,11 +264,11 @@ impl StockStore for RedisStock {
     ) -> Result<bool, StoreError> {
         let keys = SaleKeys::of_order(sale_id, order_id);
         let reply: Vec<String> = self
-            .run(
-                &RESOLVE,
-                &keys.all(),
-                &[order_id.as_str(), resolution.as_str()],
-            )
+            .run(&ResolveArgs {
+                keys: &keys,
+                order_id: order_id.as_str(),
+                mode: resolution.as_str(),
+            })
             .await?;
         match reply.first().map(String::as_str) {
             Some("OK" | "SAME") => Ok(true),
@@ -331,14 +321,11 @@ impl StockStore for RedisStock {
         counts: &[(&'static str, u64)],
     ) -> Result<bool, StoreError> {
         let keys = SaleKeys::new(sale_id);
-        let numbers: Vec<String> = counts.iter().map(|(_, n)| n.to_string()).collect();
-        let args: Vec<&str> = counts
-            .iter()
-            .zip(&numbers)
-            .flat_map(|((outcome, _), n)| [*outcome, n.as_str()])
-            .collect();
         let added: i64 = self
-            .run(&OUTCOMES, &[&keys.meta, &keys.outcomes], &args)
+            .run(&OutcomesArgs {
+                keys: &keys,
+                counts,
+            })
             .await?;
         Ok(added == 1)
     }
@@ -376,9 +363,7 @@ impl StockStore for RedisStock {
             return Ok(filter.may_hold(sale_id, user_id, key));
         }
         let read_at = std::time::Instant::now();
-        let reply: Vec<Vec<u8>> = self
-            .run(&KEYED_FILTER, &[&keys.keyed, &keys.resv], &[])
-            .await?;
+        let reply: Vec<Vec<u8>> = self.run(&KeyedFilterArgs { keys }).await?;
         let filter = crate::domain::keyed_filter::KeyedFilter::parse(&reply)
             .ok_or_else(|| StoreError::Protocol("unexpected keyed filter reply".into()))?;
         let may = filter.may_hold(sale_id, user_id, key);

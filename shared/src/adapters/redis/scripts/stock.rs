@@ -1,0 +1,252 @@
+//! The arguments of the stock store's scripts: the purchase, release,
+//! resolve and return of a reservation, the orders API's reads and the
+//! outcome tally. See [`super::ScriptCall`] for how each struct is sent.
+
+use super::super::keys::SaleKeys;
+use super::{
+    BUYER_ORDERS, KEYED_FILTER, NO_ARGV, OUTCOMES, PEEK, PURCHASE, RELEASE, RESOLVE, RETURN_UNITS,
+    ScriptCall,
+};
+use redis::{Script, ToRedisArgs};
+
+/// `purchase.lua` (with `ratelimit.lua` and `keyed.lua` before it): the
+/// purchase decision. The hot path: every field is borrowed, so building
+/// it allocates nothing.
+pub(in super::super) struct PurchaseArgs<'a> {
+    /// The buyer's key group: KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers,
+    /// KEYS[4] resv, KEYS[5] userorders, KEYS[6] gateused, KEYS[7]
+    /// ratelimit, KEYS[8] keyed; and ARGV[11], the order id suffix
+    /// (`id_suffix`: "" for a sale of one shard, "-s<k>" for shard k).
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] saleId.
+    pub sale_id: &'a str,
+    /// ARGV[2] userId.
+    pub user_id: &'a str,
+    /// ARGV[3] quantity ([`super::quantity_arg`]).
+    pub quantity: &'a str,
+    /// ARGV[4] Idempotency-Key, or "".
+    pub idempotency_key: &'a str,
+    /// ARGV[5] the nonce of a verified gate pass, or "".
+    pub gate_nonce: &'a str,
+    /// ARGV[6] the source address, or "" when unknown.
+    pub source_ip: &'a str,
+    /// ARGV[7..10] the limiter's defaults: user rate/s, user burst, ip
+    /// rate/s, ip burst ([`super::limit_args`], formatted once).
+    pub limits: &'a [String; 4],
+    /// ARGV[12] the request id ([`super::request_id`]).
+    pub request_id: &'a str,
+}
+
+impl ScriptCall for PurchaseArgs<'_> {
+    fn script() -> &'static Script {
+        &PURCHASE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        [
+            k.meta.as_str(),
+            &k.stock,
+            &k.buyers,
+            &k.resv,
+            &k.user_orders,
+            &k.gate_used,
+            &k.rate_limit,
+            &k.keyed,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        let [user_rate, user_burst, ip_rate, ip_burst] = self.limits;
+        // A tuple, not a `Vec`: nothing is allocated before the command.
+        (
+            self.sale_id,
+            self.user_id,
+            self.quantity,
+            self.idempotency_key,
+            self.gate_nonce,
+            self.source_ip,
+            user_rate.as_str(),
+            user_burst.as_str(),
+            ip_rate.as_str(),
+            ip_burst.as_str(),
+            self.keys.id_suffix.as_str(),
+            self.request_id,
+        )
+    }
+}
+
+/// The five keys `release.lua`, `resolve.lua` and `return_units.lua` take
+/// ("KEYS as in purchase.lua"): KEYS[1] meta, KEYS[2] stock, KEYS[3]
+/// buyers, KEYS[4] resv, KEYS[5] userorders.
+fn holding_keys(k: &SaleKeys) -> [&str; 5] {
+    [&k.meta, &k.stock, &k.buyers, &k.resv, &k.user_orders]
+}
+
+/// `release.lua`: gives back the stock of a reservation proven unused.
+pub(in super::super) struct ReleaseArgs<'a> {
+    /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] orderId.
+    pub order_id: &'a str,
+}
+
+impl ScriptCall for ReleaseArgs<'_> {
+    fn script() -> &'static Script {
+        &RELEASE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        holding_keys(self.keys)
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.order_id
+    }
+}
+
+/// `resolve.lua`: what became of a reservation once the ledger decided it.
+pub(in super::super) struct ResolveArgs<'a> {
+    /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] orderId.
+    pub order_id: &'a str,
+    /// ARGV[2] mode: WRITTEN, REJECTED, REJECTED_LIMIT or ABANDONED.
+    pub mode: &'a str,
+}
+
+impl ScriptCall for ResolveArgs<'_> {
+    fn script() -> &'static Script {
+        &RESOLVE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        holding_keys(self.keys)
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.order_id, self.mode)
+    }
+}
+
+/// `return_units.lua`: an expired order's units back to the sale, once.
+pub(in super::super) struct ReturnUnitsArgs<'a> {
+    /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] orderId.
+    pub order_id: &'a str,
+    /// ARGV[2] userId.
+    pub user_id: &'a str,
+    /// ARGV[3] quantity.
+    pub quantity: u32,
+    /// ARGV[4] nowMs.
+    pub now_ms: i64,
+    /// ARGV[5] the expiry's position in the ledger (`returnSeq`); "" when
+    /// unknown.
+    pub return_seq: Option<u64>,
+}
+
+impl ScriptCall for ReturnUnitsArgs<'_> {
+    fn script() -> &'static Script {
+        &RETURN_UNITS
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        holding_keys(self.keys)
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        // An absent argument would also read as unknown, but the script
+        // has always been sent five: "" keeps the call as it was.
+        let seq = self.return_seq.map(|s| s.to_string()).unwrap_or_default();
+        (self.order_id, self.user_id, self.quantity, self.now_ms, seq)
+    }
+}
+
+/// `peek.lua`: the read-only view of a sale for the orders API.
+pub(in super::super) struct PeekArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] orderId, or "" for none.
+    pub order_id: &'a str,
+}
+
+impl ScriptCall for PeekArgs<'_> {
+    fn script() -> &'static Script {
+        &PEEK
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.meta.as_str(), &self.keys.stock, &self.keys.resv]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.order_id
+    }
+}
+
+/// `buyer_orders.lua`: one buyer's reservations of a sale.
+pub(in super::super) struct BuyerOrdersArgs<'a> {
+    /// The buyer's home key group: KEYS[1] userorders, KEYS[2] resv.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] userId.
+    pub user_id: &'a str,
+}
+
+impl ScriptCall for BuyerOrdersArgs<'_> {
+    fn script() -> &'static Script {
+        &BUYER_ORDERS
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.user_orders.as_str(), &self.keys.resv]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.user_id
+    }
+}
+
+/// `keyed_filter.lua`: the filter of a key group's keyed reservations.
+/// No ARGV.
+pub(in super::super) struct KeyedFilterArgs<'a> {
+    /// KEYS[1] keyed, KEYS[2] resv.
+    pub keys: &'a SaleKeys,
+}
+
+impl ScriptCall for KeyedFilterArgs<'_> {
+    fn script() -> &'static Script {
+        &KEYED_FILTER
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.keyed.as_str(), &self.keys.resv]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        NO_ARGV
+    }
+}
+
+/// `outcomes.lua`: an environment's purchase answers added to the tally.
+pub(in super::super) struct OutcomesArgs<'a> {
+    /// The sale's own keys (a sharded sale's directory): KEYS[1] meta,
+    /// KEYS[2] outcomes.
+    pub keys: &'a SaleKeys,
+    /// ARGV: outcome, count, outcome, count, ...
+    pub counts: &'a [(&'static str, u64)],
+}
+
+impl ScriptCall for OutcomesArgs<'_> {
+    fn script() -> &'static Script {
+        &OUTCOMES
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.meta.as_str(), &self.keys.outcomes]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.counts
+    }
+}

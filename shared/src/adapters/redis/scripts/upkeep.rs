@@ -1,0 +1,424 @@
+//! The arguments of the scripts that keep a sale in Redis: loading and
+//! rebuilding it, moving units between shards, reconcile's reads and
+//! repairs, pause and resume, locks. See [`super::ScriptCall`] for how
+//! each struct is sent.
+
+use super::super::keys::SaleKeys;
+use super::super::rebuild::{DecidedOrder, HeldUnits};
+use super::{
+    HOLDING, LEND, LOAD_SALE, NO_ARGV, REBUILD, RECEIVE, SET_BUYER, SET_STATUS, SET_STOCK,
+    SNAPSHOT, SNAPSHOT_HEAD, ScriptCall, UNLOCK, status_of,
+};
+use crate::domain::Sale;
+use redis::{Script, ToRedisArgs};
+
+/// ARGV[1..8] of `load_sale.lua` and `rebuild.lua`: total, startMs, endMs,
+/// perUserLimit, shards, status, version, expireAtMs; and the gate flag,
+/// which the two read at different positions.
+pub(in super::super) struct SaleMeta<'a> {
+    pub sale: &'a Sale,
+    pub version: i64,
+    pub expire_at_ms: i64,
+}
+
+impl SaleMeta<'_> {
+    fn fields(&self) -> impl ToRedisArgs {
+        let s = self.sale;
+        (
+            s.total_stock,
+            s.start_ms,
+            s.end_ms,
+            s.per_user_limit,
+            s.shards,
+            status_of(s),
+            self.version,
+            self.expire_at_ms,
+        )
+    }
+
+    /// "1" for a gated sale, else "0".
+    fn gate(&self) -> &'static str {
+        if self.sale.gate { "1" } else { "0" }
+    }
+}
+
+/// Which key group `load_sale.lua` loads, and so which keys and trailing
+/// arguments it gets.
+pub(in super::super) enum LoadPart<'a> {
+    /// A sale of one shard: every key of its group and its outcome tally;
+    /// no ARGV past the gate.
+    Whole,
+    /// A sharded sale's directory: meta and the outcome tally only.
+    /// ARGV[10] "0", ARGV[11] "1", ARGV[12] the home table it proposes.
+    Directory { homes: &'a str },
+    /// Shard k of a sharded sale: every key of its group. ARGV[10] its
+    /// share of the stock, ARGV[11] "0".
+    Shard { stock: i64 },
+}
+
+/// `load_sale.lua`: puts a sale into Redis, once.
+pub(in super::super) struct LoadSaleArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, then the keys whose expiry follows the
+    /// sale's end: buyers, resv, userorders, gateused, keyed, and for a
+    /// whole sale outcomes ([`LoadPart`]; a directory: meta, outcomes).
+    pub keys: &'a SaleKeys,
+    /// ARGV[1..8], and ARGV[9] gate.
+    pub meta: &'a SaleMeta<'a>,
+    /// ARGV[10..12].
+    pub part: LoadPart<'a>,
+}
+
+impl ScriptCall for LoadSaleArgs<'_> {
+    fn script() -> &'static Script {
+        &LOAD_SALE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        let group = [
+            k.meta.as_str(),
+            &k.stock,
+            &k.buyers,
+            &k.resv,
+            &k.user_orders,
+            &k.gate_used,
+            &k.keyed,
+        ];
+        match self.part {
+            LoadPart::Whole => [group.as_slice(), &[k.outcomes.as_str()]].concat(),
+            LoadPart::Directory { .. } => vec![k.meta.as_str(), &k.outcomes],
+            LoadPart::Shard { .. } => group.to_vec(),
+        }
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        let tail = match self.part {
+            LoadPart::Whole => Vec::new(),
+            LoadPart::Directory { homes } => vec!["0".to_owned(), "1".to_owned(), homes.to_owned()],
+            LoadPart::Shard { stock } => vec![stock.to_string(), "0".to_owned()],
+        };
+        (self.meta.fields(), self.meta.gate(), tail)
+    }
+}
+
+/// Which key group `rebuild.lua` loads from the ledger.
+pub(in super::super) enum RebuildPart<'a> {
+    /// A sharded sale's directory (meta only): ARGV[9] "0", ARGV[11] "1",
+    /// ARGV[12] the home table it proposes.
+    Directory { homes: &'a str },
+    /// A key group with stock (the sale, or one shard of it).
+    Group {
+        /// ARGV[9] this group's share of the sale item's `available`.
+        stock: i64,
+        /// ARGV[12] ledgerSeq: the `returnSeq` read with `available`
+        /// (ARGV[11] is "").
+        ledger_seq: u64,
+        /// ARGV[13] n, then n triples userId, units held, orderIds joined
+        /// by `,`: the buyers whose home this group is.
+        buyers: Vec<&'a HeldUnits>,
+        /// Then pairs orderId, reservation JSON: the ledger's decided
+        /// orders made on this group.
+        decided: Vec<&'a DecidedOrder>,
+    },
+}
+
+/// `rebuild.lua` (with `keyed.lua` before it): loads a sale from the
+/// ledger, only when it is absent.
+pub(in super::super) struct RebuildArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] userorders; for
+    /// a group also KEYS[5] resv, KEYS[6] keyed.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1..8], and ARGV[10] gate.
+    pub meta: &'a SaleMeta<'a>,
+    /// ARGV[9], ARGV[11..].
+    pub part: RebuildPart<'a>,
+}
+
+impl ScriptCall for RebuildArgs<'_> {
+    fn script() -> &'static Script {
+        &REBUILD
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        let head = [k.meta.as_str(), &k.stock, &k.buyers, &k.user_orders];
+        match self.part {
+            RebuildPart::Directory { .. } => head.to_vec(),
+            RebuildPart::Group { .. } => [head.as_slice(), &[k.resv.as_str(), &k.keyed]].concat(),
+        }
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        let gate = self.meta.gate().to_owned();
+        let rest = match &self.part {
+            RebuildPart::Directory { homes } => {
+                vec!["0".to_owned(), gate, "1".to_owned(), (*homes).to_owned()]
+            }
+            RebuildPart::Group {
+                stock,
+                ledger_seq,
+                buyers,
+                decided,
+            } => {
+                let mut rest = vec![
+                    stock.to_string(),
+                    gate,
+                    String::new(),
+                    ledger_seq.to_string(),
+                    buyers.len().to_string(),
+                ];
+                for b in buyers {
+                    rest.extend([
+                        b.user_id.clone(),
+                        b.units.to_string(),
+                        b.order_ids.join(","),
+                    ]);
+                }
+                for m in decided {
+                    rest.extend([m.order_id.clone(), m.reservation_json()]);
+                }
+                rest
+            }
+        };
+        (self.meta.fields(), rest)
+    }
+}
+
+/// `lend.lua`: a shard gives units to a buyer's home shard that ran out.
+pub(in super::super) struct LendArgs<'a> {
+    /// The lending shard: KEYS[1] meta, KEYS[2] stock, KEYS[3] lent.
+    pub donor: &'a SaleKeys,
+    /// ARGV[1] transfer id.
+    pub transfer_id: &'a str,
+    /// ARGV[2] units the home shard needs.
+    pub need: u64,
+    /// ARGV[3] the home shard.
+    pub home: usize,
+    /// ARGV[4] now (ms).
+    pub now_ms: i64,
+}
+
+impl ScriptCall for LendArgs<'_> {
+    fn script() -> &'static Script {
+        &LEND
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [
+            self.donor.meta.as_str(),
+            &self.donor.stock,
+            &self.donor.lent,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.transfer_id, self.need, self.home, self.now_ms)
+    }
+}
+
+/// `receive.lua`: the home shard takes the units lent to it, once.
+pub(in super::super) struct ReceiveArgs<'a> {
+    /// The home shard: KEYS[1] meta, KEYS[2] stock, KEYS[3] received.
+    pub home: &'a SaleKeys,
+    /// ARGV[1] transfer id.
+    pub transfer_id: &'a str,
+    /// ARGV[2] units, as `lend.lua` answered them (passed on unparsed).
+    pub units: &'a str,
+}
+
+impl ScriptCall for ReceiveArgs<'_> {
+    fn script() -> &'static Script {
+        &RECEIVE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [
+            self.home.meta.as_str(),
+            &self.home.stock,
+            &self.home.received,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.transfer_id, self.units)
+    }
+}
+
+/// `snapshot.lua`: everything a key group holds, in one atomic read. No
+/// ARGV.
+pub(in super::super) struct SnapshotArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] resv; for a
+    /// shard also KEYS[5] lent, KEYS[6] received.
+    pub keys: &'a SaleKeys,
+    /// A shard of a sharded sale: its transfers are read too.
+    pub sharded: bool,
+}
+
+impl ScriptCall for SnapshotArgs<'_> {
+    fn script() -> &'static Script {
+        &SNAPSHOT
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        let mut names = vec![k.meta.as_str(), &k.stock, &k.buyers, &k.resv];
+        if self.sharded {
+            names.extend([k.lent.as_str(), &k.received]);
+        }
+        names
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        NO_ARGV
+    }
+}
+
+/// `snapshot_head.lua`: a key group's stock, total, version, epoch and hash
+/// lengths. No ARGV.
+pub(in super::super) struct SnapshotHeadArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv; for a shard also KEYS[4]
+    /// lent, KEYS[5] received.
+    pub keys: &'a SaleKeys,
+    /// A shard of a sharded sale: its transfers are counted too.
+    pub sharded: bool,
+}
+
+impl ScriptCall for SnapshotHeadArgs<'_> {
+    fn script() -> &'static Script {
+        &SNAPSHOT_HEAD
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        let mut names = vec![k.meta.as_str(), &k.stock, &k.resv];
+        if self.sharded {
+            names.extend([k.lent.as_str(), &k.received]);
+        }
+        names
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        NO_ARGV
+    }
+}
+
+/// `holding.lua`: one buyer's count and live reservations at one instant.
+pub(in super::super) struct HoldingArgs<'a> {
+    /// The buyer's home key group: KEYS[1] buyers, KEYS[2] userorders,
+    /// KEYS[3] resv.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] userId.
+    pub user_id: &'a str,
+}
+
+impl ScriptCall for HoldingArgs<'_> {
+    fn script() -> &'static Script {
+        &HOLDING
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [
+            self.keys.buyers.as_str(),
+            &self.keys.user_orders,
+            &self.keys.resv,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.user_id
+    }
+}
+
+/// `set_buyer.lua`: a buyer's count set by compare and set.
+pub(in super::super) struct SetBuyerArgs<'a> {
+    /// The buyer's home key group: KEYS[1] buyers, KEYS[2] meta.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] userId.
+    pub user_id: &'a str,
+    /// ARGV[2] the units they provably hold.
+    pub units: i64,
+    /// ARGV[3] the count reconcile read.
+    pub read: i64,
+}
+
+impl ScriptCall for SetBuyerArgs<'_> {
+    fn script() -> &'static Script {
+        &SET_BUYER
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.buyers.as_str(), &self.keys.meta]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.user_id, self.units, self.read)
+    }
+}
+
+/// `set_status.lua`: an operator's pause or resume on one key group.
+pub(in super::super) struct SetStatusArgs<'a> {
+    /// KEYS[1] meta.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] LIVE or PAUSED.
+    pub status: &'a str,
+}
+
+impl ScriptCall for SetStatusArgs<'_> {
+    fn script() -> &'static Script {
+        &SET_STATUS
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.meta.as_str()]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.status
+    }
+}
+
+/// `set_stock.lua`: a sale's stock set by compare and set.
+pub(in super::super) struct SetStockArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] the stock reconcile read.
+    pub read: i64,
+    /// ARGV[2] the stock the ledger proves.
+    pub units: i64,
+}
+
+impl ScriptCall for SetStockArgs<'_> {
+    fn script() -> &'static Script {
+        &SET_STOCK
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.keys.meta.as_str(), &self.keys.stock]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.read, self.units)
+    }
+}
+
+/// `unlock.lua`: releases a lock only if its value is still our token.
+pub(in super::super) struct UnlockArgs<'a> {
+    /// KEYS[1] the lock's key.
+    pub lock: &'a str,
+    /// ARGV[1] the owner's token.
+    pub token: &'a str,
+}
+
+impl ScriptCall for UnlockArgs<'_> {
+    fn script() -> &'static Script {
+        &UNLOCK
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        [self.lock]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.token
+    }
+}
