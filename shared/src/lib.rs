@@ -56,8 +56,9 @@
 //!     table and the order index's sale buckets.
 //!   - [`adapters::sqs`]: the order queue on SQS, with definite/ambiguous
 //!     failures, and the operations path's read of the queue and its DLQ.
-//!   - [`adapters::memory`]: in-memory adapters of the stock store, the
-//!     order queue (and its inspection) and the catalog, for unit tests.
+//!   - [`adapters::memory`]: in-memory adapters of every port (the stock
+//!     store and its administration, the order queue and its inspection,
+//!     the catalog, the order store and ledger), for unit tests.
 //!   - [`adapters::aws`]: building SDK clients once, with timeouts fit for a
 //!     hot path. Here because only adapters (and the wiring) use them.
 //!   - [`adapters::secrets`]: the Redis AUTH token and the gate key from
