@@ -479,3 +479,6 @@ pub async fn wire(
         config.prewarm_lead,
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -690,3 +690,6 @@ pub async fn wire(
         ReconcileSettings::default(),
     ))
 }
+
+#[cfg(test)]
+mod tests;
