@@ -3,9 +3,9 @@
 //! # Layout
 //!
 //! Dependencies point inwards: `domain` depends on nothing here but `clock`,
-//! `ports` on `domain`, `app` on both (and on an adapter only where a port
-//! for it does not exist yet), `adapters` implement `ports` with Redis, SQS
-//! and DynamoDB. `observe` is how every layer reports.
+//! `ports` on `domain`, `app` on both (and on the adapters only in its
+//! `wire` functions and as the default type parameters of the operations
+//! path), `adapters` implement `ports` with Redis, SQS and DynamoDB. `observe` is how every layer reports.
 //!
 //! - [`domain`]: values that can only be valid, and the rules on them.
 //!   - [`domain::values`]: `SaleId`, `UserId`, `OrderId`, `Quantity`,
@@ -23,12 +23,15 @@
 //!   - [`domain::keyed_filter`]: which keyed requests a sold-out environment
 //!     may answer itself (no reservation under their key can exist).
 //!   - [`domain::orders`]: order states and the order row.
+//!   - [`domain::ledger`], [`domain::stock_state`]: what the ledger and
+//!     the stock store hold for a sale, as the operations path reads them.
 //!   - [`domain::outcome`]: `Outcome`, the one list of purchase outcome
 //!     codes that the metrics, the tally, the live view and the API error
 //!     codes derive from.
 //! - [`ports`]: the traits where the domain meets the outside (stock store,
-//!   order queue, sale catalog, order store, queue inspection) and the
-//!   outcomes they return.
+//!   order queue, sale catalog, order store; for the operations path stock
+//!   administration, catalog administration, the order ledger and queue
+//!   inspection) and the outcomes they return.
 //! - [`app`]: the use cases, each written against ports or adapters.
 //!   - [`app::purchase`]: reserve in the stock store, hand the order to the
 //!     queue, release only what is proven unsent.
@@ -53,8 +56,9 @@
 //!     table and the order index's sale buckets.
 //!   - [`adapters::sqs`]: the order queue on SQS, with definite/ambiguous
 //!     failures, and the operations path's read of the queue and its DLQ.
-//!   - [`adapters::memory`]: in-memory adapters of the stock store, the
-//!     order queue (and its inspection) and the catalog, for unit tests.
+//!   - [`adapters::memory`]: in-memory adapters of every port (the stock
+//!     store and its administration, the order queue and its inspection,
+//!     the catalog, the order store and ledger), for unit tests.
 //!   - [`adapters::aws`]: building SDK clients once, with timeouts fit for a
 //!     hot path. Here because only adapters (and the wiring) use them.
 //!   - [`adapters::secrets`]: the Redis AUTH token and the gate key from

@@ -5,7 +5,7 @@
 //! - [`dynamo`]: the `sales` table (catalog) and the `orders` table with its
 //!   index.
 //! - [`sqs`]: the order queue.
-//! - [`memory`]: in-memory adapters for unit tests.
+//! - [`memory`]: an in-memory adapter of every port, for unit tests.
 //! - [`aws`]: SDK clients built once, with hot-path timeouts.
 //! - [`secrets`]: the Redis token and gate key from Secrets Manager.
 

@@ -24,22 +24,28 @@
 //! rows and Redis only when they did not move while those were read.
 //!
 //! Redis is read in bounded steps while the sale runs
-//! ([`RedisStock::snapshot`]): the stock and the reservations are compared
+//! ([`StockAdmin::snapshot`]): the stock and the reservations are compared
 //! only when they were read as at one instant (not
 //! [`RedisSnapshot::moving`]), and every buyer whose count the rows and
 //! queued reservations do not explain is read again with their own
-//! reservations in one step ([`RedisStock::holdings`]) and judged on that.
+//! reservations in one step ([`StockAdmin::holdings`]) and judged on that.
+//!
+//! The checker reads through the ports ([`StockAdmin`], [`CatalogAdmin`],
+//! [`OrderLedger`], [`QueueInspector`]); its type parameters default to the
+//! live adapters.
 //!
 //! Its unit tests are in `invariants/tests.rs`.
 
-use crate::adapters::dynamo::catalog::{DynamoCatalog, SaleCounters};
+use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::{Holding, RedisSnapshot, RedisStock, StoredReservation};
+use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::SqsInspector;
 use crate::app::jobs::JobError;
+use crate::domain::ledger::SaleCounters;
 use crate::domain::orders::{Order, OrderStatus};
+use crate::domain::stock_state::{Holding, RedisSnapshot, StoredReservation};
 use crate::domain::{OrderId, Sale, SaleId};
-use crate::ports::{QueueError, QueueInspector};
+use crate::ports::{CatalogAdmin, OrderLedger, QueueError, QueueInspector, StockAdmin};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -312,17 +318,20 @@ pub fn lost_orders(
         .collect()
 }
 
-/// Reads a sale's state from the live stores.
+/// Reads a sale's state from the stores: the stock store, the catalog, the
+/// order ledger and the queue.
 #[derive(Clone)]
-pub struct InvariantChecker<Q = SqsInspector> {
-    stock: RedisStock,
-    catalog: DynamoCatalog,
-    orders: DynamoOrders,
+pub struct InvariantChecker<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoOrders> {
+    stock: S,
+    catalog: C,
+    orders: O,
     queue: Q,
 }
 
-impl<Q: QueueInspector> InvariantChecker<Q> {
-    pub fn new(stock: RedisStock, catalog: DynamoCatalog, orders: DynamoOrders, queue: Q) -> Self {
+impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
+    InvariantChecker<Q, S, C, O>
+{
+    pub fn new(stock: S, catalog: C, orders: O, queue: Q) -> Self {
         Self {
             stock,
             catalog,
@@ -331,15 +340,15 @@ impl<Q: QueueInspector> InvariantChecker<Q> {
         }
     }
 
-    pub fn stock(&self) -> &RedisStock {
+    pub fn stock(&self) -> &S {
         &self.stock
     }
 
-    pub fn catalog(&self) -> &DynamoCatalog {
+    pub fn catalog(&self) -> &C {
         &self.catalog
     }
 
-    pub fn orders(&self) -> &DynamoOrders {
+    pub fn orders(&self) -> &O {
         &self.orders
     }
 

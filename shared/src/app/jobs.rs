@@ -2,17 +2,23 @@
 //! prewarm (load sales before they start; rebuild a running sale whose keys
 //! vanished) and the unpaid release (expire orders past their payment
 //! window and give their units back).
+//!
+//! Written against the ports ([`StockAdmin`], [`CatalogAdmin`],
+//! [`OrderLedger`], [`QueueInspector`]); [`Jobs`]' type parameters default
+//! to the live adapters, which [`wire`] builds.
 
 use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::{DecidedOrder, HeldUnits, LedgerRead, RedisStock, Returned};
+use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::SqsInspector;
+use crate::domain::ledger::{DecidedOrder, HeldUnits, LedgerRead, SaleCounters};
 use crate::domain::orders::OrderStatus;
+use crate::domain::stock_state::{LoadOutcome, Returned};
 use crate::domain::{SaleId, SalePhase};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
-    CatalogError, ExpireOutcome, OrderStore, OrderStoreError, QueueDepth, QueueInspector,
-    SaleCatalog, StockStore, StoreError,
+    CatalogAdmin, CatalogError, ExpireOutcome, OrderLedger, OrderStoreError, QueueDepth,
+    QueueInspector, StockAdmin, StoreError,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,7 +27,7 @@ use std::time::{Duration, Instant};
 /// ago than that can still be pending.
 const PENDING_HORIZON_MS: i64 = 24 * 3_600_000;
 /// Orders expired per query; the job loops until none are due or time is up.
-const RELEASE_CHUNK: i32 = 25;
+const RELEASE_CHUNK: usize = 25;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -36,18 +42,18 @@ pub enum JobError {
 }
 
 /// Loads a sale into Redis (or refreshes it there), marking it loaded on
-/// the sale item first ([`DynamoCatalog::mark_loaded`]): a later loss of
+/// the sale item first ([`CatalogAdmin::mark_loaded`]): a later loss of
 /// its keys is then known to be one, and its rebuild waits for the queue.
 /// Prewarm, the local stack's demo sale and the test and bench set-ups all
 /// load through here.
 pub async fn mark_and_load(
-    catalog: &DynamoCatalog,
-    stock: &RedisStock,
+    catalog: &impl CatalogAdmin,
+    stock: &impl StockAdmin,
     sale: &crate::domain::Sale,
     now_ms: i64,
-) -> Result<crate::adapters::redis::LoadOutcome, JobError> {
-    catalog.mark_loaded(&sale.sale_id, now_ms).await?;
-    Ok(stock.load_sale(sale, now_ms).await?)
+) -> Result<LoadOutcome, JobError> {
+    CatalogAdmin::mark_loaded(catalog, &sale.sale_id, now_ms).await?;
+    Ok(StockAdmin::load_sale(stock, sale, now_ms).await?)
 }
 
 /// What prewarm did for one sale.
@@ -111,10 +117,10 @@ pub struct ReleaseReport {
     pub stopped_early: bool,
 }
 
-pub struct Jobs<Q = SqsInspector> {
-    stock: RedisStock,
-    catalog: DynamoCatalog,
-    orders: DynamoOrders,
+pub struct Jobs<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoOrders> {
+    stock: S,
+    catalog: C,
+    orders: O,
     /// The orders queue and its DLQ, to tell whether messages are in flight
     /// (a rebuild waits while either holds accepted orders not written yet).
     queue: Option<Q>,
@@ -122,14 +128,8 @@ pub struct Jobs<Q = SqsInspector> {
     metrics: Metrics,
 }
 
-impl<Q: QueueInspector> Jobs<Q> {
-    pub fn new(
-        stock: RedisStock,
-        catalog: DynamoCatalog,
-        orders: DynamoOrders,
-        queue: Option<Q>,
-        lead: Duration,
-    ) -> Self {
+impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, S, C, O> {
+    pub fn new(stock: S, catalog: C, orders: O, queue: Option<Q>, lead: Duration) -> Self {
         Self {
             stock,
             catalog,
@@ -151,7 +151,7 @@ impl<Q: QueueInspector> Jobs<Q> {
         &self.metrics
     }
 
-    pub fn catalog(&self) -> &DynamoCatalog {
+    pub fn catalog(&self) -> &C {
         &self.catalog
     }
 
@@ -237,7 +237,7 @@ impl<Q: QueueInspector> Jobs<Q> {
     async fn load_from_truth(
         &self,
         sale: &crate::domain::Sale,
-        counters: crate::adapters::dynamo::catalog::SaleCounters,
+        counters: SaleCounters,
         now_ms: i64,
     ) -> Result<PrewarmOutcome, JobError> {
         // A live sale whose keys are missing was either lost (Redis
@@ -432,7 +432,13 @@ impl<Q: QueueInspector> Jobs<Q> {
     }
 }
 
-impl<Q: QueueInspector> crate::app::purchase::RebuildTrigger for Jobs<Q> {
+impl<Q, S, C, O> crate::app::purchase::RebuildTrigger for Jobs<Q, S, C, O>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: CatalogAdmin,
+    O: OrderLedger,
+{
     fn rebuild<'a>(
         &'a self,
         sale_id: &'a SaleId,
@@ -473,3 +479,6 @@ pub async fn wire(
         config.prewarm_lead,
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,10 +5,8 @@
 //!   `null` when Redis does not hold the sale) and the status buyers see
 //!   (`GET /sales/{saleId}`'s rule, [`crate::app::order_queries::public_status`]).
 //! - `orders`: orders by status, counted on the `bySaleBucketStatus` index
-//!   ([`DynamoOrders::count_of_sale`]); every status the table holds, 0
+//!   ([`OrderLedger::count_of_sale`]); every status the table holds, 0
 //!   when none.
-//!
-//! [`DynamoOrders::count_of_sale`]: crate::adapters::dynamo::orders::DynamoOrders::count_of_sale
 //! - `queue`: the orders queue and its DLQ. They serve every sale, so this
 //!   is the system's lag, not the sale's alone.
 //! - `outcomes`: cumulative purchase answers for the sale by the `Purchases`
@@ -33,7 +31,7 @@ use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::OrderStatus;
 use crate::domain::{Outcome, Sale, SaleId};
-use crate::ports::{QueueDepth, QueueInspector, StockStore, StockView};
+use crate::ports::{CatalogAdmin, OrderLedger, QueueDepth, QueueInspector, StockAdmin, StockView};
 use std::collections::BTreeMap;
 
 /// The statuses an order row can have (`QUEUED` is never stored: it is a
@@ -127,10 +125,16 @@ fn part<T, E: std::fmt::Display>(sale_id: &SaleId, what: &str, read: Result<T, E
 /// Reads the sale's live state from the stores the checker reads; `None`
 /// when the sale does not exist. Fails only when the sale item cannot be
 /// read.
-pub async fn observe(
-    checker: &InvariantChecker<impl QueueInspector>,
+pub async fn observe<Q, S, C, O>(
+    checker: &InvariantChecker<Q, S, C, O>,
     sale_id: &SaleId,
-) -> Result<Option<LiveState>, JobError> {
+) -> Result<Option<LiveState>, JobError>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: CatalogAdmin,
+    O: OrderLedger,
+{
     let Some((sale, last_report)) = checker.catalog().sale_with_report(sale_id).await? else {
         return Ok(None);
     };
@@ -173,10 +177,16 @@ pub async fn observe(
 }
 
 /// The body of `GET /admin/sales/{saleId}/live`; `None` for an unknown sale.
-pub async fn live(
-    checker: &InvariantChecker<impl QueueInspector>,
+pub async fn live<Q, S, C, O>(
+    checker: &InvariantChecker<Q, S, C, O>,
     sale_id: &SaleId,
-) -> Result<Option<serde_json::Value>, JobError> {
+) -> Result<Option<serde_json::Value>, JobError>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: CatalogAdmin,
+    O: OrderLedger,
+{
     Ok(observe(checker, sale_id)
         .await?
         .map(|state| state.body(clock::now_ms())))

@@ -11,10 +11,12 @@
 //! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
 //! - [`live`]: the operator dashboard's view of one sale.
 //!
-//! The operations path (`jobs`, `reconcile`, `invariants`, `live`) reads
-//! the queue through [`crate::ports::QueueInspector`] but still takes the
-//! Redis and DynamoDB adapters themselves (their administration has no port
-//! yet).
+//! The operations path (`jobs`, `reconcile`, `invariants`, `live`) is
+//! generic over its ports ([`crate::ports::StockAdmin`],
+//! [`crate::ports::CatalogAdmin`], [`crate::ports::OrderLedger`],
+//! [`crate::ports::QueueInspector`]), defaulting to the live adapters; its
+//! rules are unit-tested on [`crate::adapters::memory`] in `jobs/tests.rs`
+//! and `reconcile/tests.rs`.
 
 pub mod catalog_cache;
 pub mod invariants;

@@ -39,7 +39,7 @@
 //! for 200,000 buyers), and a scan sends at most one chunk every
 //! [`crate::adapters::redis::SCAN_INTERVAL`], so it never takes more than a
 //! small share of Redis from the purchases. The checks were written for numbers taken at one
-//! instant; the chunked read ([`RedisStock::snapshot`]) keeps what they
+//! instant; the chunked read ([`StockAdmin::snapshot`]) keeps what they
 //! rely on:
 //!
 //! - **The stock against the ledger** (`OVERSELL_RISK`/`STOCK_DRIFT` on the
@@ -79,15 +79,19 @@
 
 use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::{RedisSnapshot, RedisStock, Returned};
+use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::{SqsInspector, SqsQueue};
 use crate::app::invariants::{self, InvariantChecker, SaleState};
 use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
+use crate::domain::stock_state::{Holding, RedisSnapshot, Returned, StoredReservation};
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use crate::observe::metrics::{Counter, Metrics};
-use crate::ports::{OrderQueue, OrderStore, QueueInspector, RejectWrite, Resolution, StockStore};
+use crate::ports::{
+    CatalogAdmin, OrderLedger, OrderQueue, QueueInspector, RejectWrite, Resolution, SaleCatalog,
+    StockAdmin,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -148,20 +152,35 @@ pub struct ReconcileReport {
     pub repairs: Vec<Repair>,
 }
 
-pub struct Reconciler<Q = SqsQueue, I = SqsInspector> {
-    checker: InvariantChecker<I>,
+/// Reconciles sales over the ports; the type parameters default to the
+/// live adapters (SQS, Redis, DynamoDB).
+pub struct Reconciler<
+    Q = SqsQueue,
+    I = SqsInspector,
+    S = RedisStock,
+    C = DynamoCatalog,
+    O = DynamoOrders,
+> {
+    checker: InvariantChecker<I, S, C, O>,
     queue: Q,
     settings: ReconcileSettings,
     metrics: Metrics,
 }
 
-impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
+impl<Q, I, S, C, O> Reconciler<Q, I, S, C, O>
+where
+    Q: OrderQueue,
+    I: QueueInspector,
+    S: StockAdmin,
+    C: CatalogAdmin,
+    O: OrderLedger,
+{
     /// `queue` relays reservations that never reached the queue; `inspector`
     /// reads the same queue (and its DLQ).
     pub fn new(
-        stock: RedisStock,
-        catalog: DynamoCatalog,
-        orders: DynamoOrders,
+        stock: S,
+        catalog: C,
+        orders: O,
         queue: Q,
         inspector: I,
         settings: ReconcileSettings,
@@ -187,11 +206,11 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
     }
 
     /// The invariant checker over the same stores.
-    pub fn checker(&self) -> &InvariantChecker<I> {
+    pub fn checker(&self) -> &InvariantChecker<I, S, C, O> {
         &self.checker
     }
 
-    pub fn catalog(&self) -> &DynamoCatalog {
+    pub fn catalog(&self) -> &C {
         self.checker.catalog()
     }
 
@@ -204,7 +223,7 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
     /// Reconciles every sale that is running or ended within the key TTL.
     pub async fn reconcile_all(&self, now_ms: i64) -> Result<Vec<ReconcileReport>, JobError> {
         let mut reports = Vec::new();
-        for sale in crate::ports::SaleCatalog::list_sales(self.catalog()).await? {
+        for sale in SaleCatalog::list_sales(self.catalog()).await? {
             let open = now_ms >= sale.start_ms
                 && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
             if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
@@ -267,7 +286,7 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
             }
             self.repair(&state, snap, now_ms, &mut report).await;
         }
-        self.store(&report).await;
+        self.store(sale_id, &report).await;
         self.count(&report);
         tracing::info!(
             sale_id = %sale_id,
@@ -412,8 +431,7 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
             return;
         }
         let held_by_user = state.held_by_user();
-        let mut verified: Vec<(&String, &crate::adapters::redis::Holding)> =
-            snap.holdings.iter().collect();
+        let mut verified: Vec<(&String, &Holding)> = snap.holdings.iter().collect();
         verified.sort_by(|a, b| a.0.cmp(b.0));
         for (user, holding) in verified {
             let count = holding.count.unwrap_or(0);
@@ -518,7 +536,7 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
         &self,
         sale: &Sale,
         order_id: &str,
-        resv: &crate::adapters::redis::StoredReservation,
+        resv: &StoredReservation,
         report: &mut ReconcileReport,
     ) {
         let Some(message) = message_of(sale, order_id, resv) else {
@@ -545,7 +563,7 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
         &self,
         sale: &Sale,
         order_id: &str,
-        resv: &crate::adapters::redis::StoredReservation,
+        resv: &StoredReservation,
         report: &mut ReconcileReport,
     ) {
         let Some(message) = message_of(sale, order_id, resv) else {
@@ -625,9 +643,9 @@ impl<Q: OrderQueue, I: QueueInspector> Reconciler<Q, I> {
     }
 
     /// The last report is kept on the sale item for the admin API.
-    async fn store(&self, report: &ReconcileReport) {
+    async fn store(&self, sale_id: &SaleId, report: &ReconcileReport) {
         let json = serde_json::to_string(report).unwrap_or_default();
-        if let Err(err) = self.catalog().store_report(&report.sale_id, &json).await {
+        if let Err(err) = self.catalog().store_report(sale_id, &json).await {
             tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
         }
     }
@@ -637,11 +655,7 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn message_of(
-    sale: &Sale,
-    order_id: &str,
-    resv: &crate::adapters::redis::StoredReservation,
-) -> Option<OrderMessage> {
+fn message_of(sale: &Sale, order_id: &str, resv: &StoredReservation) -> Option<OrderMessage> {
     Some(OrderMessage {
         v: OrderMessage::VERSION,
         order_id: OrderId::parse(order_id).ok()?,
@@ -676,3 +690,6 @@ pub async fn wire(
         ReconcileSettings::default(),
     ))
 }
+
+#[cfg(test)]
+mod tests;

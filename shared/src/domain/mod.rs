@@ -10,16 +10,22 @@
 //! - [`keyed_filter`]: the bit logic of the sold-out fast path for keyed
 //!   requests.
 //! - [`orders`]: order states, reject reasons and the order row.
+//! - [`ledger`]: what the ledger says of a sale for the operations path
+//!   (the sale item's counters, what a rebuild of Redis loads).
+//! - [`stock_state`]: what the stock store holds for a sale as the
+//!   operations path reads it (snapshot, holdings, reservations).
 //! - [`outcome`]: [`Outcome`], the one list of purchase outcome codes
 //!   (metrics, tally, live view and error codes derive from it).
 
 pub mod borrowing;
 pub mod gate;
 pub mod keyed_filter;
+pub mod ledger;
 pub mod orders;
 pub mod outcome;
 pub mod sale_spec;
 pub mod shard_layout;
+pub mod stock_state;
 pub mod values;
 
 pub use outcome::Outcome;

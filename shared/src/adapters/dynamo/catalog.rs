@@ -56,20 +56,7 @@ impl DynamoCatalog {
     }
 }
 
-/// The counters the order-writer and the unpaid release move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SaleCounters {
-    pub available: i64,
-    pub sold: i64,
-    pub version: i64,
-    /// How many expiries have returned units to `available` (each sets the
-    /// next number on its order row): the ledger position a rebuild loads
-    /// Redis at. 0 before the first.
-    pub return_seq: u64,
-    /// Prewarm has loaded it into Redis (`loadedAtMs`): its shard count is
-    /// fixed from then on.
-    pub loaded: bool,
-}
+pub use crate::domain::ledger::SaleCounters;
 
 /// What `upsert_sale` did.
 #[derive(Debug, Clone, PartialEq, Eq)]

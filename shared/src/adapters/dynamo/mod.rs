@@ -4,7 +4,10 @@
 //! - [`orders`]: the `orders` table and the sale counters it moves.
 //! - [`order_index`]: the order item, the sale buckets that spread a sale's
 //!   index entries, the reads that fan out over them, and their backfill.
+//! - `ports`: the operations path's ports ([`crate::ports::CatalogAdmin`],
+//!   [`crate::ports::OrderLedger`]) by delegation to the two above.
 
 pub mod catalog;
 pub mod order_index;
 pub mod orders;
+mod ports;

@@ -44,10 +44,13 @@
 //! - `rebuild.rs`: loading a sale, rebuilding a lost one, returning units.
 //! - `snapshot.rs`: reconcile's paced read and per-buyer holdings.
 //! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
+//! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
 //!
 //! [`StockStore`]: crate::ports::StockStore
+//! [`StockAdmin`]: crate::ports::StockAdmin
 
 mod admin;
+mod admin_port;
 mod connection;
 mod keys;
 mod rebuild;

@@ -23,61 +23,8 @@ pub struct Survivors {
     lent: Vec<PendingTransfer>,
 }
 
-/// A buyer as the source of truth knows them, for a rebuild.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldUnits {
-    pub user_id: String,
-    pub units: u64,
-    pub order_ids: Vec<String>,
-}
-
-/// What a rebuild reads from the ledger: the sale item's `available` and
-/// `returnSeq` (one consistent read), and every decided order as the
-/// reservation Redis keeps for it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LedgerRead {
-    pub available: i64,
-    pub return_seq: u64,
-    pub decided: Vec<DecidedOrder>,
-    /// Every `EXPIRED` order (id, units), whatever its position: a shard
-    /// that survived a partial loss may still be owed their return.
-    pub expired: Vec<(String, i64)>,
-}
-
-/// An order the ledger has decided, as a reservation in `resv`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecidedOrder {
-    pub order_id: String,
-    pub user_id: String,
-    pub quantity: u64,
-    pub at_ms: i64,
-    /// `WRITTEN`, `EXPIRED` or `REJECTED`.
-    pub state: &'static str,
-}
-
-impl DecidedOrder {
-    pub(super) fn reservation_json(&self) -> String {
-        serde_json::json!({
-            "userId": self.user_id,
-            "quantity": self.quantity,
-            "atMs": self.at_ms.to_string(),
-            "state": self.state,
-        })
-        .to_string()
-    }
-}
-
-/// What `return_units` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Returned {
-    Returned {
-        stock: i64,
-    },
-    /// Returned before: nothing changed.
-    Already,
-    /// The sale has no keys; a rebuild reads the units from DynamoDB.
-    SaleMissing,
-}
+pub use crate::domain::ledger::{DecidedOrder, HeldUnits, LedgerRead};
+pub use crate::domain::stock_state::Returned;
 
 impl RedisStock {
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites

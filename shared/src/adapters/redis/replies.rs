@@ -4,17 +4,8 @@
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Quantity};
 use crate::ports::{Reservation, ReserveOutcome, StockView, StoreError};
-use serde::Deserialize;
 
-/// A reservation as the purchase script stores it (the value in `resv`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StoredReservation {
-    pub user_id: String,
-    pub quantity: u64,
-    pub at_ms: String,
-    pub state: String,
-}
+pub use crate::domain::stock_state::StoredReservation;
 
 /// One key group's stock, buyers, reservations and the transfers it received.
 pub(super) struct SnapshotPart {
@@ -250,35 +241,7 @@ pub(super) fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
     OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
 }
 
-/// What `load_sale` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadOutcome {
-    Loaded,
-    /// Already there: stock untouched, window and expiry refreshed.
-    Refreshed {
-        stock: u32,
-    },
-}
-
-/// A borrow whose units left one shard and have not arrived at the other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingTransfer {
-    pub id: String,
-    pub from: u32,
-    pub to: u32,
-    pub units: i64,
-    pub at_ms: i64,
-}
-
-/// One buyer's count and reservations, read in one step (`holding.lua`).
-#[derive(Debug, Clone, Default)]
-pub struct Holding {
-    /// `None` when Redis does not count them at all.
-    pub count: Option<i64>,
-    /// The reservations of the order ids on their list (every `QUEUED` or
-    /// `WRITTEN` one of theirs is there), by order id.
-    pub reservations: std::collections::HashMap<String, StoredReservation>,
-}
+pub use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer};
 
 /// What `peek.lua` saw on one key group.
 pub(super) enum Peeked {

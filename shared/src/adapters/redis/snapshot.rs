@@ -15,29 +15,7 @@ use crate::domain::shard_layout::ShardLayout;
 use crate::ports::StoreError;
 use std::time::Duration;
 
-/// A sale's Redis state, read in bounded steps ([`RedisStock::snapshot`]).
-#[derive(Debug, Clone, Default)]
-pub struct RedisSnapshot {
-    /// Units left, over every shard.
-    pub stock: i64,
-    pub total: i64,
-    pub buyers: std::collections::HashMap<String, i64>,
-    pub reservations: std::collections::HashMap<String, StoredReservation>,
-    /// Units lent by one shard and not yet received by another.
-    pub in_transit: i64,
-    pub pending_transfers: Vec<PendingTransfer>,
-    /// 1 for a sale of one shard.
-    pub shards: u32,
-    /// The stock or the reservations of a key group changed during every
-    /// attempt to read them: they are not as at one instant, so the stock
-    /// is not compared with the ledger on this read (the next run does).
-    pub moving: bool,
-    /// Buyers read again one at a time ([`RedisStock::holdings`]): their
-    /// count and reservations as at one instant. Where a buyer is here,
-    /// the per-buyer checks and repairs go by this, not by `buyers` and
-    /// `reservations` (read in chunks, at different moments).
-    pub holdings: std::collections::HashMap<String, Holding>,
-}
+pub use crate::domain::stock_state::RedisSnapshot;
 
 /// Entries one `HSCAN` asks for: the most a read of reconcile's touches in
 /// one command, whatever the size of the sale (a purchase waits behind at

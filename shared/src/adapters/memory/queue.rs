@@ -1,0 +1,76 @@
+//! The order queue in memory, with its inspection: every message sent
+//! stays on it (nothing receives them), and it has no DLQ.
+
+use crate::domain::OrderMessage;
+use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SendError};
+use std::sync::{Arc, Mutex};
+
+/// What a [`MemoryQueue`] does with the next sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueMode {
+    #[default]
+    Accept,
+    Reject,
+    Ambiguous,
+}
+
+#[derive(Clone, Default)]
+pub struct MemoryQueue {
+    pub sent: Arc<Mutex<Vec<OrderMessage>>>,
+    pub mode: Arc<Mutex<QueueMode>>,
+}
+
+impl MemoryQueue {
+    pub fn set_mode(&self, mode: QueueMode) {
+        if let Ok(mut m) = self.mode.lock() {
+            *m = mode;
+        }
+    }
+
+    pub fn messages(&self) -> Vec<OrderMessage> {
+        self.sent.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+impl OrderQueue for MemoryQueue {
+    async fn send(&self, message: &OrderMessage) -> Result<(), SendError> {
+        let mode = self.mode.lock().map(|m| *m).unwrap_or_default();
+        match mode {
+            QueueMode::Accept => {
+                if let Ok(mut sent) = self.sent.lock() {
+                    sent.push(message.clone());
+                }
+                Ok(())
+            }
+            QueueMode::Reject => Err(SendError::Rejected("memory queue rejects".into())),
+            QueueMode::Ambiguous => {
+                // Like a timeout after the request went out: it did arrive.
+                if let Ok(mut sent) = self.sent.lock() {
+                    sent.push(message.clone());
+                }
+                Err(SendError::Ambiguous("memory queue timed out".into()))
+            }
+        }
+    }
+}
+
+impl QueueInspector for MemoryQueue {
+    async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        Ok(QueueDepth {
+            visible: self.messages().len() as u64,
+            ..QueueDepth::default()
+        })
+    }
+
+    async fn dlq_depth(&self) -> Result<Option<QueueDepth>, QueueError> {
+        Ok(None)
+    }
+
+    async fn order_ids(&self) -> Result<std::collections::HashSet<String>, QueueError> {
+        Ok(self
+            .messages()
+            .iter()
+            .map(|m| m.order_id.to_string())
+            .collect())
+    }
+}

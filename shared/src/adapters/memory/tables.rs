@@ -1,0 +1,470 @@
+//! The `sales` and `orders` tables in memory, with the conditions of the
+//! DynamoDB adapters (see the module map of [`super`]). [`MemoryCatalog`]
+//! and the [`MemoryOrders`] it hands out ([`MemoryCatalog::orders`]) share
+//! the tables, as the order writes move the sale item's counters.
+
+use crate::domain::ledger::SaleCounters;
+use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
+use crate::domain::{OrderId, Sale, SaleId, UserId};
+use crate::ports::{
+    CatalogAdmin, CatalogError, ExpireOutcome, GroupWrite, OrderLedger, OrderStore,
+    OrderStoreError, PayOutcome, RejectWrite, SaleCatalog, SingleWrite,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+struct SaleItem {
+    sale: Sale,
+    counters: SaleCounters,
+    last_report: Option<String>,
+}
+
+#[derive(Default)]
+struct Tables {
+    sales: HashMap<SaleId, SaleItem>,
+    orders: HashMap<OrderId, Order>,
+    /// The per-buyer records: (sale, buyer) -> units held.
+    held: HashMap<(SaleId, String), u64>,
+    /// Request tokens of the group writes that went through.
+    tokens: HashSet<String>,
+}
+
+type Shared = Arc<Mutex<Tables>>;
+
+fn tables(shared: &Shared) -> Result<MutexGuard<'_, Tables>, OrderStoreError> {
+    shared
+        .lock()
+        .map_err(|_| OrderStoreError::Transient("poisoned".into()))
+}
+
+#[derive(Clone, Default)]
+pub struct MemoryCatalog {
+    tables: Shared,
+    reads: Arc<AtomicUsize>,
+}
+
+impl MemoryCatalog {
+    /// Puts a sale in the catalog: a new one with all its stock available,
+    /// an existing one with its definition replaced and its counters kept.
+    pub fn insert(&self, sale: Sale) {
+        if let Ok(mut t) = self.tables.lock() {
+            match t.sales.get_mut(&sale.sale_id) {
+                Some(item) => item.sale = sale,
+                None => {
+                    let counters = SaleCounters {
+                        available: i64::from(sale.total_stock),
+                        sold: 0,
+                        version: 1,
+                        return_seq: 0,
+                        loaded: false,
+                    };
+                    t.sales.insert(
+                        sale.sale_id.clone(),
+                        SaleItem {
+                            sale,
+                            counters,
+                            last_report: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reads made through [`SaleCatalog`].
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// The `orders` table beside this catalog's `sales` table.
+    pub fn orders(&self) -> MemoryOrders {
+        MemoryOrders {
+            tables: self.tables.clone(),
+        }
+    }
+
+    fn tables(&self) -> Result<MutexGuard<'_, Tables>, CatalogError> {
+        self.tables
+            .lock()
+            .map_err(|_| CatalogError::Unavailable("poisoned".into()))
+    }
+}
+
+impl SaleCatalog for MemoryCatalog {
+    async fn get_sale(&self, sale_id: &SaleId) -> Result<Option<Sale>, CatalogError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(self.tables()?.sales.get(sale_id).map(|i| i.sale.clone()))
+    }
+
+    async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let mut sales: Vec<Sale> = self
+            .tables()?
+            .sales
+            .values()
+            .map(|i| i.sale.clone())
+            .collect();
+        sales.sort_by(|a, b| a.sale_id.as_str().cmp(b.sale_id.as_str()));
+        Ok(sales)
+    }
+}
+
+impl CatalogAdmin for MemoryCatalog {
+    async fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, SaleCounters)>, CatalogError> {
+        Ok(self
+            .tables()?
+            .sales
+            .get(sale_id)
+            .map(|i| (i.sale.clone(), i.counters)))
+    }
+
+    async fn mark_loaded(&self, sale_id: &SaleId, _now_ms: i64) -> Result<bool, CatalogError> {
+        let mut t = self.tables()?;
+        let item = t
+            .sales
+            .get_mut(sale_id)
+            .ok_or_else(|| CatalogError::Unavailable(format!("{sale_id}: no sale item")))?;
+        let before = item.counters.loaded;
+        item.counters.loaded = true;
+        Ok(before)
+    }
+
+    async fn store_report(&self, sale_id: &SaleId, json: &str) -> Result<(), CatalogError> {
+        let mut t = self.tables()?;
+        let item = t
+            .sales
+            .get_mut(sale_id)
+            .ok_or_else(|| CatalogError::Unavailable(format!("{sale_id}: no sale item")))?;
+        item.last_report = Some(json.to_owned());
+        Ok(())
+    }
+
+    async fn sale_with_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, Option<String>)>, CatalogError> {
+        Ok(self
+            .tables()?
+            .sales
+            .get(sale_id)
+            .map(|i| (i.sale.clone(), i.last_report.clone())))
+    }
+}
+
+/// The `orders` table; [`MemoryCatalog::orders`] gives one that shares the
+/// catalog's sale items (a default one has no sales: every write is
+/// [`OrderStoreError::SaleMissing`]).
+#[derive(Clone, Default)]
+pub struct MemoryOrders {
+    tables: Shared,
+}
+
+impl MemoryOrders {
+    /// Puts a row as it is, past every condition: the state a bug or a lost
+    /// write could leave, for the checks that must report it.
+    pub fn insert_row(&self, order: Order) {
+        if let Ok(mut t) = self.tables.lock() {
+            t.orders.insert(order.order_id.clone(), order);
+        }
+    }
+}
+
+fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> Order {
+    let m = &order.message;
+    Order {
+        order_id: m.order_id.clone(),
+        sale_id: m.sale_id.clone(),
+        user_id: m.user_id.clone(),
+        quantity: m.quantity,
+        status,
+        created_at_ms: order.created_at_ms,
+        expires_at_ms: (status == OrderStatus::PendingPayment).then_some(order.expires_at_ms),
+        reject_reason: reason,
+        return_seq: None,
+    }
+}
+
+const FAILED: &str = "ConditionalCheckFailed";
+const NONE: &str = "None";
+
+impl OrderStore for MemoryOrders {
+    async fn write_group(
+        &self,
+        sale_id: &SaleId,
+        orders: &[NewOrder],
+        per_user_limit: u32,
+        request_token: &str,
+    ) -> Result<GroupWrite, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        if t.tokens.contains(request_token) {
+            return Ok(GroupWrite::Written);
+        }
+        let mut by_buyer: BTreeMap<String, u64> = BTreeMap::new();
+        for o in orders {
+            *by_buyer.entry(o.message.user_id.to_string()).or_default() +=
+                u64::from(o.message.quantity.get());
+        }
+        if by_buyer.values().any(|u| *u > u64::from(per_user_limit)) {
+            return Ok(GroupWrite::Cancelled(vec!["BuyerOverLimitInGroup".into()]));
+        }
+        let total: u64 = by_buyer.values().sum();
+        let mut codes: Vec<String> = orders
+            .iter()
+            .map(|o| match t.orders.contains_key(&o.message.order_id) {
+                true => FAILED.into(),
+                false => NONE.into(),
+            })
+            .collect();
+        codes.extend(by_buyer.iter().map(|(user, units)| {
+            let held = t
+                .held
+                .get(&(sale_id.clone(), user.clone()))
+                .copied()
+                .unwrap_or(0);
+            match held + units > u64::from(per_user_limit) {
+                true => FAILED.into(),
+                false => NONE.into(),
+            }
+        }));
+        let enough = t
+            .sales
+            .get(sale_id)
+            .is_some_and(|i| i.counters.available >= i64::try_from(total).unwrap_or(i64::MAX));
+        codes.push(if enough { NONE } else { FAILED }.into());
+        if codes.iter().any(|c| c == FAILED) {
+            return Ok(GroupWrite::Cancelled(codes));
+        }
+        for o in orders {
+            t.orders.insert(
+                o.message.order_id.clone(),
+                row(o, OrderStatus::PendingPayment, None),
+            );
+        }
+        for (user, units) in by_buyer {
+            *t.held.entry((sale_id.clone(), user)).or_default() += units;
+        }
+        if let Some(item) = t.sales.get_mut(sale_id) {
+            let total = i64::try_from(total).unwrap_or(i64::MAX);
+            item.counters.available -= total;
+            item.counters.sold += total;
+        }
+        t.tokens.insert(request_token.to_owned());
+        Ok(GroupWrite::Written)
+    }
+
+    async fn write_single(
+        &self,
+        order: &NewOrder,
+        per_user_limit: u32,
+    ) -> Result<SingleWrite, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        let m = &order.message;
+        if let Some(existing) = t.orders.get(&m.order_id) {
+            return Ok(SingleWrite::Duplicate(existing.clone()));
+        }
+        let units = u64::from(m.quantity.get());
+        let buyer = (m.sale_id.clone(), m.user_id.to_string());
+        if t.held.get(&buyer).copied().unwrap_or(0) + units > u64::from(per_user_limit) {
+            return Ok(SingleWrite::OverLimit);
+        }
+        let Some(item) = t.sales.get_mut(&m.sale_id) else {
+            return Err(OrderStoreError::SaleMissing(m.sale_id.clone()));
+        };
+        let q = i64::from(m.quantity.get());
+        if item.counters.available < q {
+            return Ok(SingleWrite::NoStock);
+        }
+        item.counters.available -= q;
+        item.counters.sold += q;
+        *t.held.entry(buyer).or_default() += units;
+        t.orders.insert(
+            m.order_id.clone(),
+            row(order, OrderStatus::PendingPayment, None),
+        );
+        Ok(SingleWrite::Written)
+    }
+
+    async fn write_rejected(
+        &self,
+        order: &NewOrder,
+        reason: RejectReason,
+    ) -> Result<RejectWrite, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        if let Some(existing) = t.orders.get(&order.message.order_id) {
+            return Ok(RejectWrite::Exists(existing.clone()));
+        }
+        t.orders.insert(
+            order.message.order_id.clone(),
+            row(order, OrderStatus::Rejected, Some(reason)),
+        );
+        Ok(RejectWrite::Recorded)
+    }
+
+    async fn get(&self, order_id: &OrderId) -> Result<Option<Order>, OrderStoreError> {
+        Ok(tables(&self.tables)?.orders.get(order_id).cloned())
+    }
+
+    async fn orders_of_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> Result<Vec<Order>, OrderStoreError> {
+        Ok(tables(&self.tables)?
+            .orders
+            .values()
+            .filter(|o| &o.sale_id == sale_id && &o.user_id == user_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn pay(
+        &self,
+        order_id: &OrderId,
+        user_id: &UserId,
+        now_ms: i64,
+    ) -> Result<PayOutcome, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        let Some(order) = t.orders.get_mut(order_id) else {
+            return Ok(PayOutcome::NotFound);
+        };
+        if &order.user_id != user_id {
+            return Ok(PayOutcome::NotFound);
+        }
+        let open = order.expires_at_ms.is_some_and(|at| at > now_ms);
+        Ok(match order.status {
+            OrderStatus::PendingPayment if open => {
+                order.status = OrderStatus::Paid;
+                PayOutcome::Paid(order.clone())
+            }
+            OrderStatus::Paid => PayOutcome::AlreadyPaid(order.clone()),
+            OrderStatus::Expired | OrderStatus::PendingPayment => PayOutcome::Expired,
+            other => PayOutcome::NotPayable(other),
+        })
+    }
+
+    async fn expire(
+        &self,
+        order_id: &OrderId,
+        now_ms: i64,
+    ) -> Result<ExpireOutcome, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        let Some(order) = t.orders.get(order_id).cloned() else {
+            return Ok(ExpireOutcome::NotFound);
+        };
+        let due = order.expires_at_ms.is_some_and(|at| at <= now_ms);
+        if order.status != OrderStatus::PendingPayment || !due {
+            return Ok(ExpireOutcome::NotExpirable);
+        }
+        let units = u64::from(order.quantity.get());
+        let q = i64::from(order.quantity.get());
+        let buyer = (order.sale_id.clone(), order.user_id.to_string());
+        // The transaction's three conditions: the sale item holds the sold
+        // units, the buyer's record (if any) holds the order's.
+        if t.held.get(&buyer).is_some_and(|held| *held < units) {
+            return Err(OrderStoreError::Transient(format!(
+                "{order_id}: expiry cancelled: the buyer's record holds less"
+            )));
+        }
+        let Some(item) = t.sales.get_mut(&order.sale_id) else {
+            return Err(OrderStoreError::SaleMissing(order.sale_id));
+        };
+        if item.counters.sold < q {
+            return Err(OrderStoreError::Transient(format!(
+                "{order_id}: expiry cancelled: the sale item sold less"
+            )));
+        }
+        item.counters.available += q;
+        item.counters.sold -= q;
+        item.counters.return_seq += 1;
+        let seq = item.counters.return_seq;
+        if let Some(held) = t.held.get_mut(&buyer) {
+            *held -= units;
+        } else {
+            t.held.insert(buyer, 0);
+        }
+        let expired = Order {
+            status: OrderStatus::Expired,
+            return_seq: Some(seq),
+            ..order
+        };
+        t.orders.insert(order_id.clone(), expired.clone());
+        Ok(ExpireOutcome::Expired(expired))
+    }
+}
+
+impl OrderLedger for MemoryOrders {
+    async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {
+        let mut orders: Vec<Order> = tables(&self.tables)?
+            .orders
+            .values()
+            .filter(|o| &o.sale_id == sale_id)
+            .cloned()
+            .collect();
+        orders.sort_by(|a, b| {
+            (a.created_at_ms, a.order_id.as_str()).cmp(&(b.created_at_ms, b.order_id.as_str()))
+        });
+        Ok(orders)
+    }
+
+    async fn count_of_sale(
+        &self,
+        sale_id: &SaleId,
+        status: OrderStatus,
+    ) -> Result<u64, OrderStoreError> {
+        let t = tables(&self.tables)?;
+        let n = t
+            .orders
+            .values()
+            .filter(|o| &o.sale_id == sale_id && o.status == status)
+            .count();
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    async fn due_unpaid(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<OrderId>, OrderStoreError> {
+        let t = tables(&self.tables)?;
+        let mut due: Vec<(i64, &OrderId)> = t
+            .orders
+            .values()
+            .filter(|o| &o.sale_id == sale_id && o.status == OrderStatus::PendingPayment)
+            .filter_map(|o| {
+                o.expires_at_ms
+                    .filter(|at| *at <= now_ms)
+                    .map(|at| (at, &o.order_id))
+            })
+            .collect();
+        due.sort_by(|a, b| (a.0, a.1.as_str()).cmp(&(b.0, b.1.as_str())));
+        Ok(due
+            .into_iter()
+            .take(limit)
+            .map(|(_, id)| id.clone())
+            .collect())
+    }
+
+    async fn held_by_all(
+        &self,
+        sale_id: &SaleId,
+        users: &[&UserId],
+    ) -> Result<HashMap<String, u64>, OrderStoreError> {
+        let t = tables(&self.tables)?;
+        Ok(users
+            .iter()
+            .map(|u| {
+                let held = t
+                    .held
+                    .get(&(sale_id.clone(), u.to_string()))
+                    .copied()
+                    .unwrap_or(0);
+                (u.to_string(), held)
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,125 @@
+//! [`StockAdmin`] on Redis: each method hands over to the `RedisStock`
+//! method of the same name (in `rebuild.rs`, `shards.rs`, `snapshot.rs`,
+//! `admin.rs`), so the operations path can be written against the port.
+
+use super::{RedisStock, Survivors};
+use crate::domain::ledger::{HeldUnits, LedgerRead};
+use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
+use crate::domain::{OrderId, Sale, SaleId};
+use crate::ports::{StockAdmin, StoreError};
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::Duration;
+
+impl StockAdmin for RedisStock {
+    type Survivors = Survivors;
+
+    fn load_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+    ) -> impl Future<Output = Result<LoadOutcome, StoreError>> + Send {
+        RedisStock::load_sale(self, sale, version)
+    }
+
+    fn survivors(
+        &self,
+        sale: &Sale,
+    ) -> impl Future<Output = Result<Option<Survivors>, StoreError>> + Send {
+        RedisStock::survivors(self, sale)
+    }
+
+    fn rebuild_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+        ledger: &LedgerRead,
+        buyers: &[HeldUnits],
+        survivors: Option<&Survivors>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        RedisStock::rebuild_sale(self, sale, version, ledger, buyers, survivors)
+    }
+
+    fn return_units(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &str,
+        quantity: u32,
+        return_seq: Option<u64>,
+    ) -> impl Future<Output = Result<Returned, StoreError>> + Send {
+        RedisStock::return_units(self, sale_id, order_id, user_id, quantity, return_seq)
+    }
+
+    fn set_status(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send {
+        RedisStock::set_status(self, sale)
+    }
+
+    fn set_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &str,
+        read: i64,
+        units: i64,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send {
+        RedisStock::set_buyer(self, sale_id, user_id, read, units)
+    }
+
+    fn set_stock(
+        &self,
+        sale_id: &SaleId,
+        read: i64,
+        units: i64,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        RedisStock::set_stock(self, sale_id, read, units)
+    }
+
+    fn complete_transfer(
+        &self,
+        sale_id: &SaleId,
+        transfer: &PendingTransfer,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        RedisStock::complete_transfer(self, sale_id, transfer)
+    }
+
+    fn try_lock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        RedisStock::try_lock(self, sale_id, name, token, ttl)
+    }
+
+    fn unlock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        RedisStock::unlock(self, sale_id, name, token)
+    }
+
+    fn snapshot(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<RedisSnapshot>, StoreError>> + Send {
+        RedisStock::snapshot(self, sale_id)
+    }
+
+    fn holdings(
+        &self,
+        sale_id: &SaleId,
+        users: &[String],
+    ) -> impl Future<Output = Result<HashMap<String, Holding>, StoreError>> + Send {
+        RedisStock::holdings(self, sale_id, users)
+    }
+
+    fn outcomes(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<BTreeMap<String, u64>, StoreError>> + Send {
+        RedisStock::outcomes(self, sale_id)
+    }
+}

@@ -1,0 +1,207 @@
+//! Unit tests of prewarm and the unpaid release on the in-memory adapters
+//! (`tests/lifecycle.rs` and `tests/operators.rs` run the same jobs on
+//! Redis and the emulator).
+
+use super::*;
+use crate::adapters::memory::fixture::Stores;
+use crate::domain::orders::OrderStatus;
+use crate::ports::{OrderLedger, OrderQueue, OrderStore, ReserveOutcome};
+use std::time::{Duration, Instant};
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(10)
+}
+
+#[tokio::test]
+async fn prewarm_loads_a_sale_from_the_ledger_and_keeps_its_pause() {
+    let mut sale = crate::adapters::memory::test_sale("s1", 10, 2).unwrap();
+    sale.paused = true;
+    let w = Stores::with(sale);
+    let jobs = w.jobs();
+    let now = crate::clock::now_ms();
+
+    let outcome = jobs.prewarm_sale(w.sale_id(), now).await.unwrap();
+    assert_eq!(
+        outcome,
+        PrewarmOutcome::Loaded {
+            stock: 10,
+            buyers: 0
+        }
+    );
+    assert!(w.counters().await.loaded, "marked loaded on the sale item");
+    let view = w.view().await.unwrap();
+    assert_eq!((view.remaining, view.paused), (10, true));
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Paused);
+
+    // Every later run refreshes the sale and keeps the operator's pause.
+    let again = jobs.prewarm_sale(w.sale_id(), now + 60_000).await.unwrap();
+    assert_eq!(again, PrewarmOutcome::Refreshed);
+    assert!(w.view().await.unwrap().paused);
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Paused);
+
+    // The resume, kept in the catalog, reaches the loaded sale at once.
+    let mut resumed = w.sale.clone();
+    resumed.paused = false;
+    w.catalog.insert(resumed.clone());
+    assert_eq!(jobs.apply_status(&resumed).await.unwrap(), 1);
+    assert!(!w.view().await.unwrap().paused);
+    let r = w.reserve("u1", 1).await;
+    assert_eq!(r.quantity.get(), 1);
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+}
+
+#[tokio::test]
+async fn a_pause_applied_while_loaded_survives_the_next_prewarm() {
+    let w = Stores::new(10, 2);
+    let jobs = w.jobs();
+    let now = crate::clock::now_ms();
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now).await.unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 10,
+            buyers: 0
+        }
+    );
+    let mut paused = w.sale.clone();
+    paused.paused = true;
+    w.catalog.insert(paused.clone());
+    assert_eq!(jobs.apply_status(&paused).await.unwrap(), 1);
+
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now + 60_000).await.unwrap(),
+        PrewarmOutcome::Refreshed
+    );
+    assert!(w.view().await.unwrap().paused);
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Paused);
+}
+
+#[tokio::test]
+async fn a_lost_sale_waits_for_the_queue_then_is_rebuilt_from_the_ledger() {
+    let w = Stores::new(10, 2);
+    let jobs = w.jobs();
+    let now = crate::clock::now_ms();
+    jobs.prewarm_sale(w.sale_id(), now).await.unwrap();
+    let r = w.reserve("u1", 2).await;
+    let order = w.order_of("u1", &r, r.reserved_at_ms);
+    w.queue.send(&order.message).await.unwrap();
+    w.stock.forget(w.sale_id());
+
+    // Its order is still on the queue: rebuilding now could sell it twice.
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now).await.unwrap(),
+        PrewarmOutcome::WaitingForQueue {
+            in_flight: 1,
+            dlq: 0
+        }
+    );
+    assert!(w.view().await.is_none(), "still not loaded");
+
+    // The writer takes it off the queue and writes it; then the rebuild.
+    w.queue.sent.lock().unwrap().clear();
+    let written = w.orders.write_single(&order, 2).await.unwrap();
+    assert_eq!(written, crate::ports::SingleWrite::Written);
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now).await.unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 8,
+            buyers: 1
+        }
+    );
+    let snap = w.snapshot().await;
+    assert_eq!(snap.stock, 8);
+    assert_eq!(snap.buyers.get("u1"), Some(&2));
+    assert_eq!(snap.reservations[r.order_id.as_str()].state, "WRITTEN");
+    assert_eq!(w.try_reserve("u1", 1).await, {
+        ReserveOutcome::LimitExceeded {
+            order_ids: vec![r.order_id.clone()],
+        }
+    });
+}
+
+#[tokio::test]
+async fn release_unpaid_returns_a_due_orders_units_exactly_once() {
+    let w = Stores::new(10, 2);
+    let jobs = w.jobs();
+    w.load().await;
+    let due = w.reserve("u1", 2).await;
+    w.write("u1", &due, due.reserved_at_ms).await;
+    // Another order, made a minute later: not due yet at `now`.
+    let later = w.reserve("u2", 1).await;
+    w.write("u2", &later, due.reserved_at_ms + 60_000).await;
+    assert_eq!(w.view().await.unwrap().remaining, 7);
+    let now = due.reserved_at_ms + 900_000 + 1;
+
+    let report = jobs.release_unpaid(now, deadline()).await.unwrap();
+    assert_eq!(
+        report,
+        ReleaseReport {
+            expired: 1,
+            units_returned: 2,
+            ..ReleaseReport::default()
+        }
+    );
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+    let snap = w.snapshot().await;
+    assert_eq!(snap.buyers.get("u1"), None, "u1 may buy again");
+    assert_eq!(snap.buyers.get("u2"), Some(&1));
+    assert_eq!(snap.reservations[due.order_id.as_str()].state, "EXPIRED");
+    let counters = w.counters().await;
+    assert_eq!(
+        (counters.available, counters.sold, counters.return_seq),
+        (9, 1, 1)
+    );
+    let row = w.orders.get(&due.order_id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.return_seq),
+        (OrderStatus::Expired, Some(1))
+    );
+    let u1 = crate::domain::UserId::parse("u1").unwrap();
+    let held = w.orders.held_by_all(w.sale_id(), &[&u1]).await.unwrap();
+    assert_eq!(held["u1"], 0);
+    let pending = w.orders.get(&later.order_id).await.unwrap().unwrap();
+    assert_eq!(pending.status, OrderStatus::PendingPayment);
+
+    // A second run finds nothing due and returns nothing.
+    let again = jobs.release_unpaid(now, deadline()).await.unwrap();
+    assert_eq!(again, ReleaseReport::default());
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+    // Nor does a late retry of the Redis step.
+    let retried = w
+        .stock
+        .return_units(w.sale_id(), &due.order_id, "u1", 2, Some(1))
+        .await
+        .unwrap();
+    assert_eq!(retried, Returned::Already);
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+}
+
+#[tokio::test]
+async fn an_expiry_the_rebuild_already_counted_is_not_returned_again() {
+    let w = Stores::new(10, 2);
+    let jobs = w.jobs();
+    w.load().await;
+    let r = w.reserve("u1", 2).await;
+    w.write("u1", &r, r.reserved_at_ms).await;
+    let now = r.reserved_at_ms + 900_001;
+    // The ledger step of the release, then Redis lost the sale before
+    // the units went back: the rebuild reads them from `available`.
+    let expired = w.orders.expire(&r.order_id, now).await.unwrap();
+    assert!(matches!(expired, crate::ports::ExpireOutcome::Expired(_)));
+    w.stock.forget(w.sale_id());
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), crate::clock::now_ms())
+            .await
+            .unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 10,
+            buyers: 0
+        }
+    );
+    let late = w
+        .stock
+        .return_units(w.sale_id(), &r.order_id, "u1", 2, Some(1))
+        .await
+        .unwrap();
+    assert_eq!(late, Returned::Already);
+    assert_eq!(w.view().await.unwrap().remaining, 10);
+}

@@ -1,0 +1,302 @@
+//! Unit tests of reconcile's repairs and of the invariant check on the
+//! in-memory adapters (`tests/reconcile.rs` and `tests/ledger.rs` run them
+//! on Redis and the emulator).
+
+use super::*;
+use crate::adapters::memory::fixture::Stores;
+use crate::domain::orders::Order;
+use crate::ports::{OrderStore, StockAdmin};
+
+const HOUR_MS: i64 = 3_600_000;
+
+fn repair(kind: &'static str, order_id: Option<&OrderId>, detail: &str) -> Repair {
+    Repair {
+        kind,
+        order_id: order_id.map(ToString::to_string),
+        detail: detail.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_reservation_never_written_is_given_up_once_past_the_maximum_age() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let r = w.reserve("u1", 1).await;
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+    let reconciler = w.reconciler();
+    let now = r.reserved_at_ms + HOUR_MS + 1;
+
+    let report = reconciler
+        .reconcile_sale(w.sale_id(), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.violations, vec![]);
+    assert_eq!(
+        report.repairs,
+        vec![repair(
+            "RELEASED_FAILED",
+            Some(&r.order_id),
+            "never became an order within the maximum age; stock released"
+        )]
+    );
+    // The row first, so a late redelivery is a duplicate; then the units.
+    let row = w.orders.get(&r.order_id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.reject_reason),
+        (OrderStatus::Rejected, Some(RejectReason::Abandoned))
+    );
+    assert_eq!(w.view().await.unwrap().remaining, 10);
+    assert!(w.snapshot().await.buyers.is_empty(), "u1 counts nothing");
+    let counters = w.counters().await;
+    assert_eq!(
+        (counters.available, counters.sold),
+        (10, 0),
+        "the ledger never had it"
+    );
+    assert!(w.queue.messages().is_empty(), "given up, not relayed");
+    let (_, stored) = w
+        .catalog
+        .sale_with_report(w.sale_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stored.unwrap().contains("RELEASED_FAILED"));
+
+    // The next run finds it decided: nothing is released twice.
+    let again = reconciler
+        .reconcile_sale(w.sale_id(), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.repairs, vec![]);
+    assert_eq!(w.view().await.unwrap().remaining, 10);
+}
+
+#[tokio::test]
+async fn a_give_up_follows_the_row_written_after_the_read() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let r = w.reserve("u1", 1).await;
+    let reconciler = w.reconciler();
+    let stale = reconciler
+        .checker()
+        .observe(w.sale_id())
+        .await
+        .unwrap()
+        .unwrap();
+    // The writer gets there between reconcile's read and its repair.
+    let order = w.order_of("u1", &r, r.reserved_at_ms);
+    w.orders.write_single(&order, 2).await.unwrap();
+
+    let now = r.reserved_at_ms + HOUR_MS + 1;
+    let (repairs, violations) = reconciler.repair_observed(&stale, now).await;
+    assert_eq!(violations, vec![]);
+    assert_eq!(
+        repairs,
+        vec![repair(
+            "MARKED",
+            Some(&r.order_id),
+            "written meanwhile: reservation marked WRITTEN"
+        )]
+    );
+    assert_eq!(
+        w.view().await.unwrap().remaining,
+        9,
+        "the order keeps its unit"
+    );
+    let row = w.orders.get(&r.order_id).await.unwrap().unwrap();
+    assert_eq!(row.status, OrderStatus::PendingPayment);
+}
+
+#[tokio::test]
+async fn a_reservation_past_the_grace_is_relayed_to_the_queue() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let r = w.reserve("u1", 1).await;
+    let report = w
+        .reconciler()
+        .reconcile_sale(w.sale_id(), r.reserved_at_ms + 61_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        report.repairs,
+        vec![repair(
+            "RELAYED",
+            Some(&r.order_id),
+            "reservation without an order relayed to the queue"
+        )]
+    );
+    let sent: Vec<String> = w
+        .queue
+        .messages()
+        .iter()
+        .map(|m| m.order_id.to_string())
+        .collect();
+    assert_eq!(sent, vec![r.order_id.to_string()]);
+    assert_eq!(w.view().await.unwrap().remaining, 9, "still reserved");
+}
+
+#[tokio::test]
+async fn a_buyer_count_is_lowered_only_if_it_is_still_the_count_read() {
+    let w = Stores::new(10, 3);
+    w.load().await;
+    // Redis counts two units u1 does not hold (a lost release).
+    assert_eq!(w.stock.set_buyer(w.sale_id(), "u1", 0, 2).await.unwrap(), 2);
+    let reconciler = w.reconciler();
+    let stale = reconciler
+        .checker()
+        .observe(w.sale_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stale.redis.as_ref().unwrap().holdings["u1"].count, Some(2));
+
+    // u1 buys after the read: the repair planned on it must not erase that.
+    let r = w.reserve("u1", 1).await;
+    let (repairs, violations) = reconciler.repair_observed(&stale, r.reserved_at_ms).await;
+    assert_eq!((repairs, violations), (vec![], vec![]));
+    assert_eq!(w.snapshot().await.buyers["u1"], 3);
+
+    // A fresh read lowers the count to what u1 provably holds: the one
+    // queued reservation.
+    let now = r.reserved_at_ms + 1_000;
+    let report = reconciler
+        .reconcile_sale(w.sale_id(), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.violations, vec![]);
+    assert_eq!(
+        report.repairs,
+        vec![repair("BUYER_CLEARED", None, "u1: 3 -> 1")]
+    );
+    assert_eq!(w.snapshot().await.buyers["u1"], 1);
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+}
+
+#[tokio::test]
+async fn units_of_an_expiry_redis_never_got_back_are_returned_once() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let r = w.reserve("u1", 2).await;
+    w.write("u1", &r, r.reserved_at_ms).await;
+    // The release expired it in the ledger and stopped before Redis.
+    let now = r.reserved_at_ms + 900_001;
+    w.orders.expire(&r.order_id, now).await.unwrap();
+    let reconciler = w.reconciler();
+
+    let report = reconciler
+        .reconcile_sale(w.sale_id(), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.violations, vec![]);
+    assert_eq!(
+        report.repairs,
+        vec![repair(
+            "UNITS_RETURNED",
+            Some(&r.order_id),
+            "expired order's units given back to Redis"
+        )]
+    );
+    assert_eq!(w.view().await.unwrap().remaining, 10);
+    assert!(w.snapshot().await.buyers.is_empty());
+
+    let again = reconciler
+        .reconcile_sale(w.sale_id(), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.repairs, again.violations), (vec![], vec![]));
+    assert_eq!(w.view().await.unwrap().remaining, 10);
+}
+
+fn row(w: &Stores, id: &str, user: &str, status: OrderStatus) -> Order {
+    Order {
+        order_id: OrderId::parse(id).unwrap(),
+        sale_id: w.sale.sale_id.clone(),
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::new(1).unwrap(),
+        status,
+        created_at_ms: w.sale.start_ms,
+        expires_at_ms: Some(w.sale.start_ms + 900_000),
+        reject_reason: None,
+        return_seq: None,
+    }
+}
+
+#[tokio::test]
+async fn the_check_of_a_consistent_sale_finds_nothing() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let r = w.reserve("u1", 2).await;
+    w.write("u1", &r, r.reserved_at_ms).await;
+    let queued = w.reserve("u2", 1).await;
+    let found = w
+        .reconciler()
+        .checker()
+        .check_sale(w.sale_id(), &[r.order_id.clone(), queued.order_id.clone()])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found, vec![]);
+}
+
+#[tokio::test]
+async fn the_check_reports_an_oversell_and_a_buyer_over_the_limit() {
+    let w = Stores::new(1, 1);
+    w.load().await;
+    // Two rows of one buyer for a stock of one and a limit of one, written
+    // past the ledger's conditions (as a bug would).
+    w.orders
+        .insert_row(row(&w, "o1", "u1", OrderStatus::PendingPayment));
+    w.orders.insert_row(row(&w, "o2", "u1", OrderStatus::Paid));
+    let found = w
+        .reconciler()
+        .checker()
+        .check_sale(w.sale_id(), &[])
+        .await
+        .unwrap()
+        .unwrap();
+    let codes: Vec<&str> = found.iter().map(|v| v.code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            "OVERSELL",
+            "COUNTS_DISAGREE",
+            "USER_OVER_LIMIT",
+            "OVERSELL_RISK",
+            "LEDGER_DISAGREES"
+        ]
+    );
+    assert_eq!(found[0].detail, "orders hold 2 units, sold 0, total 1");
+    assert_eq!(found[2].detail, "u1 holds 2 > 1");
+    assert_eq!(
+        found[3].detail,
+        "u1 holds 2 units but Redis does not count them"
+    );
+    assert_eq!(found[4].detail, "u1: buyer record holds 0, rows hold 2");
+}
+
+#[tokio::test]
+async fn the_check_reports_a_buyer_redis_counts_over_the_limit() {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    w.stock.set_buyer(w.sale_id(), "u1", 0, 3).await.unwrap();
+    let found = w
+        .reconciler()
+        .checker()
+        .check_sale(w.sale_id(), &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![Violation {
+            code: "USER_OVER_LIMIT",
+            detail: "Redis counts u1 at 3 > 2".into(),
+        }]
+    );
+}
