@@ -137,6 +137,62 @@ f: !GetAtt [Stack, Outputs.Url]
 
 // ------------------------------------------------------------------ routes
 
+/// The operator console's routes, as the console page calls them.
+const CONSOLE_ROUTES: [(&str, &str); 7] = [
+    ("GET", "/admin/sales"),
+    ("GET", "/admin/sales/{saleId}"),
+    ("POST", "/admin/sales/{saleId}/end"),
+    ("GET", "/admin/orders/{orderId}"),
+    ("GET", "/admin/sales/{saleId}/orders"),
+    ("GET", "/admin/dlq"),
+    ("POST", "/admin/dlq/redrive"),
+];
+
+/// Every `/admin` route of the template is behind the JWT authorizer with
+/// the admin scope (API Gateway's 403 comes before any function runs), and
+/// the console's routes are among them, dispatched by `admin-api` and
+/// served by the local gateway as admin routes.
+#[test]
+fn every_admin_route_needs_the_admin_scope_and_the_console_has_its_routes() {
+    let template = template_json();
+    let events = template["Resources"]["AdminApiFunction"]["Properties"]["Events"]
+        .as_object()
+        .unwrap();
+    let mut admin_routes = Vec::new();
+    for (name, event) in events {
+        let props = &event["Properties"];
+        let path = props["Path"].as_str().unwrap();
+        assert!(path.starts_with("/admin/"), "{name}: {path}");
+        assert_eq!(props["Auth"]["Authorizer"], "JwtAuthorizer", "{name}");
+        assert_eq!(
+            props["Auth"]["AuthorizationScopes"],
+            json!(["seckill/admin"]),
+            "{name}: {path}"
+        );
+        admin_routes.push((props["Method"].as_str().unwrap().to_uppercase(), path));
+    }
+    for (method, path) in CONSOLE_ROUTES {
+        assert!(
+            admin_routes.iter().any(|(m, p)| m == method && *p == path),
+            "{method} {path} is not in the template"
+        );
+        assert!(admin_api::handler::ROUTES.contains(&format!("{method} {path}").as_str()));
+        let (route, _) = seckill_infra::gateway::match_route(
+            method,
+            &path.replace("{saleId}", "s-1").replace("{orderId}", "o-1"),
+        )
+        .unwrap();
+        assert_eq!(
+            route.path, path,
+            "{method} {path}: the gateway matched another route"
+        );
+        assert!(
+            route.authorized && route.target == seckill_infra::gateway::Target::AdminApi,
+            "{method} {path}"
+        );
+    }
+}
+
 #[test]
 fn a_route_removed_from_the_template_is_reported() {
     let mut template = template_json();

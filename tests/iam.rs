@@ -200,6 +200,19 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         let (status, reply) = client.admin(method, &path, "").await;
         assert_eq!(status, 200, "{method} {path}: {reply}");
     }
+    // The operator console's reads and the DLQ's redrive (an empty DLQ here;
+    // the console's own test drives a full one through the suite recording).
+    for (method, path, body) in [
+        ("GET", "/admin/sales".to_owned(), ""),
+        ("GET", format!("/admin/sales/{id}"), ""),
+        ("GET", format!("/admin/orders/{u1_order}"), ""),
+        ("GET", format!("/admin/sales/{id}/orders?buyer=u1"), ""),
+        ("GET", "/admin/dlq".to_owned(), ""),
+        ("POST", "/admin/dlq/redrive".to_owned(), "{}"),
+    ] {
+        let (status, reply) = client.admin(method, &path, body).await;
+        assert_eq!(status, 200, "{method} {path}: {reply}");
+    }
     // release-unpaid: u2 and u3 never paid; their units sell again.
     let released = eventually(Duration::from_secs(20), || async {
         stack.scheduled.invoke(Job::ReleaseUnpaid).await;

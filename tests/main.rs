@@ -26,6 +26,8 @@
 //! - `lifecycle`: the admin API, prewarm, release, the sale's states.
 //! - `operators`: pause, resume, end now, lookups.
 //! - `live`: the dashboard's poll.
+//! - `console_api`: the operator console's API: the list of sales, one
+//!   sale, end now, order lookups, the DLQ and its redrive.
 //! - `metrics`: the metrics contract end to end.
 //! - `browser`: the pages in headless Chromium (`browser/`: harness and
 //!   scenarios).
@@ -47,6 +49,7 @@ mod cfn;
 mod chaos;
 mod cluster_tls;
 mod consistency;
+mod console_api;
 mod fuzz;
 mod gate;
 mod gateway;

@@ -49,6 +49,8 @@
 //!     queue and DynamoDB state; reconcile, chaos and the bench use it.
 //!   - [`app::live`]: what the operator dashboard polls
 //!     (`GET /admin/sales/{saleId}/live`).
+//!   - [`app::console`]: the operator console: every sale, ending one
+//!     now, the DLQ's messages with the writer's last failure, redrive.
 //! - [`adapters`]: the ports and the operations path on real services.
 //!   - [`adapters::redis`]: the stock store on Redis; the Lua scripts live
 //!     in `shared/lua/` and are compiled in with `include_str!`.
@@ -56,6 +58,8 @@
 //!     table and the order index's sale buckets.
 //!   - [`adapters::sqs`]: the order queue on SQS, with definite/ambiguous
 //!     failures, and the operations path's read of the queue and its DLQ.
+//!   - [`adapters::dead_letters`]: the orders DLQ as operators handle it:
+//!     a look that leaves messages there, and the redrive.
 //!   - [`adapters::memory`]: in-memory adapters of every port (the stock
 //!     store and its administration, the order queue and its inspection,
 //!     the catalog, the order store and ledger), for unit tests.

@@ -226,6 +226,27 @@ pub trait StockStore: Send + Sync {
     fn limiter_failures(&self) -> u64 {
         0
     }
+
+    /// Keeps why the order-writer could not write an order this time (the
+    /// DLQ view's `lastError`), replacing what was kept before. Best effort:
+    /// a store that keeps nothing says `Ok`.
+    fn record_write_error(
+        &self,
+        _sale_id: &SaleId,
+        _failure: &WriteFailure,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// Why the order-writer could not write one order on one receive.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteFailure {
+    pub order_id: OrderId,
+    pub message_id: String,
+    pub error: String,
+    pub at_ms: i64,
 }
 
 /// How a send failed. The distinction decides whether stock may go back.
@@ -616,4 +637,45 @@ pub trait OrderLedger: OrderStore {
         sale_id: &SaleId,
         users: &[&UserId],
     ) -> impl Future<Output = Result<HashMap<String, u64>, OrderStoreError>> + Send;
+}
+
+// ---------------------------------------------------------- dead letters
+
+/// A message on the orders DLQ, read without taking it off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub message_id: String,
+    pub body: String,
+    /// SQS's `ApproximateReceiveCount`: the writer's receives, plus one for
+    /// each read of the DLQ (this one included).
+    pub receive_count: u32,
+}
+
+/// What a redrive moved back to the orders queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// The messages sent to the orders queue and deleted from the DLQ.
+    pub moved: Vec<DeadLetter>,
+    /// Ids asked for that the DLQ did not hold (already moved, or never
+    /// there).
+    pub missing: Vec<String>,
+    /// Why it stopped early, when a send failed after some were moved.
+    pub stopped: Option<String>,
+}
+
+/// The orders queue's DLQ as operators handle it: look at what is in it,
+/// and move messages back to the orders queue once the cause is fixed.
+/// Moving is a send then a delete: a message sent but not deleted is
+/// delivered twice, which the writer's idempotence makes harmless.
+pub trait DeadLetters: Send + Sync {
+    /// Up to `max` messages, each left on the DLQ (visible again at once).
+    fn peek(&self, max: usize) -> impl Future<Output = Result<Vec<DeadLetter>, QueueError>> + Send;
+
+    /// Moves the messages with these ids (`None`: every message, up to
+    /// `max`) back to the orders queue.
+    fn redrive(
+        &self,
+        message_ids: Option<&[String]>,
+        max: usize,
+    ) -> impl Future<Output = Result<Redriven, QueueError>> + Send;
 }

@@ -14,8 +14,9 @@ use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
 use std::convert::Infallible;
 
-/// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 8] = [
+/// The routes this function serves, as `template.yaml` declares them (the
+/// last seven are [`crate::console`]'s).
+pub const ROUTES: [&str; 15] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
@@ -24,6 +25,13 @@ pub const ROUTES: [&str; 8] = [
     "GET /admin/sales/{saleId}/report",
     "GET /admin/sales/{saleId}/live",
     "GET /admin/sales/{saleId}/audit",
+    "GET /admin/sales",
+    "GET /admin/sales/{saleId}",
+    "POST /admin/sales/{saleId}/end",
+    "GET /admin/orders/{orderId}",
+    "GET /admin/sales/{saleId}/orders",
+    "GET /admin/dlq",
+    "POST /admin/dlq/redrive",
 ];
 
 pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
@@ -50,6 +58,9 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         RequestContext::ApiGatewayV2(ctx) => ctx.route_key.unwrap_or_default(),
         _ => String::new(),
     };
+    if let Some(response) = crate::console::route(admin, req, &route_key, &caller).await? {
+        return Ok(response);
+    }
     let sale_id = SaleId::parse(req.path_parameters().first("saleId").unwrap_or_default())
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
     let now = clock::now_ms();
@@ -209,7 +220,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
     }
 }
 
-async fn sale_body(
+pub(crate) async fn sale_body(
     jobs: &seckill_shared::app::jobs::Jobs,
     sale_id: &SaleId,
 ) -> Result<serde_json::Value, ApiError> {
@@ -219,12 +230,22 @@ async fn sale_body(
         .await
         .map_err(unavailable)?
         .ok_or(ApiError::SaleNotFound)?;
-    let mut body = definition(&sale);
+    Ok(record_body(&sale, &counters, clock::now_ms()))
+}
+
+/// A sale as the admin routes answer it: its definition, `saleId`,
+/// `status` at `now` and the table's counters.
+pub(crate) fn record_body(
+    sale: &seckill_shared::domain::Sale,
+    counters: &seckill_shared::adapters::dynamo::catalog::SaleCounters,
+    now: i64,
+) -> serde_json::Value {
+    let mut body = definition(sale);
     body["saleId"] = serde_json::json!(sale.sale_id);
-    body["status"] = serde_json::json!(status_of(&sale, clock::now_ms()));
+    body["status"] = serde_json::json!(status_of(sale, now));
     body["available"] = serde_json::json!(counters.available);
     body["sold"] = serde_json::json!(counters.sold);
-    Ok(body)
+    body
 }
 
 /// The operator's view of where a sale stands.
@@ -239,7 +260,7 @@ fn status_of(sale: &seckill_shared::domain::Sale, now: i64) -> &'static str {
 }
 
 /// A sale's definition as the audit trail keeps it.
-fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
+pub(crate) fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
     serde_json::json!({
         "name": sale.name,
         "totalStock": sale.total_stock,
@@ -257,7 +278,7 @@ fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
 /// after. A structured log line (target `audit`), and an entry kept with the
 /// sale (`GET /admin/sales/{saleId}/audit`). Keeping it is best effort: the
 /// action is done, and the log line holds it either way.
-async fn audit(
+pub(crate) async fn audit(
     jobs: &seckill_shared::app::jobs::Jobs,
     actor: &seckill_shared::domain::UserId,
     sale_id: &SaleId,
@@ -282,7 +303,7 @@ async fn audit(
     }
 }
 
-fn unavailable(err: impl std::fmt::Display) -> ApiError {
+pub(crate) fn unavailable(err: impl std::fmt::Display) -> ApiError {
     tracing::error!(%err, "admin operation failed");
     ApiError::paused("temporarily unavailable; retry shortly")
 }

@@ -135,6 +135,48 @@ pub const ROUTES: &[Route] = &[
         path: "/admin/sales/{saleId}/live",
         target: Target::AdminApi,
         authorized: true,
+    }, // The operator console.
+    Route {
+        method: "GET",
+        path: "/admin/sales",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/sales/{saleId}/end",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/orders/{orderId}",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/orders",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/dlq",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
+        path: "/admin/dlq/redrive",
+        target: Target::AdminApi,
+        authorized: true,
     },
 ];
 

@@ -4,6 +4,10 @@
 //! real sales and constant for junk ids. Both answers are kept for a short
 //! TTL, so a flood of unknown ids costs one database read per id per TTL, and
 //! the map is bounded so such a flood cannot grow memory without limit.
+//! A reader that sees no junk ids (the order-writer) keeps only the sales
+//! found ([`CachedCatalog::forgetting_missing`]): an order for a sale made
+//! a moment later, or redriven from the DLQ once it exists, is written at
+//! once.
 
 use crate::domain::{Sale, SaleId};
 use crate::ports::{CatalogError, SaleCatalog};
@@ -17,6 +21,8 @@ pub struct CachedCatalog<C> {
     inner: C,
     ttl: Duration,
     entries: Mutex<HashMap<SaleId, (Instant, Option<Sale>)>>,
+    /// Whether "no such sale" is kept too.
+    remember_missing: bool,
 }
 
 impl<C: SaleCatalog> CachedCatalog<C> {
@@ -25,7 +31,15 @@ impl<C: SaleCatalog> CachedCatalog<C> {
             inner,
             ttl,
             entries: Mutex::new(HashMap::new()),
+            remember_missing: true,
         }
+    }
+
+    /// The same cache keeping only the sales it found: every lookup of a
+    /// missing sale asks the catalog again.
+    pub fn forgetting_missing(mut self) -> Self {
+        self.remember_missing = false;
+        self
     }
 
     fn cached(&self, sale_id: &SaleId) -> Option<Option<Sale>> {
@@ -55,7 +69,9 @@ impl<C: SaleCatalog> SaleCatalog for CachedCatalog<C> {
         }
         // Errors are not cached: the next request asks again.
         let fresh = self.inner.get_sale(sale_id).await?;
-        self.remember(sale_id, fresh.clone());
+        if fresh.is_some() || self.remember_missing {
+            self.remember(sale_id, fresh.clone());
+        }
         Ok(fresh)
     }
 
@@ -78,6 +94,16 @@ mod tests {
             assert_eq!(cache.get_sale(&id).await.unwrap(), None);
         }
         assert_eq!(inner.reads(), 1);
+    }
+
+    #[tokio::test]
+    async fn forgetting_missing_keeps_only_the_sales_found() {
+        let inner = MemoryCatalog::default();
+        let cache = CachedCatalog::new(inner.clone(), Duration::from_secs(60)).forgetting_missing();
+        let id = SaleId::parse("nope").unwrap();
+        cache.get_sale(&id).await.unwrap();
+        cache.get_sale(&id).await.unwrap();
+        assert_eq!(inner.reads(), 2);
     }
 
     #[tokio::test]

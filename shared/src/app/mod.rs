@@ -10,6 +10,8 @@
 //! - [`reconcile`]: compare the stores, repair what is provably safe.
 //! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
 //! - [`live`]: the operator dashboard's view of one sale.
+//! - [`console`]: the operator console: the list of sales, ending a sale
+//!   now, the DLQ's messages and their redrive.
 //!
 //! The operations path (`jobs`, `reconcile`, `invariants`, `live`) is
 //! generic over its ports ([`crate::ports::StockAdmin`],
@@ -19,6 +21,7 @@
 //! and `reconcile/tests.rs`.
 
 pub mod catalog_cache;
+pub mod console;
 pub mod invariants;
 pub mod jobs;
 pub mod live;

@@ -112,6 +112,11 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         &self.metrics
     }
 
+    /// The stock store it reads reservations from.
+    pub fn stock(&self) -> &S {
+        &self.stock
+    }
+
     /// The same service with the sale gate's key.
     pub fn with_gate(mut self, gate: crate::domain::gate::Gate) -> Self {
         self.gate = Some(gate);
@@ -249,7 +254,18 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 Err(QueryError::NotFound)
             };
         }
-        self.queued(order_id, caller)
+        self.queued(order_id, Some(caller))
+            .await?
+            .ok_or(QueryError::NotFound)
+    }
+
+    /// `GET /admin/orders/{orderId}`: any buyer's order, as its buyer sees
+    /// it (`QUEUED` while only its reservation exists).
+    pub async fn any_order(&self, order_id: &OrderId) -> Result<Order, QueryError> {
+        if let Some(order) = self.orders.get(order_id).await? {
+            return Ok(order);
+        }
+        self.queued(order_id, None)
             .await?
             .ok_or(QueryError::NotFound)
     }
@@ -268,7 +284,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 "this order was rejected: no stock was left for it",
             )),
             PayOutcome::NotPayable(_) => Err(QueryError::NotPayable("this order cannot be paid")),
-            PayOutcome::NotFound => match self.queued(order_id, caller).await? {
+            PayOutcome::NotFound => match self.queued(order_id, Some(caller)).await? {
                 Some(_) => Err(QueryError::NotPayable(
                     "this order is still being created; pay once it is PENDING_PAYMENT",
                 )),
@@ -277,11 +293,12 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         }
     }
 
-    /// The caller's order as `QUEUED`, if a reservation for it exists.
+    /// The order as `QUEUED`, if a reservation for it exists (and, with a
+    /// `caller`, is theirs).
     async fn queued(
         &self,
         order_id: &OrderId,
-        caller: &UserId,
+        caller: Option<&UserId>,
     ) -> Result<Option<Order>, QueryError> {
         for sale_id in self.open_sale_ids().await? {
             let Some(view) = self.stock.view(&sale_id, Some(order_id)).await? else {
@@ -290,13 +307,17 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             let Some(resv) = view.reservation else {
                 continue;
             };
-            if resv.user_id != caller.as_str() || resv.state == "REJECTED" {
+            if caller.is_some_and(|c| resv.user_id != c.as_str()) || resv.state == "REJECTED" {
                 return Ok(None);
             }
+            let owner = match caller {
+                Some(caller) => caller.clone(),
+                None => UserId::parse(&resv.user_id).map_err(|e| StoreError::Protocol(e.0))?,
+            };
             return Ok(Some(queued_order(
                 order_id.clone(),
                 sale_id,
-                caller,
+                &owner,
                 &resv,
             )?));
         }

@@ -19,6 +19,10 @@
 //! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
 //!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, and `DlqMoves`
 //!    (failures on a record's last receive, which SQS moves to the DLQ).
+//! 7. Why each order failed is kept in the stock store
+//!    ([`StockStore::record_write_error`]), so the operator's DLQ view can
+//!    say what the writer last failed with (a poison record's reason is
+//!    its body's, read again by the view).
 
 use crate::clock;
 use crate::domain::orders::{NewOrder, RejectReason};
@@ -26,7 +30,7 @@ use crate::domain::{OrderMessage, SaleId};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
     GroupWrite, OrderStore, OrderStoreError, RejectWrite, Resolution, SaleCatalog, SingleWrite,
-    StockStore,
+    StockStore, WriteFailure,
 };
 use std::collections::BTreeMap;
 use tracing::Instrument;
@@ -54,6 +58,8 @@ pub struct BatchReport {
     pub rejected: usize,
     pub poison: usize,
     pub transient: usize,
+    /// Why each order reported in `failed` (poison records aside) failed.
+    pub failures: Vec<(SaleId, WriteFailure)>,
 }
 
 /// An order of the batch and every message that carried it.
@@ -132,7 +138,20 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             }
         }
         self.count(records, &report);
+        self.keep_failures(&report.failures).await;
         report
+    }
+
+    /// Keeps why each order failed, for the DLQ view. Best effort, and off
+    /// the write's own path: the store being out of reach stops it at the
+    /// first failure rather than waiting out a timeout per order.
+    async fn keep_failures(&self, failures: &[(SaleId, WriteFailure)]) {
+        for (sale_id, failure) in failures {
+            if let Err(err) = self.stock.record_write_error(sale_id, failure).await {
+                tracing::warn!(%sale_id, %err, "could not keep why orders failed");
+                return;
+            }
+        }
     }
 
     /// The batch's metrics, zeros included (every batch is a data point).
@@ -171,11 +190,11 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             Ok(Some(sale)) => sale,
             Ok(None) => {
                 tracing::error!(%sale_id, "orders for a sale missing from the sales table; left for retry and the DLQ");
-                return fail_all(entries, report);
+                return fail_all(entries, report, "the sale is not in the sales table");
             }
             Err(err) => {
                 tracing::warn!(%sale_id, %err, "sale catalog unavailable; batch retried");
-                return fail_all(entries, report);
+                return fail_all(entries, report, &err.to_string());
             }
         };
         let orders: Vec<NewOrder> = entries
@@ -216,7 +235,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             }
             Err(err) => {
                 tracing::warn!(%sale_id, %err, "group write failed; batch retried");
-                fail_all(entries, report);
+                fail_all(entries, report, &err.to_string());
             }
         }
     }
@@ -251,13 +270,13 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
                     self.reject(entry, order, RejectReason::OverLimit, report)
                         .await;
                 }
-                Err(OrderStoreError::SaleMissing(sale_id)) => {
-                    tracing::error!(%sale_id, "sale item missing; retried, then the DLQ");
-                    fail_one(entry, report);
+                Err(err @ OrderStoreError::SaleMissing(_)) => {
+                    tracing::error!(%err, "sale item missing; retried, then the DLQ");
+                    fail_one(entry, report, &err.to_string());
                 }
                 Err(err) => {
                     tracing::warn!(%err, "transient write failure; retried");
-                    fail_one(entry, report);
+                    fail_one(entry, report, &err.to_string());
                 }
             }
         }
@@ -295,7 +314,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             }
             Err(err) => {
                 tracing::warn!(%err, "could not record the rejection; retried");
-                fail_one(entry, report);
+                fail_one(entry, report, &format!("recording the rejection: {err}"));
             }
         }
     }
@@ -337,14 +356,28 @@ fn message_span(entry: &Entry) -> tracing::Span {
     )
 }
 
-fn fail_one(entry: &Entry, report: &mut BatchReport) {
+/// Kept errors are cut to this many characters: enough for an SDK error
+/// and its causes, bounded whatever a store answers.
+const MAX_ERROR_CHARS: usize = 500;
+
+fn fail_one(entry: &Entry, report: &mut BatchReport, why: &str) {
     report.transient += 1;
     report.failed.extend(entry.message_ids.iter().cloned());
+    report.failures.push((
+        entry.message.sale_id.clone(),
+        WriteFailure {
+            order_id: entry.message.order_id.clone(),
+            // The same order twice in one batch: one failure, both ids.
+            message_id: entry.message_ids.join(","),
+            error: why.chars().take(MAX_ERROR_CHARS).collect(),
+            at_ms: clock::now_ms(),
+        },
+    ));
 }
 
-fn fail_all(entries: &[Entry], report: &mut BatchReport) {
+fn fail_all(entries: &[Entry], report: &mut BatchReport, why: &str) {
     for entry in entries {
-        fail_one(entry, report);
+        fail_one(entry, report, why);
     }
 }
 

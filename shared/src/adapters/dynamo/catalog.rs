@@ -91,20 +91,44 @@ impl DynamoCatalog {
         let Some(item) = out.item else {
             return Ok(None);
         };
-        let n = |name: &str| match item.get(name) {
-            Some(AttributeValue::N(v)) => v
-                .parse::<i64>()
-                .map_err(|_| CatalogError::Malformed(format!("{name} is not a number"))),
-            _ => Err(CatalogError::Malformed(format!("{name} missing"))),
-        };
-        let counters = SaleCounters {
-            available: n("available")?,
-            sold: n("sold")?,
-            version: n("version").unwrap_or(1),
-            return_seq: n("returnSeq").map_or(0, |v| u64::try_from(v).unwrap_or(0)),
-            loaded: item.contains_key("loadedAtMs"),
-        };
-        Ok(Some((sale_from_item(&item)?, counters)))
+        Ok(Some((sale_from_item(&item)?, counters_from_item(&item)?)))
+    }
+
+    /// Every sale with its counters, for the operator's list. A scan: the
+    /// table holds one small item per sale, so a few pages at most. A
+    /// malformed item is logged and left out, as [`SaleCatalog::list_sales`]
+    /// does.
+    pub async fn list_records(&self) -> Result<Vec<(Sale, SaleCounters)>, CatalogError> {
+        let mut records = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                // Not the audit trail or the last report: they can be large.
+                .projection_expression(LISTED.map(|(alias, _)| alias).join(", "))
+                .set_expression_attribute_names(Some(
+                    LISTED
+                        .iter()
+                        .map(|(alias, name)| ((*alias).to_owned(), (*name).to_owned()))
+                        .collect(),
+                ))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for item in out.items() {
+                match sale_from_item(item).and_then(|s| Ok((s, counters_from_item(item)?))) {
+                    Ok(record) => records.push(record),
+                    Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
+                }
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(records),
+            }
+        }
     }
 
     /// Creates a sale, or updates its definition, and returns it as it was
@@ -389,6 +413,44 @@ impl SaleCatalog for DynamoCatalog {
             }
         }
     }
+}
+
+/// The attributes the operator's list reads (each under an alias: some
+/// are reserved words). `price` is read when the item has one.
+const LISTED: [(&str, &str); 16] = [
+    ("#k", "saleId"),
+    ("#n", "name"),
+    ("#t", "totalStock"),
+    ("#s", "startAt"),
+    ("#e", "endAt"),
+    ("#l", "perUserLimit"),
+    ("#w", "paymentWindowSeconds"),
+    ("#h", "shards"),
+    ("#g", "gate"),
+    ("#p", "paused"),
+    ("#a", "available"),
+    ("#o", "sold"),
+    ("#v", "version"),
+    ("#r", "returnSeq"),
+    ("#m", "loadedAtMs"),
+    ("#c", "price"),
+];
+
+/// The counters of a sale item.
+fn counters_from_item(item: &Item) -> Result<SaleCounters, CatalogError> {
+    let n = |name: &str| match item.get(name) {
+        Some(AttributeValue::N(v)) => v
+            .parse::<i64>()
+            .map_err(|_| CatalogError::Malformed(format!("{name} is not a number"))),
+        _ => Err(CatalogError::Malformed(format!("{name} missing"))),
+    };
+    Ok(SaleCounters {
+        available: n("available")?,
+        sold: n("sold")?,
+        version: n("version").unwrap_or(1),
+        return_seq: n("returnSeq").map_or(0, |v| u64::try_from(v).unwrap_or(0)),
+        loaded: item.contains_key("loadedAtMs"),
+    })
 }
 
 pub fn sale_to_item(sale: &Sale) -> Item {

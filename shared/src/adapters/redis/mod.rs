@@ -45,6 +45,8 @@
 //! - `snapshot.rs`: reconcile's paced read and per-buyer holdings.
 //! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
 //! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
+//! - `write_errors.rs`: why the order-writer last failed each order (the
+//!   DLQ view's `lastError`).
 //!
 //! [`StockStore`]: crate::ports::StockStore
 //! [`StockAdmin`]: crate::ports::StockAdmin
@@ -59,6 +61,7 @@ mod scripts;
 mod shards;
 mod snapshot;
 mod stock_store;
+mod write_errors;
 
 pub use crate::config::RateLimits;
 pub use crate::domain::shard_layout::ShardLayout;
@@ -67,6 +70,7 @@ pub use rebuild::{DecidedOrder, HeldUnits, LedgerRead, Returned, Survivors};
 pub use replies::{Holding, LoadOutcome, PendingTransfer, StoredReservation};
 pub use scripts::PURCHASE_SOURCE;
 pub use snapshot::{RedisSnapshot, SCAN_CHUNK, SCAN_INTERVAL};
+pub use write_errors::WRITE_ERRORS_TTL;
 
 use connection::Conn;
 use std::time::Duration;

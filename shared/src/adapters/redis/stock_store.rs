@@ -335,6 +335,14 @@ impl StockStore for RedisStock {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    async fn record_write_error(
+        &self,
+        sale_id: &SaleId,
+        failure: &crate::ports::WriteFailure,
+    ) -> Result<(), StoreError> {
+        self.keep_write_error(sale_id, failure).await
+    }
+
     async fn keyed_may_exist(
         &self,
         sale_id: &SaleId,

@@ -1,0 +1,329 @@
+//! The operator console's use cases, beyond one sale's set-up (`admin-api`
+//! translates them):
+//!
+//! - [`sales_newest_first`]: every sale with its counters, newest start
+//!   first (`GET /admin/sales`).
+//! - [`end_now`]: a sale's end moved to now through the same path as a
+//!   `PUT` with an earlier end: the table first (every job loads from it),
+//!   then Redis at once, so the next purchase is `410 SALE_ENDED`
+//!   (`POST /admin/sales/{saleId}/end`).
+//! - [`dead_letters`]: the DLQ's messages, each with its order and what
+//!   the order-writer last failed with (`GET /admin/dlq`); [`redrive`]
+//!   moves them back to the orders queue (`POST /admin/dlq/redrive`).
+//!
+//! The order lookups are [`crate::app::order_queries::OrderQueries`]'
+//! (`any_order`, `my_orders` for a given buyer): the same answer the buyer
+//! gets.
+
+use crate::adapters::dynamo::catalog::{SaleCounters, Upsert};
+use crate::adapters::redis::RedisStock;
+use crate::app::jobs::{JobError, Jobs, PrewarmOutcome};
+use crate::app::order_writer;
+use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
+use crate::ports::{DeadLetter, DeadLetters, QueueInspector, Redriven, WriteFailure};
+use std::collections::BTreeMap;
+
+/// How many DLQ messages the view shows at most (the DLQ's depth, in
+/// `/live`, says how many there are).
+pub const DLQ_VIEW_LIMIT: usize = 100;
+/// How many messages one redrive moves at most; the operator asks again
+/// for the rest.
+pub const REDRIVE_LIMIT: usize = 500;
+
+/// Every sale with its counters, newest start first (then by id, so the
+/// order is stable). The `sales` table holds one small item per sale, so
+/// this is a scan of a few pages.
+pub async fn sales_newest_first<Q: QueueInspector>(
+    jobs: &Jobs<Q>,
+) -> Result<Vec<(Sale, SaleCounters)>, JobError> {
+    let mut sales = jobs.catalog().list_records().await?;
+    sales.sort_by(|(a, _), (b, _)| {
+        b.start_ms
+            .cmp(&a.start_ms)
+            .then_with(|| a.sale_id.cmp(&b.sale_id))
+    });
+    Ok(sales)
+}
+
+/// What ending a sale now did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndNow {
+    /// Ended: the sale as it was before, and what the refresh of Redis did.
+    Ended {
+        before: Box<Sale>,
+        prewarm: PrewarmOutcome,
+    },
+    NotFound,
+    AlreadyEnded,
+    /// Someone changed the sale meanwhile; nothing was written.
+    Conflict,
+}
+
+/// Ends a sale at `now_ms`. A sale that has not started ends before it
+/// ever opens: its start moves to the same instant (a sale's window cannot
+/// close before it opens).
+pub async fn end_now<Q: QueueInspector>(
+    jobs: &Jobs<Q>,
+    sale_id: &SaleId,
+    now_ms: i64,
+) -> Result<EndNow, JobError> {
+    let Some((sale, _)) = jobs.catalog().get_record(sale_id).await? else {
+        return Ok(EndNow::NotFound);
+    };
+    if sale.phase_at(now_ms) == SalePhase::Ended {
+        return Ok(EndNow::AlreadyEnded);
+    }
+    let ended = Sale {
+        start_ms: sale.start_ms.min(now_ms),
+        end_ms: now_ms,
+        ..sale.clone()
+    };
+    match jobs.catalog().upsert_sale(&ended, now_ms).await?.0 {
+        Upsert::Updated => {}
+        // Deleted and made again meanwhile, or refused by the edit rule
+        // (which an end alone never is): not the sale that was read.
+        Upsert::Created | Upsert::Conflict | Upsert::StartedStockChange | Upsert::Loaded(_) => {
+            return Ok(EndNow::Conflict);
+        }
+    }
+    // Redis at once, as after a PUT: the next purchase is refused.
+    let prewarm = jobs.prewarm_sale(sale_id, now_ms).await?;
+    Ok(EndNow::Ended {
+        before: Box::new(sale),
+        prewarm,
+    })
+}
+
+/// One message of the DLQ as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DlqEntry {
+    pub letter: DeadLetter,
+    /// The order it carries, or why its body is not an order message (the
+    /// reason the writer refused it).
+    pub order: Result<OrderMessage, String>,
+    /// What the order-writer last failed with for that order.
+    pub last_failure: Option<WriteFailure>,
+}
+
+impl DlqEntry {
+    pub fn body(&self) -> serde_json::Value {
+        let order = self.order.as_ref().ok();
+        let last_error = match &self.order {
+            Err(why) => Some(format!("not an order message: {why}")),
+            Ok(_) => self.last_failure.as_ref().map(|f| f.error.clone()),
+        };
+        serde_json::json!({
+            "messageId": self.letter.message_id,
+            "orderId": order.map(|o| &o.order_id),
+            "saleId": order.map(|o| &o.sale_id),
+            "userId": order.map(|o| &o.user_id),
+            "quantity": order.map(|o| o.quantity),
+            "receiveCount": self.letter.receive_count,
+            "lastError": last_error,
+        })
+    }
+}
+
+/// The DLQ's messages (at most [`DLQ_VIEW_LIMIT`]), left where they are,
+/// each with its order and the writer's last failure for it. A failure
+/// that cannot be read (Redis out of reach) shows as unknown.
+pub async fn dead_letters(
+    dlq: &impl DeadLetters,
+    stock: &RedisStock,
+) -> Result<Vec<DlqEntry>, JobError> {
+    let letters = dlq
+        .peek(DLQ_VIEW_LIMIT)
+        .await
+        .map_err(|e| JobError::Queue(e.0))?;
+    let mut entries: Vec<DlqEntry> = letters
+        .into_iter()
+        .map(|letter| DlqEntry {
+            order: order_writer::parse(&letter.body).map(|(message, _)| message),
+            letter,
+            last_failure: None,
+        })
+        .collect();
+    // One read per sale of the orders it has there.
+    let mut by_sale: BTreeMap<SaleId, Vec<OrderId>> = BTreeMap::new();
+    for entry in &entries {
+        if let Ok(message) = &entry.order {
+            by_sale
+                .entry(message.sale_id.clone())
+                .or_default()
+                .push(message.order_id.clone());
+        }
+    }
+    for (sale_id, order_ids) in by_sale {
+        let ids: Vec<&OrderId> = order_ids.iter().collect();
+        let failures = match stock.write_errors(&sale_id, &ids).await {
+            Ok(failures) => failures,
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "DLQ view: cannot read the writer's failures");
+                continue;
+            }
+        };
+        for (order_id, failure) in order_ids.iter().zip(failures) {
+            for entry in entries
+                .iter_mut()
+                .filter(|e| e.order.as_ref().is_ok_and(|m| &m.order_id == order_id))
+            {
+                entry.last_failure.clone_from(&failure);
+            }
+        }
+    }
+    Ok(entries)
+}
+
+/// How many message ids one redrive may name.
+pub const MAX_REDRIVE_IDS: usize = 100;
+
+/// The body of `POST /admin/dlq/redrive`: `{"messageIds": [...]}` names the
+/// messages, `{}` means every one. The error names what is wrong.
+pub fn parse_redrive(body: &[u8]) -> Result<Option<Vec<String>>, String> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|_| "body is not valid JSON; {} redrives every message".to_owned())?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| "body must be a JSON object".to_owned())?;
+    if let Some(unknown) = obj.keys().find(|k| k.as_str() != "messageIds") {
+        return Err(format!("unknown field {unknown:?}; allowed: messageIds"));
+    }
+    let Some(ids) = obj.get("messageIds") else {
+        return Ok(None);
+    };
+    let shape = || {
+        format!(
+            "messageIds must be a list of 1 to {MAX_REDRIVE_IDS} message ids (letters, digits, - and _); {{}} redrives every message"
+        )
+    };
+    let ids = ids.as_array().ok_or_else(shape)?;
+    if ids.is_empty() || ids.len() > MAX_REDRIVE_IDS {
+        return Err(shape());
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = id
+            .as_str()
+            .filter(|id| {
+                (1..=128).contains(&id.len())
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+            .ok_or_else(shape)?;
+        if !out.iter().any(|seen: &String| seen == id) {
+            out.push(id.to_owned());
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Moves DLQ messages back to the orders queue: these ids, or every
+/// message (`None`), at most [`REDRIVE_LIMIT`] in one call. Safe to repeat:
+/// the writer is idempotent by order id.
+pub async fn redrive(
+    dlq: &impl DeadLetters,
+    message_ids: Option<&[String]>,
+) -> Result<Redriven, JobError> {
+    let done = dlq
+        .redrive(message_ids, REDRIVE_LIMIT)
+        .await
+        .map_err(|e| JobError::Queue(e.0))?;
+    if let Some(why) = &done.stopped {
+        tracing::warn!(moved = done.moved.len(), %why, "redrive stopped early");
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(body: &str) -> DeadLetter {
+        DeadLetter {
+            message_id: "m-1".into(),
+            body: body.into(),
+            receive_count: 6,
+        }
+    }
+
+    #[test]
+    fn a_dlq_entry_shows_its_order_and_last_error() {
+        let body = serde_json::json!({
+            "v": 1, "orderId": "o-1", "saleId": "s-1", "userId": "auth0|x", "quantity": 2,
+            "shard": 0, "reservedAt": "2026-11-30T03:00:00.000Z"
+        })
+        .to_string();
+        let entry = DlqEntry {
+            order: order_writer::parse(&body).map(|(m, _)| m),
+            letter: letter(&body),
+            last_failure: Some(WriteFailure {
+                order_id: OrderId::parse("o-1").unwrap(),
+                message_id: "m-1".into(),
+                error: "order store unavailable: throttled".into(),
+                at_ms: 1,
+            }),
+        };
+        assert_eq!(
+            entry.body(),
+            serde_json::json!({
+                "messageId": "m-1", "orderId": "o-1", "saleId": "s-1", "userId": "auth0|x",
+                "quantity": 2, "receiveCount": 6,
+                "lastError": "order store unavailable: throttled",
+            })
+        );
+        let unknown = DlqEntry {
+            last_failure: None,
+            ..entry
+        };
+        assert!(unknown.body()["lastError"].is_null());
+    }
+
+    #[test]
+    fn a_redrive_names_messages_or_takes_every_one() {
+        assert_eq!(parse_redrive(b"{}"), Ok(None));
+        assert_eq!(
+            parse_redrive(br#"{"messageIds": ["a-1", "b_2", "a-1"]}"#),
+            Ok(Some(vec!["a-1".to_owned(), "b_2".to_owned()]))
+        );
+        for bad in [
+            &b""[..],
+            b"[]",
+            b"null",
+            br#"{"messageIds": []}"#,
+            br#"{"messageIds": "a-1"}"#,
+            br#"{"messageIds": [1]}"#,
+            br#"{"messageIds": ["a b"]}"#,
+            br#"{"messageIds": [""]}"#,
+            br#"{"all": true}"#,
+        ] {
+            let err = parse_redrive(bad).unwrap_err();
+            assert!(
+                err.contains("messageIds") || err.contains("JSON"),
+                "{}: {err}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many: Vec<String> = (0..=MAX_REDRIVE_IDS).map(|n| format!("m{n}")).collect();
+        let body = serde_json::json!({ "messageIds": many }).to_string();
+        assert!(parse_redrive(body.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_poison_message_says_why_it_is_not_an_order() {
+        let entry = DlqEntry {
+            order: order_writer::parse("not json").map(|(m, _)| m),
+            letter: letter("not json"),
+            last_failure: None,
+        };
+        let body = entry.body();
+        assert!(body["orderId"].is_null() && body["saleId"].is_null());
+        assert!(
+            body["lastError"]
+                .as_str()
+                .unwrap()
+                .starts_with("not an order message: "),
+            "{body}"
+        );
+    }
+}
