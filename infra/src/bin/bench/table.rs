@@ -105,3 +105,16 @@ pub(crate) fn print(bench: &Bench, crowd: &Crowd, table: Table) {
 fn ms(us: Option<f64>) -> String {
     us.map_or_else(|| "-".into(), |us| format!("{:.2}", us / 1000.0))
 }
+
+/// Rows alone, without the tables' headers (`--only-ceiling`).
+pub(crate) fn print_rows(rows: &[Row]) {
+    for row in rows {
+        println!(
+            "{:<48} {:>10.0}/s  p50 {} ms  p99 {} ms",
+            row.label,
+            row.per_sec,
+            ms(row.p50),
+            ms(row.p99)
+        );
+    }
+}
