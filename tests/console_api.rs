@@ -105,6 +105,72 @@ async fn the_list_and_one_sale() {
     refused_to_a_buyer(&client, "GET", &format!("/admin/sales/{older}"), "").await;
 }
 
+/// The sell-out time: null while units are left; then the moment the
+/// script took the last unit (Redis's own record, exactly), and the time
+/// from the start; kept when a later buyer is refused. For a sale of one
+/// shard and of four (the last shard to run dry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sell_out_time_is_recorded_once() {
+    use redis::AsyncCommands;
+    use seckill_shared::adapters::redis::SaleKeys;
+    use seckill_shared::domain::SaleId;
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let mut redis = redis::Client::open(std::env::var("REDIS_URL").unwrap())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for shards in [1u32, 4] {
+        let id = unique("soldout");
+        let start = clock::now_ms() - 1_000;
+        let (status, reply) = client
+            .put_sale(&id, &sale_json(8, 1, shards, start, start + 3_600_000))
+            .await;
+        assert_eq!(status, 201, "{reply}");
+        for n in 0..7 {
+            assert_eq!(client.buy(&id, &format!("u{n}")).await.0, 202);
+        }
+        let sale = admin_sale(&client, &id).await;
+        assert!(
+            sale["soldOutAt"].is_null() && sale["timeToSellOutMs"].is_null(),
+            "{sale}"
+        );
+        // The last unit (after borrowing, for the sharded sale).
+        let mut n = 7;
+        while client.buy(&id, &format!("u{n}")).await.0 == 202 {
+            n += 1;
+        }
+        assert_eq!(n, 8, "exactly the stock sold");
+        let sale_id = SaleId::parse(&id).unwrap();
+        let groups: Vec<SaleKeys> = if shards > 1 {
+            (0..shards).map(|k| SaleKeys::shard(&sale_id, k)).collect()
+        } else {
+            vec![SaleKeys::new(&sale_id)]
+        };
+        let mut recorded = Vec::new();
+        for keys in &groups {
+            let at: Option<i64> = redis.hget(&keys.meta, "soldOutAtMs").await.unwrap();
+            recorded.push(at.expect("every group ran dry"));
+        }
+        let sold_out_at = *recorded.iter().max().unwrap();
+        let sale = admin_sale(&client, &id).await;
+        assert_eq!(sale["soldOutAt"], clock::rfc3339_ms(sold_out_at), "{sale}");
+        assert_eq!(sale["timeToSellOutMs"], sold_out_at - start, "{sale}");
+        assert_eq!(
+            sale["status"], "LIVE",
+            "the window is open; buyers see SOLD_OUT"
+        );
+        // Refusals after it change nothing.
+        let (status, reply) = client.buy(&id, "late").await;
+        assert_eq!((status, code(&reply)), (410, "SOLD_OUT"));
+        assert_eq!(
+            admin_sale(&client, &id).await["soldOutAt"],
+            sale["soldOutAt"]
+        );
+    }
+}
+
 /// End now: the next purchase is `410 SALE_ENDED` and stays so through
 /// every job; the orders taken before are kept; audited as `end`. For a
 /// sale of one shard and of four, and for one that had not started.

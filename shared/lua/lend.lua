@@ -29,7 +29,13 @@ if stock < 1 then
   return {'SHORT'}
 end
 local give = math.min(stock, math.max(need, math.floor(stock / 2)))
-redis.call('DECRBY', KEYS[2], give)
+local left = redis.call('DECRBY', KEYS[2], give)
+-- A shard emptied by lending ran dry too: with every shard's first dry
+-- moment kept, the latest is the sharded sale's sell-out (as purchase.lua
+-- records it for the shard that sells its last unit).
+if left == 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSETNX', KEYS[1], 'soldOutAtMs', ARGV[4])
+end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3] .. ':' .. give .. ':' .. ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[1], 'epoch', 1)

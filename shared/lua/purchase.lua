@@ -1,7 +1,8 @@
 -- purchase.lua: the whole purchase decision, atomically.
 --
 -- KEYS[1] sale:{S}:meta        hash  total, startMs, endMs, perUserLimit, shards,
---                                    status, version, expireAtMs, ledgerSeq
+--                                    status, version, expireAtMs, ledgerSeq,
+--                                    soldOutAtMs (set here, once)
 -- KEYS[2] sale:{S}:stock       int   units left
 -- KEYS[3] sale:{S}:buyers      hash  userId -> units held
 -- KEYS[4] sale:{S}:resv        hash  orderId -> reservation JSON
@@ -163,6 +164,12 @@ local function reply(r)
 end
 
 local left = redis.call('DECRBY', stock_key, qty)
+-- The sell-out's moment, once: the call that takes the group's last unit
+-- (GET /admin/sales/{saleId}'s soldOutAt). A compare on every purchase,
+-- one write per sale.
+if left == 0 then
+  redis.call('HSETNX', meta_key, 'soldOutAtMs', tostring(now))
+end
 redis.call('HINCRBY', buyers_key, user, qty)
 redis.call('HSET', resv_key, order_id, cjson.encode({
   userId = user, quantity = qty, atMs = tostring(now), state = 'QUEUED' }))

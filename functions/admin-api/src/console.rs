@@ -43,7 +43,20 @@ pub async fn route(
         }
         "GET /admin/sales/{saleId}" => {
             let sale_id = sale_id(req)?;
-            let body = sale_body(jobs, &sale_id).await?;
+            let (sale, counters) = jobs
+                .catalog()
+                .get_record(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let mut body = record_body(&sale, &counters, now);
+            let sold_out = console::sell_out(admin.queries.stock(), &sale).await;
+            if let (Some(body), serde_json::Value::Object(fields)) = (
+                body.as_object_mut(),
+                console::sell_out_fields(&sale, sold_out),
+            ) {
+                body.extend(fields);
+            }
             http::json(200, &body)
         }
         "POST /admin/sales/{saleId}/end" => {

@@ -11,6 +11,9 @@
 //!   the order-writer last failed with (`GET /admin/dlq`); [`redrive`]
 //!   moves them back to the orders queue (`POST /admin/dlq/redrive`).
 //!
+//! - [`sell_out`]: when a sale first sold out, and how long that took from
+//!   its start (`GET /admin/sales/{saleId}` and `/live`).
+//!
 //! The order lookups are [`crate::app::order_queries::OrderQueries`]'
 //! (`any_order`, `my_orders` for a given buyer): the same answer the buyer
 //! gets.
@@ -92,6 +95,29 @@ pub async fn end_now<Q: QueueInspector>(
         before: Box::new(sale),
         prewarm,
     })
+}
+
+/// `soldOutAt` (RFC 3339) and `timeToSellOutMs` (from the start) of a sale
+/// that sold out at `sold_out_at_ms`; both `null` before (or when unknown).
+pub fn sell_out_fields(sale: &Sale, sold_out_at_ms: Option<i64>) -> serde_json::Value {
+    serde_json::json!({
+        "soldOutAt": sold_out_at_ms.map(crate::clock::rfc3339_ms),
+        "timeToSellOutMs": sold_out_at_ms.map(|at| (at - sale.start_ms).max(0)),
+    })
+}
+
+/// When the sale first sold out, as Redis recorded it ([`RedisStock::sold_out_at`]);
+/// `None` before, and when Redis cannot be read (logged: the rest of a
+/// view goes on without it).
+pub async fn sell_out(stock: &RedisStock, sale: &Sale) -> Option<i64> {
+    stock
+        .sold_out_at(sale)
+        .await
+        .map_err(
+            |err| tracing::warn!(sale_id = %sale.sale_id, %err, "cannot read the sell-out time"),
+        )
+        .ok()
+        .flatten()
 }
 
 /// One message of the DLQ as the operator sees it.
@@ -277,6 +303,23 @@ mod tests {
             ..entry
         };
         assert!(unknown.body()["lastError"].is_null());
+    }
+
+    #[test]
+    fn the_time_to_sell_out_runs_from_the_start() {
+        let sale = crate::adapters::memory::test_sale("s1", 10, 1).unwrap();
+        let at = sale.start_ms + 3_250;
+        assert_eq!(
+            sell_out_fields(&sale, Some(at)),
+            serde_json::json!({
+                "soldOutAt": crate::clock::rfc3339_ms(at),
+                "timeToSellOutMs": 3_250,
+            })
+        );
+        assert_eq!(
+            sell_out_fields(&sale, None),
+            serde_json::json!({"soldOutAt": null, "timeToSellOutMs": null})
+        );
     }
 
     #[test]

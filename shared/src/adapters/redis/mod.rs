@@ -45,6 +45,7 @@
 //! - `snapshot.rs`: reconcile's paced read and per-buyer holdings.
 //! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
 //! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
+//! - `sell_out.rs`: when a sale first sold out.
 //! - `write_errors.rs`: why the order-writer last failed each order (the
 //!   DLQ view's `lastError`).
 //!
@@ -58,6 +59,7 @@ mod keys;
 mod rebuild;
 mod replies;
 mod scripts;
+mod sell_out;
 mod shards;
 mod snapshot;
 mod stock_store;
