@@ -558,3 +558,112 @@ async fn the_dlq_says_why_and_a_redrive_makes_each_order_once() {
     assert_eq!(redrives[0]["actor"], "ops-1");
     assert_eq!(redrives[0]["after"]["orderIds"], json!([order_id]));
 }
+
+/// `/live`'s funnel: the outcomes per 10-second bucket, summing to the
+/// tally exactly, kept in Redis (a second look, as after a reload, shows
+/// the same), at most the last hour's buckets; and the sell-out time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_funnel_adds_up_to_the_tally_and_keeps_its_bound() {
+    use redis::AsyncCommands;
+    use seckill_shared::adapters::redis::{FUNNEL_BUCKET_MS, FUNNEL_BUCKETS};
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let mut redis = redis::Client::open(std::env::var("REDIS_URL").unwrap())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let id = unique("funnel");
+    // Started over an hour ago: a full funnel of earlier buckets fits.
+    let start = clock::now_ms() - 2 * 3_600_000;
+    let (status, _) = client
+        .put_sale(&id, &sale_json(3, 1, 1, start, start + 4 * 3_600_000))
+        .await;
+    assert_eq!(status, 201);
+    let key = format!("sale:{{{id}}}:funnel");
+    let first = start - start.rem_euclid(FUNNEL_BUCKET_MS) + FUNNEL_BUCKET_MS;
+    for n in 0..FUNNEL_BUCKETS {
+        let at = first + i64::try_from(n).unwrap() * FUNNEL_BUCKET_MS;
+        let _: () = redis
+            .hset(&key, at.to_string(), r#"{"SOLD_OUT":1}"#)
+            .await
+            .unwrap();
+    }
+    let mut answers = std::collections::BTreeMap::<String, u64>::new();
+    for user in ["a", "b", "a", "c", "d", "e"] {
+        let (status, reply) = client.buy(&id, user).await;
+        let outcome = if status == 202 {
+            "ACCEPTED"
+        } else {
+            code(&reply)
+        };
+        *answers.entry(outcome.to_owned()).or_default() += 1;
+    }
+    assert_eq!(
+        answers,
+        [("ACCEPTED", 3), ("LIMIT_EXCEEDED", 1), ("SOLD_OUT", 2)]
+            .map(|(o, n)| (o.to_owned(), n))
+            .into()
+    );
+    let live = || async {
+        let (status, live) = client
+            .admin("GET", &format!("/admin/sales/{id}/live"), "")
+            .await;
+        assert_eq!(status, 200, "{live}");
+        live
+    };
+    // The flush runs every second; the seeded buckets count SOLD_OUT once
+    // each on top of what the tally holds.
+    let flushed = eventually(Duration::from_secs(10), || async {
+        live().await["outcomes"]["ACCEPTED"] == 3
+    })
+    .await;
+    assert!(flushed, "{}", live().await);
+    let view = live().await;
+    let funnel = view["funnel"].as_array().unwrap();
+    assert_eq!(funnel.len(), FUNNEL_BUCKETS, "bounded: the oldest went");
+    assert_eq!(
+        funnel[0]["atMs"],
+        first + FUNNEL_BUCKET_MS,
+        "the oldest dropped"
+    );
+    let newest = funnel.last().unwrap();
+    let now = clock::now_ms();
+    let at = newest["atMs"].as_i64().unwrap();
+    assert!(
+        at % FUNNEL_BUCKET_MS == 0 && at <= now && at > now - 30_000,
+        "{newest}"
+    );
+    let mut summed = std::collections::BTreeMap::<String, u64>::new();
+    for bucket in funnel
+        .iter()
+        .filter(|b| b["atMs"].as_i64().unwrap() > first + 3_600_000)
+    {
+        for (outcome, n) in bucket["outcomes"].as_object().unwrap() {
+            *summed.entry(outcome.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    summed.retain(|_, n| *n > 0);
+    assert_eq!(
+        summed, answers,
+        "the recent buckets add up to this run's answers"
+    );
+    for (outcome, n) in &answers {
+        assert_eq!(view["outcomes"][outcome], *n, "the tally: {outcome}");
+    }
+    let seeded: u64 = funnel
+        .iter()
+        .map(|b| b["outcomes"]["SOLD_OUT"].as_u64().unwrap())
+        .sum();
+    assert_eq!(seeded, u64::try_from(FUNNEL_BUCKETS).unwrap() - 1 + 2);
+    assert_eq!(redis.hlen::<_, usize>(&key).await.unwrap(), FUNNEL_BUCKETS);
+    // A reload reads the same history.
+    assert_eq!(live().await["funnel"], view["funnel"]);
+    // The sell-out, as the sale's own view has it.
+    let sale = admin_sale(&client, &id).await;
+    assert!(sale["soldOutAt"].is_string(), "{sale}");
+    assert_eq!(
+        (&view["soldOutAt"], &view["timeToSellOutMs"]),
+        (&sale["soldOutAt"], &sale["timeToSellOutMs"])
+    );
+}

@@ -566,7 +566,26 @@ pub trait StockAdmin: StockStore {
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<std::collections::BTreeMap<String, u64>, StoreError>> + Send;
+
+    /// When the sale first sold out (ms); `None` before (or never recorded).
+    fn sold_out_at(
+        &self,
+        _sale: &Sale,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// The answers per 10-second bucket since the start, oldest first.
+    fn funnel(
+        &self,
+        _sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Vec<FunnelBucket>, StoreError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
 }
+
+/// One bucket of a sale's funnel: its start (ms) and its answers by outcome.
+pub type FunnelBucket = (i64, std::collections::BTreeMap<String, u64>);
 
 // ------------------------------------------------------ catalog administration
 

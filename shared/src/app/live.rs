@@ -19,6 +19,11 @@
 //!   them ([`crate::domain::Outcome::ALL`]'s), present even when `outcomes`
 //!   is `null`: the page's rows come from here, not from a copy of its own.
 //! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
+//! - `soldOutAt`, `timeToSellOutMs`: when the sale first sold out and how
+//!   long from its start ([`crate::app::console::sell_out_fields`]).
+//! - `funnel`: the outcomes per 10-second bucket since the start, oldest
+//!   first, from `sale:{S}:funnel` (the same flush as `outcomes`, so the
+//!   same lag; the last hour at most): the history a reload keeps.
 //!
 //! Everything is read, nothing written. The sale item comes first (404 for
 //! an unknown sale; 503 when the table cannot be read); the other reads run
@@ -57,13 +62,21 @@ pub struct LiveState {
     pub outcomes: Option<BTreeMap<String, u64>>,
     /// The last reconcile report's JSON, if any.
     pub last_report: Option<String>,
+    /// From Redis: when the sale first sold out (inner `None`: not yet).
+    pub sold_out_at_ms: Option<Option<i64>>,
+    /// From Redis: the outcomes per bucket, oldest first.
+    pub funnel: Option<Vec<crate::ports::FunnelBucket>>,
 }
 
 impl LiveState {
     /// The stores that could not be read, as `unavailable` names them.
     pub fn unavailable(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        if self.stock.is_none() || self.outcomes.is_none() {
+        if self.stock.is_none()
+            || self.outcomes.is_none()
+            || self.sold_out_at_ms.is_none()
+            || self.funnel.is_none()
+        {
             out.push("redis");
         }
         if self.orders.is_none() {
@@ -79,14 +92,17 @@ impl LiveState {
     pub fn body(&self, now_ms: i64) -> serde_json::Value {
         let view = self.stock.as_ref().and_then(Option::as_ref);
         let (_, status) = crate::app::order_queries::public_status(&self.sale, now_ms, view);
-        let outcomes = self.outcomes.as_ref().map(|counted| {
-            let mut outcomes: BTreeMap<&str, u64> =
-                Outcome::listed().map(|o| (o.as_str(), 0)).collect();
-            for (outcome, n) in counted {
-                outcomes.insert(outcome.as_str(), *n);
-            }
-            outcomes
+        let outcomes = self.outcomes.as_ref().map(listed_at_zero);
+        let funnel = self.funnel.as_ref().map(|buckets| {
+            buckets
+                .iter()
+                .map(|(at, counted)| {
+                    serde_json::json!({"atMs": at, "outcomes": listed_at_zero(counted)})
+                })
+                .collect::<Vec<_>>()
         });
+        let sell_out =
+            crate::app::console::sell_out_fields(&self.sale, self.sold_out_at_ms.flatten());
         let last_report = self.last_report.as_deref().and_then(|raw| {
             serde_json::from_str::<serde_json::Value>(raw)
                 .map_err(|err| tracing::warn!(sale_id = %self.sale.sale_id, %err, "stored reconcile report is not JSON"))
@@ -111,9 +127,21 @@ impl LiveState {
             "outcomes": outcomes,
             "outcomeCodes": Outcome::listed().map(Outcome::as_str).collect::<Vec<_>>(),
             "lastReport": last_report,
+            "soldOutAt": sell_out["soldOutAt"],
+            "timeToSellOutMs": sell_out["timeToSellOutMs"],
+            "funnel": funnel,
             "unavailable": self.unavailable(),
         })
     }
+}
+
+/// Counts by outcome with every listed outcome present, 0 until it happens.
+fn listed_at_zero(counted: &BTreeMap<String, u64>) -> BTreeMap<&str, u64> {
+    let mut outcomes: BTreeMap<&str, u64> = Outcome::listed().map(|o| (o.as_str(), 0)).collect();
+    for (outcome, n) in counted {
+        outcomes.insert(outcome.as_str(), *n);
+    }
+    outcomes
 }
 
 /// A part of the view, or `None` (logged) when its store cannot be read.
@@ -158,12 +186,14 @@ where
         let counted = tokio::try_join!(count(a), count(b), count(c), count(d))?;
         Ok::<_, JobError>(BTreeMap::from([counted.0, counted.1, counted.2, counted.3]))
     };
-    let (view, outcomes, orders, queue, dlq) = tokio::join!(
+    let (view, outcomes, orders, queue, dlq, sold_out_at, funnel) = tokio::join!(
         stock.view(sale_id, None),
         stock.outcomes(sale_id),
         orders,
         checker.queue().depth(),
         dlq,
+        stock.sold_out_at(&sale),
+        stock.funnel(sale_id),
     );
     Ok(Some(LiveState {
         sale,
@@ -173,6 +203,8 @@ where
         dlq: part(sale_id, "the DLQ", dlq),
         outcomes: part(sale_id, "the outcome tally", outcomes),
         last_report,
+        sold_out_at_ms: part(sale_id, "the sell-out time", sold_out_at),
+        funnel: part(sale_id, "the funnel", funnel),
     }))
 }
 
@@ -216,6 +248,11 @@ mod tests {
                 ("SOLD_OUT".into(), 9),
             ])),
             last_report: Some(r#"{"saleId":"s1","violations":[]}"#.into()),
+            sold_out_at_ms: Some(None),
+            funnel: Some(vec![(
+                20_000,
+                BTreeMap::from([("ACCEPTED".into(), 2), ("SOLD_OUT".into(), 5)]),
+            )]),
         }
     }
 
@@ -251,6 +288,13 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(keys, sorted, "outcomes lists exactly the listed codes");
         assert_eq!(body["lastReport"]["saleId"], "s1");
+        assert!(body["soldOutAt"].is_null() && body["timeToSellOutMs"].is_null());
+        assert_eq!(body["funnel"][0]["atMs"], 20_000);
+        assert_eq!(body["funnel"][0]["outcomes"]["SOLD_OUT"], 5);
+        assert_eq!(
+            body["funnel"][0]["outcomes"]["RATE_LIMITED"], 0,
+            "listed at 0"
+        );
         assert_eq!(body["unavailable"], serde_json::json!([]));
     }
 
@@ -259,9 +303,12 @@ mod tests {
         let mut state = state();
         state.stock = None;
         state.outcomes = None;
+        state.sold_out_at_ms = None;
+        state.funnel = None;
         let now = state.sale.start_ms + 1;
         let body = state.body(now);
         assert!(body["stock"]["remaining"].is_null());
+        assert!(body["funnel"].is_null() && body["soldOutAt"].is_null());
         assert_eq!(body["stock"]["total"], 10);
         assert!(body["outcomes"].is_null());
         assert_eq!(body["outcomeCodes"][0], "ACCEPTED", "the rows still show");

@@ -7,7 +7,9 @@
 //! `Purchases` metric uses (`ACCEPTED`, `REPLAYED`, the error code), and adds
 //! them to the sale's hash `sale:{S}:outcomes` (`outcomes.lua`: one small
 //! script per sale, which writes nothing for a sale Redis does not hold and
-//! expires the hash with the sale's keys) at most once per [`FLUSH_EVERY`]:
+//! expires the hash with the sale's keys; the same call adds them to their
+//! 10-second bucket of `sale:{S}:funnel`, the dashboard's history) at most
+//! once per [`FLUSH_EVERY`]:
 //!
 //! - in Lambda, at the end of an invocation once a second has passed since
 //!   the last flush ([`OutcomeTally::flush_if_due`]): a frozen environment

@@ -1,6 +1,6 @@
 //! [`StockAdmin`] on Redis: each method hands over to the `RedisStock`
 //! method of the same name (in `rebuild.rs`, `shards.rs`, `snapshot.rs`,
-//! `admin.rs`), so the operations path can be written against the port.
+//! `admin.rs`, `sell_out.rs`, `funnel.rs`), so the operations path can be written against the port.
 
 use super::{RedisStock, Survivors};
 use crate::domain::ledger::{HeldUnits, LedgerRead};
@@ -121,5 +121,19 @@ impl StockAdmin for RedisStock {
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<BTreeMap<String, u64>, StoreError>> + Send {
         RedisStock::outcomes(self, sale_id)
+    }
+
+    fn sold_out_at(
+        &self,
+        sale: &Sale,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        RedisStock::sold_out_at(self, sale)
+    }
+
+    fn funnel(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Vec<crate::ports::FunnelBucket>, StoreError>> + Send {
+        RedisStock::funnel(self, sale_id)
     }
 }

@@ -46,6 +46,8 @@
 //! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
 //! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
 //! - `sell_out.rs`: when a sale first sold out.
+//! - `funnel.rs`: the purchase answers per 10-second bucket (the dashboard's
+//!   history).
 //! - `write_errors.rs`: why the order-writer last failed each order (the
 //!   DLQ view's `lastError`).
 //!
@@ -55,6 +57,7 @@
 mod admin;
 mod admin_port;
 mod connection;
+mod funnel;
 mod keys;
 mod rebuild;
 mod replies;
@@ -67,6 +70,7 @@ mod write_errors;
 
 pub use crate::config::RateLimits;
 pub use crate::domain::shard_layout::ShardLayout;
+pub use funnel::{FUNNEL_BUCKET_MS, FUNNEL_BUCKETS};
 pub use keys::{KEY_TTL_AFTER_END_MS, SaleKeys, home_shard, shard_of_order};
 pub use rebuild::{DecidedOrder, HeldUnits, LedgerRead, Returned, Survivors};
 pub use replies::{Holding, LoadOutcome, PendingTransfer, StoredReservation};

@@ -321,9 +321,13 @@ impl StockStore for RedisStock {
         counts: &[(&'static str, u64)],
     ) -> Result<bool, StoreError> {
         let keys = SaleKeys::new(sale_id);
+        let funnel = super::funnel::key(sale_id);
         let added: i64 = self
             .run(&OutcomesArgs {
                 keys: &keys,
+                funnel: &funnel,
+                bucket_ms: super::funnel::bucket_of(crate::clock::now_ms()),
+                keep: super::funnel::FUNNEL_BUCKETS,
                 counts,
             })
             .await?;

@@ -228,12 +228,19 @@ impl ScriptCall for KeyedFilterArgs<'_> {
     }
 }
 
-/// `outcomes.lua`: an environment's purchase answers added to the tally.
+/// `outcomes.lua`: an environment's purchase answers added to the tally
+/// and to their bucket of the funnel.
 pub(in super::super) struct OutcomesArgs<'a> {
     /// The sale's own keys (a sharded sale's directory): KEYS[1] meta,
     /// KEYS[2] outcomes.
     pub keys: &'a SaleKeys,
-    /// ARGV: outcome, count, outcome, count, ...
+    /// KEYS[3]: the sale's funnel (`sale:{S}:funnel`).
+    pub funnel: &'a str,
+    /// ARGV[1]: the start of the bucket the answers go to.
+    pub bucket_ms: i64,
+    /// ARGV[2]: how many buckets the funnel keeps.
+    pub keep: usize,
+    /// ARGV[3..]: outcome, count, outcome, count, ...
     pub counts: &'a [(&'static str, u64)],
 }
 
@@ -243,10 +250,10 @@ impl ScriptCall for OutcomesArgs<'_> {
     }
 
     fn keys(&self) -> impl AsRef<[&str]> {
-        [self.keys.meta.as_str(), &self.keys.outcomes]
+        [self.keys.meta.as_str(), &self.keys.outcomes, self.funnel]
     }
 
     fn argv(&self) -> impl ToRedisArgs {
-        self.counts
+        (self.bucket_ms, self.keep, self.counts)
     }
 }

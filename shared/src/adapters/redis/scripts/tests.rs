@@ -225,11 +225,14 @@ fn the_reads_of_the_orders_api() {
     check(
         &OutcomesArgs {
             keys: &keys,
+            funnel: "sale:{s}:funnel",
+            bucket_ms: 20_000,
+            keep: 360,
             counts: &[("OK", 3), ("SOLD_OUT", 12)],
         },
         include_str!("../../../../lua/outcomes.lua"),
-        &["meta", "outcomes"],
-        &["OK", "3", "SOLD_OUT", "12"],
+        &["meta", "outcomes", "funnel"],
+        &["20000", "360", "OK", "3", "SOLD_OUT", "12"],
         false,
     );
 }
