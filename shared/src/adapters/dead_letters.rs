@@ -21,9 +21,11 @@ use std::collections::HashSet;
 /// Receives per pass at most (of up to 10 messages each): a pass ends even
 /// on a DLQ that keeps filling.
 const MAX_RECEIVES: usize = 60;
-/// Long enough for a pass to finish with every message it took; each is
-/// made visible again before the pass returns.
-const HOLD_SECS: i32 = 30;
+/// How long a look holds what it read: long enough to page through the
+/// view's messages; each is made visible again before the look returns.
+const PEEK_HOLD_SECS: i32 = 10;
+/// How long a redrive holds what it read: it also sends and deletes.
+const REDRIVE_HOLD_SECS: i32 = 30;
 
 #[derive(Clone)]
 pub struct SqsDeadLetters {
@@ -47,16 +49,16 @@ impl SqsDeadLetters {
         }
     }
 
-    /// Up to ten messages, held for [`HOLD_SECS`]. The first waits up to a
-    /// second: a short poll of a small queue may answer empty while
+    /// Up to ten messages, held for `hold_secs`. Each receive waits up to
+    /// a second: a short poll of a small queue may answer empty while
     /// messages are there.
-    async fn receive(&self) -> Result<Vec<Held>, QueueError> {
+    async fn receive(&self, hold_secs: i32) -> Result<Vec<Held>, QueueError> {
         let out = self
             .client
             .receive_message()
             .queue_url(&self.dlq_url)
             .max_number_of_messages(10)
-            .visibility_timeout(HOLD_SECS)
+            .visibility_timeout(hold_secs)
             .wait_time_seconds(1)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
@@ -85,7 +87,7 @@ impl SqsDeadLetters {
     }
 
     /// Makes held messages visible again. Best effort: one that stays
-    /// hidden comes back by itself after [`HOLD_SECS`].
+    /// hidden comes back by itself when its hold ends.
     async fn release(&self, held: &[Held]) {
         for receipt in held.iter().filter_map(|h| h.receipt.as_deref()) {
             if let Err(err) = self
@@ -146,7 +148,7 @@ impl DeadLetters for SqsDeadLetters {
             if held.len() >= want {
                 break;
             }
-            match self.receive().await {
+            match self.receive(PEEK_HOLD_SECS).await {
                 Ok(batch) if batch.is_empty() => break,
                 Ok(batch) => held.extend(
                     batch
@@ -180,7 +182,7 @@ impl DeadLetters for SqsDeadLetters {
             if done.moved.len() >= max || wanted.as_ref().is_some_and(HashSet::is_empty) {
                 break;
             }
-            let batch = match self.receive().await {
+            let batch = match self.receive(REDRIVE_HOLD_SECS).await {
                 Ok(batch) if batch.is_empty() => break,
                 Ok(batch) => batch,
                 Err(err) => {
