@@ -143,4 +143,64 @@ pub(super) async fn every_refusal_is_said_in_words(ui: &Ui) {
         ui.until_said(code, says).await;
     }
     ui.shot("buyer-pay-expired-1280").await;
+
+    // An answer already on its way never undoes a later one. Seen once
+    // under load: the page's own look at the order (sent after
+    // ORDER_NOT_PAYABLE) came back after the payment's ORDER_EXPIRED and
+    // put "Pay within …" back over the expiry. Here that look is held until
+    // the expiry is shown, then let go (on a fresh pending order: the one
+    // above is shown expired now). It is sent without the page's own
+    // timeout, so it answers however long it was held.
+    ui.js("window.fetch = window.realFetch; return true").await;
+    let sale = ui.sale("g3", 5, 1, clock::now_ms() - 1_000).await;
+    ui.open(&format!("/?sale={sale}")).await;
+    ui.sign_in(&unique("g-held")).await;
+    ui.until_buyable("buy button on").await;
+    ui.click("#buy-button").await;
+    ui.until_order("PENDING_PAYMENT").await;
+    ui.js(
+        "const f = window.realFetch; let pays = 0; window.slowLook = 'none'; \
+         window.fetch = async (url, init) => { \
+           const u = String(url); \
+           if (u.endsWith('/pay')) { pays += 1; \
+             const code = pays === 1 ? 'ORDER_NOT_PAYABLE' : 'ORDER_EXPIRED'; \
+             return new Response(JSON.stringify({code, message: 'it is still being written'}), \
+               {status: 409, headers: {'content-type': 'application/json'}}); } \
+           if (u.includes('/orders/') && window.slowLook === 'none') { \
+             window.slowLook = 'held'; \
+             await new Promise(r => { window.letLookGo = r; }); \
+             try { return await f(url, {...init, signal: undefined}); } \
+             finally { setTimeout(() => { window.slowLook = 'done'; }, 200); } } \
+           return f(url, init); }; return true",
+    )
+    .await;
+    let pay_on = "const b = document.getElementById('pay-button'); return !b.hidden && !b.disabled";
+    ui.until("pay button on before the held look", pay_on).await;
+    ui.click("#pay-button").await;
+    ui.until_said(
+        "ORDER_NOT_PAYABLE",
+        "This order cannot be paid: it is still being written",
+    )
+    .await;
+    ui.until(
+        "the look at the order held",
+        "return window.slowLook === 'held'",
+    )
+    .await;
+    ui.until("pay button on during the held look", pay_on).await;
+    ui.click("#pay-button").await;
+    let expired = "The payment window closed before payment";
+    ui.until_said("ORDER_EXPIRED", expired).await;
+    ui.js("window.letLookGo(); return true").await;
+    ui.until(
+        "the held look answered",
+        "return window.slowLook === 'done'",
+    )
+    .await;
+    let status = ui.text("#status").await;
+    assert!(
+        status.contains(expired),
+        "an older answer undid the expiry: the page shows {status:?}"
+    );
+    ui.js("window.fetch = window.realFetch; return true").await;
 }

@@ -479,13 +479,18 @@
 
   // Every 2 s while the order is being written (QUEUED); then the page
   // counts the payment window down itself, and checks again when it closes.
+  // Every answer about the order takes a number; a look that comes back
+  // after a later answer (a payment's) is stale and changes nothing.
+  let orderAnswers = 0;
+
   async function pollOrder() {
     clearTimeout(timers.order);
     if (!state.order || !state.session) return;
+    const asked = ++orderAnswers;
     const reply = await S.api("/orders/" + encodeURIComponent(state.order.orderId), {
       token: state.session.token,
     });
-    if (!state.order) return;
+    if (!state.order || asked !== orderAnswers) return;
     if (reply.ok && reply.body) {
       updateOrder(reply.body);
     } else if (reply.code === "UNAUTHENTICATED") {
@@ -555,6 +560,7 @@
       method: "POST",
       token: state.session.token,
     });
+    orderAnswers += 1;
     state.paying = false;
     if (reply.ok && reply.body) {
       updateOrder(reply.body);
