@@ -353,13 +353,20 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         let Some(queue) = &self.queue else {
             return Ok((u64::MAX, 0));
         };
-        let depth = queue.depth().await.map_err(|e| JobError::Queue(e.0))?;
+        // Messages move between the two queues while they are read: SQS
+        // moves one to the DLQ after its last receive, a redrive sends one
+        // back and then deletes it from the DLQ. Queue, DLQ, queue again:
+        // a move either way is seen by one of the reads (to the DLQ: the
+        // first read still sees it, or the DLQ's does; from the DLQ: the
+        // DLQ's read still sees it, or the second queue read does).
+        let first = queue.depth().await.map_err(|e| JobError::Queue(e.0))?;
         let dlq = queue
             .dlq_depth()
             .await
             .map_err(|e| JobError::Queue(e.0))?
             .map_or(0, QueueDepth::total);
-        Ok((depth.total(), dlq))
+        let second = queue.depth().await.map_err(|e| JobError::Queue(e.0))?;
+        Ok((first.total().max(second.total()), dlq))
     }
 
     /// Expires every order past its payment window, in chunks, until none is

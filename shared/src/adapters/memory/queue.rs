@@ -1,8 +1,12 @@
 //! The order queue in memory, with its inspection: every message sent
-//! stays on it (nothing receives them), and it has no DLQ.
+//! stays on it (nothing receives them). Its DLQ is filled only by a test
+//! (`dead`), and a test can have the DLQ redriven into the queue right after
+//! the next read of the queue's depth, as an operator's redrive may land
+//! between two reads of a rebuild.
 
 use crate::domain::OrderMessage;
 use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SendError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a [`MemoryQueue`] does with the next sends.
@@ -18,6 +22,8 @@ pub enum QueueMode {
 pub struct MemoryQueue {
     pub sent: Arc<Mutex<Vec<OrderMessage>>>,
     pub mode: Arc<Mutex<QueueMode>>,
+    pub dead: Arc<Mutex<Vec<OrderMessage>>>,
+    redrive_after_next_depth: Arc<AtomicBool>,
 }
 
 impl MemoryQueue {
@@ -29,6 +35,19 @@ impl MemoryQueue {
 
     pub fn messages(&self) -> Vec<OrderMessage> {
         self.sent.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Moves the DLQ's messages onto the queue just after the next read of
+    /// the queue's depth has answered.
+    pub fn redrive_after_next_depth(&self) {
+        self.redrive_after_next_depth.store(true, Ordering::SeqCst);
+    }
+
+    fn redrive(&self) {
+        let (Ok(mut dead), Ok(mut sent)) = (self.dead.lock(), self.sent.lock()) else {
+            return;
+        };
+        sent.append(&mut dead);
     }
 }
 
@@ -56,14 +75,22 @@ impl OrderQueue for MemoryQueue {
 
 impl QueueInspector for MemoryQueue {
     async fn depth(&self) -> Result<QueueDepth, QueueError> {
-        Ok(QueueDepth {
+        let depth = QueueDepth {
             visible: self.messages().len() as u64,
             ..QueueDepth::default()
-        })
+        };
+        if self.redrive_after_next_depth.swap(false, Ordering::SeqCst) {
+            self.redrive();
+        }
+        Ok(depth)
     }
 
     async fn dlq_depth(&self) -> Result<Option<QueueDepth>, QueueError> {
-        Ok(None)
+        let dead = self.dead.lock().map(|d| d.len()).unwrap_or_default();
+        Ok(Some(QueueDepth {
+            visible: dead as u64,
+            ..QueueDepth::default()
+        }))
     }
 
     async fn order_ids(&self) -> Result<std::collections::HashSet<String>, QueueError> {

@@ -118,6 +118,33 @@ async fn a_lost_sale_waits_for_the_queue_then_is_rebuilt_from_the_ledger() {
     });
 }
 
+// The DLQ's redrive sends a message to the queue, then deletes it from the
+// DLQ. Read the queue before the move and the DLQ after it, and the
+// accepted order is in neither: the rebuild sold its units again (seen in
+// `ledger::defect3_…` when a purchase's rebuild met the test's redrive).
+#[tokio::test]
+async fn a_redrive_between_the_two_depth_reads_does_not_let_the_rebuild_through() {
+    let w = Stores::new(10, 2);
+    let jobs = w.jobs();
+    let now = crate::clock::now_ms();
+    jobs.prewarm_sale(w.sale_id(), now).await.unwrap();
+    let r = w.reserve("u1", 2).await;
+    let order = w.order_of("u1", &r, r.reserved_at_ms);
+    w.queue.dead.lock().unwrap().push(order.message.clone());
+    w.stock.forget(w.sale_id());
+
+    w.queue.redrive_after_next_depth();
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now).await.unwrap(),
+        PrewarmOutcome::WaitingForQueue {
+            in_flight: 1,
+            dlq: 0
+        },
+        "rebuilt while the accepted order moved from the DLQ to the queue"
+    );
+    assert!(w.view().await.is_none(), "still not loaded");
+}
+
 #[tokio::test]
 async fn release_unpaid_returns_a_due_orders_units_exactly_once() {
     let w = Stores::new(10, 2);
