@@ -165,6 +165,7 @@ fn naming(config: &Config, redis_url: &str, secrets: SecretArns) -> Config {
     Config {
         redis_url: redis_url.to_owned(),
         gate_secret: None,
+        payment_secret: None,
         secrets,
         ..config.clone()
     }
@@ -183,6 +184,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
     let arns = SecretArns {
         redis_auth: Some(redis_arn.clone()),
         gate: Some(gate_arn.clone()),
+        payment: None,
     };
     let fetched = || {
         (
@@ -403,6 +405,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(missing_redis.clone()),
                 gate: Some(good_gate.clone()),
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &missing_redis,
@@ -413,6 +416,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(plain_arn.clone()),
                 gate: None,
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &plain_arn,
@@ -423,6 +427,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(no_token_arn.clone()),
                 gate: None,
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &no_token_arn,
@@ -433,6 +438,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: None,
                 gate: Some(short_arn.clone()),
+                payment: None,
             },
             "GATE_SECRET_ARN",
             &short_arn,
@@ -443,6 +449,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: None,
                 gate: Some(missing_gate.clone()),
+                payment: None,
             },
             "GATE_SECRET_ARN",
             &missing_gate,
@@ -575,6 +582,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
             let arns = SecretArns {
                 redis_auth: Some(redis_arn.clone()),
                 gate: Some(gate_arn.clone()),
+                payment: None,
             };
             let app =
                 App::spawn_with(|config| *config = naming(config, &redis.url, arns.clone())).await;
@@ -613,6 +621,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
                 SecretArns {
                     redis_auth: Some(malformed),
                     gate: None,
+                    payment: None,
                 },
             ))
             .await

@@ -250,6 +250,7 @@ fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Value {
         "shards": sale.shards,
         "gate": sale.gate,
         "paused": sale.paused,
+        "price": seckill_shared::domain::money::Money::body_of(sale.price.as_ref()),
     })
 }
 

@@ -88,6 +88,13 @@ pub const ROUTES: &[Route] = &[
         target: Target::OrdersApi,
         authorized: true,
     },
+    // The payment provider: no JWT, the signature over the body instead.
+    Route {
+        method: "POST",
+        path: "/payments/callback",
+        target: Target::OrdersApi,
+        authorized: false,
+    },
     Route {
         method: "PUT",
         path: "/admin/sales/{saleId}",

@@ -84,5 +84,6 @@ pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain
         shards: 1,
         gate: false,
         paused: false,
+        price: None,
     })
 }

@@ -185,6 +185,10 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
         expires_at_ms: (status == OrderStatus::PendingPayment).then_some(order.expires_at_ms),
         reject_reason: reason,
         return_seq: None,
+        amount: order.amount,
+        paid_at_ms: None,
+        payment_id: None,
+        refunds: Vec::new(),
     }
 }
 

@@ -1,0 +1,164 @@
+//! The payment provider's callback (`POST /payments/callback`), written
+//! against the ports: signature first (on the raw bytes, before anything
+//! is parsed), then the body, the order, its amount, and the settlement
+//! ([`PaymentStore::settle`]) that applies the payment once per payment id.
+//! `POST /orders/{orderId}/pay`, the buyer's stand-in for the provider,
+//! goes through the same settlement (`OrderStore::pay`, from
+//! [`crate::app::order_queries`]); both count into the same metrics here.
+//!
+//! An order the payment can no longer pay (expired, even before the
+//! release job flipped its row; paid by another payment; rejected) is never
+//! sold twice: the payment is recorded `REFUND_NEEDED`, the order marked,
+//! and `PaymentsNeedingRefund` counted, for the operator's refunds view.
+
+use crate::domain::orders::Order;
+use crate::domain::payment::{Callback, PaymentKey, SignatureError, parse_callback};
+use crate::domain::{OrderId, PaymentId};
+use crate::observe::metrics::{Counter, Metrics};
+use crate::ports::{
+    OrderStore, OrderStoreError, Payment, PaymentOutcome, PaymentStore, Settlement,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PaymentError {
+    /// Missing, malformed, wrong or stale (replayed) signature: nothing
+    /// was parsed.
+    #[error("payment signature refused: {0}")]
+    Signature(#[from] SignatureError),
+    /// No key configured: every callback is refused, as unsigned.
+    #[error("no payment key is configured")]
+    NoKey,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no such order")]
+    OrderNotFound,
+    /// The payment is not the order's amount: nothing recorded.
+    #[error("{0}")]
+    AmountMismatch(String),
+    #[error(transparent)]
+    Store(#[from] OrderStoreError),
+}
+
+impl PaymentError {
+    /// The API error: the one mapping of this use case's errors to HTTP.
+    pub fn into_api(self) -> crate::error::ApiError {
+        use crate::error::ApiError;
+        match self {
+            Self::Signature(_) | Self::NoKey => ApiError::InvalidSignature,
+            Self::Invalid(why) => ApiError::InvalidRequest(why),
+            Self::OrderNotFound => ApiError::OrderNotFound,
+            Self::AmountMismatch(why) => ApiError::AmountMismatch(why),
+            // The provider retries: a store outage must not be final.
+            Self::Store(_) => ApiError::paused("temporarily unavailable; retry shortly"),
+        }
+    }
+}
+
+/// What the callback answers: the payment, what it did, and the order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentAnswer {
+    pub payment_id: PaymentId,
+    pub order_id: OrderId,
+    pub outcome: PaymentOutcome,
+    pub order: Order,
+}
+
+impl PaymentAnswer {
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "paymentId": self.payment_id,
+            "orderId": self.order_id,
+            "outcome": self.outcome.as_str(),
+            "order": self.order.body(),
+        })
+    }
+}
+
+/// `POST /payments/callback` with its `Payment-Signature` header and raw
+/// body, at `now_ms`.
+pub async fn callback<O: OrderStore + PaymentStore>(
+    orders: &O,
+    key: Option<&PaymentKey>,
+    metrics: &Metrics,
+    signature: Option<&str>,
+    body: &[u8],
+    now_ms: i64,
+) -> Result<PaymentAnswer, PaymentError> {
+    key.ok_or(PaymentError::NoKey)?
+        .verify(signature, body, now_ms.div_euclid(1000))?;
+    let Callback {
+        payment_id,
+        order_id,
+        paid,
+    } = parse_callback(body).map_err(PaymentError::Invalid)?;
+    let order = orders
+        .get(&order_id)
+        .await?
+        .ok_or(PaymentError::OrderNotFound)?;
+    match order.amount {
+        Some(amount) if amount == paid => {}
+        Some(amount) => {
+            return Err(PaymentError::AmountMismatch(format!(
+                "order {order_id} costs {} {}, not {} {}",
+                amount.amount, amount.currency, paid.amount, paid.currency
+            )));
+        }
+        None => {
+            return Err(PaymentError::AmountMismatch(format!(
+                "order {order_id} has no price: nothing is paid for it through the provider"
+            )));
+        }
+    }
+    let payment = Payment {
+        payment_id: payment_id.clone(),
+        paid: Some(paid),
+        at_ms: now_ms,
+    };
+    let (outcome, order) = match orders.settle(&order, &payment, true).await? {
+        Settlement::Paid(order) => {
+            paid_metrics(metrics, &order);
+            tracing::info!(%payment_id, %order_id, sale_id = %order.sale_id, "order paid by the provider");
+            (PaymentOutcome::Paid, order)
+        }
+        Settlement::RefundNeeded(order) => {
+            metrics.count(Counter::PaymentsNeedingRefund, 1);
+            tracing::warn!(
+                %payment_id,
+                %order_id,
+                sale_id = %order.sale_id,
+                status = order.status.as_str(),
+                "payment for an order that cannot be paid: recorded as needing a refund"
+            );
+            (PaymentOutcome::RefundNeeded, order)
+        }
+        // The provider's retry: the same answer, counted once.
+        Settlement::Replayed(outcome, order) => (outcome, order),
+        Settlement::ForeignPayment(record) => {
+            return Err(PaymentError::Invalid(format!(
+                "paymentId {} was applied to another order ({})",
+                record.payment_id, record.order_id
+            )));
+        }
+        // Recording refunds, the store never answers this; were it to,
+        // the payment is owed back all the same.
+        Settlement::NotPayable(order) => (PaymentOutcome::RefundNeeded, order),
+    };
+    Ok(PaymentAnswer {
+        payment_id,
+        order_id,
+        outcome,
+        order,
+    })
+}
+
+/// `OrdersPaid` and `PaidAmount` for an order a payment just made `PAID`.
+pub fn paid_metrics(metrics: &Metrics, order: &Order) {
+    metrics.count(Counter::OrdersPaid, 1);
+    if let Some(amount) = &order.amount {
+        metrics.paid_amount(
+            order.order_id.as_str(),
+            amount.currency.as_str(),
+            amount.amount,
+        );
+    }
+}
