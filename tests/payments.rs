@@ -772,10 +772,11 @@ async fn late_callbacks_racing_the_release_job_return_the_unit_once() {
 }
 
 // ---------------------------------------------------------------------------
-// Over the local gateway, signed as `seckill-local sign-payment` prints it.
+// Over the local gateway, signed as `seckill-local sign-payment` prints it,
+// and the operator's refunds view.
 
 #[tokio::test]
-async fn the_callback_is_public_and_sign_payment_prints_a_call_that_pays() {
+async fn the_callback_is_public_sign_payment_prints_calls_and_refunds_are_listed() {
     let stack = LocalStack::start().await;
     let client = StackClient::new(&stack);
     let id = seckill_tests::unique("g");
@@ -876,4 +877,73 @@ async fn the_callback_is_public_and_sign_payment_prints_a_call_that_pays() {
         (order["status"].as_str(), order["paymentId"].as_str()),
         (Some("PAID"), Some("pay_cli_1"))
     );
+
+    // The operator's refunds view: empty, then the second payment of the
+    // paid order, owed back to ivy.
+    let refunds = format!("/admin/sales/{id}/refunds");
+    let (status, view) = client.admin("GET", &refunds, "").await;
+    assert_eq!((status, view), (200, json!({"refunds": []})));
+    let curl = seckill_infra::sign_payment::sign_payment(
+        &seckill_infra::sign_payment::SignRequest {
+            order_id: order_id.clone(),
+            payment_id: Some("pay_cli_2".into()),
+            amount: None,
+            url: None,
+        },
+        &settings,
+    )
+    .await
+    .unwrap();
+    let quoted: Vec<&str> = curl.split('\'').skip(1).step_by(2).collect();
+    let signature = quoted[2].strip_prefix("Payment-Signature: ").unwrap();
+    let (status, answer) = stack
+        .request(
+            "POST",
+            "/payments/callback",
+            &[("payment-signature", signature)],
+            quoted[3],
+        )
+        .await;
+    assert_eq!(
+        (status, answer["outcome"].as_str()),
+        (200, Some("REFUND_NEEDED")),
+        "{answer}"
+    );
+    let (status, view) = client.admin("GET", &refunds, "").await;
+    assert_eq!(status, 200, "{view}");
+    let listed = view["refunds"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{view}");
+    assert_eq!(
+        (
+            listed[0]["paymentId"].clone(),
+            listed[0]["orderId"].clone(),
+            listed[0]["userId"].clone(),
+            listed[0]["amount"].clone()
+        ),
+        (
+            json!("pay_cli_2"),
+            json!(order_id),
+            json!("ivy"),
+            json!({"amount": 1250, "currency": "GBP"})
+        )
+    );
+    assert!(
+        listed[0]["at"]
+            .as_str()
+            .is_some_and(|at| clock::parse_rfc3339_ms(at).is_some())
+    );
+    // Admin only; an unknown sale is 404, a bad id 400.
+    let (status, _) = client.as_buyer("GET", &refunds, "ivy", "").await;
+    assert_eq!(status, 403);
+    let (status, err) = client
+        .admin("GET", "/admin/sales/no-such-sale/refunds", "")
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (404, Some("SALE_NOT_FOUND"))
+    );
+    let (status, _) = client
+        .admin("GET", "/admin/sales/bad%20id/refunds", "")
+        .await;
+    assert_eq!(status, 400);
 }

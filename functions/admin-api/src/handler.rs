@@ -15,7 +15,7 @@ use seckill_shared::observe::metrics::Invocation;
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 8] = [
+pub const ROUTES: [&str; 9] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
@@ -24,6 +24,7 @@ pub const ROUTES: [&str; 8] = [
     "GET /admin/sales/{saleId}/report",
     "GET /admin/sales/{saleId}/live",
     "GET /admin/sales/{saleId}/audit",
+    "GET /admin/sales/{saleId}/refunds",
 ];
 
 pub async fn handle(admin: &crate::Admin, req: Request) -> Result<Response<Body>, Infallible> {
@@ -185,6 +186,18 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
             Ok(http::json(200, &serde_json::json!({ "entries": entries })))
+        }
+        // Payments owed back to buyers (seckill_shared::app::payments).
+        "GET /admin/sales/{saleId}/refunds" => {
+            jobs.catalog()
+                .get_record(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let body = seckill_shared::app::payments::refunds(&admin.payments, &sale_id)
+                .await
+                .map_err(unavailable)?;
+            Ok(http::json(200, &body))
         }
         "GET /admin/sales/{saleId}/report" => {
             let raw = jobs

@@ -19,6 +19,8 @@ use seckill_shared::observe::metrics::{Function, Metrics};
 pub struct Admin {
     pub jobs: Jobs,
     pub reconciler: Reconciler,
+    /// The payments' records (the refunds view).
+    pub payments: seckill_shared::adapters::dynamo::orders::DynamoOrders,
     /// What the jobs and the reconciler count on demand, as `admin-api`.
     pub metrics: Metrics,
 }
@@ -59,6 +61,17 @@ pub async fn wire(config: &Config) -> Result<Admin, WireError> {
         reconciler: seckill_shared::app::reconcile::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
+        payments: seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
+            seckill_shared::adapters::aws::dynamodb(
+                &seckill_shared::adapters::aws::sdk_config(
+                    caller,
+                    std::time::Duration::from_secs(2),
+                )
+                .await,
+            ),
+            &config.orders_table,
+            &config.sales_table,
+        ),
         metrics,
     })
 }

@@ -133,6 +133,12 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
+        path: "/admin/sales/{saleId}/refunds",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
         path: "/admin/sales/{saleId}/report",
         target: Target::AdminApi,
         authorized: true,

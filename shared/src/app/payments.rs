@@ -9,7 +9,8 @@
 //! An order the payment can no longer pay (expired, even before the
 //! release job flipped its row; paid by another payment; rejected) is never
 //! sold twice: the payment is recorded `REFUND_NEEDED`, the order marked,
-//! and `PaymentsNeedingRefund` counted, for the operator's refunds view.
+//! and `PaymentsNeedingRefund` counted, for the operator's refunds view
+//! ([`refunds`], `GET /admin/sales/{saleId}/refunds`).
 
 use crate::domain::orders::Order;
 use crate::domain::payment::{Callback, PaymentKey, SignatureError, parse_callback};
@@ -161,4 +162,28 @@ pub fn paid_metrics(metrics: &Metrics, order: &Order) {
             amount.amount,
         );
     }
+}
+
+/// `GET /admin/sales/{saleId}/refunds`: the sale's payments owed back to
+/// buyers, oldest first: `{"refunds":[{"paymentId","orderId","userId",
+/// "amount","at"}]}`.
+pub async fn refunds<P: PaymentStore>(
+    payments: &P,
+    sale_id: &crate::domain::SaleId,
+) -> Result<serde_json::Value, OrderStoreError> {
+    let refunds: Vec<serde_json::Value> = payments
+        .refunds_of_sale(sale_id)
+        .await?
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "paymentId": r.payment_id,
+                "orderId": r.order_id,
+                "userId": r.user_id,
+                "amount": crate::domain::money::Money::body_of(r.amount.as_ref()),
+                "at": crate::clock::rfc3339_ms(r.at_ms),
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({ "refunds": refunds }))
 }
