@@ -194,6 +194,7 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         ("POST", format!("/admin/sales/{id}/pause")),
         ("POST", format!("/admin/sales/{id}/resume")),
         ("GET", format!("/admin/sales/{id}/audit")),
+        ("GET", format!("/admin/sales/{id}/refunds")),
         ("POST", format!("/admin/sales/{id}/prewarm")),
         ("POST", format!("/admin/sales/{id}/reconcile")),
     ] {
