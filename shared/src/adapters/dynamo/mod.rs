@@ -12,5 +12,5 @@
 pub mod catalog;
 pub mod order_index;
 pub mod orders;
-mod ports;
 pub mod payments;
+mod ports;

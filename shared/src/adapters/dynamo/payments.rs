@@ -149,22 +149,30 @@ impl DynamoOrders {
     /// `PENDING_PAYMENT` with its window open at the payment's time becomes
     /// `PAID` by this payment: one conditional write, the same kind the
     /// expiry's is conditional on, so the two have one winner. `None`: the
-    /// condition failed (someone else got there first).
+    /// condition failed (someone else got there first). With `owner`, also
+    /// only if the order is that buyer's (the stand-in, which writes before
+    /// it reads).
     async fn mark_paid(
         &self,
-        order: &Order,
+        order_id: &OrderId,
+        owner: Option<&UserId>,
         payment: &Payment,
     ) -> Result<Option<Order>, OrderStoreError> {
         self.count(0, 1);
-        let result = self
-            .client
-            .update_item()
+        let mut request = self.client.update_item();
+        let mut condition = "#s = :pending AND expiresAt > :now".to_owned();
+        if let Some(owner) = owner {
+            condition.push_str(" AND userId = :user");
+            request =
+                request.expression_attribute_values(":user", AttributeValue::S(owner.to_string()));
+        }
+        let result = request
             .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(order.order_id.to_string()))
+            .key("orderId", AttributeValue::S(order_id.to_string()))
             .update_expression(
                 "SET #s = :paid, paidAt = :now, paymentId = :p REMOVE pendingSaleId, pendingBucket",
             )
-            .condition_expression("#s = :pending AND expiresAt > :now")
+            .condition_expression(condition)
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":paid", AttributeValue::S("PAID".into()))
             .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
@@ -267,17 +275,26 @@ impl DynamoOrders {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<PayOutcome, OrderStoreError> {
+        let mut payment = Payment {
+            payment_id: PaymentId::stand_in(order_id),
+            paid: None,
+            at_ms: now_ms,
+        };
+        // The write first, as the click's moment decides against the
+        // deadline (and the expiry racing it); reads only when it did not
+        // pay: to say why, or that this payment paid it before.
+        if let Some(paid) = self.mark_paid(order_id, Some(user_id), &payment).await? {
+            payment.paid = paid.amount;
+            self.record(&paid, &payment, PaymentOutcome::Paid).await?;
+            return Ok(PayOutcome::Paid(paid));
+        }
         let Some(order) = self.get(order_id).await? else {
             return Ok(PayOutcome::NotFound);
         };
         if &order.user_id != user_id {
             return Ok(PayOutcome::NotFound);
         }
-        let payment = Payment {
-            payment_id: PaymentId::stand_in(order_id),
-            paid: order.amount,
-            at_ms: now_ms,
-        };
+        payment.paid = order.amount;
         Ok(match self.settle(&order, &payment, false).await? {
             Settlement::Paid(order) => PayOutcome::Paid(order),
             Settlement::Replayed(_, order) => PayOutcome::AlreadyPaid(order),
@@ -301,8 +318,10 @@ impl PaymentStore for DynamoOrders {
         payment: &Payment,
         record_refund: bool,
     ) -> Result<Settlement, OrderStoreError> {
-        // A provider's payment id names one payment of one order.
-        if let Some(record) = self.find_payment(&payment.payment_id).await?
+        // A provider's payment id names one payment of one order (the
+        // stand-in's names its order).
+        if record_refund
+            && let Some(record) = self.find_payment(&payment.payment_id).await?
             && record.order_id != order.order_id
         {
             return Ok(Settlement::ForeignPayment(record));
@@ -316,7 +335,7 @@ impl PaymentStore for DynamoOrders {
                 return Ok(Settlement::Replayed(outcome, current));
             }
             if payable(&current, payment.at_ms) {
-                if let Some(paid) = self.mark_paid(&current, payment).await? {
+                if let Some(paid) = self.mark_paid(&current.order_id, None, payment).await? {
                     self.record(&paid, payment, PaymentOutcome::Paid).await?;
                     return Ok(Settlement::Paid(paid));
                 }
