@@ -319,6 +319,26 @@ pub enum PayOutcome {
     NotFound,
 }
 
+impl PayOutcome {
+    /// What the buyer's stand-in answers for its settlement (one that
+    /// records no refund: no money moved).
+    pub fn of_stand_in(settlement: Settlement) -> Self {
+        match settlement {
+            Settlement::Paid(order) => Self::Paid(order),
+            Settlement::Replayed(_, order) => Self::AlreadyPaid(order),
+            // Recording no refund, a store never answers these.
+            Settlement::RefundNeeded(order) => Self::NotPayable(order.status),
+            Settlement::ForeignPayment(_) => Self::NotPayable(OrderStatus::Paid),
+            Settlement::NotPayable(order) => match order.status {
+                // Paid by the provider: a click after it is the same success.
+                OrderStatus::Paid => Self::AlreadyPaid(order),
+                OrderStatus::Expired | OrderStatus::PendingPayment => Self::Expired,
+                other => Self::NotPayable(other),
+            },
+        }
+    }
+}
+
 // One value per write, returned and dropped: an `Order` inline costs
 // less than boxing it on every answer.
 #[allow(clippy::large_enum_variant)]

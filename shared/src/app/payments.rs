@@ -187,3 +187,171 @@ pub async fn refunds<P: PaymentStore>(
         .collect();
     Ok(serde_json::json!({ "refunds": refunds }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::memory::{MemoryCatalog, MemoryOrders, test_sale};
+    use crate::clock;
+    use crate::domain::money::{Currency, Money};
+    use crate::domain::orders::{NewOrder, OrderStatus};
+    use crate::domain::{OrderMessage, Quantity, SaleId, UserId};
+    use crate::ports::{PayOutcome, PaymentStore};
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn eur(amount: u64) -> Money {
+        Money {
+            amount,
+            currency: Currency::parse("EUR").unwrap(),
+        }
+    }
+
+    /// A sale at 5.00 EUR with one order of two units for `u1`, reserved at
+    /// `reserved_at_ms` (a 60 s window).
+    async fn shop(reserved_at_ms: i64) -> (MemoryOrders, SaleId) {
+        let catalog = MemoryCatalog::default();
+        let mut sale = test_sale("s1", 10, 5).unwrap();
+        sale.price = Some(eur(500));
+        sale.payment_window_seconds = 60;
+        let sale_id = sale.sale_id.clone();
+        catalog.insert(sale.clone());
+        let orders = catalog.orders();
+        let message = OrderMessage {
+            v: 1,
+            order_id: OrderId::parse("o1").unwrap(),
+            sale_id: sale_id.clone(),
+            user_id: UserId::parse("u1").unwrap(),
+            quantity: Quantity::new(2).unwrap(),
+            shard: 0,
+            reserved_at: clock::rfc3339_ms(reserved_at_ms),
+        };
+        let order = NewOrder::new(message, reserved_at_ms, 60).priced(sale.price);
+        orders.write_single(&order, 5).await.unwrap();
+        (orders, sale_id)
+    }
+
+    fn body(payment_id: &str, amount: u64) -> Vec<u8> {
+        serde_json::json!({"paymentId": payment_id, "orderId": "o1", "amount": amount,
+                           "currency": "EUR", "status": "SUCCEEDED"})
+        .to_string()
+        .into_bytes()
+    }
+
+    async fn call(
+        orders: &MemoryOrders,
+        body: &[u8],
+        signature: Option<&str>,
+    ) -> Result<PaymentAnswer, PaymentError> {
+        let now = clock::now_ms();
+        callback(
+            orders,
+            Some(&PaymentKey::new(KEY)),
+            &Metrics::off(),
+            signature,
+            body,
+            now,
+        )
+        .await
+    }
+
+    fn sign(body: &[u8]) -> String {
+        PaymentKey::new(KEY).sign(clock::now_ms() / 1000, body)
+    }
+
+    #[tokio::test]
+    async fn refusals_change_nothing() {
+        let (orders, _) = shop(clock::now_ms()).await;
+        let before = orders.get(&OrderId::parse("o1").unwrap()).await.unwrap();
+        let good = body("p1", 1000);
+        assert!(matches!(
+            call(&orders, &good, None).await,
+            Err(PaymentError::Signature(_))
+        ));
+        let other = PaymentKey::new(b"another key of thirty-two bytes!")
+            .sign(clock::now_ms() / 1000, &good);
+        assert!(matches!(
+            call(&orders, &good, Some(&other)).await,
+            Err(PaymentError::Signature(_))
+        ));
+        let cheap = body("p1", 500);
+        assert!(matches!(
+            call(&orders, &cheap, Some(&sign(&cheap))).await,
+            Err(PaymentError::AmountMismatch(_))
+        ));
+        let none = callback(
+            &orders,
+            None,
+            &Metrics::off(),
+            Some(&sign(&good)),
+            &good,
+            clock::now_ms(),
+        )
+        .await;
+        assert!(matches!(none, Err(PaymentError::NoKey)));
+        assert_eq!(
+            orders.get(&OrderId::parse("o1").unwrap()).await.unwrap(),
+            before
+        );
+    }
+
+    #[tokio::test]
+    async fn a_payment_pays_once_and_another_is_owed_back() {
+        let (orders, sale_id) = shop(clock::now_ms()).await;
+        let first = body("p1", 1000);
+        let paid = call(&orders, &first, Some(&sign(&first))).await.unwrap();
+        assert_eq!(paid.outcome, PaymentOutcome::Paid);
+        assert_eq!(paid.order.status, OrderStatus::Paid);
+        let again = call(&orders, &first, Some(&sign(&first))).await.unwrap();
+        assert_eq!(again, paid, "a retry is the same answer");
+        let second = body("p2", 1000);
+        let owed = call(&orders, &second, Some(&sign(&second))).await.unwrap();
+        assert_eq!(owed.outcome, PaymentOutcome::RefundNeeded);
+        assert_eq!(
+            owed.order.payment_id.as_ref().map(PaymentId::as_str),
+            Some("p1")
+        );
+        let refunds = orders.refunds_of_sale(&sale_id).await.unwrap();
+        assert_eq!(refunds.len(), 1);
+        assert_eq!(
+            (refunds[0].payment_id.as_str(), refunds[0].amount),
+            ("p2", Some(eur(1000)))
+        );
+        // The buyer's click after it: the same success, the provider's payment.
+        let click = orders
+            .pay(
+                &OrderId::parse("o1").unwrap(),
+                &UserId::parse("u1").unwrap(),
+                clock::now_ms(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(click, PayOutcome::AlreadyPaid(ref o) if o.payment_id == paid.order.payment_id)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_late_payment_is_owed_back_and_the_stand_in_refuses_it() {
+        let (orders, sale_id) = shop(clock::now_ms() - 61_000).await;
+        let id = OrderId::parse("o1").unwrap();
+        let click = orders
+            .pay(&id, &UserId::parse("u1").unwrap(), clock::now_ms())
+            .await
+            .unwrap();
+        assert_eq!(click, PayOutcome::Expired);
+        assert!(
+            orders.refunds_of_sale(&sale_id).await.unwrap().is_empty(),
+            "no money moved"
+        );
+        let late = body("p9", 1000);
+        let owed = call(&orders, &late, Some(&sign(&late))).await.unwrap();
+        assert_eq!(owed.outcome, PaymentOutcome::RefundNeeded);
+        let row = orders.get(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.refunds.len()),
+            (OrderStatus::PendingPayment, 1)
+        );
+        assert_eq!(row.status_at(clock::now_ms()), OrderStatus::Expired);
+    }
+}

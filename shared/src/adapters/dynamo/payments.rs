@@ -295,19 +295,9 @@ impl DynamoOrders {
             return Ok(PayOutcome::NotFound);
         }
         payment.paid = order.amount;
-        Ok(match self.settle(&order, &payment, false).await? {
-            Settlement::Paid(order) => PayOutcome::Paid(order),
-            Settlement::Replayed(_, order) => PayOutcome::AlreadyPaid(order),
-            // Recording no refund, the store never answers these.
-            Settlement::RefundNeeded(order) => PayOutcome::NotPayable(order.status),
-            Settlement::ForeignPayment(_) => PayOutcome::NotPayable(order.status),
-            Settlement::NotPayable(order) => match order.status {
-                // Paid by the provider: a click after it is the same success.
-                OrderStatus::Paid => PayOutcome::AlreadyPaid(order),
-                OrderStatus::Expired | OrderStatus::PendingPayment => PayOutcome::Expired,
-                other => PayOutcome::NotPayable(other),
-            },
-        })
+        Ok(PayOutcome::of_stand_in(
+            self.settle(&order, &payment, false).await?,
+        ))
     }
 }
 
