@@ -12,12 +12,9 @@
 //! driven from a multi-threaded runtime.
 
 use crate::domain::ledger::{HeldUnits, LedgerRead, SaleCounters};
-use crate::domain::money::Money;
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
-use crate::domain::{
-    IdempotencyKey, OrderId, OrderMessage, PaymentId, Quantity, Sale, SaleId, UserId,
-};
+use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -427,55 +424,7 @@ pub trait OrderStore: Send + Sync {
 
 // --------------------------------------------------------------- payments
 
-/// A payment to apply to an order: the provider's (`POST
-/// /payments/callback`) or the buyer's stand-in (`POST /orders/{id}/pay`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Payment {
-    pub payment_id: PaymentId,
-    /// What was paid: the order's amount (the use case checked it).
-    pub paid: Option<Money>,
-    /// When it is applied: the order must be payable at this instant.
-    pub at_ms: i64,
-}
-
-/// What a recorded payment did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PaymentOutcome {
-    /// It made its order `PAID`.
-    Paid,
-    /// Its order could not be paid (expired, paid by another payment,
-    /// rejected): the money is owed back to the buyer.
-    RefundNeeded,
-}
-
-impl PaymentOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Paid => "PAID",
-            Self::RefundNeeded => "REFUND_NEEDED",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "PAID" => Some(Self::Paid),
-            "REFUND_NEEDED" => Some(Self::RefundNeeded),
-            _ => None,
-        }
-    }
-}
-
-/// A payment as recorded, once per payment id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaymentRecord {
-    pub payment_id: PaymentId,
-    pub order_id: OrderId,
-    pub sale_id: SaleId,
-    pub user_id: UserId,
-    pub amount: Option<Money>,
-    pub outcome: PaymentOutcome,
-    pub at_ms: i64,
-}
+pub use crate::domain::payment::{Payment, PaymentOutcome, PaymentRecord};
 
 /// How applying one payment went.
 #[derive(Debug, Clone, PartialEq, Eq)]

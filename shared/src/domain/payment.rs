@@ -15,11 +15,14 @@
 //!   are ignored (providers add fields over time).
 //! - [`stand_in_id`]: the payment id of `POST /orders/{orderId}/pay`, the
 //!   buyer's stand-in for the provider, so paying again is the same payment.
+//! - [`Payment`], [`PaymentOutcome`], [`PaymentRecord`]: a payment applied
+//!   to an order, what it did, and its record (the values of
+//!   [`crate::ports::PaymentStore`]).
 
 use aws_lc_rs::hmac;
 
 use crate::domain::money::{Currency, Money};
-use crate::domain::{OrderId, PaymentId};
+use crate::domain::{OrderId, PaymentId, SaleId, UserId};
 
 /// How far the signed time may be from now, either way (Stripe's default).
 pub const TOLERANCE_SECS: i64 = 300;
@@ -178,6 +181,56 @@ pub fn parse_callback(body: &[u8]) -> Result<Callback, String> {
 /// second click is the same payment (see [`PaymentId::stand_in`]).
 pub fn stand_in_id(order_id: &OrderId) -> PaymentId {
     PaymentId::stand_in(order_id)
+}
+
+/// A payment to apply to an order: the provider's (`POST
+/// /payments/callback`) or the buyer's stand-in (`POST /orders/{id}/pay`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    pub payment_id: PaymentId,
+    /// What was paid: the order's amount (the use case checked it).
+    pub paid: Option<Money>,
+    /// When it is applied: the order must be payable at this instant.
+    pub at_ms: i64,
+}
+
+/// What a recorded payment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentOutcome {
+    /// It made its order `PAID`.
+    Paid,
+    /// Its order could not be paid (expired, paid by another payment,
+    /// rejected): the money is owed back to the buyer.
+    RefundNeeded,
+}
+
+impl PaymentOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Paid => "PAID",
+            Self::RefundNeeded => "REFUND_NEEDED",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "PAID" => Some(Self::Paid),
+            "REFUND_NEEDED" => Some(Self::RefundNeeded),
+            _ => None,
+        }
+    }
+}
+
+/// A payment as recorded, once per payment id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentRecord {
+    pub payment_id: PaymentId,
+    pub order_id: OrderId,
+    pub sale_id: SaleId,
+    pub user_id: UserId,
+    pub amount: Option<Money>,
+    pub outcome: PaymentOutcome,
+    pub at_ms: i64,
 }
 
 #[cfg(test)]
