@@ -486,6 +486,7 @@ impl Stores {
             prewarm_lead: Duration::from_secs(600),
             rate_limits: GENEROUS_LIMITS,
             gate_secret: None,
+            payment_secret: None,
             secrets: Default::default(),
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),

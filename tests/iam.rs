@@ -194,6 +194,7 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         ("POST", format!("/admin/sales/{id}/pause")),
         ("POST", format!("/admin/sales/{id}/resume")),
         ("GET", format!("/admin/sales/{id}/audit")),
+        ("GET", format!("/admin/sales/{id}/refunds")),
         ("POST", format!("/admin/sales/{id}/prewarm")),
         ("POST", format!("/admin/sales/{id}/reconcile")),
     ] {
@@ -213,13 +214,14 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         let (status, reply) = client.admin(method, &path, body).await;
         assert_eq!(status, 200, "{method} {path}: {reply}");
     }
-    // release-unpaid: u2 and u3 never paid; their units sell again.
+    // release-unpaid: u2 and u3 never paid; their units sell again. (The
+    // API shows EXPIRED from the deadline on, before the job returns the
+    // units: the job's own report says when it did.)
+    let expired = std::sync::atomic::AtomicU64::new(0);
     let released = eventually(Duration::from_secs(20), || async {
-        stack.scheduled.invoke(Job::ReleaseUnpaid).await;
-        orders_of(&client, &id, "u2")
-            .await
-            .iter()
-            .all(|o| o["status"] == "EXPIRED")
+        let report = stack.scheduled.invoke(Job::ReleaseUnpaid).await;
+        let n = report["expired"].as_u64().unwrap_or(0);
+        expired.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n >= 2
     })
     .await;
     assert!(released, "the unpaid orders were not released");

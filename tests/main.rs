@@ -17,6 +17,8 @@
 //!
 //! Orders and the ledger:
 //! - `orders`: queue to order rows, payment, expiry, the DLQ.
+//! - `payments`: prices, amounts, expiry seen at once, the payment
+//!   provider's callback (signature, replay, duplicate, late, concurrent).
 //! - `order_index`: the orders' write shape and the sale-keyed indexes.
 //! - `ledger`: one test per defect of the ledger against Redis.
 //! - `reconcile`, `reconcile_scale`: reconciliation, and that it never
@@ -61,6 +63,7 @@ mod metrics;
 mod operators;
 mod order_index;
 mod orders;
+mod payments;
 mod purchase;
 mod ratelimit;
 mod reconcile;

@@ -2,7 +2,8 @@
 //! handlers of every function (purchase, order-writer, orders-api,
 //! release-unpaid, prewarm, reconcile) on a real Redis and the emulator,
 //! with the EMF lines they write captured as Lambda would ship them
-//! (one line per invocation) and checked against what the sale did.
+//! (one line per invocation) and checked against what the sale did,
+//! including the payments' (`PaidAmount`, `PaymentsNeedingRefund`).
 //!
 //! The test runs alone in a process of its own ([`seckill_tests::in_own_process`]):
 //! the emitter is process-wide, like stdout.
@@ -10,7 +11,9 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Context, LambdaEvent};
 use seckill_shared::clock;
+use seckill_shared::domain::money::{Currency, Money};
 use seckill_shared::domain::orders::OrderStatus;
+use seckill_shared::domain::payment::PaymentKey;
 use seckill_shared::observe::metrics::{self, Emitter, Flush, Sink};
 use seckill_tests::{
     App, Captured, Reply, eventually, live_sale, order_body, purchase_event, sqs_event,
@@ -22,6 +25,7 @@ use std::time::Duration;
 const NAMESPACE: &str = "Seckill/metrics-test";
 const PAY_EVENT: &str = include_str!("../events/orders-pay.json");
 const SCHEDULE_EVENT: &str = include_str!("../events/schedule-release-unpaid.json");
+const CALLBACK_EVENT: &str = include_str!("../events/payments-callback.json");
 
 /// Every line the functions wrote (as CloudWatch Logs would receive them),
 /// each of which must be one JSON object.
@@ -59,6 +63,8 @@ fn contract() -> BTreeMap<&'static str, (&'static str, &'static [&'static str])>
         ("OrderFailures", ("Count", &["order-writer"][..])),
         ("DlqMoves", ("Count", &["order-writer"][..])),
         ("OrdersPaid", ("Count", &["orders-api"][..])),
+        ("PaidAmount", ("None", &["orders-api"][..])),
+        ("PaymentsNeedingRefund", ("Count", &["orders-api"][..])),
         ("Releases", ("Count", &["release-unpaid", "admin-api"][..])),
         (
             "ReleasedUnits",
@@ -202,6 +208,18 @@ fn pay_event(order_id: &str, user: &str) -> lambda_http::Request {
     lambda_http::request::from_str(&event.to_string()).unwrap()
 }
 
+/// `events/payments-callback.json` with this body, signed by the provider.
+fn callback_event(body: &str) -> lambda_http::Request {
+    let mut event: Value = serde_json::from_str(CALLBACK_EVENT).unwrap();
+    event["body"] = body.into();
+    event["headers"]["payment-signature"] =
+        PaymentKey::new(seckill_tests::TEST_PAYMENT_SECRET.as_bytes())
+            .sign(clock::now_ms() / 1000, body.as_bytes())
+            .into();
+    event["requestContext"]["requestId"] = "callback".into();
+    lambda_http::request::from_str(&event.to_string()).unwrap()
+}
+
 /// A scheduler tick with a Lambda request id.
 fn tick(request_id: &str) -> LambdaEvent<Value> {
     let mut context = Context::default();
@@ -242,6 +260,11 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
     let mut sale = live_sale(5, 1);
     // Long enough to pay three orders, short enough to see two expire.
     sale.payment_window_seconds = 8;
+    // 19.99 a unit: each payment's amount is a PaidAmount line.
+    sale.price = Some(Money {
+        amount: 1999,
+        currency: Currency::parse("EUR").unwrap(),
+    });
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();
 
@@ -332,6 +355,19 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
         (&2.into(), &2.into()),
         "{report}"
     );
+    // ... and the provider's payment for one of them comes too late: owed
+    // back (PaymentsNeedingRefund), twice delivered, counted once.
+    let late = serde_json::json!({"paymentId": "pay_late", "orderId": order_of["u4"],
+        "amount": 1999, "currency": "EUR", "status": "SUCCEEDED"})
+    .to_string();
+    for _ in 0..2 {
+        let reply = Reply::from(
+            orders_api::handler::handle(&queries, callback_event(&late))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(reply.body["outcome"], "REFUND_NEEDED", "{}", reply.body);
+    }
 
     // 5. Prewarm loads a sale that starts soon (and refreshes the live one).
     let mut soon = live_sale(7, 1);
@@ -382,6 +418,9 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
         ("order-writer", "OrderFailures", 2),
         ("order-writer", "DlqMoves", 1),
         ("orders-api", "OrdersPaid", 3),
+        // Three payments of 19.99: one line each, summed.
+        ("orders-api", "PaidAmount", 3 * 1999),
+        ("orders-api", "PaymentsNeedingRefund", 1),
         ("release-unpaid", "Releases", 2),
         ("release-unpaid", "ReleasedUnits", 2),
         ("prewarm", "SalesPrewarmed", 1),
@@ -453,10 +492,23 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
             .count();
         assert_eq!(with_id, count, "{function} lines with {request_id}");
     }
-    let paid = lines_of(&lines, "orders-api");
+    // A payment's lines name its order; the callback's refund line has no
+    // order in its path, and carries the counter alone.
+    let api = lines_of(&lines, "orders-api");
     assert!(
-        paid.iter()
-            .all(|l| l["orderId"].is_string() && l.get("saleId").is_none()),
-        "{paid:#?}"
+        api.iter().all(|l| l.get("saleId").is_none()
+            && (l.get("PaymentsNeedingRefund").is_some() || l["orderId"].is_string())),
+        "{api:#?}"
+    );
+    let amounts: Vec<&Value> = api
+        .iter()
+        .filter(|l| l.get("PaidAmount").is_some())
+        .copied()
+        .collect();
+    assert_eq!(amounts.len(), 3, "{amounts:#?}");
+    assert!(
+        amounts
+            .iter()
+            .all(|l| l["currency"] == "EUR" && l["PaidAmount"] == 1999)
     );
 }

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use seckill_shared::adapters::dynamo::order_index::{
     SALE_BUCKETS, bucket_key, bucket_of, order_item,
 };
-use seckill_shared::adapters::dynamo::orders::{DynamoOrders, is_buyer_item};
+use seckill_shared::adapters::dynamo::orders::{DynamoOrders, is_order_item};
 use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
@@ -100,7 +100,7 @@ async fn raw_orders(app: &App) -> Vec<Item> {
             .send()
             .await
             .unwrap();
-        out.extend(page.items().iter().filter(|i| !is_buyer_item(i)).cloned());
+        out.extend(page.items().iter().filter(|i| is_order_item(i)).cloned());
         match page.last_evaluated_key {
             Some(key) if !key.is_empty() => start = Some(key),
             _ => return out,

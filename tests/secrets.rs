@@ -99,7 +99,7 @@ impl Drop for AuthRedis {
 }
 
 /// A secret on the emulator, under a name no other test uses that ends in
-/// `-redis` or `-gate` (`kind`), as the stacks name them (the IAM test maps
+/// `-redis`, `-gate` or `-payment` (`kind`), as the stacks name them (the IAM test maps
 /// those to the template's secrets); its ARN.
 async fn secret(kind: &str, value: &str) -> String {
     let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
@@ -165,6 +165,7 @@ fn naming(config: &Config, redis_url: &str, secrets: SecretArns) -> Config {
     Config {
         redis_url: redis_url.to_owned(),
         gate_secret: None,
+        payment_secret: None,
         secrets,
         ..config.clone()
     }
@@ -183,6 +184,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
     let arns = SecretArns {
         redis_auth: Some(redis_arn.clone()),
         gate: Some(gate_arn.clone()),
+        payment: None,
     };
     let fetched = || {
         (
@@ -308,6 +310,77 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
 }
 
 // ---------------------------------------------------------------------------
+// The payment provider's key: orders-api alone fetches it, once.
+
+#[tokio::test]
+async fn the_payment_key_is_fetched_once_by_the_orders_api_and_checks_its_callbacks() {
+    let app = App::spawn().await;
+    let redis_url = std::env::var("REDIS_URL").unwrap();
+    let key = format!("paykey-{}-0123456789abcdef0123456789", unique("k"));
+    let arn = secret("payment", &key).await;
+    let arns = |payment: &str| SecretArns {
+        redis_auth: None,
+        gate: None,
+        payment: Some(payment.to_owned()),
+    };
+    let config = naming(&app.config, &redis_url, arns(&arn));
+    // The functions that take no callback never fetch it.
+    purchase::wire(&config).await.unwrap();
+    order_writer::wire(&config).await.unwrap();
+    assert_eq!(secrets::fetch_count(&arn), 0);
+    let queries = orders_api::wire(&config).await.unwrap();
+    assert_eq!(secrets::fetch_count(&arn), 1, "the orders-api wiring");
+
+    // Signed with the secret's key the callback is read (no such order);
+    // signed with any other it is refused.
+    let body = json!({"paymentId": "pay_s1", "orderId": "no-such-order", "amount": 1,
+                      "currency": "EUR", "status": "SUCCEEDED"})
+    .to_string();
+    for (signer, expected) in [
+        (key.as_str(), (404, "ORDER_NOT_FOUND")),
+        (
+            seckill_tests::TEST_PAYMENT_SECRET,
+            (401, "INVALID_SIGNATURE"),
+        ),
+    ] {
+        let text = std::fs::read_to_string(root().join("events/payments-callback.json")).unwrap();
+        let mut event: Json = serde_json::from_str(&text).unwrap();
+        event["body"] = body.clone().into();
+        event["headers"]["payment-signature"] =
+            seckill_shared::domain::payment::PaymentKey::new(signer.as_bytes())
+                .sign(clock::now_ms() / 1000, body.as_bytes())
+                .into();
+        let reply = ask(
+            &queries,
+            lambda_http::request::from_str(&event.to_string()).unwrap(),
+        )
+        .await;
+        assert_eq!((reply.status, reply.code()), expected, "{}", reply.body);
+    }
+    assert_eq!(secrets::fetch_count(&arn), 1, "invocations fetch nothing");
+
+    // A short or missing key fails the orders API's init, naming the
+    // variable and the secret, never the value.
+    let short = format!("short-{}", &unique("s")[..8]);
+    let short_arn = secret("payment", &short).await;
+    let missing = secret_name("payment");
+    for (id, why) in [
+        (&short_arn, "shorter than 32 characters"),
+        (&missing, "ResourceNotFound"),
+    ] {
+        let err = match orders_api::wire(&naming(&app.config, &redis_url, arns(id))).await {
+            Ok(_) => panic!("{id}: wired anyway"),
+            Err(err) => err,
+        };
+        let shown = format!("{err} | {err:?}");
+        for part in ["PAYMENT_SECRET_ARN", id.as_str(), why] {
+            assert!(shown.contains(part), "{part:?} not in: {shown}");
+        }
+        assert!(!shown.contains(&short), "{shown}");
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The local stack and `seckill-local invoke` take the same path.
 
 #[tokio::test]
@@ -403,6 +476,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(missing_redis.clone()),
                 gate: Some(good_gate.clone()),
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &missing_redis,
@@ -413,6 +487,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(plain_arn.clone()),
                 gate: None,
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &plain_arn,
@@ -423,6 +498,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: Some(no_token_arn.clone()),
                 gate: None,
+                payment: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &no_token_arn,
@@ -433,6 +509,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: None,
                 gate: Some(short_arn.clone()),
+                payment: None,
             },
             "GATE_SECRET_ARN",
             &short_arn,
@@ -443,6 +520,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
             SecretArns {
                 redis_auth: None,
                 gate: Some(missing_gate.clone()),
+                payment: None,
             },
             "GATE_SECRET_ARN",
             &missing_gate,
@@ -561,6 +639,8 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
             // request with its body, which is the test's doing, not a function's.
             let redis_arn = secret("redis", &json!({ "token": token }).to_string()).await;
             let gate_arn = secret("gate", &key).await;
+            let pay_key = format!("paykey-{}-0123456789abcdef0123456789", unique("k"));
+            let pay_arn = secret("payment", &pay_key).await;
             let malformed = secret("redis", &token).await;
 
             let logs = Captured::default();
@@ -575,18 +655,24 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
             let arns = SecretArns {
                 redis_auth: Some(redis_arn.clone()),
                 gate: Some(gate_arn.clone()),
+                payment: Some(pay_arn.clone()),
             };
             let app =
                 App::spawn_with(|config| *config = naming(config, &redis.url, arns.clone())).await;
             let queries = orders_api::wire(&app.config).await.unwrap();
             admin_api::wire(&app.config).await.unwrap();
             // The resolved configuration, as a careless log line would show it.
-            let resolved =
-                secrets::resolve(&app.config, aws::Caller::Tool, secrets::Uses::RedisAndGate)
-                    .await
-                    .unwrap();
+            let resolved = secrets::resolve(
+                &app.config,
+                aws::Caller::Tool,
+                secrets::Uses::RedisGateAndPayment,
+            )
+            .await
+            .unwrap();
             assert!(
-                resolved.redis_url.contains(&token) && resolved.gate_secret == Some(key.clone())
+                resolved.redis_url.contains(&token)
+                    && resolved.gate_secret == Some(key.clone())
+                    && resolved.payment_secret == Some(pay_key.clone())
             );
             tracing::info!(config = ?resolved, "resolved configuration");
 
@@ -613,6 +699,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
                 SecretArns {
                     redis_auth: Some(malformed),
                     gate: None,
+                    payment: None,
                 },
             ))
             .await
@@ -625,7 +712,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
             assert!(logged.contains("GetSecretValue"), "{logged}");
             assert!(logged.contains("resolved configuration"), "{logged}");
             assert!(logged.contains("init failed"), "{logged}");
-            for secret in [token.as_str(), key.as_str()] {
+            for secret in [token.as_str(), key.as_str(), pay_key.as_str()] {
                 assert!(
                     !logged.contains(secret),
                     "a log line holds {secret:?}:\n{logged}"

@@ -17,6 +17,8 @@
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
 //! - [`bench_reconcile`]: `make bench`'s row of purchase latency while
 //!   reconcile reads a sale of a million buyers.
+//! - [`sign_payment`]: `seckill-local sign-payment`, a signed payment
+//!   callback for an order as a `curl` command.
 //! - [`invoke`]: one event through one function's own loader, wiring and
 //!   handler (`seckill-local invoke`).
 //! - [`iam`]: the AWS calls each function made (the emulator's recording)
@@ -42,6 +44,7 @@ pub mod loadgen;
 pub mod local;
 pub mod pages;
 pub mod runtime_api;
+pub mod sign_payment;
 pub mod token;
 
 /// A local-stack setting: the variable if set and not empty, else the default.

@@ -62,6 +62,12 @@ impl LocalSettings {
         format!("{}-gate", self.queue_name)
     }
 
+    /// The emulator secret of the payment provider's key:
+    /// `<queue name>-payment` (`seckill-orders-payment` by default).
+    pub fn payment_secret_name(&self) -> String {
+        format!("{}-payment", self.queue_name)
+    }
+
     pub fn from_env() -> Self {
         let var = crate::env_or;
         Self {
@@ -97,6 +103,20 @@ pub async fn ensure_gate_secret(
     Ok(emulator::ensure_secret(secrets, name, DEFAULT_GATE_SECRET).await?)
 }
 
+/// The local stack's payment provider key: what `up` puts into the
+/// emulator's secret [`LocalSettings::payment_secret_name`] when it is
+/// missing, and what `seckill-local sign-payment` signs with.
+pub const DEFAULT_PAYMENT_SECRET: &str = "seckill-local-payment-secret-not-for-production";
+
+/// The ARN of the local payment key's secret `name` on the emulator,
+/// created with [`DEFAULT_PAYMENT_SECRET`] if missing.
+pub async fn ensure_payment_secret(
+    secrets: &aws::SecretsClient,
+    name: &str,
+) -> Result<String, LocalError> {
+    Ok(emulator::ensure_secret(secrets, name, DEFAULT_PAYMENT_SECRET).await?)
+}
+
 /// `GATE_SECRET_ARN` for `seckill-local invoke`: what `env` names, or, for a
 /// function that reads the gate key, the local gate secret (created if
 /// missing, as `up` does), so the gate's path runs through Secrets Manager
@@ -106,17 +126,48 @@ pub async fn invoke_gate_secret(
     env: seckill_shared::config::Lookup<'_>,
     settings: &LocalSettings,
 ) -> Result<Option<String>, LocalError> {
-    if let Some(named) = env("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()) {
+    invoke_secret(function, env, "GATE_SECRET_ARN", || async {
+        let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
+        ensure_gate_secret(&aws::secrets(&sdk), &settings.gate_secret_name()).await
+    })
+    .await
+}
+
+/// `PAYMENT_SECRET_ARN` for `seckill-local invoke`, as
+/// [`invoke_gate_secret`] does for the gate key.
+pub async fn invoke_payment_secret(
+    function: crate::invoke::Function,
+    env: seckill_shared::config::Lookup<'_>,
+    settings: &LocalSettings,
+) -> Result<Option<String>, LocalError> {
+    invoke_secret(function, env, "PAYMENT_SECRET_ARN", || async {
+        let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
+        ensure_payment_secret(&aws::secrets(&sdk), &settings.payment_secret_name()).await
+    })
+    .await
+}
+
+/// What `env` names for `variable`, else, when `function` reads it, the
+/// local secret `ensure` makes.
+async fn invoke_secret<F, Fut>(
+    function: crate::invoke::Function,
+    env: seckill_shared::config::Lookup<'_>,
+    variable: &str,
+    ensure: F,
+) -> Result<Option<String>, LocalError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<String, LocalError>>,
+{
+    if let Some(named) = env(variable).filter(|v| !v.trim().is_empty()) {
         return Ok(Some(named));
     }
     let reads = crate::consistency::reads(crate::invoke::Handler::loader(function))
         .map_err(LocalError::Other)?;
-    if !reads.contains("GATE_SECRET_ARN") {
+    if !reads.contains(variable) {
         return Ok(None);
     }
-    let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(10)).await;
-    let name = settings.gate_secret_name();
-    Ok(Some(ensure_gate_secret(&aws::secrets(&sdk), &name).await?))
+    Ok(Some(ensure().await?))
 }
 
 /// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
@@ -133,6 +184,7 @@ pub fn demo_sale(id: &SaleId) -> Sale {
         shards: 1,
         gate: false,
         paused: false,
+        price: None,
     }
 }
 
@@ -274,6 +326,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
     if config.secrets.gate.is_none() {
         config.secrets.gate =
             Some(ensure_gate_secret(&aws::secrets(&sdk), &settings.gate_secret_name()).await?);
+    }
+    // The payment provider's key likewise (`PAYMENT_SECRET_ARN` names another).
+    if config.secrets.payment.is_none() {
+        config.secrets.payment = Some(
+            ensure_payment_secret(&aws::secrets(&sdk), &settings.payment_secret_name()).await?,
+        );
     }
     if !settings.demo_sale.is_empty() {
         let id = SaleId::parse(&settings.demo_sale).map_err(|e| LocalError::Other(e.0))?;

@@ -8,6 +8,7 @@
 //! seckill-local invoke order-writer --event events/order-writer.json
 //! seckill-local run prewarm|release-unpaid|reconcile
 //! seckill-local backfill-order-buckets --orders-table NAME
+//! seckill-local sign-payment --order ORDER_ID [--payment-id ID] [--amount N]
 //! ```
 
 use clap::{Parser, Subcommand};
@@ -75,6 +76,25 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         orders_table: String,
     },
+    /// Print a `curl` command of the payment provider's callback for an
+    /// order (`POST /payments/callback`), signed with the local stack's
+    /// payment key and good for five minutes.
+    SignPayment {
+        /// The order to pay (it must be written: PENDING_PAYMENT or later).
+        #[arg(long, value_name = "ORDER_ID")]
+        order: String,
+        /// The provider's payment id (default `pay-<unix seconds>`); send
+        /// the same one twice to see the callback is idempotent.
+        #[arg(long, value_name = "ID")]
+        payment_id: Option<String>,
+        /// Another amount than the order's, in minor units (to see
+        /// `400 AMOUNT_MISMATCH`).
+        #[arg(long, value_name = "MINOR_UNITS")]
+        amount: Option<u64>,
+        /// The API's base URL (default `http://$SECKILL_LISTEN`).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
 }
 
 fn function(name: &str) -> Result<Function, String> {
@@ -113,6 +133,22 @@ async fn main() -> ExitCode {
         Command::Token { user, admin, ttl } => token(&user, admin, ttl),
         Command::Invoke { function, event } => invoke(function, &event).await,
         Command::Run { job } => run(job).await,
+        Command::SignPayment {
+            order,
+            payment_id,
+            amount,
+            url,
+        } => seckill_infra::sign_payment::sign_payment(
+            &seckill_infra::sign_payment::SignRequest {
+                order_id: order,
+                payment_id,
+                amount,
+                url,
+            },
+            &LocalSettings::from_env(),
+        )
+        .await
+        .map(|curl| println!("{curl}")),
         Command::BackfillOrderBuckets { orders_table } => {
             seckill_infra::backfill::backfill(&orders_table)
                 .await
@@ -143,14 +179,18 @@ fn token(user: &str, admin: bool, ttl: i64) -> Result<(), String> {
 async fn invoke(function: Function, path: &str) -> Result<(), String> {
     let name = function.name();
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    // The process's environment, with the local gate secret's ARN for a
-    // function that reads it (unless GATE_SECRET_ARN names another).
-    let gate =
-        local::invoke_gate_secret(function, &config::process_env, &LocalSettings::from_env())
-            .await
-            .map_err(|e| format!("{name}: {e}"))?;
+    // The process's environment, with the local gate and payment secrets'
+    // ARNs for a function that reads them (unless the variables name others).
+    let settings = LocalSettings::from_env();
+    let gate = local::invoke_gate_secret(function, &config::process_env, &settings)
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    let payment = local::invoke_payment_secret(function, &config::process_env, &settings)
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
     let env = |var: &str| match var {
         "GATE_SECRET_ARN" => gate.clone(),
+        "PAYMENT_SECRET_ARN" => payment.clone(),
         _ => config::process_env(var),
     };
     let printed = invoke::invoke(function, &raw, &env)

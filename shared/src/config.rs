@@ -50,11 +50,15 @@ pub struct SecretArns {
     /// `GATE_SECRET_ARN`: the sale gate's HMAC key, the secret string
     /// itself (32 characters or more); it becomes [`Config::gate_secret`].
     pub gate: Option<String>,
+    /// `PAYMENT_SECRET_ARN`: the key the payment provider signs its
+    /// callbacks with, the secret string itself (32 characters or more); it
+    /// becomes [`Config::payment_secret`].
+    pub payment: Option<String>,
 }
 
 impl SecretArns {
     pub fn is_empty(&self) -> bool {
-        self.redis_auth.is_none() && self.gate.is_none()
+        self.redis_auth.is_none() && self.gate.is_none() && self.payment.is_none()
     }
 }
 
@@ -119,8 +123,13 @@ pub struct Config {
     /// `GATE_SECRET_ARN` at cold start (no variable holds it). Without it,
     /// gated sales sell to nobody (and say so at cold start).
     pub gate_secret: Option<String>,
+    /// The payment provider's signing key, fetched from
+    /// `PAYMENT_SECRET_ARN` at cold start (no variable holds it). Without
+    /// it, `POST /payments/callback` refuses every call as unsigned.
+    pub payment_secret: Option<String>,
     /// The secrets to fetch at cold start (`REDIS_AUTH_SECRET_ARN`,
-    /// `GATE_SECRET_ARN`); empty once [`crate::adapters::secrets::resolve`] has.
+    /// `GATE_SECRET_ARN`, `PAYMENT_SECRET_ARN`); empty once
+    /// [`crate::adapters::secrets::resolve`] has.
     pub secrets: SecretArns,
     /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
     /// the EMF lines; the template sets `Seckill/<stack name>`.
@@ -147,6 +156,10 @@ impl std::fmt::Debug for Config {
             .field(
                 "gate_secret",
                 &self.gate_secret.as_ref().map(|_| "<secret>"),
+            )
+            .field(
+                "payment_secret",
+                &self.payment_secret.as_ref().map(|_| "<secret>"),
             )
             .field("secrets", &self.secrets)
             .field("metrics_namespace", &self.metrics_namespace)
@@ -210,6 +223,8 @@ pub struct Reads {
     pub rate_limits: bool,
     /// `GATE_SECRET_ARN`: the gate key's secret.
     pub gate_secret: bool,
+    /// `PAYMENT_SECRET_ARN`: the payment provider's signing key's secret.
+    pub payment_secret: bool,
     /// `MAX_RECEIVE_COUNT` (the order-writer's: when a failure is final).
     pub max_receive_count: bool,
 }
@@ -225,6 +240,7 @@ impl Reads {
         prewarm_lead: false,
         rate_limits: false,
         gate_secret: false,
+        payment_secret: false,
         max_receive_count: false,
     };
 
@@ -238,6 +254,7 @@ impl Reads {
         prewarm_lead: true,
         rate_limits: true,
         gate_secret: true,
+        payment_secret: true,
         max_receive_count: true,
     };
 }
@@ -265,6 +282,8 @@ impl Config {
         let secrets = SecretArns {
             redis_auth: env("REDIS_AUTH_SECRET_ARN").filter(|v| !v.trim().is_empty()),
             gate: env_if(reads.gate_secret)("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()),
+            payment: env_if(reads.payment_secret)("PAYMENT_SECRET_ARN")
+                .filter(|v| !v.trim().is_empty()),
         };
         if secrets.redis_auth.is_some() && has_password(&redis_url) {
             // Two sources of one password: refuse rather than guess.
@@ -302,6 +321,7 @@ impl Config {
             )?),
             rate_limits: rate_limits(env_if(reads.rate_limits))?,
             gate_secret: None,
+            payment_secret: None,
             secrets,
             metrics_namespace: env("METRICS_NAMESPACE")
                 .map(|v| v.trim().to_owned())
@@ -471,7 +491,7 @@ mod tests {
 
         asked.borrow_mut().clear();
         Config::from_lookup(&record).unwrap();
-        assert_eq!(asked.borrow().len(), 17, "{:?}", asked.borrow());
+        assert_eq!(asked.borrow().len(), 18, "{:?}", asked.borrow());
         // No loader reads a secret value, only where to fetch it.
         assert!(
             !asked.borrow().iter().any(|name| name == "GATE_SECRET"),
@@ -494,9 +514,12 @@ mod tests {
         let mut cfg = Config::from_lookup(&|k| map.get(k).cloned()).unwrap();
         // What `secrets::resolve` fills in at cold start.
         cfg.gate_secret = Some("correct-horse-battery-staple".into());
+        cfg.payment_secret = Some("tr0ub4dor-payment-key".into());
         let shown = format!("{cfg:?}");
         assert!(
-            !shown.contains("hunter2") && !shown.contains("correct-horse"),
+            !shown.contains("hunter2")
+                && !shown.contains("correct-horse")
+                && !shown.contains("tr0ub4dor"),
             "{shown}"
         );
         assert!(shown.contains("cache.example"));
@@ -549,6 +572,7 @@ mod tests {
             SecretArns {
                 redis_auth: Some("arn:aws:secretsmanager:r:1:secret:redis".into()),
                 gate: Some("arn:aws:secretsmanager:r:1:secret:gate".into()),
+                payment: None,
             }
         );
         assert_eq!(cfg.gate_secret, None);

@@ -45,7 +45,7 @@ pub enum ApiError {
     OrderExpired,
     #[error("{0}")]
     OrderNotPayable(String),
-    #[error("the sale has started: its stock, shards and start can no longer change")]
+    #[error("the sale has started: its stock, shards, start and price can no longer change")]
     SaleStarted,
     #[error("{0}")]
     SaleLoaded(&'static str),
@@ -55,6 +55,12 @@ pub enum ApiError {
         "this sale needs a pass: answer the question at /sales/{{saleId}}/challenge and send the token as X-Sale-Token"
     )]
     GateRequired,
+    /// `POST /payments/callback` without a valid, fresh signature.
+    #[error("the Payment-Signature header is missing, malformed, wrong or too old")]
+    InvalidSignature,
+    /// A payment whose amount or currency is not the order's.
+    #[error("{0}")]
+    AmountMismatch(String),
     #[error("internal error")]
     Internal,
 }
@@ -62,8 +68,8 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
-            Self::InvalidRequest(_) => 400,
-            Self::Unauthenticated | Self::UnusableIdentity(_) => 401,
+            Self::InvalidRequest(_) | Self::AmountMismatch(_) => 400,
+            Self::Unauthenticated | Self::UnusableIdentity(_) | Self::InvalidSignature => 401,
             Self::Forbidden | Self::GateRequired => 403,
             Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
             Self::LimitExceeded { .. }
@@ -104,6 +110,8 @@ impl ApiError {
             Self::SaleLoaded(_) => "SALE_LOADED",
             Self::Conflict => "CONFLICT",
             Self::GateRequired => Outcome::GateRequired.as_str(),
+            Self::InvalidSignature => "INVALID_SIGNATURE",
+            Self::AmountMismatch(_) => "AMOUNT_MISMATCH",
         }
     }
 

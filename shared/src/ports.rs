@@ -3,7 +3,8 @@
 //! what the operations path (jobs, reconcile, invariants, live view) needs
 //! beyond them: stock administration ([`StockAdmin`]), the catalog's
 //! counters and reports ([`CatalogAdmin`]), the order ledger's reads
-//! ([`OrderLedger`]) and queue inspection ([`QueueInspector`]).
+//! ([`OrderLedger`]) and queue inspection ([`QueueInspector`]); and the
+//! payment store ([`PaymentStore`]: payments applied to orders, refunds).
 //! Real adapters live in [`crate::adapters`]; [`crate::adapters::memory`] has
 //! in-memory ones.
 //!
@@ -288,6 +289,9 @@ pub trait SaleCatalog: Send + Sync {
 // ---------------------------------------------------------------- orders
 
 /// How writing one order on its own went.
+// One value per write, returned and dropped: an `Order` inline costs
+// less than boxing it on every answer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SingleWrite {
     Written,
@@ -303,6 +307,9 @@ pub enum SingleWrite {
 }
 
 /// How recording a rejection went.
+// One value per write, returned and dropped: an `Order` inline costs
+// less than boxing it on every answer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RejectWrite {
     /// The `REJECTED` row is written.
@@ -330,6 +337,29 @@ pub enum PayOutcome {
     NotFound,
 }
 
+impl PayOutcome {
+    /// What the buyer's stand-in answers for its settlement (one that
+    /// records no refund: no money moved).
+    pub fn of_stand_in(settlement: Settlement) -> Self {
+        match settlement {
+            Settlement::Paid(order) => Self::Paid(order),
+            Settlement::Replayed(_, order) => Self::AlreadyPaid(order),
+            // Recording no refund, a store never answers these.
+            Settlement::RefundNeeded(order) => Self::NotPayable(order.status),
+            Settlement::ForeignPayment(_) => Self::NotPayable(OrderStatus::Paid),
+            Settlement::NotPayable(order) => match order.status {
+                // Paid by the provider: a click after it is the same success.
+                OrderStatus::Paid => Self::AlreadyPaid(order),
+                OrderStatus::Expired | OrderStatus::PendingPayment => Self::Expired,
+                other => Self::NotPayable(other),
+            },
+        }
+    }
+}
+
+// One value per write, returned and dropped: an `Order` inline costs
+// less than boxing it on every answer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExpireOutcome {
     /// Now `EXPIRED`; its units went back to the sale item.
@@ -391,7 +421,10 @@ pub trait OrderStore: Send + Sync {
         user_id: &UserId,
     ) -> impl Future<Output = Result<Vec<Order>, OrderStoreError>> + Send;
 
-    /// `PENDING_PAYMENT` and not expired becomes `PAID`; one conditional write.
+    /// The buyer's stand-in for the payment provider: `PENDING_PAYMENT`
+    /// and not expired becomes `PAID`, through the same settlement as the
+    /// provider's callback ([`PaymentStore::settle`]) with the order's own
+    /// payment id, so paying again is the same success.
     fn pay(
         &self,
         order_id: &OrderId,
@@ -408,6 +441,52 @@ pub trait OrderStore: Send + Sync {
         order_id: &OrderId,
         now_ms: i64,
     ) -> impl Future<Output = Result<ExpireOutcome, OrderStoreError>> + Send;
+}
+
+// --------------------------------------------------------------- payments
+
+pub use crate::domain::payment::{Payment, PaymentOutcome, PaymentRecord};
+
+/// How applying one payment went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// This payment made the order `PAID`, now; the order as it is.
+    Paid(Order),
+    /// This payment was recorded as owed back, now: the order could not be
+    /// paid, and stays as it was but for the refund mark.
+    RefundNeeded(Order),
+    /// This payment id was applied before: what it did then, and the order
+    /// as it stands. Nothing changed.
+    Replayed(PaymentOutcome, Order),
+    /// This payment id was applied to another order: nothing changed.
+    ForeignPayment(PaymentRecord),
+    /// The order cannot be paid and the caller asked not to record refunds
+    /// (the stand-in: no money moved). Nothing changed; the order as it is.
+    NotPayable(Order),
+}
+
+/// The payments' records and their effect on orders (the `orders` table
+/// holds them beside the orders they pay).
+pub trait PaymentStore: Send + Sync {
+    /// Applies `payment` to `order` (as the caller read it), exactly once
+    /// per payment id: the order becomes `PAID` by it (only if it is
+    /// `PENDING_PAYMENT` and its window is open at `payment.at_ms`), or,
+    /// when it cannot be paid and `record_refund`, is marked as owed a
+    /// refund for it (its status stays); then the payment is recorded.
+    /// Concurrent calls (same or other payment ids, and the expiry) have
+    /// exactly one effect on the order.
+    fn settle(
+        &self,
+        order: &Order,
+        payment: &Payment,
+        record_refund: bool,
+    ) -> impl Future<Output = Result<Settlement, OrderStoreError>> + Send;
+
+    /// The payments of a sale recorded as needing a refund, oldest first.
+    fn refunds_of_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Vec<PaymentRecord>, OrderStoreError>> + Send;
 }
 
 // ------------------------------------------------------- queue inspection

@@ -42,6 +42,8 @@ pub const GENEROUS_LIMITS: seckill_shared::config::RateLimits =
 
 /// The gate key of the test stacks.
 pub const TEST_GATE_SECRET: &str = "test-gate-secret";
+/// The payment provider's key of the tests' orders API.
+pub const TEST_PAYMENT_SECRET: &str = "test-payment-secret-of-thirty-two-bytes";
 
 const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
 
@@ -224,6 +226,7 @@ impl App {
             // sets tight limits.
             rate_limits: GENEROUS_LIMITS,
             gate_secret: Some(TEST_GATE_SECRET.into()),
+            payment_secret: Some(TEST_PAYMENT_SECRET.into()),
             secrets: Default::default(),
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             // The test queues' redrive, as the template feeds both from one value.
@@ -450,7 +453,7 @@ impl App {
             for item in page
                 .items()
                 .iter()
-                .filter(|i| !seckill_shared::adapters::dynamo::orders::is_buyer_item(i))
+                .filter(|i| seckill_shared::adapters::dynamo::orders::is_order_item(i))
             {
                 let order =
                     seckill_shared::adapters::dynamo::orders::order_from_item(item).unwrap();

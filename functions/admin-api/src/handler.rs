@@ -16,7 +16,7 @@ use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them (the
 /// last seven are [`crate::console`]'s).
-pub const ROUTES: [&str; 15] = [
+pub const ROUTES: [&str; 16] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
@@ -25,6 +25,7 @@ pub const ROUTES: [&str; 15] = [
     "GET /admin/sales/{saleId}/report",
     "GET /admin/sales/{saleId}/live",
     "GET /admin/sales/{saleId}/audit",
+    "GET /admin/sales/{saleId}/refunds",
     "GET /admin/sales",
     "GET /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/end",
@@ -197,6 +198,18 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .ok_or(ApiError::SaleNotFound)?;
             Ok(http::json(200, &serde_json::json!({ "entries": entries })))
         }
+        // Payments owed back to buyers (seckill_shared::app::payments).
+        "GET /admin/sales/{saleId}/refunds" => {
+            jobs.catalog()
+                .get_record(&sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let body = seckill_shared::app::payments::refunds(&admin.payments, &sale_id)
+                .await
+                .map_err(unavailable)?;
+            Ok(http::json(200, &body))
+        }
         "GET /admin/sales/{saleId}/report" => {
             let raw = jobs
                 .catalog()
@@ -271,6 +284,7 @@ pub(crate) fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Val
         "shards": sale.shards,
         "gate": sale.gate,
         "paused": sale.paused,
+        "price": seckill_shared::domain::money::Money::body_of(sale.price.as_ref()),
     })
 }
 

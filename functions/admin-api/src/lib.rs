@@ -32,6 +32,8 @@ pub struct Admin {
     pub queries: OrderQueries<DynamoOrders, RedisStock, DynamoCatalog>,
     /// The orders DLQ; `None` when `ORDERS_DLQ_URL` is not set.
     pub dlq: Option<SqsDeadLetters>,
+    /// The payments' records (the refunds view).
+    pub payments: DynamoOrders,
     /// What the jobs and the reconciler count on demand, as `admin-api`.
     pub metrics: Metrics,
 }
@@ -69,6 +71,7 @@ pub async fn wire(config: &Config) -> Result<Admin, WireError> {
         seckill_shared::adapters::aws::sdk_config(caller, std::time::Duration::from_secs(5)).await;
     let db = seckill_shared::adapters::aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let payments = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
     let queries = OrderQueries::new(
         DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table),
         stock,
@@ -92,6 +95,7 @@ pub async fn wire(config: &Config) -> Result<Admin, WireError> {
         reconciler: seckill_shared::app::reconcile::wire(config, caller)
             .await?
             .with_metrics(metrics.clone()),
+        payments,
         metrics,
     })
 }

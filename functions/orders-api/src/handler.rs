@@ -4,15 +4,16 @@
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::order_queries::OrderQueries;
+use seckill_shared::app::payments::PaymentError;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::{OrderStore, SaleCatalog, StockStore};
+use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 7] = [
+pub const ROUTES: [&str; 8] = [
     "GET /health",
     "GET /sales/{saleId}",
     "GET /sales/{saleId}/orders",
@@ -20,6 +21,7 @@ pub const ROUTES: [&str; 7] = [
     "POST /sales/{saleId}/challenge",
     "GET /orders/{orderId}",
     "POST /orders/{orderId}/pay",
+    "POST /payments/callback",
 ];
 
 pub async fn handle<O, S, C>(
@@ -27,7 +29,7 @@ pub async fn handle<O, S, C>(
     req: Request,
 ) -> Result<Response<Body>, Infallible>
 where
-    O: OrderStore,
+    O: OrderStore + PaymentStore,
     S: StockStore,
     C: SaleCatalog,
 {
@@ -51,7 +53,7 @@ async fn route<O, S, C>(
     req: &Request,
 ) -> Result<Response<Body>, ApiError>
 where
-    O: OrderStore,
+    O: OrderStore + PaymentStore,
     S: StockStore,
     C: SaleCatalog,
 {
@@ -140,6 +142,26 @@ where
                 "order paid"
             );
             Ok(http::json(200, &order.body()))
+        }
+        // The payment provider: no JWT; the signature over the raw body is
+        // the authentication, checked before anything is parsed.
+        "POST /payments/callback" => {
+            let signature = http::header(req, seckill_shared::domain::payment::SIGNATURE_HEADER)
+                .map_err(|_| ApiError::InvalidSignature)?;
+            let answer = queries
+                .payment_callback(signature, http::body_bytes(req)?)
+                .await
+                .map_err(|e| {
+                    if let PaymentError::Signature(why) = &e {
+                        tracing::warn!(
+                            request_id = http::request_id(req).unwrap_or_default(),
+                            %why,
+                            "payment callback refused"
+                        );
+                    }
+                    e.into_api()
+                })?;
+            Ok(http::json(200, &answer.body()))
         }
         _ => Err(ApiError::RouteNotFound),
     }

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 pub type LiveQueries = OrderQueries<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
 
-/// This function's settings: the orders table, the sale cache and the gate
-/// key besides the common ones.
+/// This function's settings: the orders table, the sale cache, the gate key
+/// and the payment provider's key besides the common ones.
 pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     Config::reading(
         env,
@@ -31,20 +31,21 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             orders_table: true,
             sale_cache: true,
             gate_secret: true,
+            payment_secret: true,
             ..Reads::COMMON
         },
     )
 }
 
 /// Once per execution environment: its cold start is counted here, and
-/// the Redis AUTH token and the gate key are fetched (a failed fetch fails
-/// the init).
+/// the Redis AUTH token, the gate key and the payment key are fetched (a
+/// failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
     let caller = aws::Caller::Function(seckill_shared::observe::metrics::Function::OrdersApi);
     let config = &seckill_shared::adapters::secrets::resolve(
         config,
         caller,
-        seckill_shared::adapters::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisGateAndPayment,
     )
     .await?;
     let sdk = aws::sdk_config(caller, Duration::from_secs(2)).await;
@@ -57,8 +58,15 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
     );
     let metrics = Metrics::new(Function::OrdersApi, &config.metrics_namespace);
     metrics.cold_start();
-    let queries =
+    let mut queries =
         OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl).with_metrics(metrics);
+    if let Some(secret) = &config.payment_secret {
+        queries = queries.with_payment_key(seckill_shared::domain::payment::PaymentKey::new(
+            secret.as_bytes(),
+        ));
+    } else {
+        tracing::warn!("PAYMENT_SECRET_ARN is not set: every payment callback is refused");
+    }
     Ok(match &config.gate_secret {
         Some(secret) => {
             queries.with_gate(seckill_shared::domain::gate::Gate::new(secret.as_bytes()))

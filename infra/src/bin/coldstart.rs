@@ -112,9 +112,11 @@ async fn main() -> Result<ExitCode, BoxError> {
         rate_limits: RateLimits::default(),
         // Fetched by the function itself at cold start.
         gate_secret: None,
+        payment_secret: None,
         secrets: SecretArns {
             redis_auth: Some(redis_auth.secret_arn.clone()),
             gate: Some(gate),
+            payment: None,
         },
         metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,

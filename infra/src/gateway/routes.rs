@@ -88,6 +88,13 @@ pub const ROUTES: &[Route] = &[
         target: Target::OrdersApi,
         authorized: true,
     },
+    // The payment provider: no JWT, the signature over the body instead.
+    Route {
+        method: "POST",
+        path: "/payments/callback",
+        target: Target::OrdersApi,
+        authorized: false,
+    },
     Route {
         method: "PUT",
         path: "/admin/sales/{saleId}",
@@ -121,6 +128,12 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/admin/sales/{saleId}/audit",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/refunds",
         target: Target::AdminApi,
         authorized: true,
     },

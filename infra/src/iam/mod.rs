@@ -263,13 +263,14 @@ pub fn check(calls: &[Call], roles: &BTreeMap<String, Role>) -> Report {
 
 /// The names `seckill-local` and the tests give their resources after a
 /// prefix: tables `-sales` and `-orders`, queues `-dlq` and the bare prefix
-/// (the orders queue), secrets `-gate` and `-redis`.
-const SUFFIXES: [(Service, &str, &str); 6] = [
+/// (the orders queue), secrets `-gate`, `-payment` and `-redis`.
+const SUFFIXES: [(Service, &str, &str); 7] = [
     (Service::DynamoDb, "-sales", "SalesTable"),
     (Service::DynamoDb, "-orders", "OrdersTable"),
     (Service::Sqs, "-dlq", "OrdersDLQ"),
     (Service::Sqs, "", "OrdersQueue"),
     (Service::SecretsManager, "-gate", "GateSecret"),
+    (Service::SecretsManager, "-payment", "PaymentSecret"),
     (Service::SecretsManager, "-redis", "RedisAuthSecret"),
 ];
 

@@ -1,19 +1,21 @@
 //! The secrets the functions need, from AWS Secrets Manager: the Redis AUTH
-//! token (`REDIS_AUTH_SECRET_ARN`) and the sale gate's HMAC key
-//! (`GATE_SECRET_ARN`). The environment names them; it never holds them, so
+//! token (`REDIS_AUTH_SECRET_ARN`), the sale gate's HMAC key
+//! (`GATE_SECRET_ARN`) and the payment provider's signing key
+//! (`PAYMENT_SECRET_ARN`, orders-api only). The environment names them; it never holds them, so
 //! `lambda:GetFunctionConfiguration` shows no secret.
 //!
 //! [`resolve`] runs at the top of each function's `wire`, once per execution
 //! environment (the cold start, before the first event). It fetches what the
-//! config names, both at once, and returns the config with the token as the
-//! password of `redis_url` and the key in `gate_secret`. The clients built
+//! config names, all at once, and returns the config with the token as the
+//! password of `redis_url` and the keys in `gate_secret` and
+//! `payment_secret`. The clients built
 //! from that config keep them for the environment's life: no invocation
 //! fetches again. A failed fetch is a [`SecretError`] that fails the init;
 //! it names the variable and the secret, never a value.
 //!
 //! Shapes: the Redis secret is a JSON object `{"token": "..."}` (what
-//! `infra/redis-stack.yaml` generates); the gate secret is the key itself,
-//! [`MIN_GATE_KEY_LEN`] characters or more.
+//! `infra/redis-stack.yaml` generates); the gate and payment secrets are
+//! the keys themselves, [`MIN_GATE_KEY_LEN`] characters or more.
 
 use crate::config::{Config, SecretArns};
 use std::collections::BTreeMap;
@@ -61,13 +63,15 @@ pub fn fetch_count(secret_id: &str) -> u64 {
 }
 
 /// Which secrets a function's wiring uses: every function talks to Redis;
-/// only purchase and orders-api check the gate. What a function does not use
+/// only purchase and orders-api check the gate, and only orders-api takes
+/// the payment provider's callbacks. What a function does not use
 /// is never fetched, even when its config names it (the local stack hands
 /// every function one config): on AWS it could not read it anyway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Uses {
     Redis,
     RedisAndGate,
+    RedisGateAndPayment,
 }
 
 /// `config` with the secrets `uses` names fetched: `redis_url` carries the
@@ -82,9 +86,13 @@ pub async fn resolve(
     let redis_auth = &config.secrets.redis_auth;
     let gate = match uses {
         Uses::Redis => &None,
-        Uses::RedisAndGate => &config.secrets.gate,
+        Uses::RedisAndGate | Uses::RedisGateAndPayment => &config.secrets.gate,
     };
-    if redis_auth.is_none() && gate.is_none() {
+    let payment = match uses {
+        Uses::RedisGateAndPayment => &config.secrets.payment,
+        Uses::Redis | Uses::RedisAndGate => &None,
+    };
+    if redis_auth.is_none() && gate.is_none() && payment.is_none() {
         return Ok(Config {
             secrets: SecretArns::default(),
             ..config.clone()
@@ -94,7 +102,7 @@ pub async fn resolve(
     let client = crate::adapters::aws::secrets(
         &crate::adapters::aws::sdk_config(caller, FETCH_TIMEOUT).await,
     );
-    let (token, key) = tokio::try_join!(
+    let (token, key, payment_key) = tokio::try_join!(
         async {
             match redis_auth {
                 Some(id) => redis_token(&client, id).await.map(Some),
@@ -103,7 +111,13 @@ pub async fn resolve(
         },
         async {
             match gate {
-                Some(id) => gate_key(&client, id).await.map(Some),
+                Some(id) => key_secret(&client, GATE_VARIABLE, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
+        async {
+            match payment {
+                Some(id) => key_secret(&client, PAYMENT_VARIABLE, id).await.map(Some),
                 None => Ok(None),
             }
         },
@@ -115,12 +129,16 @@ pub async fn resolve(
     if key.is_some() {
         resolved.gate_secret = key;
     }
+    if payment_key.is_some() {
+        resolved.payment_secret = payment_key;
+    }
     resolved.secrets = SecretArns::default();
     Ok(resolved)
 }
 
 const REDIS_VARIABLE: &str = "REDIS_AUTH_SECRET_ARN";
 const GATE_VARIABLE: &str = "GATE_SECRET_ARN";
+const PAYMENT_VARIABLE: &str = "PAYMENT_SECRET_ARN";
 
 async fn redis_token(
     client: &crate::adapters::aws::SecretsClient,
@@ -148,14 +166,17 @@ async fn redis_token(
     Ok(token.to_owned())
 }
 
-async fn gate_key(
+/// An HMAC key held as the secret string itself (the gate's, the payment
+/// provider's).
+async fn key_secret(
     client: &crate::adapters::aws::SecretsClient,
+    variable: &'static str,
     id: &str,
 ) -> Result<String, SecretError> {
-    let key = fetch(client, GATE_VARIABLE, id).await?;
+    let key = fetch(client, variable, id).await?;
     if key.len() < MIN_GATE_KEY_LEN {
         return Err(SecretError::Shape {
-            variable: GATE_VARIABLE,
+            variable,
             secret_id: id.to_owned(),
             why: "is shorter than 32 characters",
         });

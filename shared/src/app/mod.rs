@@ -5,6 +5,8 @@
 //! - [`order_writer`]: queue messages in, orders out.
 //! - [`order_queries`]: sale info, order status and payment for the orders
 //!   API.
+//! - [`payments`]: the payment provider's callback (signature, amount,
+//!   once per payment id) and the payment metrics.
 //! - [`catalog_cache`]: the per-environment cache in front of the catalog.
 //! - [`jobs`]: prewarm and the unpaid release.
 //! - [`reconcile`]: compare the stores, repair what is provably safe.
@@ -27,5 +29,6 @@ pub mod jobs;
 pub mod live;
 pub mod order_queries;
 pub mod order_writer;
+pub mod payments;
 pub mod purchase;
 pub mod reconcile;

@@ -1,5 +1,6 @@
 //! What the orders API answers: a sale's public view, an order's status for
-//! polling, and payment.
+//! polling, and payment (the buyer's stand-in and the provider's callback,
+//! both settled by [`crate::app::payments`]'s rules).
 //!
 //! An order is `QUEUED` while its reservation exists and its row does not.
 //! The order id alone does not name its sale, so a missing row is looked up
@@ -8,13 +9,14 @@
 
 use crate::adapters::redis::KEY_TTL_AFTER_END_MS;
 use crate::clock;
+use crate::domain::money::Money;
 use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
-use crate::observe::metrics::{Counter, Metrics};
+use crate::observe::metrics::Metrics;
 use crate::ports::{
-    CatalogError, OrderStore, OrderStoreError, PayOutcome, SaleCatalog, StockStore, StockView,
-    StoreError,
+    CatalogError, OrderStore, OrderStoreError, PayOutcome, PaymentStore, SaleCatalog, StockStore,
+    StockView, StoreError,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -86,10 +88,11 @@ pub struct OrderQueries<O, S, C> {
     sale_list_ttl: Duration,
     open_sales: Mutex<Option<(Instant, Vec<SaleId>)>>,
     gate: Option<crate::domain::gate::Gate>,
+    payment_key: Option<crate::domain::payment::PaymentKey>,
     metrics: Metrics,
 }
 
-impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
+impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
     pub fn new(orders: O, stock: S, catalog: C, sale_list_ttl: Duration) -> Self {
         Self {
             orders,
@@ -98,11 +101,13 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             sale_list_ttl,
             open_sales: Mutex::new(None),
             gate: None,
+            payment_key: None,
             metrics: Metrics::off(),
         }
     }
 
-    /// The same service counting into `metrics` (`OrdersPaid`).
+    /// The same service counting into `metrics` (`OrdersPaid`, `PaidAmount`,
+    /// `PaymentsNeedingRefund`).
     pub fn with_metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = metrics;
         self
@@ -115,6 +120,30 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
     /// The stock store it reads reservations from.
     pub fn stock(&self) -> &S {
         &self.stock
+    }
+
+    /// The same service with the payment provider's signing key
+    /// (`PAYMENT_SECRET_ARN`); without it every callback is refused.
+    pub fn with_payment_key(mut self, key: crate::domain::payment::PaymentKey) -> Self {
+        self.payment_key = Some(key);
+        self
+    }
+
+    /// `POST /payments/callback`: see [`crate::app::payments`].
+    pub async fn payment_callback(
+        &self,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Result<crate::app::payments::PaymentAnswer, crate::app::payments::PaymentError> {
+        crate::app::payments::callback(
+            &self.orders,
+            self.payment_key.as_ref(),
+            &self.metrics,
+            signature,
+            body,
+            clock::now_ms(),
+        )
+        .await
     }
 
     /// The same service with the sale gate's key.
@@ -197,9 +226,9 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
         sale_id: &SaleId,
         caller: &UserId,
     ) -> Result<Vec<Order>, QueryError> {
-        if self.catalog.get_sale(sale_id).await?.is_none() {
+        let Some(sale) = self.catalog.get_sale(sale_id).await? else {
             return Err(QueryError::NotFound);
-        }
+        };
         let mut orders = self.orders.orders_of_buyer(sale_id, caller).await?;
         let reservations = self.stock.buyer_reservations(sale_id, caller).await?;
         for (order_id, resv) in reservations {
@@ -207,7 +236,13 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 continue;
             }
             match resv.state.as_str() {
-                "QUEUED" => orders.push(queued_order(order_id, sale_id.clone(), caller, &resv)?),
+                "QUEUED" => orders.push(queued_order(
+                    order_id,
+                    sale_id.clone(),
+                    caller,
+                    &resv,
+                    sale.price,
+                )?),
                 _ => {
                     if let Some(row) = self.orders.get(&order_id).await?
                         && &row.user_id == caller
@@ -241,6 +276,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             "remaining": remaining.max(0),
             "perUserLimit": sale.per_user_limit,
             "status": status,
+            "price": Money::body_of(sale.price.as_ref()),
         }))
     }
 
@@ -270,11 +306,15 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
             .ok_or(QueryError::NotFound)
     }
 
-    /// `POST /orders/{orderId}/pay`: paying twice is the same success.
+    /// `POST /orders/{orderId}/pay`: the buyer's stand-in for the payment
+    /// provider, the same settlement as the callback with the order's own
+    /// payment id (`local-<orderId>`); paying twice is the same success. An
+    /// order past its window is `ORDER_EXPIRED` at once, and nothing is
+    /// recorded (no money moved).
     pub async fn pay(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
         match self.orders.pay(order_id, caller, clock::now_ms()).await? {
             PayOutcome::Paid(order) => {
-                self.metrics.count(Counter::OrdersPaid, 1);
+                crate::app::payments::paid_metrics(&self.metrics, &order);
                 Ok(order)
             }
             // A second click is the same payment, counted once.
@@ -314,11 +354,17 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
                 Some(caller) => caller.clone(),
                 None => UserId::parse(&resv.user_id).map_err(|e| StoreError::Protocol(e.0))?,
             };
+            let price = self
+                .catalog
+                .get_sale(&sale_id)
+                .await?
+                .and_then(|sale| sale.price);
             return Ok(Some(queued_order(
                 order_id.clone(),
                 sale_id,
                 &owner,
                 &resv,
+                price,
             )?));
         }
         Ok(None)
@@ -367,22 +413,30 @@ pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64
 }
 
 /// An order as `QUEUED`: accepted, its reservation in Redis, no row yet.
+/// Its `amount` is the one the order-writer will record (the price is
+/// frozen from the start).
 fn queued_order(
     order_id: OrderId,
     sale_id: SaleId,
     caller: &UserId,
     resv: &crate::ports::ReservationRecord,
+    price: Option<Money>,
 ) -> Result<Order, StoreError> {
+    let quantity = Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?;
     Ok(Order {
         order_id,
         sale_id,
         user_id: caller.clone(),
-        quantity: Quantity::new(resv.quantity).map_err(|e| StoreError::Protocol(e.0))?,
+        quantity,
         status: OrderStatus::Queued,
         created_at_ms: resv.at_ms,
         expires_at_ms: None,
         reject_reason: None,
         return_seq: None,
+        amount: price.and_then(|p| p.times(quantity)),
+        paid_at_ms: None,
+        payment_id: None,
+        refunds: Vec::new(),
     })
 }
 

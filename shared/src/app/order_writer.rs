@@ -205,6 +205,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
                     e.reserved_at_ms,
                     sale.payment_window_seconds,
                 )
+                .priced(sale.price)
             })
             .collect();
         let token = request_token(&orders);

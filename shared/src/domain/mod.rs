@@ -14,6 +14,8 @@
 //!   (the sale item's counters, what a rebuild of Redis loads).
 //! - [`stock_state`]: what the stock store holds for a sale as the
 //!   operations path reads it (snapshot, holdings, reservations).
+//! - [`money`]: prices and amounts (minor units of an ISO 4217 currency).
+//! - [`payment`]: the payment provider's callback: its signature and body.
 //! - [`outcome`]: [`Outcome`], the one list of purchase outcome codes
 //!   (metrics, tally, live view and error codes derive from it).
 
@@ -21,8 +23,10 @@ pub mod borrowing;
 pub mod gate;
 pub mod keyed_filter;
 pub mod ledger;
+pub mod money;
 pub mod orders;
 pub mod outcome;
+pub mod payment;
 pub mod sale_spec;
 pub mod shard_layout;
 pub mod stock_state;

@@ -7,9 +7,15 @@
 //! `REJECTED` when DynamoDB refused the units Redis had let through (no
 //! stock, or the buyer's limit: the ledger enforces both) or reconcile gave
 //! the reservation up.
+//!
+//! What the API shows is [`Order::body`]: an order `PENDING_PAYMENT` past
+//! its `expiresAt` is shown `EXPIRED` at once ([`Order::status_at`]),
+//! although its row stays as it is until the release job expires it and
+//! gives its units back.
 
 use crate::clock;
-use crate::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
+use crate::domain::money::Money;
+use crate::domain::{OrderId, OrderMessage, PaymentId, Quantity, SaleId, UserId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderStatus {
@@ -90,18 +96,41 @@ pub struct Order {
     /// For an `EXPIRED` order: the sale item's `returnSeq` its expiry set,
     /// the ledger position of its returned units (see `return_units.lua`).
     pub return_seq: Option<u64>,
+    /// What it costs: the sale's price times the quantity, recorded when
+    /// the row is written (`None`: a sale without a price).
+    pub amount: Option<Money>,
+    /// When it was paid, and by which payment.
+    pub paid_at_ms: Option<i64>,
+    pub payment_id: Option<PaymentId>,
+    /// Payments for it that came when it could no longer be paid (expired,
+    /// paid by another payment, rejected): each is owed back to the buyer.
+    pub refunds: Vec<PaymentId>,
 }
 
 impl Order {
+    /// The status the API answers at `now_ms`: a `PENDING_PAYMENT` order
+    /// whose payment window has closed is `EXPIRED` from that instant (it
+    /// can no longer be paid), before the release job flips its row.
+    pub fn status_at(&self, now_ms: i64) -> OrderStatus {
+        match (self.status, self.expires_at_ms) {
+            (OrderStatus::PendingPayment, Some(at)) if at <= now_ms => OrderStatus::Expired,
+            (status, _) => status,
+        }
+    }
+
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({
             "orderId": self.order_id,
             "saleId": self.sale_id,
             "userId": self.user_id,
             "quantity": self.quantity,
-            "status": self.status.as_str(),
+            "status": self.status_at(clock::now_ms()).as_str(),
             "createdAt": clock::rfc3339_ms(self.created_at_ms),
             "expiresAt": self.expires_at_ms.map(clock::rfc3339_ms),
+            "amount": Money::body_of(self.amount.as_ref()),
+            "paidAt": self.paid_at_ms.map(clock::rfc3339_ms),
+            "paymentId": self.payment_id,
+            "refund": if self.refunds.is_empty() { None } else { Some("NEEDED") },
         })
     }
 }
@@ -116,6 +145,8 @@ pub struct NewOrder {
     /// runs from the moment the buyer was told yes.
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
+    /// The sale's price times the quantity; `None` without a price.
+    pub amount: Option<Money>,
 }
 
 impl NewOrder {
@@ -124,6 +155,53 @@ impl NewOrder {
             message,
             created_at_ms: reserved_at_ms,
             expires_at_ms: reserved_at_ms + i64::from(payment_window_secs) * 1000,
+            amount: None,
+        }
+    }
+
+    /// The same order at the sale's `price` (frozen from the start, so
+    /// every redelivery computes the same amount, and a retried batch
+    /// sends the same items).
+    pub fn priced(mut self, price: Option<Money>) -> Self {
+        self.amount = price.and_then(|p| p.times(self.message.quantity));
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(status: OrderStatus, expires_at_ms: Option<i64>) -> Order {
+        Order {
+            order_id: OrderId::parse("o1").unwrap(),
+            sale_id: SaleId::parse("s1").unwrap(),
+            user_id: UserId::parse("u1").unwrap(),
+            quantity: Quantity::ONE,
+            status,
+            created_at_ms: 0,
+            expires_at_ms,
+            reject_reason: None,
+            return_seq: None,
+            amount: None,
+            paid_at_ms: None,
+            payment_id: None,
+            refunds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_pending_order_past_its_window_is_expired_at_once() {
+        let pending = order(OrderStatus::PendingPayment, Some(1_000));
+        assert_eq!(pending.status_at(999), OrderStatus::PendingPayment);
+        assert_eq!(pending.status_at(1_000), OrderStatus::Expired);
+        // Every other state is what its row says.
+        for status in [
+            OrderStatus::Paid,
+            OrderStatus::Rejected,
+            OrderStatus::Queued,
+        ] {
+            assert_eq!(order(status, Some(1_000)).status_at(5_000), status);
         }
     }
 }

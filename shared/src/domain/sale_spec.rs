@@ -11,7 +11,7 @@ pub const MAX_SHARDS: u64 = 64;
 pub const PAYMENT_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
 pub const DEFAULT_PAYMENT_WINDOW_SECS: u32 = 900;
 
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 9] = [
     "name",
     "totalStock",
     "startAt",
@@ -20,6 +20,7 @@ const FIELDS: [&str; 8] = [
     "paymentWindowSeconds",
     "shards",
     "gate",
+    "price",
 ];
 
 /// Parses and validates a sale definition. The message of the error names
@@ -77,6 +78,7 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         Some(serde_json::Value::Bool(b)) => *b,
         Some(_) => return Err("gate must be true or false".into()),
     };
+    let price = crate::domain::money::parse_price(obj.get("price"))?;
     // The ranges above are all within u32.
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(Sale {
@@ -92,14 +94,15 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         // Not part of the definition: pause and resume have their own
         // routes, and a PUT never changes it.
         paused: false,
+        price,
     })
 }
 
 /// Why an edit of an existing sale is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EditRefusal {
-    /// The sale has started: its stock, shards and start can no longer
-    /// change.
+    /// The sale has started: its stock, shards, start and price can no
+    /// longer change.
     Started,
     /// The sale is loaded into Redis and the edit cannot follow it there
     /// exactly; why, for the operator.
@@ -107,9 +110,10 @@ pub enum EditRefusal {
 }
 
 /// Whether `edit` may replace `current` at `now_ms`; `loaded`: prewarm has
-/// loaded the sale into Redis. Stock, shards and start of a sale that has
-/// started cannot change (units may be held against them; and a start moved
-/// later first would dodge the rule). Once loaded into Redis, the shard
+/// loaded the sale into Redis. Stock, shards, start and price of a sale that
+/// has started cannot change (units may be held against them, buyers were
+/// shown the price and orders record their amount from it; and a start
+/// moved later first would dodge the rule). Once loaded into Redis, the shard
 /// count is fixed (buyers' homes are), and so is a sharded sale's stock
 /// (split across the shards); a one-shard sale's stock may still change
 /// before the start: prewarm moves Redis's stock by the same amount.
@@ -117,7 +121,10 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
     let started = now_ms >= current.start_ms;
     let stock_changed = current.total_stock != edit.total_stock;
     let shards_changed = current.shards != edit.shards;
-    if started && (stock_changed || shards_changed || current.start_ms != edit.start_ms) {
+    let price_changed = current.price != edit.price;
+    if started
+        && (stock_changed || shards_changed || price_changed || current.start_ms != edit.start_ms)
+    {
         Some(EditRefusal::Started)
     } else if loaded && shards_changed {
         Some(EditRefusal::Loaded(
@@ -152,6 +159,16 @@ mod tests {
             edit_refusal(&current, &later, during, false),
             Some(EditRefusal::Started)
         );
+        let mut priced = current.clone();
+        priced.price = crate::domain::money::parse_price(Some(
+            &serde_json::json!({"amount": 500, "currency": "EUR"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            edit_refusal(&current, &priced, during, false),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(edit_refusal(&current, &priced, during - 1, true), None);
         let mut renamed = current.clone();
         renamed.name = "Desk lamp".into();
         assert_eq!(edit_refusal(&current, &renamed, during, true), None);
@@ -213,7 +230,7 @@ mod tests {
 
     #[test]
     fn every_bad_field_is_named() {
-        let cases: [(&str, serde_json::Value); 12] = [
+        let cases: [(&str, serde_json::Value); 14] = [
             ("totalStock", serde_json::json!(0)),
             ("totalStock", serde_json::json!(-5)),
             ("totalStock", serde_json::json!("10")),
@@ -226,6 +243,14 @@ mod tests {
             ("endAt", serde_json::json!("2026-12-01T11:00:00Z")),
             ("name", serde_json::json!("")),
             ("gate", serde_json::json!("yes")),
+            (
+                "price",
+                serde_json::json!({"amount": -1, "currency": "EUR"}),
+            ),
+            (
+                "price",
+                serde_json::json!({"amount": 1, "currency": "euro"}),
+            ),
         ];
         for (field, bad) in cases {
             let mut v = good();

@@ -72,10 +72,27 @@ id_type!(
     "orderId"
 );
 id_type!(
+    /// A payment provider's id of one payment (`paymentId` of
+    /// `POST /payments/callback`): what makes the callback idempotent.
+    PaymentId,
+    "paymentId"
+);
+id_type!(
     /// The `Idempotency-Key` header: a retry with the same key gets the same 202.
     IdempotencyKey,
     "Idempotency-Key"
 );
+
+impl PaymentId {
+    /// `local-<orderId>`: the payment of `POST /orders/{orderId}/pay`. An
+    /// order id has at most 64 characters of the same alphabet; the longest
+    /// keep their last 58 (the unique end), so this is a valid id too.
+    pub fn stand_in(order_id: &OrderId) -> Self {
+        let id = order_id.as_str();
+        let tail = id.get(id.len().saturating_sub(58)..).unwrap_or(id);
+        Self(format!("local-{tail}"))
+    }
+}
 
 /// A buyer: the JWT `sub` claim exactly as the identity provider issued it
 /// (never the body or the query string). Providers issue many shapes:
@@ -181,6 +198,10 @@ pub struct Sale {
     /// An operator paused it: durable (the `sales` table's `paused`), kept
     /// by every job; purchases get `503 SALE_PAUSED` until it is resumed.
     pub paused: bool,
+    /// The price of one unit; `None` for a sale without one (every sale
+    /// made before prices). Frozen from the start, like the stock, so the
+    /// order-writer's read of it is the price the buyer was shown.
+    pub price: Option<crate::domain::money::Money>,
 }
 
 /// Where a sale stands at a given instant, by its configured window.
@@ -327,6 +348,7 @@ mod tests {
             shards: 1,
             gate: false,
             paused: false,
+            price: None,
         };
         assert_eq!(sale.phase_at(9), SalePhase::NotStarted);
         assert_eq!(sale.phase_at(10), SalePhase::Live);

@@ -116,6 +116,9 @@ pub enum Counter {
     DlqMoves,
     /// Orders paid (a second click on a paid order is not counted) (orders-api).
     OrdersPaid,
+    /// Provider payments for orders that could no longer be paid, recorded
+    /// as owed back (orders-api).
+    PaymentsNeedingRefund,
     /// Unpaid orders expired and released (release-unpaid).
     Releases,
     /// Units those orders gave back (release-unpaid).
@@ -133,7 +136,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 14] = [
+    pub const ALL: [Counter; 15] = [
         Self::SoldOutFastPath,
         Self::OrdersWritten,
         Self::OrderDuplicates,
@@ -141,6 +144,7 @@ impl Counter {
         Self::OrderFailures,
         Self::DlqMoves,
         Self::OrdersPaid,
+        Self::PaymentsNeedingRefund,
         Self::Releases,
         Self::ReleasedUnits,
         Self::ReconcileViolations,
@@ -159,6 +163,7 @@ impl Counter {
             Self::OrderFailures => "OrderFailures",
             Self::DlqMoves => "DlqMoves",
             Self::OrdersPaid => "OrdersPaid",
+            Self::PaymentsNeedingRefund => "PaymentsNeedingRefund",
             Self::Releases => "Releases",
             Self::ReleasedUnits => "ReleasedUnits",
             Self::ReconcileViolations => "ReconcileViolations",
@@ -187,6 +192,12 @@ pub const LUA_LATENCY: &str = "LuaLatency";
 /// across sales (its `Minimum`) for the low-stock alarm. A handful of live
 /// sales at a time, so the per-sale dimension costs a handful of metrics.
 pub const STOCK_LEFT: &str = "StockLeft";
+/// `PaidAmount` (None: minor units of a currency): what one payment that
+/// made its order `PAID` took, one line per payment with the dimension set
+/// `[["Function"]]` and the properties `currency` and `orderId` (sum it by currency in
+/// Logs Insights; the metric itself adds currencies together, so read it
+/// as a rate of payments when a stack sells in more than one).
+pub const PAID_AMOUNT: &str = "PaidAmount";
 pub const STOCK_LEFT_PERCENT: &str = "StockLeftPercent";
 
 /// Where lines go: stdout in Lambda and locally, a buffer in tests.
@@ -429,6 +440,30 @@ impl Metrics {
             "SaleId": sale_id,
             STOCK_LEFT: left,
             STOCK_LEFT_PERCENT: percent,
+        });
+        let mut out = line.to_string().into_bytes();
+        out.push(b'\n');
+        inner.emitter.sink.write_line(&out);
+    }
+
+    /// One payment that made its order `PAID`: its amount in minor units of
+    /// `currency`, as its own line now (a payment, not the hot path), with
+    /// the order's id as a property.
+    pub fn paid_amount(&self, order_id: &str, currency: &str, amount: u64) {
+        let Some(inner) = &self.0 else { return };
+        let line = serde_json::json!({
+            "_aws": {
+                "Timestamp": crate::clock::now_ms(),
+                "CloudWatchMetrics": [{
+                    "Namespace": inner.namespace,
+                    "Dimensions": [["Function"]],
+                    "Metrics": [{"Name": PAID_AMOUNT, "Unit": "None"}],
+                }],
+            },
+            "Function": inner.function.name(),
+            "orderId": order_id,
+            "currency": currency,
+            PAID_AMOUNT: amount,
         });
         let mut out = line.to_string().into_bytes();
         out.push(b'\n');

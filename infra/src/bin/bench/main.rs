@@ -136,6 +136,7 @@ fn bench_config(
         prewarm_lead: Duration::from_secs(600),
         rate_limits: seckill_infra::loadgen::UNLIMITED,
         gate_secret: None,
+        payment_secret: None,
         secrets: Default::default(),
         metrics_namespace: metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count,

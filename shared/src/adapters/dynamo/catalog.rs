@@ -2,10 +2,12 @@
 //!
 //! Item shape: `saleId` (key), `name`, `totalStock`, `startAt`, `endAt`
 //! (RFC 3339 UTC), `perUserLimit`, `paymentWindowSeconds`, `shards`, `gate`,
-//! and the counters `available` and `sold`, which only conditional updates
+//! `price` (a map `{amount: N, currency: S}`, or NULL / absent for a sale
+//! without a price), and the counters `available` and `sold`, which only conditional updates
 //! change (`available >= :q`).
 
 use crate::clock;
+use crate::domain::money::{Currency, Money};
 use crate::domain::sale_spec::{EditRefusal, edit_refusal};
 use crate::domain::{Sale, SaleId};
 use crate::ports::{CatalogError, SaleCatalog};
@@ -163,7 +165,8 @@ impl DynamoCatalog {
             .update_expression(
                 "SET #n = :name, totalStock = :total, startAt = :start, endAt = :end, \
                  perUserLimit = :limit, paymentWindowSeconds = :window, shards = :shards, \
-                 gate = :gate, available = :total - sold, version = version + :one",
+                 gate = :gate, price = :price, available = :total - sold, \
+                 version = version + :one",
             )
             .condition_expression("version = :version AND sold <= :total")
             .expression_attribute_names("#n", "name")
@@ -175,6 +178,7 @@ impl DynamoCatalog {
             .expression_attribute_values(":window", get("paymentWindowSeconds"))
             .expression_attribute_values(":shards", get("shards"))
             .expression_attribute_values(":gate", get("gate"))
+            .expression_attribute_values(":price", get("price"))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(
                 ":version",
@@ -455,7 +459,7 @@ fn counters_from_item(item: &Item) -> Result<SaleCounters, CatalogError> {
 
 pub fn sale_to_item(sale: &Sale) -> Item {
     let n = |v: u32| AttributeValue::N(v.to_string());
-    HashMap::from([
+    let mut item = HashMap::from([
         ("saleId".into(), AttributeValue::S(sale.sale_id.to_string())),
         ("name".into(), AttributeValue::S(sale.name.clone())),
         ("totalStock".into(), n(sale.total_stock)),
@@ -478,7 +482,44 @@ pub fn sale_to_item(sale: &Sale) -> Item {
         ("available".into(), n(sale.total_stock)),
         ("sold".into(), n(0)),
         ("version".into(), n(1)),
-    ])
+    ]);
+    if let Some(price) = &sale.price {
+        item.insert("price".into(), money_to_attr(price));
+    }
+    item
+}
+
+/// A price or an amount as a DynamoDB map `{amount: N, currency: S}`.
+pub fn money_to_attr(money: &Money) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("amount".into(), AttributeValue::N(money.amount.to_string())),
+        (
+            "currency".into(),
+            AttributeValue::S(money.currency.as_str().into()),
+        ),
+    ]))
+}
+
+/// The map [`money_to_attr`] writes; `Ok(None)` for an absent or NULL
+/// attribute, an error naming `what` for anything else.
+pub fn money_from_attr(attr: Option<&AttributeValue>, what: &str) -> Result<Option<Money>, String> {
+    let map = match attr {
+        None | Some(AttributeValue::Null(_)) => return Ok(None),
+        Some(AttributeValue::M(map)) => map,
+        Some(_) => return Err(format!("{what} is not a map")),
+    };
+    let amount = match map.get("amount") {
+        Some(AttributeValue::N(n)) => n.parse::<u64>().ok(),
+        _ => None,
+    };
+    let currency = match map.get("currency") {
+        Some(AttributeValue::S(c)) => Currency::parse(c),
+        _ => None,
+    };
+    match (amount, currency) {
+        (Some(amount), Some(currency)) => Ok(Some(Money { amount, currency })),
+        _ => Err(format!("{what} has no valid amount and currency")),
+    }
 }
 
 pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
@@ -511,6 +552,7 @@ pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
         shards: n("shards")?,
         gate: matches!(item.get("gate"), Some(AttributeValue::Bool(true))),
         paused: matches!(item.get("paused"), Some(AttributeValue::Bool(true))),
+        price: money_from_attr(item.get("price"), "price").map_err(CatalogError::Malformed)?,
     })
 }
 
@@ -531,9 +573,18 @@ mod tests {
             shards: 1,
             gate: false,
             paused: false,
+            price: None,
         };
         let item = sale_to_item(&sale);
         assert_eq!(sale_from_item(&item).unwrap(), sale);
+        let priced = Sale {
+            price: Some(Money {
+                amount: 1999,
+                currency: Currency::parse("EUR").unwrap(),
+            }),
+            ..sale.clone()
+        };
+        assert_eq!(sale_from_item(&sale_to_item(&priced)).unwrap(), priced);
         let mut broken = item.clone();
         broken.insert("totalStock".into(), AttributeValue::S("ten".into()));
         assert!(sale_from_item(&broken).is_err());

@@ -6,8 +6,11 @@
 //!   index entries, the reads that fan out over them, and their backfill.
 //! - `ports`: the operations path's ports ([`crate::ports::CatalogAdmin`],
 //!   [`crate::ports::OrderLedger`]) by delegation to the two above.
+//! - [`payments`]: payments, applied once per payment id by a conditional
+//!   write of their order, and their records; the refunds of a sale.
 
 pub mod catalog;
 pub mod order_index;
 pub mod orders;
+pub mod payments;
 mod ports;

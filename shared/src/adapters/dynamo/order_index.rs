@@ -15,10 +15,11 @@
 //! [`backfill_buckets`] gives rows written before the buckets existed their
 //! bucket attributes (`seckill-local backfill-order-buckets`).
 
-use crate::adapters::dynamo::orders::{DynamoOrders, is_buyer_item, transient};
+use crate::adapters::dynamo::catalog::{money_from_attr, money_to_attr};
+use crate::adapters::dynamo::orders::{DynamoOrders, is_order_item, transient};
 use crate::clock;
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
-use crate::domain::{OrderId, Quantity, SaleId, UserId};
+use crate::domain::{OrderId, PaymentId, Quantity, SaleId, UserId};
 use crate::ports::OrderStoreError;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
@@ -108,6 +109,9 @@ pub fn order_item(order: &NewOrder, status: OrderStatus, reason: Option<RejectRe
             AttributeValue::S(reason.as_str().into()),
         );
     }
+    if let Some(amount) = &order.amount {
+        item.insert("amount".into(), money_to_attr(amount));
+    }
     item
 }
 
@@ -143,6 +147,21 @@ pub fn order_from_item(item: &Item) -> Result<Order, OrderStoreError> {
         return_seq: match item.get("returnSeq") {
             Some(AttributeValue::N(n)) => n.parse().ok(),
             _ => None,
+        },
+        amount: money_from_attr(item.get("amount"), "amount")
+            .map_err(OrderStoreError::Malformed)?,
+        paid_at_ms: time("paidAt"),
+        payment_id: s("paymentId").ok().and_then(|p| PaymentId::parse(p).ok()),
+        refunds: match item.get("refundPaymentIds") {
+            Some(AttributeValue::Ss(ids)) => {
+                let mut ids: Vec<PaymentId> = ids
+                    .iter()
+                    .filter_map(|p| PaymentId::parse(p).ok())
+                    .collect();
+                ids.sort();
+                ids
+            }
+            _ => Vec::new(),
         },
     })
 }
@@ -407,7 +426,7 @@ pub async fn backfill_buckets(
             .await
             .map_err(transient)?;
         let mut work = Vec::new();
-        for item in page.items().iter().filter(|i| !is_buyer_item(i)) {
+        for item in page.items().iter().filter(|i| is_order_item(i)) {
             report.orders += 1;
             let s = |name: &str| match item.get(name) {
                 Some(AttributeValue::S(v)) => Some(v.as_str()),

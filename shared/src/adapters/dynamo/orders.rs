@@ -57,6 +57,13 @@ pub fn is_buyer_item(item: &Item) -> bool {
     matches!(item.get("orderId"), Some(AttributeValue::S(k)) if k.starts_with("buyer#"))
 }
 
+/// Whether an item of the `orders` table is an order: not a buyer record,
+/// nor a payment record (`payment#<paymentId>`, see
+/// [`crate::adapters::dynamo::payments`]). Order ids hold no `#`.
+pub fn is_order_item(item: &Item) -> bool {
+    matches!(item.get("orderId"), Some(AttributeValue::S(k)) if !k.contains('#'))
+}
+
 /// Attempts of an expiry whose ledger position another expiry took first.
 const EXPIRE_ATTEMPTS: u32 = 5;
 
@@ -82,7 +89,7 @@ impl DynamoOrders {
         }
     }
 
-    fn count(&self, sale_updates: u64, items: usize) {
+    pub(crate) fn count(&self, sale_updates: u64, items: usize) {
         self.counters.write_requests.fetch_add(1, Ordering::Relaxed);
         self.counters
             .sale_item_updates
@@ -468,47 +475,7 @@ impl OrderStore for DynamoOrders {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<PayOutcome, OrderStoreError> {
-        self.count(0, 1);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(order_id.to_string()))
-            .update_expression("SET #s = :paid, paidAt = :now REMOVE pendingSaleId, pendingBucket")
-            .condition_expression("#s = :pending AND expiresAt > :now AND userId = :user")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":paid", AttributeValue::S("PAID".into()))
-            .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
-            .expression_attribute_values(":now", AttributeValue::S(clock::rfc3339_ms(now_ms)))
-            .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
-            .send()
-            .await;
-        match result {
-            Ok(out) => match out.attributes {
-                Some(item) => Ok(PayOutcome::Paid(order_from_item(&item)?)),
-                None => Err(OrderStoreError::Malformed("no attributes returned".into())),
-            },
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                // Why not: read it back and say which.
-                let Some(order) = self.get(order_id).await? else {
-                    return Ok(PayOutcome::NotFound);
-                };
-                if &order.user_id != user_id {
-                    return Ok(PayOutcome::NotFound);
-                }
-                Ok(match order.status {
-                    OrderStatus::Paid => PayOutcome::AlreadyPaid(order),
-                    OrderStatus::Expired | OrderStatus::PendingPayment => PayOutcome::Expired,
-                    other => PayOutcome::NotPayable(other),
-                })
-            }
-            Err(err) => Err(transient(err)),
-        }
+        self.pay_stand_in(order_id, user_id, now_ms).await
     }
 
     async fn expire(

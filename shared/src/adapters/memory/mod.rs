@@ -8,8 +8,8 @@
 //!   (every message sent stays on it; it has no DLQ).
 //! - `tables.rs`: [`MemoryCatalog`] and [`MemoryOrders`], the `sales` and
 //!   `orders` tables (`SaleCatalog`, `CatalogAdmin`, `OrderStore`,
-//!   `OrderLedger`), sharing one set of tables as the two DynamoDB
-//!   adapters share the sale item's counters.
+//!   `OrderLedger`, `PaymentStore`), sharing one set of tables as the two
+//!   DynamoDB adapters share the sale item's counters.
 //! - `fixture.rs` (tests only): one sale in a world of these stores, for
 //!   the unit tests of the operations path.
 //!
@@ -31,7 +31,9 @@
 //!   (`available >= q`) and onto its buyer's record (`held + q <= limit`),
 //!   all or nothing, a group as one transaction (a retried request token
 //!   is the same success); a rejection never overwrites a row; payment and
-//!   expiry are conditional on `PENDING_PAYMENT` (and the deadline); an
+//!   expiry are conditional on `PENDING_PAYMENT` (and the deadline), a
+//!   payment id is applied once (kept on the row: `paymentId`, or the
+//!   refunds of an order that could not be paid) and recorded; an
 //!   expiry gives the units back to `available` and off the buyer's record
 //!   and numbers the return (`returnSeq`). The index reads do not lag.
 
@@ -84,5 +86,6 @@ pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain
         shards: 1,
         gate: false,
         paused: false,
+        price: None,
     })
 }

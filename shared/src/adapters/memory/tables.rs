@@ -5,10 +5,11 @@
 
 use crate::domain::ledger::SaleCounters;
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
-use crate::domain::{OrderId, Sale, SaleId, UserId};
+use crate::domain::{OrderId, PaymentId, Sale, SaleId, UserId};
 use crate::ports::{
     CatalogAdmin, CatalogError, ExpireOutcome, GroupWrite, OrderLedger, OrderStore,
-    OrderStoreError, PayOutcome, RejectWrite, SaleCatalog, SingleWrite,
+    OrderStoreError, PayOutcome, Payment, PaymentOutcome, PaymentRecord, PaymentStore, RejectWrite,
+    SaleCatalog, Settlement, SingleWrite,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +29,8 @@ struct Tables {
     held: HashMap<(SaleId, String), u64>,
     /// Request tokens of the group writes that went through.
     tokens: HashSet<String>,
+    /// The payments' records, by payment id.
+    payments: HashMap<PaymentId, PaymentRecord>,
 }
 
 type Shared = Arc<Mutex<Tables>>;
@@ -185,6 +188,10 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
         expires_at_ms: (status == OrderStatus::PendingPayment).then_some(order.expires_at_ms),
         reject_reason: reason,
         return_seq: None,
+        amount: order.amount,
+        paid_at_ms: None,
+        payment_id: None,
+        refunds: Vec::new(),
     }
 }
 
@@ -327,23 +334,21 @@ impl OrderStore for MemoryOrders {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<PayOutcome, OrderStoreError> {
-        let mut t = tables(&self.tables)?;
-        let Some(order) = t.orders.get_mut(order_id) else {
-            return Ok(PayOutcome::NotFound);
-        };
-        if &order.user_id != user_id {
-            return Ok(PayOutcome::NotFound);
-        }
-        let open = order.expires_at_ms.is_some_and(|at| at > now_ms);
-        Ok(match order.status {
-            OrderStatus::PendingPayment if open => {
-                order.status = OrderStatus::Paid;
-                PayOutcome::Paid(order.clone())
+        let amount = {
+            let t = tables(&self.tables)?;
+            match t.orders.get(order_id) {
+                Some(order) if &order.user_id == user_id => order.amount,
+                _ => return Ok(PayOutcome::NotFound),
             }
-            OrderStatus::Paid => PayOutcome::AlreadyPaid(order.clone()),
-            OrderStatus::Expired | OrderStatus::PendingPayment => PayOutcome::Expired,
-            other => PayOutcome::NotPayable(other),
-        })
+        };
+        let payment = Payment {
+            payment_id: PaymentId::stand_in(order_id),
+            paid: amount,
+            at_ms: now_ms,
+        };
+        Ok(PayOutcome::of_stand_in(
+            self.settle_now(order_id, &payment, false)?,
+        ))
     }
 
     async fn expire(
@@ -466,5 +471,93 @@ impl OrderLedger for MemoryOrders {
                 (u.to_string(), held)
             })
             .collect())
+    }
+}
+
+impl MemoryOrders {
+    /// [`PaymentStore::settle`] under the tables' lock (so atomic, as the
+    /// conditional writes of the DynamoDB adapter are).
+    fn settle_now(
+        &self,
+        order_id: &OrderId,
+        payment: &Payment,
+        record_refund: bool,
+    ) -> Result<Settlement, OrderStoreError> {
+        let mut t = tables(&self.tables)?;
+        if let Some(record) = t.payments.get(&payment.payment_id)
+            && record.order_id != *order_id
+        {
+            return Ok(Settlement::ForeignPayment(record.clone()));
+        }
+        let Some(row) = t.orders.get_mut(order_id) else {
+            return Err(OrderStoreError::Transient(format!(
+                "{order_id}: no such order"
+            )));
+        };
+        let id = &payment.payment_id;
+        let (outcome, settled) = if row.payment_id.as_ref() == Some(id) {
+            return Ok(Settlement::Replayed(PaymentOutcome::Paid, row.clone()));
+        } else if row.refunds.contains(id) {
+            return Ok(Settlement::Replayed(
+                PaymentOutcome::RefundNeeded,
+                row.clone(),
+            ));
+        } else if row.status == OrderStatus::PendingPayment
+            && row.expires_at_ms.is_some_and(|at| at > payment.at_ms)
+        {
+            row.status = OrderStatus::Paid;
+            row.paid_at_ms = Some(payment.at_ms);
+            row.payment_id = Some(id.clone());
+            (PaymentOutcome::Paid, Settlement::Paid(row.clone()))
+        } else if record_refund {
+            row.refunds.push(id.clone());
+            row.refunds.sort();
+            (
+                PaymentOutcome::RefundNeeded,
+                Settlement::RefundNeeded(row.clone()),
+            )
+        } else {
+            return Ok(Settlement::NotPayable(row.clone()));
+        };
+        let row = row.clone();
+        t.payments.insert(
+            id.clone(),
+            PaymentRecord {
+                payment_id: id.clone(),
+                order_id: row.order_id.clone(),
+                sale_id: row.sale_id.clone(),
+                user_id: row.user_id.clone(),
+                amount: payment.paid,
+                outcome,
+                at_ms: payment.at_ms,
+            },
+        );
+        Ok(settled)
+    }
+}
+
+impl PaymentStore for MemoryOrders {
+    async fn settle(
+        &self,
+        order: &Order,
+        payment: &Payment,
+        record_refund: bool,
+    ) -> Result<Settlement, OrderStoreError> {
+        self.settle_now(&order.order_id, payment, record_refund)
+    }
+
+    async fn refunds_of_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Vec<PaymentRecord>, OrderStoreError> {
+        let t = tables(&self.tables)?;
+        let mut out: Vec<PaymentRecord> = t
+            .payments
+            .values()
+            .filter(|p| &p.sale_id == sale_id && p.outcome == PaymentOutcome::RefundNeeded)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| (a.at_ms, a.payment_id.as_str()).cmp(&(b.at_ms, b.payment_id.as_str())));
+        Ok(out)
     }
 }

@@ -15,6 +15,7 @@ fn sale(total: u32, limit: u32) -> Sale {
         shards: 1,
         gate: false,
         paused: false,
+        price: None,
     }
 }
 
@@ -31,6 +32,10 @@ fn row(id: &str, user: &str, qty: u32, status: OrderStatus) -> (String, Order) {
             expires_at_ms: None,
             reject_reason: None,
             return_seq: None,
+            amount: None,
+            paid_at_ms: None,
+            payment_id: None,
+            refunds: Vec::new(),
         },
     )
 }

@@ -224,6 +224,10 @@ fn row(w: &Stores, id: &str, user: &str, status: OrderStatus) -> Order {
         expires_at_ms: Some(w.sale.start_ms + 900_000),
         reject_reason: None,
         return_seq: None,
+        amount: None,
+        paid_at_ms: None,
+        payment_id: None,
+        refunds: Vec::new(),
     }
 }
 

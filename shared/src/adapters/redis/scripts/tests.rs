@@ -249,6 +249,7 @@ fn sale(shards: u32, gate: bool, paused: bool) -> Sale {
         shards,
         gate,
         paused,
+        price: None,
     }
 }
 
