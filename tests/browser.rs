@@ -25,6 +25,7 @@
 //! `layout.rs` (e), `dashboard.rs` (d).
 //!
 //! Screenshots go to `target/screenshots/` under the workspace root.
+//! `SECKILL_BROWSER_SCENARIOS=a,d` runs only those scenarios.
 //! Without Chromium or chromedriver the test skips, loudly, unless
 //! `SECKILL_REQUIRE_BROWSER` is set (`make test` sets it): then it fails.
 
@@ -53,7 +54,17 @@ use std::time::Instant;
 
 // ----------------------------------------------------------------- test
 
+/// Runs one scenario, unless `SECKILL_BROWSER_SCENARIOS` lists others
+/// (letters, comma-separated: `a,d`), for working on one page at a time.
 async fn timed(name: &str, scenario: impl std::future::Future<Output = ()>) {
+    if let Ok(only) = std::env::var("SECKILL_BROWSER_SCENARIOS")
+        && !only
+            .split(',')
+            .any(|letter| name.starts_with(&format!("{})", letter.trim())))
+    {
+        eprintln!("browser: {name}: not in SECKILL_BROWSER_SCENARIOS");
+        return;
+    }
     let t = Instant::now();
     scenario.await;
     eprintln!("browser: {name}: {:.1?}", t.elapsed());
