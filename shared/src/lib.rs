@@ -29,9 +29,10 @@
 //!     codes that the metrics, the tally, the live view and the API error
 //!     codes derive from.
 //! - [`ports`]: the traits where the domain meets the outside (stock store,
-//!   order queue, sale catalog, order store; for the operations path stock
-//!   administration, catalog administration, the order ledger and queue
-//!   inspection) and the outcomes they return.
+//!   order queue, sale catalog, order store, payment store; in
+//!   `ports/operations.rs`, for the operations path, stock administration,
+//!   catalog administration, the order ledger, queue inspection and the DLQ)
+//!   and the outcomes they return.
 //! - [`app`]: the use cases, each written against ports or adapters.
 //!   - [`app::purchase`]: reserve in the stock store, hand the order to the
 //!     queue, release only what is proven unsent.

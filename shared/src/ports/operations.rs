@@ -1,0 +1,297 @@
+//! The operations path's ports (jobs, reconcile, the invariant check, the
+//! live view and the console): queue inspection ([`QueueInspector`]), stock
+//! administration ([`StockAdmin`]), the catalog's counters and reports
+//! ([`CatalogAdmin`]), the order ledger's reads ([`OrderLedger`]) and the
+//! DLQ ([`DeadLetters`]). Re-exported by [`crate::ports`], so every use names
+//! them `crate::ports::X`.
+
+use super::*;
+
+// ------------------------------------------------------- queue inspection
+
+/// How many messages a queue holds, by its own approximate counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub visible: u64,
+    pub in_flight: u64,
+    pub delayed: u64,
+}
+
+impl QueueDepth {
+    pub fn total(self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// The queue could not be read; the error and its causes on one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct QueueError(pub String);
+
+/// What the operations path reads of the orders queue and its DLQ, without
+/// taking a message off either: whether orders are still on their way
+/// (prewarm's rebuild waits for them, reconcile compares stock only when
+/// none are), and which orders they carry.
+pub trait QueueInspector: Send + Sync {
+    /// The orders queue's depth.
+    fn depth(&self) -> impl Future<Output = Result<QueueDepth, QueueError>> + Send;
+
+    /// The DLQ's depth; `None` when no DLQ is configured.
+    fn dlq_depth(&self) -> impl Future<Output = Result<Option<QueueDepth>, QueueError>> + Send;
+
+    /// Order ids of the messages on the queue and the DLQ. Every message
+    /// stays where it is (reading one may count towards its redrive limit).
+    fn order_ids(
+        &self,
+    ) -> impl Future<Output = Result<std::collections::HashSet<String>, QueueError>> + Send;
+}
+
+// ------------------------------------------------------ stock administration
+
+/// What the operations path does to the stock store beyond a purchase's
+/// calls: load a sale, rebuild a lost one from the ledger, give an expired
+/// order's units back, the compare-and-set repairs, an operator's pause,
+/// locks, and the reads reconcile and the live view make.
+pub trait StockAdmin: StockStore {
+    /// What a rebuild of a sharded sale reads of the shards that kept their
+    /// keys, before the ledger is read (opaque: only the same store uses it).
+    type Survivors: Send + Sync;
+
+    /// Loads a sale (meta and stock) unless it is loaded; never overwrites
+    /// live stock, only refreshes its window, limit, status and expiry.
+    fn load_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+    ) -> impl Future<Output = Result<LoadOutcome, StoreError>> + Send;
+
+    /// What the surviving shards of a sharded sale hold, read before the
+    /// ledger for a rebuild; `None` for a sale of one shard.
+    fn survivors(
+        &self,
+        sale: &Sale,
+    ) -> impl Future<Output = Result<Option<Self::Survivors>, StoreError>> + Send;
+
+    /// Loads a sale with its stock, buyers and decided orders from the
+    /// ledger unless it is there. Returns true if this call loaded it.
+    fn rebuild_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+        ledger: &LedgerRead,
+        buyers: &[HeldUnits],
+        survivors: Option<&Self::Survivors>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Gives an expired order's units back, once: `return_seq` is the
+    /// ledger position of the expiry; a sale loaded from the ledger at or
+    /// after it has the units already.
+    fn return_units(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &str,
+        quantity: u32,
+        return_seq: Option<u64>,
+    ) -> impl Future<Output = Result<Returned, StoreError>> + Send;
+
+    /// An operator's pause or resume on every key group the store holds.
+    /// Returns how many took it (0: the sale is not loaded).
+    fn set_status(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send;
+
+    /// Sets a buyer's count to `units` if it is still `read` (compare and
+    /// set). Returns the count now.
+    fn set_buyer(
+        &self,
+        sale_id: &SaleId,
+        user_id: &str,
+        read: i64,
+        units: i64,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+
+    /// Sets the stock of a sale of one shard to `units` (never above the
+    /// total) if it is still `read`. Returns the stock now; `None` when the
+    /// sale has no keys.
+    fn set_stock(
+        &self,
+        sale_id: &SaleId,
+        read: i64,
+        units: i64,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+
+    /// Credits a transfer between shards that its receiver never got.
+    /// Idempotent; true when this call credited it.
+    fn complete_transfer(
+        &self,
+        sale_id: &SaleId,
+        transfer: &PendingTransfer,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// A lock with an owner token and an expiry. False when someone else
+    /// holds it.
+    fn try_lock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+        ttl: std::time::Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Releases a lock taken with `token`; someone else's is left alone.
+    fn unlock(
+        &self,
+        sale_id: &SaleId,
+        name: &str,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Everything the store holds for a sale, or `None` when it has no keys.
+    fn snapshot(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<RedisSnapshot>, StoreError>> + Send;
+
+    /// Each of `users`' count and reservations, each read at one instant.
+    fn holdings(
+        &self,
+        sale_id: &SaleId,
+        users: &[String],
+    ) -> impl Future<Output = Result<HashMap<String, Holding>, StoreError>> + Send;
+
+    /// The sale's purchase answers by outcome, as flushed so far.
+    fn outcomes(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<std::collections::BTreeMap<String, u64>, StoreError>> + Send;
+
+    /// When the sale first sold out (ms); `None` before (or never recorded).
+    fn sold_out_at(
+        &self,
+        _sale: &Sale,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// The answers per 10-second bucket since the start, oldest first.
+    fn funnel(
+        &self,
+        _sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Vec<FunnelBucket>, StoreError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
+}
+
+/// One bucket of a sale's funnel: its start (ms) and its answers by outcome.
+pub type FunnelBucket = (i64, std::collections::BTreeMap<String, u64>);
+
+// ------------------------------------------------------ catalog administration
+
+/// What the operations path reads and writes of the `sales` table beyond
+/// the purchase path's lookups: the counters, the mark that a sale was
+/// loaded into the stock store, and the last reconcile report.
+pub trait CatalogAdmin: SaleCatalog {
+    /// A sale with its counters, read consistently.
+    fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<(Sale, SaleCounters)>, CatalogError>> + Send;
+
+    /// Marks the sale loaded (the first time only), before its keys exist;
+    /// says whether it had been before.
+    fn mark_loaded(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<bool, CatalogError>> + Send;
+
+    /// Keeps the last reconcile report (JSON) with the sale.
+    fn store_report(
+        &self,
+        sale_id: &SaleId,
+        json: &str,
+    ) -> impl Future<Output = Result<(), CatalogError>> + Send;
+
+    /// A sale and its last reconcile report, in one read.
+    fn sale_with_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<(Sale, Option<String>)>, CatalogError>> + Send;
+}
+
+// ------------------------------------------------------------ order ledger
+
+/// What the operations path reads of the `orders` table beyond
+/// [`OrderStore`]: a sale's orders, the ones due for expiry, buyers'
+/// records and counts by status.
+pub trait OrderLedger: OrderStore {
+    /// Every order of a sale, whatever its status, oldest first (an index:
+    /// it may lag the table by a moment).
+    fn all_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Vec<Order>, OrderStoreError>> + Send;
+
+    /// How many orders of a sale are in one status.
+    fn count_of_sale(
+        &self,
+        sale_id: &SaleId,
+        status: OrderStatus,
+    ) -> impl Future<Output = Result<u64, OrderStoreError>> + Send;
+
+    /// Up to `limit` orders of a sale still `PENDING_PAYMENT` whose payment
+    /// window closed at or before `now_ms`, earliest first.
+    fn due_unpaid(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<OrderId>, OrderStoreError>> + Send;
+
+    /// Units each of `users` holds by their buyer record (0 without one).
+    fn held_by_all(
+        &self,
+        sale_id: &SaleId,
+        users: &[&UserId],
+    ) -> impl Future<Output = Result<HashMap<String, u64>, OrderStoreError>> + Send;
+}
+
+// ---------------------------------------------------------- dead letters
+
+/// A message on the orders DLQ, read without taking it off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub message_id: String,
+    pub body: String,
+    /// SQS's `ApproximateReceiveCount`: the writer's receives, plus one for
+    /// each read of the DLQ (this one included).
+    pub receive_count: u32,
+}
+
+/// What a redrive moved back to the orders queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// The messages sent to the orders queue and deleted from the DLQ.
+    pub moved: Vec<DeadLetter>,
+    /// Ids asked for that the DLQ did not hold (already moved, or never
+    /// there).
+    pub missing: Vec<String>,
+    /// Why it stopped early, when a send failed after some were moved.
+    pub stopped: Option<String>,
+}
+
+/// The orders queue's DLQ as operators handle it: look at what is in it,
+/// and move messages back to the orders queue once the cause is fixed.
+/// Moving is a send then a delete: a message sent but not deleted is
+/// delivered twice, which the writer's idempotence makes harmless.
+pub trait DeadLetters: Send + Sync {
+    /// Up to `max` messages, each left on the DLQ (visible again at once).
+    fn peek(&self, max: usize) -> impl Future<Output = Result<Vec<DeadLetter>, QueueError>> + Send;
+
+    /// Moves the messages with these ids (`None`: every message, up to
+    /// `max`) back to the orders queue.
+    fn redrive(
+        &self,
+        message_ids: Option<&[String]>,
+        max: usize,
+    ) -> impl Future<Output = Result<Redriven, QueueError>> + Send;
+}
