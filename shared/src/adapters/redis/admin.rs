@@ -2,7 +2,6 @@
 //! repairs of a buyer or the stock, pause and resume, and locks.
 
 use super::RedisStock;
-use super::connection::unavailable;
 use super::keys::SaleKeys;
 use super::replies::parse_i64;
 use super::scripts::{SetBuyerArgs, SetStatusArgs, SetStockArgs, UnlockArgs, status_of};
@@ -23,11 +22,7 @@ impl RedisStock {
             let mut conn = self.conn.get().await?;
             redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
         };
-        let all: std::collections::BTreeMap<String, String> =
-            tokio::time::timeout(self.timeout * 2, call)
-                .await
-                .map_err(|_| StoreError::Unavailable("timed out".into()))?
-                .map_err(unavailable)?;
+        let all: std::collections::BTreeMap<String, String> = self.bounded(call).await?;
         all.into_iter()
             .map(|(outcome, n)| {
                 n.parse::<u64>()
@@ -123,10 +118,7 @@ impl RedisStock {
                 .query_async(&mut conn)
                 .await
         };
-        let reply: Option<String> = tokio::time::timeout(self.timeout * 2, call)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out".into()))?
-            .map_err(unavailable)?;
+        let reply: Option<String> = self.bounded(call).await?;
         Ok(reply.is_some())
     }
 

@@ -158,7 +158,18 @@ impl RedisStock {
                 reply => reply,
             }
         };
-        match tokio::time::timeout(self.timeout * 2, attempt).await {
+        self.bounded(attempt).await
+    }
+
+    /// Any call on the connection (a command, a pipeline, a script) within
+    /// the outer bound of a script call: twice the response timeout, which
+    /// also covers reconnect attempts. Redis's errors and the bound's both
+    /// become [`StoreError::Unavailable`].
+    pub(super) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout * 2, call).await {
             Ok(reply) => reply.map_err(unavailable),
             Err(_) => Err(StoreError::Unavailable("timed out".into())),
         }

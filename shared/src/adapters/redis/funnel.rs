@@ -5,7 +5,6 @@
 //! [`FUNNEL_BUCKETS`] buckets (the latest); it expires with the sale's keys.
 
 use super::RedisStock;
-use super::connection::unavailable;
 use crate::domain::SaleId;
 use crate::ports::{FunnelBucket, StoreError};
 use std::collections::BTreeMap;
@@ -36,10 +35,7 @@ impl RedisStock {
                 .query_async::<BTreeMap<String, String>>(&mut conn)
                 .await
         };
-        let all = tokio::time::timeout(self.timeout * 2, call)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out".into()))?
-            .map_err(unavailable)?;
+        let all = self.bounded(call).await?;
         let mut buckets = all
             .into_iter()
             .map(|(at, counts)| {

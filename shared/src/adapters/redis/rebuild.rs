@@ -2,7 +2,6 @@
 //! only the lost ones), and giving expired units back.
 
 use super::RedisStock;
-use super::connection::unavailable;
 use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, shard_of_order};
 use super::replies::PendingTransfer;
 use super::replies::{
@@ -221,10 +220,7 @@ impl RedisStock {
                     .query_async::<()>(&mut conn)
                     .await
             };
-            tokio::time::timeout(self.timeout * 2, call)
-                .await
-                .map_err(|_| StoreError::Unavailable("timed out".into()))?
-                .map_err(unavailable)?;
+            self.bounded(call).await?;
         }
         let with_rows: std::collections::HashSet<&str> = buyers
             .iter()

@@ -3,7 +3,6 @@
 //! unit, or `lend.lua` lending it for a sharded sale).
 
 use super::RedisStock;
-use super::connection::unavailable;
 use super::keys::SaleKeys;
 use crate::domain::Sale;
 use crate::ports::StoreError;
@@ -31,10 +30,7 @@ impl RedisStock {
                     .query_async::<Option<String>>(&mut conn)
                     .await
             };
-            let at = tokio::time::timeout(self.timeout * 2, call)
-                .await
-                .map_err(|_| StoreError::Unavailable("timed out".into()))?
-                .map_err(unavailable)?;
+            let at = self.bounded(call).await?;
             let Some(at) = at.and_then(|v| v.parse::<i64>().ok()) else {
                 return Ok(None);
             };

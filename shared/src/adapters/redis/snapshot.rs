@@ -2,7 +2,6 @@
 //! holding read at one instant.
 
 use super::RedisStock;
-use super::connection::unavailable;
 use super::keys::SaleKeys;
 use super::replies::{Holding, PendingTransfer};
 use super::replies::{
@@ -232,10 +231,7 @@ impl RedisStock {
                 .query_async::<usize>(&mut conn)
                 .await
         };
-        tokio::time::timeout(self.timeout * 2, call)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out".into()))?
-            .map_err(unavailable)
+        self.bounded(call).await
     }
 
     /// Every field of a hash handed to `each`, [`SCAN_CHUNK`] entries a
@@ -260,10 +256,7 @@ impl RedisStock {
                     .query_async::<(String, Vec<String>)>(&mut conn)
                     .await
             };
-            let (next, flat) = tokio::time::timeout(self.timeout * 2, call)
-                .await
-                .map_err(|_| StoreError::Unavailable("timed out".into()))?
-                .map_err(unavailable)?;
+            let (next, flat) = self.bounded(call).await?;
             let mut flat = flat.into_iter();
             while let (Some(field), Some(value)) = (flat.next(), flat.next()) {
                 each(field, value)?;

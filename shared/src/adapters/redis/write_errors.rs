@@ -9,7 +9,6 @@
 //! holds one field per order that ever failed, bounded by the orders.
 
 use super::RedisStock;
-use super::connection::unavailable;
 use crate::domain::{OrderId, SaleId};
 use crate::ports::{StoreError, WriteFailure};
 use std::time::Duration;
@@ -48,10 +47,7 @@ impl RedisStock {
                 .query_async::<()>(&mut conn)
                 .await
         };
-        tokio::time::timeout(self.timeout * 2, call)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out".into()))?
-            .map_err(unavailable)
+        self.bounded(call).await
     }
 
     /// The last failure kept for each of these orders of one sale, in the
@@ -74,10 +70,7 @@ impl RedisStock {
             }
             cmd.query_async::<Vec<Option<String>>>(&mut conn).await
         };
-        let raw = tokio::time::timeout(self.timeout * 2, call)
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out".into()))?
-            .map_err(unavailable)?;
+        let raw = self.bounded(call).await?;
         Ok(raw
             .into_iter()
             .map(|v| v.and_then(|json| serde_json::from_str(&json).ok()))
