@@ -1,7 +1,7 @@
 -- load_sale.lua: put a sale into Redis, once.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3..] the sale's other keys (buyers,
--- resv, userorders, gateused, outcomes), whose expiry follows the sale's
+-- resv, userorders, gateused, keyed, outcomes), whose expiry follows the sale's
 -- end too; a sharded sale's directory passes meta and outcomes only
 -- ARGV: total, startMs, endMs, perUserLimit, shards, status, version, expireAtMs,
 --       gate (1 or 0), and optionally ARGV[10]: this key group's initial
