@@ -121,6 +121,27 @@ fn failed_condition<E: aws_sdk_dynamodb::error::ProvideErrorMetadata>(
         == Some("ConditionalCheckFailedException")
 }
 
+/// The order as a conditional update left it (`ReturnValues: ALL_NEW`), or
+/// `None` when its condition failed.
+fn updated(
+    result: Result<
+        aws_sdk_dynamodb::operation::update_item::UpdateItemOutput,
+        SdkError<
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError,
+            aws_sdk_dynamodb::config::http::HttpResponse,
+        >,
+    >,
+) -> Result<Option<Order>, OrderStoreError> {
+    match result {
+        Ok(out) => match out.attributes {
+            Some(item) => Ok(Some(order_from_item(&item)?)),
+            None => Err(OrderStoreError::Malformed("no attributes returned".into())),
+        },
+        Err(err) if failed_condition(&err) => Ok(None),
+        Err(err) => Err(transient(err)),
+    }
+}
+
 impl DynamoOrders {
     /// The record of a payment id, if one was written.
     async fn find_payment(
@@ -184,14 +205,7 @@ impl DynamoOrders {
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(out) => match out.attributes {
-                Some(item) => Ok(Some(order_from_item(&item)?)),
-                None => Err(OrderStoreError::Malformed("no attributes returned".into())),
-            },
-            Err(err) if failed_condition(&err) => Ok(None),
-            Err(err) => Err(transient(err)),
-        }
+        updated(result)
     }
 
     /// Marks an order that cannot be paid as owed a refund for this payment
@@ -231,14 +245,7 @@ impl DynamoOrders {
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send()
             .await;
-        match result {
-            Ok(out) => match out.attributes {
-                Some(item) => Ok(Some(order_from_item(&item)?)),
-                None => Err(OrderStoreError::Malformed("no attributes returned".into())),
-            },
-            Err(err) if failed_condition(&err) => Ok(None),
-            Err(err) => Err(transient(err)),
-        }
+        updated(result)
     }
 
     /// The payment's record, once: a record already there stays (a retry
