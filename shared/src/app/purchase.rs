@@ -175,10 +175,6 @@ pub trait RebuildTrigger: Send + Sync {
 /// that finds the keys missing asks, the others in that second do not.
 pub const REBUILD_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// How long the rebuild a purchase asked for may run before it is dropped
-/// (the next ask starts another).
-pub const REBUILD_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     pub fn new(stock: S, queue: Q, catalog: C) -> Self {
         Self {
@@ -227,16 +223,11 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             asked.insert(sale_id.to_string(), now);
         }
         let (rebuild, sale_id) = (rebuild.clone(), sale_id.clone());
-        tokio::spawn(async move {
-            // Bounded: a rebuild cut off here is finished by the next ask
-            // (every step is idempotent; the lock lapses by itself).
-            if tokio::time::timeout(REBUILD_BUDGET, rebuild.rebuild(&sale_id))
-                .await
-                .is_err()
-            {
-                tracing::warn!(%sale_id, "rebuild asked by a purchase did not finish in time; the next ask goes on");
-            }
-        });
+        // Not cut short: every call it makes has its own timeout, and a big
+        // sale's ledger may take longer to read than any budget chosen
+        // here. A rebuild dropped midway kept its lock until the lock's TTL,
+        // and the next ask, cut again, never finished it.
+        tokio::spawn(async move { rebuild.rebuild(&sale_id).await });
     }
 
     /// This environment's tally of answers by sale and outcome. The handler

@@ -31,6 +31,8 @@ struct Tables {
     tokens: HashSet<String>,
     /// The payments' records, by payment id.
     payments: HashMap<PaymentId, PaymentRecord>,
+    /// How long a read of a whole sale's orders takes (a big ledger).
+    ledger_read_delay: std::time::Duration,
 }
 
 type Shared = Arc<Mutex<Tables>>;
@@ -167,6 +169,14 @@ pub struct MemoryOrders {
 }
 
 impl MemoryOrders {
+    /// Makes every read of a whole sale's orders take `delay`, as a big
+    /// sale's ledger does on DynamoDB.
+    pub fn delay_ledger_reads(&self, delay: std::time::Duration) {
+        if let Ok(mut t) = self.tables.lock() {
+            t.ledger_read_delay = delay;
+        }
+    }
+
     /// Puts a row as it is, past every condition: the state a bug or a lost
     /// write could leave, for the checks that must report it.
     pub fn insert_row(&self, order: Order) {
@@ -403,6 +413,10 @@ impl OrderStore for MemoryOrders {
 
 impl OrderLedger for MemoryOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {
+        let delay = tables(&self.tables)?.ledger_read_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut orders: Vec<Order> = tables(&self.tables)?
             .orders
             .values()

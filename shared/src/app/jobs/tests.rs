@@ -145,6 +145,54 @@ async fn a_redrive_between_the_two_depth_reads_does_not_let_the_rebuild_through(
     assert!(w.view().await.is_none(), "still not loaded");
 }
 
+// The rebuild a purchase asks for was dropped after a 10 s budget, its lock
+// still held for the rest of its 30 s: a sale whose ledger takes longer than
+// the budget to read was never brought back by the purchases (each ask after
+// the lock lapsed was cut again). On tokio's paused clock: no real wait
+// (and the wall-clock ask interval and lock do not move, so one ask is made,
+// and it has to finish).
+#[tokio::test(start_paused = true)]
+async fn a_rebuild_slower_than_ten_seconds_still_brings_the_sale_back() {
+    use crate::app::purchase::{PurchaseError, PurchaseRequest, PurchaseService};
+    let w = Stores::new(10, 2);
+    w.jobs()
+        .prewarm_sale(w.sale_id(), crate::clock::now_ms())
+        .await
+        .unwrap();
+    w.stock.forget(w.sale_id());
+    w.orders.delay_ledger_reads(Duration::from_secs(15));
+    let purchases = PurchaseService::new(w.stock.clone(), w.queue.clone(), w.catalog.clone())
+        .with_rebuild(std::sync::Arc::new(w.jobs()));
+    let request = PurchaseRequest {
+        sale_id: w.sale_id().clone(),
+        user_id: crate::domain::UserId::parse("u1").unwrap(),
+        quantity: crate::domain::Quantity::new(1).unwrap(),
+        idempotency_key: None,
+        source_ip: None,
+        sale_token: None,
+    };
+    // Buyers keep coming, one a second, as they do at a sale; each that
+    // finds the sale missing may ask for the rebuild.
+    let started = tokio::time::Instant::now();
+    loop {
+        match purchases.purchase(&request).await {
+            Ok(_) => break,
+            Err(PurchaseError::Paused | PurchaseError::KeysMissing) => {}
+            Err(other) => panic!("unexpected answer: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the purchases' rebuild never brought the sale back"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(15),
+        "rebuilt before the ledger was read"
+    );
+    assert_eq!(w.view().await.unwrap().remaining, 9);
+}
+
 #[tokio::test]
 async fn release_unpaid_returns_a_due_orders_units_exactly_once() {
     let w = Stores::new(10, 2);
