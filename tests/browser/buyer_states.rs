@@ -87,7 +87,7 @@ pub(super) async fn an_order_expires_in_words(ui: &Ui) {
           && document.getElementById('pay-button').hidden \
           && document.getElementById('pay-window-box').hidden \
           && !document.body.innerText.includes('Pay within')";
-    let within = Duration::from_millis((closes + 1_500 - clock::now_ms()).max(0) as u64);
+    let within = Duration::from_millis((closes + 3_000 - clock::now_ms()).max(0) as u64);
     ui.until_within("the expiry said at once", expired, within)
         .await;
     assert!(
