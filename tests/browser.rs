@@ -17,18 +17,26 @@
 //!    sells after the right one (to a buyer whose `sub` is `auth0|…`);
 //! e) both pages at 375 and 1280 px have no horizontal scroll, and a buyer
 //!    reaches and presses the buy button with the keyboard alone;
+//! i) to o) the buyer page in every state (issue 18's problems 1 to 7):
+//!    an order's expiry said at once; a quantity up to the allowance and
+//!    more after a paid order, found again in a new tab; a bad or unknown
+//!    sale id; a paused sale and one status on pill, countdown and button;
+//!    the amount and the receipt; times in the buyer's zone; focus, the
+//!    skip link, no gate request, sign-out, the header, a bad name, the
+//!    stock bar (see `buyer_states.rs`);
 //! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live).
 //!
 //! Beside this file, `browser/`: `harness.rs` (the tools, the WebDriver
 //! session, `Ui`: the page as a buyer or an operator uses it) and the
 //! scenarios: `buying.rs` (a, b, c, f), `refusals.rs` (g), `sign_in.rs` (h),
-//! `layout.rs` (e), `dashboard.rs` (d).
+//! `layout.rs` (e), `buyer_states.rs` (i to o), `dashboard.rs` (d).
 //!
 //! Screenshots go to `target/screenshots/` under the workspace root.
 //! `SECKILL_BROWSER_SCENARIOS=a,d` runs only those scenarios.
 //! Without Chromium or chromedriver the test skips, loudly, unless
 //! `SECKILL_REQUIRE_BROWSER` is set (`make test` sets it): then it fails.
 
+mod buyer_states;
 mod buying;
 mod dashboard;
 mod harness;
@@ -36,6 +44,11 @@ mod layout;
 mod refusals;
 mod sign_in;
 
+use buyer_states::{
+    a_bad_sale_link_sells_nothing, a_buyer_buys_up_to_the_limit, a_paused_sale_says_why,
+    an_order_expires_in_words, the_amount_and_the_receipt, the_small_things,
+    times_in_the_buyers_zone,
+};
 use buying::{
     a_gated_sale_asks_first, a_second_press_sends_nothing, a_sold_out_sale_says_so,
     buyer_waits_buys_and_pays,
@@ -130,6 +143,17 @@ async fn the_pages_in_a_real_browser() {
                 pages_fit_and_work_by_keyboard(&ui),
             )
             .await;
+            timed("i) an order expires", an_order_expires_in_words(&ui)).await;
+            timed(
+                "j) quantity and allowance",
+                a_buyer_buys_up_to_the_limit(&ui),
+            )
+            .await;
+            timed("k) a bad sale link", a_bad_sale_link_sells_nothing(&ui)).await;
+            timed("l) paused, one status", a_paused_sale_says_why(&ui)).await;
+            timed("m) amount and receipt", the_amount_and_the_receipt(&ui)).await;
+            timed("n) the buyer's time zone", times_in_the_buyers_zone(&ui)).await;
+            timed("o) focus and small things", the_small_things(&ui)).await;
             // Last: it needs the live view of the admin API.
             timed("d) dashboard", dashboard_shows_the_sale(&ui)).await;
         }

@@ -1,5 +1,6 @@
-//! The sale gate over HTTP: a question before the purchase, a pass bound to
-//! buyer and sale that buys once, and 403 GATE_REQUIRED for everything else.
+//! The sale gate over HTTP: `gate` in the public sale view, a question
+//! before the purchase, a pass bound to buyer and sale that buys once, and
+//! 403 GATE_REQUIRED for everything else.
 
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
@@ -43,6 +44,14 @@ async fn a_gated_sale_sells_only_to_a_fresh_pass() {
     assert_eq!(put(&sale, start).await.0, 201);
     let later = unique("gated");
     assert_eq!(put(&later, now + 3_600_000).await.0, 201);
+
+    // The public view says which sales ask a question, so a page asks for
+    // one only then.
+    for (id, gated) in [(&sale, true), (&later, true), (&stack.demo_sale, false)] {
+        let (status, view) = stack.request("GET", &format!("/sales/{id}"), &[], "").await;
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(view["gate"], serde_json::json!(gated), "{id}: {view}");
+    }
 
     // Questions only from shortly before the start.
     let (status, reply) = stack

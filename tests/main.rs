@@ -11,7 +11,7 @@
 //!   outcome, numeric edges, concurrency, bad input.
 //! - `sold_out`: the sold-out flag for page traffic.
 //! - `ratelimit`: the token buckets per buyer and per source address.
-//! - `gate`: the question before the purchase.
+//! - `gate`: the question before the purchase, and `gate` in the sale view.
 //! - `subs`: any real `sub` as a user id.
 //! - `fuzz`: generated input for every parser of untrusted data.
 //!

@@ -164,7 +164,13 @@ impl Ui {
     /// Polls a page condition (a script returning true) until it holds;
     /// else a screenshot of the page and a failure that says what it shows.
     pub(super) async fn until(&self, what: &str, script: &str) {
-        if !eventually(STEP, || self.holds(script)).await {
+        self.until_within(what, script, STEP).await;
+    }
+
+    /// As [`until`](Self::until), within `within` rather than [`STEP`]: for
+    /// what a page must show at once (an expiry its own clock knows).
+    pub(super) async fn until_within(&self, what: &str, script: &str, within: Duration) {
+        if !eventually(within, || self.holds(script)).await {
             self.shot(&format!("failed-{}", what.replace(' ', "-")))
                 .await;
             // What either page says, for the failure to explain itself.
@@ -176,7 +182,7 @@ impl Ui {
                 }
             }
             panic!(
-                "{what}: not within {STEP:?}; the page shows {}",
+                "{what}: not within {within:?}; the page shows {}",
                 shows.join(", ")
             );
         }
@@ -435,4 +441,151 @@ impl Ui {
             .item?;
         Some(seckill_shared::adapters::dynamo::orders::order_from_item(&item).unwrap())
     }
+}
+
+// ------------------------------------------------- the buyer page's states
+
+/// A Chrome DevTools command, sent through chromedriver's
+/// `goog/cdp/execute` (what WebDriver itself cannot do: a time zone).
+#[derive(Debug)]
+struct DevTools {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for DevTools {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        let body = json!({"cmd": self.cmd, "params": self.params});
+        (http::Method::POST, Some(body.to_string()))
+    }
+}
+
+impl Ui {
+    /// Requests the gateway has routed to `method path` (a route's path,
+    /// e.g. `/sales/{saleId}/challenge`), whatever their answer.
+    pub(super) fn served(&self, method: &str, path: &str) -> u64 {
+        self.stack.gateway.served(method, path)
+    }
+
+    /// The admin API, as the operator (no body).
+    pub(super) async fn admin(&self, method: &str, path: &str) -> (u16, Value) {
+        self.api(method, path, "browser-admin", true, "").await
+    }
+
+    /// The browser's time zone, as a buyer in `zone` has it (an IANA name;
+    /// `""` gives the machine's back). For this tab, until changed.
+    pub(super) async fn time_zone(&self, zone: &str) {
+        self.c
+            .issue_cmd(DevTools {
+                cmd: "Emulation.setTimezoneOverride",
+                params: json!({ "timezoneId": zone }),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("no time zone {zone:?} for the browser: {e}"));
+    }
+
+    /// The payment window of a `PENDING_PAYMENT` order, moved to close at
+    /// `at_ms`: what its row says when that much of a window is left. The
+    /// shortest window a sale may have is 60 s; this is how a scenario
+    /// sees it close in seconds. The API (EXPIRED from `expiresAt` on) and
+    /// the release job (the expiry index) read the same attribute.
+    pub(super) async fn close_window_at(&self, order_id: &str, at_ms: i64) {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let sdk = seckill_shared::adapters::aws::sdk_config(
+            seckill_shared::adapters::aws::Caller::Tool,
+            Duration::from_secs(10),
+        )
+        .await;
+        seckill_shared::adapters::aws::dynamodb(&sdk)
+            .update_item()
+            .table_name(&self.stack.config.orders_table)
+            .key("orderId", AttributeValue::S(order_id.into()))
+            .update_expression("SET expiresAt = :at")
+            .condition_expression("#s = :pending")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":at", AttributeValue::S(clock::rfc3339_ms(at_ms)))
+            .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("order {order_id}: window not moved: {e:?}"));
+    }
+
+    /// What the sale card and the buy section say together: the pill, the
+    /// page's sale state, the countdown's label and value, whether the buy
+    /// button is off, and why.
+    pub(super) async fn sale_line(&self) -> SaleLine {
+        let v = self
+            .js("const t = (id) => document.getElementById(id).textContent.trim(); \
+                 return [t('sale-status'), document.getElementById('sale-status').dataset.state || '', \
+                   t('countdown-label'), t('countdown'), document.getElementById('buy-button').disabled, \
+                   t('buy-hint')]")
+            .await;
+        let text = |i: usize| v[i].as_str().unwrap_or_default().to_owned();
+        SaleLine {
+            pill: text(0),
+            state: text(1),
+            label: text(2),
+            countdown: text(3),
+            buy_off: v[4] == json!(true),
+            hint: text(5),
+        }
+    }
+
+    /// A sale that opens at `start_ms`, too far ahead to be loaded into
+    /// Redis yet (prewarm answers NOT_DUE): the page shows it as upcoming.
+    pub(super) async fn upcoming_sale(&self, prefix: &str, start_ms: i64) -> String {
+        let id = unique(prefix);
+        let body = json!({
+            "name": format!("Browser test: {prefix}"),
+            "totalStock": 5,
+            "startAt": clock::rfc3339_ms(start_ms),
+            "endAt": clock::rfc3339_ms(start_ms + 3_600_000),
+            "perUserLimit": 1,
+        });
+        let (status, reply) = self
+            .api(
+                "PUT",
+                &format!("/admin/sales/{id}"),
+                "browser-admin",
+                true,
+                &body.to_string(),
+            )
+            .await;
+        assert_eq!(status, 201, "{reply}");
+        id
+    }
+
+    /// Until the page's sale status (its pill) says `pill`.
+    pub(super) async fn until_pill(&self, pill: &str) {
+        self.until(
+            &format!("the pill says {pill}"),
+            &format!(
+                "return document.getElementById('sale-status').textContent === {}",
+                json!(pill)
+            ),
+        )
+        .await;
+    }
+}
+
+/// The buyer page's status line, as [`Ui::sale_line`] reads it.
+#[derive(Debug)]
+pub(super) struct SaleLine {
+    pub(super) pill: String,
+    pub(super) state: String,
+    pub(super) label: String,
+    pub(super) countdown: String,
+    pub(super) buy_off: bool,
+    pub(super) hint: String,
 }

@@ -1,7 +1,8 @@
-// The buyer page: one sale, its countdown and stock, sign-in, the gate's
-// question, one purchase, its confirmation and its payment. Everything goes
-// through the public HTTP API, so the page works the same on the local stack
-// and on a deployed one.
+// The buyer page: one sale, its status and stock, sign-in, the gate's
+// question, a purchase of as many units as the buyer may still hold, its
+// confirmation, its payment and receipt, and the buyer's other orders of
+// the sale. Everything goes through the public HTTP API, so the page works
+// the same on the local stack and on a deployed one.
 "use strict";
 
 (function () {
@@ -9,20 +10,32 @@
   const $ = S.$;
 
   const query = new URLSearchParams(location.search);
-  // ?sale=<id> picks another sale than the configured one (links to a sale).
-  const saleId = S.validId(query.get("sale")) ? query.get("sale") : S.config.saleId;
+  // ?sale=<id> picks another sale than the configured one (links to a
+  // sale). A link whose id is no sale id names no sale: the page says so
+  // and never falls back to the configured sale, so a broken link cannot
+  // sell the wrong item.
+  const askedSale = query.get("sale");
+  const saleId = askedSale === null ? S.config.saleId : askedSale;
   const salePath = "/sales/" + encodeURIComponent(saleId);
   // ?order=<id>: the LIMIT_EXCEEDED message links to the buyer's order.
   const linkedOrder = S.validId(query.get("order")) ? query.get("order") : null;
 
   const ui = {
+    skip: $("skip"),
     saleName: $("sale-name"),
+    pillLine: $("sale-pill-line"),
     saleStatus: $("sale-status"),
+    countdownBox: $("countdown-box"),
     countdownLabel: $("countdown-label"),
     countdown: $("countdown"),
+    facts: $("sale-facts"),
+    priceBox: $("price-box"),
+    price: $("price"),
     remaining: $("remaining"),
     limit: $("limit"),
+    starts: $("starts"),
     ends: $("ends"),
+    zone: $("zone"),
     stockBar: $("stock-bar"),
     who: $("who"),
     whoName: $("who-name"),
@@ -31,28 +44,44 @@
     user: $("user"),
     cognitoSignin: $("cognito-signin"),
     loginLink: $("login-link"),
+    tokenInput: $("token-input"),
     gate: $("gate"),
     gateForm: $("gate-form"),
     question: $("question"),
     answer: $("answer"),
     buySection: $("buy"),
     buyForm: $("buy-form"),
+    quantity: $("quantity"),
+    allowance: $("allowance"),
     buyButton: $("buy-button"),
     buyHint: $("buy-hint"),
     status: $("status"),
     order: $("order"),
     orderState: $("order-state"),
+    orderNote: $("order-note"),
     orderId: $("order-id"),
+    orderQuantity: $("order-quantity"),
+    orderAmountBox: $("order-amount-box"),
+    orderAmount: $("order-amount"),
     payWindowBox: $("pay-window-box"),
     payWindow: $("pay-window"),
+    receipt: $("receipt"),
+    paidAt: $("paid-at"),
+    paidAmountBox: $("paid-amount-box"),
+    paidAmount: $("paid-amount"),
+    paymentId: $("payment-id"),
     payButton: $("pay-button"),
+    othersBox: $("other-orders-box"),
+    others: $("other-orders"),
   };
 
   const state = {
     sale: null, // the last GET /sales/{id} answer
     startMs: 0,
     endMs: 0,
-    saleMissing: false,
+    // Why there is no sale to show: BAD_ID (the link's id is no id: never
+    // asked for), NOT_FOUND (the API has no such sale), or null.
+    missing: S.validId(saleId) ? null : "BAD_ID",
     skewMs: 0, // the server's clock minus ours
     session: null, // {token, userId, expiresAtMs}
     gate: "unknown", // unknown | none | needed | passed
@@ -65,17 +94,19 @@
     pass: null, // the gate's {token, expiresAtMs}
     inFlight: false, // a purchase request is out
     retryAtMs: 0, // Retry-After: no purchase before this (server time)
-    refused: null, // a refusal that ends buying here: SOLD_OUT, SALE_ENDED, ...
+    refused: null, // a refusal that ends buying here: SALE_ENDED, LIMIT_EXCEEDED
     key: null, // Idempotency-Key of the purchase being attempted
-    order: null, // {orderId, status, expiresAt}
+    keyQuantity: 0, // the quantity that key was sent with
+    order: null, // the order shown: {orderId, status, quantity, expiresAt, amount, paidAt, paymentId}
+    orders: [], // every order of the buyer's in this sale this page knows, newest first
+    told: "", // "<orderId> <status>": what the status region last said about the order
     paying: false,
     opened: false, // the countdown reached zero while this page was open
     wasUpcoming: false, // this page saw the sale before its start
     failures: 0, // sale polls failed in a row
   };
 
-  // `closed`: the pay window's end was already acted on.
-  const timers = { sale: 0, order: 0, closed: false };
+  const timers = { sale: 0, order: 0 };
   const now = () => Date.now() + state.skewMs;
 
   function say(message, tone, links, code) {
@@ -90,6 +121,7 @@
   // step, and not at all while the tab is hidden.
   async function pollSale() {
     clearTimeout(timers.sale);
+    if (state.missing === "BAD_ID") return;
     if (document.hidden) {
       timers.sale = setTimeout(pollSale, 15000);
       return;
@@ -98,8 +130,11 @@
     let next = 3000;
     if (reply.ok && reply.body) {
       const before = state.sale ? state.sale.status : null;
+      const appeared = state.missing !== null;
       state.sale = reply.body;
-      state.saleMissing = false;
+      state.missing = null;
+      // A sale created after its link was opened: the buyer's orders now.
+      if (appeared && state.session) restoreOrder();
       state.startMs = Date.parse(reply.body.startAt);
       state.endMs = Date.parse(reply.body.endAt);
       state.failures = 0;
@@ -110,9 +145,13 @@
       if (reply.body.status === "ENDED") next = 60000;
       if (reply.body.status !== before) saleChanged(before, reply.body.status);
     } else if (reply.status === 404 || reply.code === "INVALID_REQUEST") {
-      state.saleMissing = true;
+      // Asked again now and then: a sale announced by its link before it
+      // is created shows up by itself.
+      const already = state.missing === "NOT_FOUND";
+      state.sale = null;
+      state.missing = "NOT_FOUND";
       next = 30000;
-      say("There is no sale called “" + saleId + "”. Check the link.", "error", null, "SALE_NOT_FOUND");
+      if (!already) sayMissing();
     } else {
       state.failures = (state.failures || 0) + 1;
       next = Math.min(30000, 3000 * 2 ** state.failures);
@@ -124,16 +163,24 @@
     timers.sale = setTimeout(pollSale, next * (0.8 + Math.random() * 0.4));
   }
 
+  function sayMissing() {
+    const text =
+      state.missing === "BAD_ID"
+        ? "This link does not name a sale: “" + saleId + "” is not a sale id. Check the link."
+        : "There is no sale called “" + saleId + "”. Check the link.";
+    say(text, "error", [["See the shop's current sale", "/"]], "SALE_NOT_FOUND");
+  }
+
   // Tell the buyer when the sale itself changes under them, before they
   // press anything (once per change; not over their own order's news).
   function saleChanged(before, status) {
-    if (state.order || state.refused) return;
+    if ((state.order && isLive(state.order)) || state.refused) return;
     if (status === "SOLD_OUT") {
       say("Sold out: every unit has been taken.", "error", null, "SOLD_OUT");
     } else if (status === "ENDED" && before) {
       say("The sale has ended.", "error", null, "SALE_ENDED");
     } else if (status === "PAUSED") {
-      say("The sale is paused for a moment; buying resumes when it is back.", "warn", null, "SALE_PAUSED");
+      say("The shop has paused the sale: buying resumes when it is back.", "warn", null, "SALE_PAUSED");
     } else if (status === "LIVE" && (before === "SOLD_OUT" || before === "PAUSED")) {
       say("The sale is on again: units are available.", "ok", null, "LIVE");
     }
@@ -149,6 +196,51 @@
     state.skewMs = Math.abs(skew) > 2000 ? skew : 0;
   }
 
+  // The sale's one status, from the API's answer and the clock: the pill,
+  // the countdown and the buy button's reason are all drawn from it, so
+  // they never disagree (the API's LIVE after the end is ENDED here; its
+  // UPCOMING after the start is LIVE until the next poll).
+  function saleState(t) {
+    if (state.missing) return "MISSING";
+    const sale = state.sale;
+    if (!sale) return "LOADING";
+    if (t >= state.endMs || sale.status === "ENDED" || state.refused === "SALE_ENDED") return "ENDED";
+    if (t < state.startMs) return "UPCOMING";
+    if (sale.status === "PAUSED") return "PAUSED";
+    if (sale.status === "SOLD_OUT") return "SOLD_OUT";
+    return "LIVE";
+  }
+
+  // Per state: the pill, its tone, the countdown's label and target, and
+  // why the buy button is off (null: it may be on).
+  const SALE_STATES = {
+    MISSING: { pill: "NO SUCH SALE", tone: "danger", why: "There is no such sale." },
+    LOADING: { pill: "…", tone: "info", why: "Loading the sale…" },
+    UPCOMING: {
+      pill: "UPCOMING",
+      tone: "info",
+      label: "Opens in",
+      to: "start",
+      why: "The button turns on by itself when the sale opens.",
+    },
+    LIVE: { pill: "LIVE", tone: "ok", label: "Open: closes in", to: "end", why: null },
+    PAUSED: {
+      pill: "PAUSED",
+      tone: "warn",
+      label: "Paused: closes in",
+      to: "end",
+      why: "The shop has paused the sale. The button turns on by itself when it resumes.",
+    },
+    SOLD_OUT: {
+      pill: "SOLD OUT",
+      tone: "danger",
+      label: "Sold out: closes in",
+      to: "end",
+      why: "Sold out. Units not paid for in time come back: the button turns on by itself if one does.",
+    },
+    ENDED: { pill: "ENDED", tone: "danger", label: "Closed", why: "The sale has ended." },
+  };
+
   // ------------------------------------------------------------ sign-in
 
   function startSession(session) {
@@ -156,7 +248,7 @@
     S.saveSession("buyer", session);
     restoreOrder();
     render();
-    // Straight on to the buy section: the next Tab reaches the button.
+    // Straight on to the buy section: the next Tab reaches the quantity.
     ui.buySection.focus();
   }
 
@@ -166,32 +258,54 @@
     Object.assign(state, {
       gate: "unknown",
       pass: null,
-      refused: null,
+      refused: state.refused === "SALE_ENDED" ? "SALE_ENDED" : null,
       key: null,
       order: null,
+      orders: [],
+      told: "",
       paying: false,
       retryAtMs: 0,
     });
     clearTimeout(timers.order);
     render();
     if (message) say(message, "error", null, "UNAUTHENTICATED");
+    else say("You are signed out. Sign in to buy.", "info", null, "SIGNED_OUT");
     (S.config.auth === "local" ? ui.user : ui.loginLink).focus();
   }
 
   S.wireSignIn(
     false,
     (session) => {
-      startSession(session);
+      // First: news of an order kept from before (said as the session
+      // starts) comes after, and stays on screen.
       say("Signed in as " + session.userId + ".", "ok");
+      startSession(session);
     },
     () => signOut(null)
   );
 
+  // "Skip to …" goes where the next step is: the sign-in form while signed
+  // out, the buy button (or its section, with the reason it is off) after.
+  ui.skip.addEventListener("click", (event) => {
+    event.preventDefault();
+    skipTarget().focus();
+  });
+
+  function skipTarget() {
+    if (state.missing) return ui.status;
+    if (!state.session) {
+      if (S.config.auth === "local") return ui.user;
+      return S.config.loginUrl ? ui.loginLink : ui.tokenInput;
+    }
+    return ui.buyButton.disabled ? ui.buySection : ui.buyButton;
+  }
+
   // --------------------------------------------------------------- gate
 
-  // A gated sale issues its question from 30 s before the start. GET
-  // /sales does not say whether a sale is gated: the first question asked
-  // tells (400 means no gate), and a 403 GATE_REQUIRED asks again.
+  // A gated sale (`gate: true` in GET /sales) issues its question from 30 s
+  // before the start; a sale without one is never asked. An API that does
+  // not say (no `gate`) is asked, and its 400 means no gate. A 403
+  // GATE_REQUIRED asks again.
   async function fetchQuestion() {
     if (state.gateBusy || !state.session) return;
     state.gateBusy = true;
@@ -235,6 +349,7 @@
       ui.answer.value = "";
       render();
       say("Right. The pass holds for a minute: press Buy now.", "ok");
+      ui.buySection.focus();
       if (!ui.buyButton.disabled) ui.buyButton.focus();
     } else if (reply.code === "INVALID_REQUEST" && /expired/.test(reply.body && reply.body.message)) {
       // The question's window passed while the buyer thought: a new one.
@@ -252,28 +367,53 @@
 
   // ----------------------------------------------------------- purchase
 
+  // Units the buyer holds in this sale: their orders that still count
+  // against the per-buyer limit (being written, awaiting payment within
+  // its window, paid), as the API and this page know them.
+  function held() {
+    return state.orders.reduce((sum, o) => sum + (isLive(o) ? o.quantity || 1 : 0), 0);
+  }
+
+  // How many more the buyer may buy: the limit minus what they hold.
+  const allowance = () => (state.sale ? Math.max(0, state.sale.perUserLimit - held()) : 0);
+
+  // The most the quantity choice offers: the allowance, and no more than
+  // is left (a larger quantity would be refused as sold out).
+  function maxQuantity() {
+    const left = state.sale && state.sale.remaining > 0 ? state.sale.remaining : Infinity;
+    return Math.max(1, Math.min(allowance(), left, 1000));
+  }
+
+  const chosenQuantity = () => Math.min(maxQuantity(), Math.max(1, Number(ui.quantity.value) || 1));
+
   // Why the buy button is off right now, or null when it is on.
   function whyNotBuy(t) {
-    if (!state.sale) return state.saleMissing ? "There is no such sale." : "Loading the sale…";
+    const sale = saleState(t);
+    if (sale === "MISSING" || sale === "LOADING") return SALE_STATES[sale].why;
     if (!state.session) return "Sign in first.";
     if (state.inFlight) return "Sending your order…";
-    if (state.order && !reorderable(state.order.status)) return "Your order is below.";
+    if (sale !== "LIVE") return SALE_STATES[sale].why;
     if (state.refused) return refusalHint(state.refused);
-    if (t < state.startMs) return "The button turns on by itself when the sale opens.";
-    if (t >= state.endMs) return "The sale has ended.";
-    if (state.sale.status === "SOLD_OUT") return "Sold out.";
+    const shown = state.order && statusOf(state.order);
+    if (shown === "QUEUED") return "Your order is being confirmed below.";
+    if (shown === "PENDING_PAYMENT") return "Pay for your order below first (or let its window close).";
+    if (allowance() <= 0) {
+      return (
+        "You hold " +
+        held() +
+        " of the " +
+        state.sale.perUserLimit +
+        " allowed per buyer: that is the most this sale allows."
+      );
+    }
     if (state.gate === "needed") return "Answer the question above first.";
     if (t < state.retryAtMs) return "You can try again in " + S.wait((state.retryAtMs - t) / 1000) + ".";
     return null;
   }
 
-  const reorderable = (status) => status === "EXPIRED" || status === "REJECTED";
-
   function refusalHint(code) {
-    if (code === "SOLD_OUT") return "Sold out.";
     if (code === "SALE_ENDED") return "The sale has ended.";
     if (code === "LIMIT_EXCEEDED") return "You hold as many as this sale allows.";
-    if (code === "SALE_NOT_FOUND") return "There is no such sale.";
     return "Buying is closed for you on this page.";
   }
 
@@ -282,35 +422,64 @@
     buy();
   });
 
+  ui.quantity.addEventListener("change", () => {
+    // Another quantity is another purchase: a key sent for the old one
+    // would be answered with the old order.
+    if (state.key && state.keyQuantity !== chosenQuantity()) state.key = null;
+    render();
+  });
+
   async function buy() {
     // The first filter against double clicks: a second click or Enter finds
     // the flag set and the button already disabled, before any await.
     if (whyNotBuy(now()) !== null) return;
+    const quantity = chosenQuantity();
     state.inFlight = true;
     render();
-    if (!state.key) state.key = S.randomKey();
+    // The button is off while we ask: the focus waits on its section, not
+    // at the top of the page.
+    ui.buySection.focus();
+    if (!state.key || state.keyQuantity !== quantity) {
+      state.key = S.randomKey();
+      state.keyQuantity = quantity;
+    }
     const headers = { "Idempotency-Key": state.key };
     if (state.pass) headers["X-Sale-Token"] = state.pass.token;
     say("Sending your order…", "info", null, "SENDING");
     const reply = await S.api(salePath + "/purchase", {
       method: "POST",
       token: state.session.token,
-      body: { quantity: 1 },
+      body: { quantity: quantity },
       headers: headers,
     });
     state.inFlight = false;
     if (reply.status === 202 && reply.body && reply.body.orderId) {
-      // One unit fewer than the last poll said: shown now, corrected by
-      // the next poll (no extra request at the busiest moment).
-      if (state.sale && state.sale.remaining > 0) state.sale.remaining -= 1;
+      // Fewer units than the last poll said: shown now, corrected by the
+      // next poll (no extra request at the busiest moment).
+      if (state.sale && state.sale.remaining > 0) {
+        state.sale.remaining = Math.max(0, state.sale.remaining - quantity);
+      }
       // The key and the pass are spent on this order.
       state.key = null;
       state.pass = null;
       if (state.gate === "passed") state.gate = "unknown";
       say("Order received: confirming it…", "ok", null, "ACCEPTED");
-      trackOrder({ orderId: reply.body.orderId, status: reply.body.status || "QUEUED", expiresAt: null }, 2000);
+      trackOrder(
+        {
+          orderId: reply.body.orderId,
+          status: reply.body.status || "QUEUED",
+          quantity: reply.body.quantity || quantity,
+          expiresAt: null,
+        },
+        2000
+      );
+      // The order card replaces the button as what to look at next.
+      ui.order.focus();
     } else {
       purchaseRefused(reply);
+      render();
+      ui.buySection.focus();
+      if (!ui.buyButton.disabled) ui.buyButton.focus();
     }
     render();
   }
@@ -321,7 +490,13 @@
     const limit = state.sale ? state.sale.perUserLimit : null;
     switch (reply.code) {
       case "SOLD_OUT":
-        return { text: "Sold out: every unit has been taken. Nothing was charged.", tone: "error" };
+        return {
+          text:
+            "Sold out: every unit has been taken" +
+            (state.keyQuantity > 1 ? " (or fewer are left than you asked for)" : "") +
+            ". Nothing was charged.",
+          tone: "error",
+        };
       case "LIMIT_EXCEEDED":
         return {
           text:
@@ -388,14 +563,18 @@
     let links = null;
     switch (reply.code) {
       case "SOLD_OUT":
-        // The API just said so: show it now, not at the next poll.
+        // The API just said so: show it now, not at the next poll (which
+        // also shows units that come back).
         if (state.sale) Object.assign(state.sale, { remaining: 0, status: "SOLD_OUT" });
-        state.refused = reply.code;
         state.key = null;
         break;
       case "SALE_ENDED":
-      case "SALE_NOT_FOUND":
         state.refused = reply.code;
+        state.key = null;
+        break;
+      case "SALE_NOT_FOUND":
+        state.sale = null;
+        state.missing = "NOT_FOUND";
         state.key = null;
         break;
       case "LIMIT_EXCEEDED": {
@@ -405,6 +584,8 @@
         if (ids.length && S.validId(ids[0])) {
           links = [["See your order", "?sale=" + encodeURIComponent(saleId) + "&order=" + encodeURIComponent(ids[0])]];
         }
+        // What the buyer holds, from the API: the allowance follows it.
+        loadOrders();
         break;
       }
       case "SALE_NOT_STARTED":
@@ -443,34 +624,79 @@
   // one (sale, user) because a sale id cannot hold a ".".
   const orderKey = () => "order." + saleId + "." + (state.session ? state.session.userId : "");
 
-  // An order kept from before a reload, or the one a link names: its
-  // status is asked for at once.
-  // Without either (a purchase whose answer never arrived, another
-  // browser), the API lists the buyer's orders of this sale, QUEUED ones
-  // included: the newest one that still counts is shown.
-  function restoreOrder() {
-    const saved = S.store.get(orderKey());
-    if (linkedOrder) trackOrder({ orderId: linkedOrder, status: "QUEUED", expiresAt: null }, 0);
-    else if (saved && S.validId(saved.orderId)) trackOrder(saved, 0);
-    else findOrders();
+  // An order as this page keeps it, from an API body.
+  function orderFrom(body) {
+    return {
+      orderId: body.orderId,
+      status: body.status,
+      quantity: body.quantity || 1,
+      expiresAt: body.expiresAt || null,
+      amount: body.amount || null,
+      paidAt: body.paidAt || null,
+      paymentId: body.paymentId || null,
+    };
   }
 
-  async function findOrders() {
-    if (!state.session) return;
-    const session = state.session;
-    const reply = await S.api("/sales/" + encodeURIComponent(saleId) + "/orders", { token: session.token });
-    if (state.session !== session || state.order || !reply.ok || !reply.body) return;
-    const orders = reply.body.orders || [];
-    const current = orders.find((o) => !reorderable(o.status)) || orders[0];
-    if (current && S.validId(current.orderId)) {
-      trackOrder({ orderId: current.orderId, status: current.status, expiresAt: current.expiresAt || null }, 0);
+  // The status the buyer is shown: an order awaiting payment whose window
+  // has closed on the clock is expired from that instant (the API says so
+  // too; the release job returns the unit a little later).
+  function statusOf(order) {
+    if (order.status === "PENDING_PAYMENT" && order.expiresAt && Date.parse(order.expiresAt) <= now()) {
+      return "EXPIRED";
     }
+    return order.status;
+  }
+
+  const isLive = (order) => {
+    const status = statusOf(order);
+    return status === "QUEUED" || status === "PENDING_PAYMENT" || status === "PAID";
+  };
+
+  // Keeps `order` in the list of the buyer's orders (newest first).
+  function remember(order) {
+    const i = state.orders.findIndex((o) => o.orderId === order.orderId);
+    if (i >= 0) state.orders[i] = order;
+    else state.orders.unshift(order);
+  }
+
+  // An order kept from before a reload, or the one a link names, is shown
+  // at once and asked for; the API's list of the buyer's orders of this
+  // sale (QUEUED ones included) fills in the rest, so a new tab or another
+  // browser shows them and what the buyer may still buy.
+  function restoreOrder() {
+    const saved = S.store.get(orderKey());
+    if (linkedOrder) trackOrder({ orderId: linkedOrder, status: "QUEUED", quantity: 1, expiresAt: null }, 0);
+    else if (saved && S.validId(saved.orderId)) trackOrder(Object.assign({ quantity: 1 }, saved), 0);
+    loadOrders();
+  }
+
+  async function loadOrders() {
+    if (!state.session || state.missing) return;
+    const session = state.session;
+    const reply = await S.api(salePath + "/orders", { token: session.token });
+    if (state.session !== session || !reply.ok || !reply.body) return;
+    const listed = (reply.body.orders || []).filter((o) => o && S.validId(o.orderId)).map(orderFrom);
+    // The list is the API's word on every order but the one this page is
+    // following (its own polls are fresher).
+    const current = state.order;
+    state.orders = listed.map((o) => (current && o.orderId === current.orderId ? current : o));
+    if (current && !listed.some((o) => o.orderId === current.orderId)) state.orders.unshift(current);
+    if (!current && listed.length) {
+      // The one that needs the buyer: being written or awaiting payment,
+      // else the newest that counts, else the newest.
+      const pick =
+        listed.find((o) => statusOf(o) === "QUEUED" || statusOf(o) === "PENDING_PAYMENT") ||
+        listed.find(isLive) ||
+        listed[0];
+      trackOrder(pick, 0);
+    }
+    render();
   }
 
   // `delay`: a fresh order is not written yet; the first look is in 2 s.
   function trackOrder(order, delay) {
     state.order = order;
-    timers.closed = false;
+    remember(order);
     S.store.set(orderKey(), order);
     render();
     clearTimeout(timers.order);
@@ -478,9 +704,10 @@
   }
 
   // Every 2 s while the order is being written (QUEUED); then the page
-  // counts the payment window down itself, and checks again when it closes.
-  // Every answer about the order takes a number; a look that comes back
-  // after a later answer (a payment's) is stale and changes nothing.
+  // counts the payment window down itself and shows the expiry the
+  // instant it closes. Every answer about the order takes a number; a look
+  // that comes back after a later answer (a payment's) is stale and
+  // changes nothing.
   let orderAnswers = 0;
 
   async function pollOrder() {
@@ -498,6 +725,7 @@
       return;
     } else if (reply.code === "ORDER_NOT_FOUND") {
       say("We cannot find order " + state.order.orderId + " under your sign-in.", "error", null, reply.code);
+      state.orders = state.orders.filter((o) => o !== state.order);
       state.order = null;
       S.store.set(orderKey(), null);
       render();
@@ -505,45 +733,80 @@
     } else {
       say("Connection trouble: still checking your order…", "warn", null, reply.code);
     }
-    const status = state.order && state.order.status;
-    if (status === "QUEUED" || !reply.ok) timers.order = setTimeout(pollOrder, 2000);
-    else if (status === "PENDING_PAYMENT" && windowLeft() <= 0) timers.order = setTimeout(pollOrder, 10000);
+    if (state.order && (state.order.status === "QUEUED" || !reply.ok)) {
+      timers.order = setTimeout(pollOrder, 2000);
+    }
   }
 
   function updateOrder(body) {
-    const before = state.order ? state.order.status : null;
-    state.order = { orderId: body.orderId, status: body.status, expiresAt: body.expiresAt || null };
+    if (state.order && body.orderId !== state.order.orderId) return;
+    state.order = orderFrom(body);
+    remember(state.order);
     S.store.set(orderKey(), state.order);
-    if (body.status !== before) {
-      const focusWasIdle = document.activeElement === document.body || document.activeElement === ui.buyButton;
-      render();
-      switch (body.status) {
-        case "PENDING_PAYMENT":
-          say(
-            "Your order is confirmed. Pay within " + S.wait(windowLeft() / 1000) + " to keep it.",
-            "ok",
-            null,
-            body.status
-          );
-          if (focusWasIdle) ui.payButton.focus();
-          break;
-        case "PAID":
-          say("Paid. Thank you: the unit is yours.", "ok", null, body.status);
-          break;
-        case "EXPIRED":
-          say("The payment window closed before payment: the unit went back on sale.", "warn", null, body.status);
-          break;
-        case "REJECTED":
-          say(
-            "We could not confirm your order: the stock ran out as it was written. Nothing was charged.",
-            "error",
-            null,
-            body.status
-          );
-          break;
-      }
-    }
     render();
+  }
+
+  // Says what became of the order shown, once per change of what the
+  // buyer sees (from the API, or from the clock at the window's close),
+  // and keeps the keyboard's focus on the control that took over.
+  function tellOrder() {
+    const order = state.order;
+    if (!order) return;
+    const shown = statusOf(order);
+    const told = order.orderId + " " + shown;
+    if (told === state.told) return;
+    const first = state.told === "";
+    state.told = told;
+    const focus = document.activeElement;
+    const focusIdle =
+      focus === document.body || focus === ui.order || focus === ui.buySection || focus === ui.buyButton;
+    const units = order.quantity > 1 ? "the " + order.quantity + " units" : "the unit";
+    switch (shown) {
+      case "PENDING_PAYMENT": {
+        const amount = S.money(order.amount);
+        say(
+          "Your order is confirmed. Pay " +
+            (amount ? amount + " " : "") +
+            "within " +
+            S.wait(windowLeft() / 1000) +
+            " to keep it.",
+          "ok",
+          null,
+          shown
+        );
+        if (focusIdle && !first) ui.payButton.focus();
+        break;
+      }
+      case "PAID":
+        say("Paid. Thank you: " + units + (order.quantity > 1 ? " are" : " is") + " yours.", "ok", null, shown);
+        break;
+      case "EXPIRED":
+        say(
+          "The payment window closed before payment: your order expired and " +
+            units +
+            " went back on sale. Nothing was charged.",
+          "warn",
+          null,
+          shown
+        );
+        // A buyer who lost a unit can buy again, if any is left.
+        state.refused = state.refused === "LIMIT_EXCEEDED" ? null : state.refused;
+        if (focus === ui.payButton || focus === document.body) ui.order.focus();
+        // Closed on this page's clock: the API's word a moment later (it
+        // answers EXPIRED from the same instant, or PAID if a payment made
+        // elsewhere got in first).
+        if (order.status === "PENDING_PAYMENT") setTimeout(pollOrder, 1000);
+        break;
+      case "REJECTED":
+        say(
+          "We could not confirm your order: the stock ran out as it was written. Nothing was charged.",
+          "error",
+          null,
+          shown
+        );
+        state.refused = state.refused === "LIMIT_EXCEEDED" ? null : state.refused;
+        break;
+    }
   }
 
   const windowLeft = () =>
@@ -552,7 +815,7 @@
   ui.payButton.addEventListener("click", pay);
 
   async function pay() {
-    if (state.paying || !state.order || state.order.status !== "PENDING_PAYMENT" || windowLeft() <= 0) return;
+    if (state.paying || !state.order || statusOf(state.order) !== "PENDING_PAYMENT") return;
     state.paying = true;
     render();
     say("Paying…", "info", null, "PAYING");
@@ -564,12 +827,20 @@
     state.paying = false;
     if (reply.ok && reply.body) {
       updateOrder(reply.body);
+      // The receipt replaces the button: the focus goes to the order card.
+      ui.order.focus();
       return;
     }
     switch (reply.code) {
       case "ORDER_EXPIRED":
         state.order.status = "EXPIRED";
-        say("The payment window closed before payment: the unit went back on sale.", "warn", null, reply.code);
+        state.told = state.order.orderId + " EXPIRED";
+        say(
+          "The payment window closed before payment: your order expired and the unit went back on sale. Nothing was charged.",
+          "warn",
+          null,
+          reply.code
+        );
         break;
       case "ORDER_NOT_PAYABLE":
         say(
@@ -596,6 +867,9 @@
         );
     }
     render();
+    // Back on the button if it is still there, else on the order card.
+    if (!ui.payButton.hidden && !ui.payButton.disabled) ui.payButton.focus();
+    else ui.order.focus();
   }
 
   // ------------------------------------------------------------- render
@@ -608,70 +882,172 @@
     REJECTED: "Not confirmed: sold out as it was written",
   };
 
-  const STATUS_TONE = { LIVE: "ok", UPCOMING: "info", SOLD_OUT: "danger", PAUSED: "warn", ENDED: "danger" };
-
   function render() {
     const t = now();
     const sale = state.sale;
-    if (sale) {
+    const saleNow = saleState(t);
+    const look = SALE_STATES[saleNow];
+    const missing = saleNow === "MISSING";
+
+    ui.saleStatus.textContent = look.pill;
+    ui.saleStatus.dataset.tone = look.tone;
+    ui.saleStatus.dataset.state = saleNow;
+    ui.countdownBox.hidden = !sale || missing;
+    ui.facts.hidden = !sale || missing;
+    ui.zone.hidden = !sale || missing;
+    ui.stockBar.hidden = !sale || missing;
+    if (missing) {
+      ui.saleName.textContent = "No such sale";
+      document.title = "No such sale · Seckill";
+    } else if (sale) {
       ui.saleName.textContent = sale.name || sale.saleId;
       document.title = (sale.name || sale.saleId) + " · Seckill";
-      const status = sale.status === "UPCOMING" && t >= state.startMs && t < state.endMs ? "LIVE" : sale.status;
-      ui.saleStatus.textContent = status.replace("_", " ");
-      ui.saleStatus.dataset.tone = STATUS_TONE[status] || "info";
+      ui.countdownLabel.textContent = look.label;
+      if (look.to === "start") ui.countdown.textContent = S.clock(state.startMs - t);
+      else if (look.to === "end") ui.countdown.textContent = S.clock(state.endMs - t);
+      else ui.countdown.textContent = "Ended";
+      ui.priceBox.hidden = !sale.price;
+      ui.price.textContent = S.money(sale.price);
       ui.remaining.textContent = S.number(sale.remaining) + " of " + S.number(sale.totalStock);
       ui.limit.textContent = S.number(sale.perUserLimit);
-      // "18:30" today, "30 Nov 18:30" another day: short enough for a phone.
-      const ends = new Date(state.endMs);
-      const hm = ends.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" });
-      ui.ends.textContent =
-        ends.toDateString() === new Date().toDateString()
-          ? hm
-          : ends.toLocaleDateString("en-GB", { day: "numeric", month: "short" }) + " " + hm;
+      showTime(ui.starts, state.startMs);
+      showTime(ui.ends, state.endMs);
+      const zone = S.timeZone();
+      ui.zone.textContent = zone ? "Times are in your time zone, " + zone + "." : "Times are in your time zone.";
       ui.stockBar.max = Math.max(1, sale.totalStock);
       ui.stockBar.value = Math.max(0, sale.remaining);
-      if (t < state.startMs) {
-        ui.countdownLabel.textContent = "Opens in";
-        ui.countdown.textContent = S.clock(state.startMs - t);
-      } else if (t < state.endMs) {
-        ui.countdownLabel.textContent = "Open: closes in";
-        ui.countdown.textContent = S.clock(state.endMs - t);
-      } else {
-        ui.countdownLabel.textContent = "Closed";
-        ui.countdown.textContent = "00:00";
-      }
-    } else if (state.saleMissing) {
-      ui.saleName.textContent = "No such sale";
+      // Red means trouble: a full bar is green, a nearly empty one amber.
+      const share = sale.remaining / Math.max(1, sale.totalStock);
+      ui.stockBar.dataset.level = sale.remaining <= 0 ? "none" : share <= 0.1 ? "low" : "plenty";
     }
 
     const signedIn = !!state.session;
-    ui.signin.hidden = signedIn;
+    ui.signin.hidden = signedIn || missing;
     ui.localSignin.hidden = S.config.auth !== "local";
     ui.cognitoSignin.hidden = S.config.auth === "local";
     ui.loginLink.hidden = !S.config.loginUrl;
     ui.who.hidden = !signedIn;
     ui.whoName.textContent = signedIn ? state.session.userId : "";
-    ui.gate.hidden = !(signedIn && state.gate === "needed");
+    ui.gate.hidden = !(signedIn && state.gate === "needed") || missing;
+    ui.skip.textContent = signedIn || missing ? "Skip to the buy button" : "Skip to sign-in";
+    ui.skip.hidden = missing;
 
+    // No buy section at all for a sale that is not there.
+    ui.buySection.hidden = missing;
     const why = whyNotBuy(t);
+    const max = maxQuantity();
+    if (ui.quantity.options.length !== max) {
+      const chosen = Math.min(max, Number(ui.quantity.value) || 1);
+      ui.quantity.replaceChildren(
+        ...Array.from({ length: max }, (_, i) => new Option(String(i + 1), String(i + 1)))
+      );
+      ui.quantity.value = String(chosen);
+    }
+    const quantity = chosenQuantity();
+    // Nothing to choose from one: the control is off, and out of the way of Tab.
+    ui.quantity.disabled = why !== null || max <= 1;
     ui.buyButton.disabled = why !== null;
-    ui.buyButton.textContent = state.inFlight ? "Sending…" : "Buy now";
+    const total = sale && sale.price ? S.money(sale.price, quantity) : "";
+    ui.buyButton.textContent = state.inFlight
+      ? "Sending…"
+      : total
+        ? "Buy " + quantity + " for " + total
+        : quantity > 1
+          ? "Buy " + quantity + " now"
+          : "Buy now";
     ui.buyHint.textContent = why || "One press is enough: the button turns off while we ask.";
+    ui.allowance.hidden = !(signedIn && sale);
+    if (signedIn && sale) {
+      const mine = held();
+      ui.allowance.textContent =
+        "Up to " +
+        sale.perUserLimit +
+        " per buyer: you hold " +
+        mine +
+        ", so you may buy " +
+        (allowance() > 0 ? "up to " + allowance() + " more." : "no more.");
+    }
 
-    const order = state.order;
+    const order = missing ? null : state.order;
     ui.order.hidden = !order;
     if (order) {
-      ui.order.dataset.status = order.status;
-      ui.orderState.textContent = ORDER_TEXT[order.status] || order.status;
+      const shown = statusOf(order);
+      ui.order.dataset.status = shown;
+      ui.orderState.textContent = ORDER_TEXT[shown] || shown;
       ui.orderId.textContent = order.orderId;
-      const pending = order.status === "PENDING_PAYMENT";
+      ui.orderQuantity.textContent = S.number(order.quantity);
+      const amount = S.money(order.amount);
+      ui.orderAmountBox.hidden = !amount;
+      ui.orderAmount.textContent = amount;
+      const pending = shown === "PENDING_PAYMENT";
       const left = windowLeft();
       ui.payWindowBox.hidden = !pending;
-      ui.payWindow.textContent = left <= 0 ? "closed" : left === Infinity ? "–" : S.clock(left);
+      ui.payWindow.textContent = left === Infinity ? "–" : S.clock(left);
       ui.payButton.hidden = !pending;
-      ui.payButton.disabled = state.paying || left <= 0;
-      ui.payButton.textContent = state.paying ? "Paying…" : "Pay now";
+      ui.payButton.disabled = state.paying;
+      const each = sale && sale.price ? S.money(sale.price) : "";
+      ui.payButton.textContent = state.paying
+        ? "Paying…"
+        : amount
+          ? "Pay " + (order.quantity > 1 && each ? order.quantity + " × " + each + " = " : "") + amount
+          : "Pay now";
+      const units = order.quantity > 1 ? "The " + order.quantity + " units" : "The unit";
+      const note = {
+        EXPIRED: "The payment window closed before payment. " + units + " went back on sale; nothing was charged.",
+        REJECTED: "Nothing was charged.",
+      }[shown];
+      ui.orderNote.hidden = !note;
+      ui.orderNote.textContent = note || "";
+      const paid = shown === "PAID";
+      ui.receipt.hidden = !paid;
+      if (paid) {
+        showTime(ui.paidAt, order.paidAt ? Date.parse(order.paidAt) : NaN);
+        ui.paidAmountBox.hidden = !amount;
+        ui.paidAmount.textContent = amount;
+        ui.paymentId.textContent = order.paymentId || "–";
+      }
     }
+    renderOthers(order);
+    tellOrder();
+  }
+
+  // A time element: the date and time in the buyer's zone, the instant in
+  // `datetime` (UTC, as the API gave it).
+  function showTime(el, ms) {
+    if (el.dataset.ms === String(ms)) return;
+    el.dataset.ms = String(ms);
+    const valid = typeof ms === "number" && !Number.isNaN(ms);
+    const text = valid ? S.dateTime(ms) : "–";
+    if (el.textContent !== text) el.textContent = text;
+    el.dateTime = valid ? new Date(ms).toISOString() : "";
+  }
+
+  // The buyer's other orders of this sale, one line each.
+  let othersDrawn = "";
+  function renderOthers(current) {
+    const others = current ? state.orders.filter((o) => o.orderId !== current.orderId) : [];
+    const lines = others.map((o) => {
+      const amount = S.money(o.amount);
+      return (
+        S.number(o.quantity) +
+        (o.quantity === 1 ? " unit · " : " units · ") +
+        (ORDER_TEXT[statusOf(o)] || statusOf(o)) +
+        (amount ? " · " + amount : "") +
+        " · order " +
+        o.orderId
+      );
+    });
+    ui.othersBox.hidden = lines.length === 0;
+    const drawn = lines.join("\n");
+    if (drawn === othersDrawn) return;
+    othersDrawn = drawn;
+    ui.others.replaceChildren(
+      ...lines.map((line) => {
+        const li = document.createElement("li");
+        li.textContent = line;
+        return li;
+      })
+    );
   }
 
   // Four times a second: the countdowns, and what depends on the time.
@@ -697,29 +1073,30 @@
     }
     const gateDue =
       state.startMs - t <= 30000 - state.gateJitterMs && t < state.endMs && t >= state.gateRetryAtMs;
-    if (state.session && state.sale && state.gate === "unknown" && gateDue) fetchQuestion();
-    if (state.order && state.order.status === "PENDING_PAYMENT" && windowLeft() <= 0 && !timers.closed) {
-      // The window just closed: ask for the final state (the release runs
-      // every minute, so EXPIRED may take a while to show).
-      timers.closed = true;
-      pollOrder();
-    }
+    const gated = state.sale && state.sale.gate !== false;
+    if (state.session && gated && state.gate === "unknown" && gateDue) fetchQuestion();
     render();
   }
 
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden) pollSale();
+    if (!document.hidden) {
+      pollSale();
+      loadOrders();
+    }
   });
 
   // -------------------------------------------------------------- start
 
   const returning = S.config.auth === "local" ? null : S.tokenFromFragment();
   const session = returning || S.savedSession("buyer");
-  if (session) {
+  if (session && !state.missing) {
     state.session = session;
     S.saveSession("buyer", session);
     restoreOrder();
+  } else if (session) {
+    state.session = session;
   }
+  if (state.missing) sayMissing();
   render();
   pollSale();
   setInterval(tick, 250);

@@ -201,9 +201,15 @@
     $("local-signin").addEventListener("submit", async (event) => {
       event.preventDefault();
       userError.textContent = "";
+      user.removeAttribute("aria-invalid");
       const name = user.value.trim();
       if (!validUserId(name)) {
-        userError.textContent = "Use 1 to 255 bytes of text without control characters.";
+        // The page's own words (a form with `novalidate` shows no browser
+        // bubble), tied to the field by its aria-describedby.
+        userError.textContent = name
+          ? "Use 1 to 255 bytes of text without control characters."
+          : "Enter a user name: any text up to 255 bytes, such as jane@example.com.";
+        user.setAttribute("aria-invalid", "true");
         user.focus();
         return;
       }
@@ -220,7 +226,9 @@
     $("token-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const session = sessionFrom(tokenInput.value.trim());
-      if (!session) {
+      if (!tokenInput.value.trim()) {
+        tokenError.textContent = "Paste an access token first.";
+      } else if (!session) {
         tokenError.textContent = "This does not look like a token (three dot-separated parts).";
       } else if (session.expiresAtMs <= Date.now()) {
         tokenError.textContent = "This token has expired. Sign in again for a new one.";
@@ -323,6 +331,47 @@
     });
   }
 
+  // ------------------------------------------------ money and dates
+
+  // A price or amount as the API gives it, {amount (minor units),
+  // currency (ISO 4217)}, times `times`, in the buyer's locale: "€25.00",
+  // "¥1,500". Intl knows each currency's minor units (JPY 0, EUR 2, KWD 3).
+  // "" for no amount (a sale without a price).
+  function money(value, times) {
+    if (!value || typeof value.amount !== "number" || typeof value.currency !== "string") return "";
+    const minor = value.amount * (times === undefined ? 1 : times);
+    try {
+      const format = new Intl.NumberFormat(undefined, { style: "currency", currency: value.currency });
+      return format.format(minor / 10 ** format.resolvedOptions().maximumFractionDigits);
+    } catch (_) {
+      return minor + " " + value.currency + " (minor units)";
+    }
+  }
+
+  // The buyer's time zone by name ("Europe/Paris"), or "" if unknown.
+  function timeZone() {
+    try {
+      return Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    } catch (_) {
+      return "";
+    }
+  }
+
+  // A date and time in the buyer's time zone, with the zone's short name:
+  // "Tue 1 Dec 2026, 18:30 GMT+1". "–" for no time.
+  function dateTime(ms) {
+    if (typeof ms !== "number" || Number.isNaN(ms)) return "–";
+    return new Intl.DateTimeFormat(undefined, {
+      weekday: "short",
+      day: "numeric",
+      month: "short",
+      year: "numeric",
+      hour: "2-digit",
+      minute: "2-digit",
+      timeZoneName: "short",
+    }).format(new Date(ms));
+  }
+
   window.Seckill = {
     config,
     validId,
@@ -344,5 +393,8 @@
     number,
     time,
     announce,
+    money,
+    timeZone,
+    dateTime,
   };
 })();

@@ -257,7 +257,8 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
     }
 
     /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
-    /// orders by the queue's delay).
+    /// orders by the queue's delay); `gate` says whether the sale asks its
+    /// question before a purchase.
     pub async fn sale_view(&self, sale_id: &SaleId) -> Result<serde_json::Value, QueryError> {
         let sale = self
             .catalog
@@ -277,6 +278,10 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             "perUserLimit": sale.per_user_limit,
             "status": status,
             "price": Money::body_of(sale.price.as_ref()),
+            // Whether a purchase needs the gate's pass: the buyer page asks
+            // for a question only then (no wasted request per buyer at the
+            // busiest moment).
+            "gate": sale.gate,
         }))
     }
 
