@@ -7,7 +7,8 @@
 //! q) the list of sales, the picked sale's settings and sell-out time, the
 //!    create and edit forms with the API's 400/409 messages next to the
 //!    field (and nothing changed on error);
-//! r) pause, resume, prewarm, reconcile and end now, each after a question,
+//! r) pause, resume, prewarm, reconcile and end now, each after a question
+//!    (by keyboard too: Enter asks, Escape closes, the focus comes back),
 //!    each obeyed by the next purchase or shown in the audit trail;
 //! s) an order found by id and a buyer's orders, with status, amount, paid
 //!    time and refund, and the refunds the sale owes;
@@ -15,6 +16,7 @@
 //!    order written.
 
 use super::harness::*;
+use fantoccini::key::Key;
 use seckill_shared::clock;
 use seckill_shared::domain::payment::PaymentKey;
 use seckill_tests::{eventually, order_body, unique};
@@ -302,6 +304,10 @@ pub(super) async fn sales_are_listed_made_and_edited(ui: &Ui) {
         "a refused edit changed the sale"
     );
     ui.shot("ops-9-edit-refused").await;
+    ui.resize(375).await;
+    ui.assert_fits("console with a refused edit, 375 px").await;
+    ui.shot("ops-9-edit-refused-375").await;
+    ui.resize(1280).await;
     ui.fill("#f-stock", "5").await;
     ui.fill("#f-name", "Renamed on the console").await;
     ui.click("#editor-save").await;
@@ -339,6 +345,20 @@ pub(super) async fn actions_ask_and_are_obeyed(ui: &Ui) {
         "return !document.getElementById('pause-button').disabled",
     )
     .await;
+    // By keyboard: Enter asks, the focus on Yes; Escape closes the
+    // question and gives the focus back; nothing is paused.
+    ui.js("document.getElementById('pause-button').focus(); return true")
+        .await;
+    ui.keys(&Key::Enter.to_string()).await;
+    ui.until_contains("#confirm-text", &format!("Pause sale {sale}?"))
+        .await;
+    assert_eq!(ui.active_id().await, "confirm-yes", "focus on the answer");
+    ui.keys(&Key::Escape.to_string()).await;
+    assert!(
+        ui.holds("return document.getElementById('confirm').hidden")
+            .await
+    );
+    assert_eq!(ui.active_id().await, "pause-button", "focus back on Pause");
     ui.click("#pause-button").await;
     ui.answer("confirm", false).await;
     assert_eq!(ui.active_id().await, "pause-button", "focus back on Pause");

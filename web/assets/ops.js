@@ -289,7 +289,6 @@
     state.session = session;
     S.saveSession("admin", session);
     render();
-    loadSales();
     loadDlq();
     watch(state.saleId);
     if (!session.admin) {
@@ -330,6 +329,22 @@
     state.sales = reply.body.sales || [];
     if (!state.sales.length) {
       ui.salesRows.replaceChildren(rowOf([cell("td", "No sale yet: make one with New sale.", "muted")], 6));
+      return;
+    }
+    // The same sales as shown: their figures change in place, so a button
+    // is never swapped away under the operator's pointer or focus.
+    const shown = Array.from(ui.salesRows.children, (row) => row.dataset.sale);
+    if (shown.join("\n") === state.sales.map((sale) => sale.saleId).join("\n")) {
+      state.sales.forEach((sale, i) => {
+        const row = ui.salesRows.children[i];
+        row.querySelector(".sale-name").textContent = sale.name;
+        row.querySelector(".sale-status").replaceChildren(pill(sale.status));
+        row.querySelector(".sale-price").textContent = money(sale.price);
+        row.querySelector(".sale-sold").textContent = S.number(sale.sold) + " of " + S.number(sale.totalStock);
+        row.querySelector(".sale-available").textContent = S.number(sale.available);
+        row.querySelector(".sale-start").textContent = when(sale.startAt);
+      });
+      markWatched();
       return;
     }
     ui.salesRows.replaceChildren(
@@ -452,12 +467,13 @@
     drawFunnel();
   }
 
-  // The settings, the refunds and the audit trail: on a change of sale,
-  // after an action, and every few polls.
+  // The settings, the refunds, the audit trail and the list: on a change
+  // of sale, after an action, and every few polls.
   function loadSlow() {
     loadSale();
     loadRefunds();
     loadAudit();
+    loadSales();
   }
 
   async function loadSale() {
@@ -676,7 +692,6 @@
       // which this answer does not carry) are read again.
       if (reply.body && typeof reply.body.status === "string") setControls(reply.body.status);
       loadSlow();
-      loadSales();
       poll();
     } else {
       ui.actionResult.dataset.tone = "error";
@@ -892,7 +907,6 @@
       const verb = reply.status === 201 ? "created" : "saved";
       const prewarm = reply.body.prewarm;
       closeEditor(null);
-      loadSales();
       // A new sale is watched at once, the focus on its settings; an
       // edited one stays, the focus back on Edit.
       if (creating || id !== state.saleId) {
