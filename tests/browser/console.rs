@@ -12,8 +12,8 @@
 //!    each obeyed by the next purchase or shown in the audit trail;
 //! s) an order found by id and a buyer's orders, with status, amount, paid
 //!    time and refund, and the refunds the sale owes;
-//! t) the DLQ's message with why it failed, redriven from the page, and its
-//!    order written.
+//! t) the DLQ's messages with why they failed, one redriven from the page,
+//!    then the rest with Redrive all, and their orders written.
 
 use super::harness::*;
 use fantoccini::key::Key;
@@ -565,9 +565,9 @@ pub(super) async fn orders_are_found_and_refunds_listed(ui: &Ui) {
     .await;
 }
 
-/// t) An order the writer could not write (its sale did not exist yet):
-/// the page shows it in the DLQ with why; once the sale exists, a redrive
-/// from the page writes it.
+/// t) Two orders the writer could not write (their sale did not exist
+/// yet): the page shows them in the DLQ with why; once the sale exists, a
+/// redrive of one from the page writes it, and Redrive all the other.
 pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
     let sdk = seckill_shared::adapters::aws::sdk_config(
         seckill_shared::adapters::aws::Caller::Tool,
@@ -578,22 +578,27 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
     let sale = unique("t");
     let order = format!("{sale}-o1");
     let buyer = "auth0|dead-letter";
-    sqs.send_message()
-        .queue_url(&ui.stack.queues.orders_url)
-        .message_body(order_body(&order, &sale, buyer, 2, clock::now_ms()))
-        .send()
-        .await
-        .unwrap();
+    let (other, other_buyer) = (format!("{sale}-o2"), "auth0|dead-letter-2");
+    for (id, user, units) in [(&order, buyer, 2), (&other, other_buyer, 1)] {
+        sqs.send_message()
+            .queue_url(&ui.stack.queues.orders_url)
+            .message_body(order_body(id, &sale, user, units, clock::now_ms()))
+            .send()
+            .await
+            .unwrap();
+    }
     // The writer fails it on every receive; the queue moves it to the DLQ
     // after the fifth.
     let dead = eventually(Duration::from_secs(120), || async {
         let (_, dlq) = ui.admin_get("/admin/dlq").await;
-        dlq["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["orderId"] == order.as_str()))
+        dlq["messages"].as_array().is_some_and(|m| {
+            [&order, &other]
+                .iter()
+                .all(|id| m.iter().any(|m| m["orderId"] == id.as_str()))
+        })
     })
     .await;
-    assert!(dead, "the order did not reach the DLQ");
+    assert!(dead, "the orders did not reach the DLQ");
 
     ui.console(None).await;
     let row = format!("#dlq-rows tr[data-order=\"{order}\"]");
@@ -615,7 +620,8 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
     );
     let receives: u64 = cells[4].as_str().unwrap().parse().unwrap();
     assert!(receives > 5, "receive count {receives}");
-    ui.until_contains("#dlq-count", "in the DLQ.").await;
+    ui.until_contains("#dlq-count", "2 messages in the DLQ.")
+        .await;
 
     // The cause fixed: the sale exists (opening in an hour, not in Redis).
     let now = clock::now_ms();
@@ -668,10 +674,22 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
         (&written["status"], &written["quantity"], &written["userId"]),
         (&json!("PENDING_PAYMENT"), &json!(2), &json!(buyer))
     );
+    ui.until_contains("#dlq-count", "1 message in the DLQ.")
+        .await;
+
+    // The rest at once: Redrive all asks too.
+    ui.click("#dlq-redrive-all").await;
+    ui.until_contains("#dlq-confirm-text", "every message of the DLQ")
+        .await;
+    ui.answer("dlq-confirm", true).await;
+    ui.until_contains("#dlq-message", "Sent 1 message back to the orders queue")
+        .await;
+    ui.until_contains("#dlq-count", "The DLQ is empty.").await;
+    assert_eq!(ui.written(&other).await["status"], "PENDING_PAYMENT");
     let (_, sale_view) = ui.admin_get(&format!("/admin/sales/{sale}")).await;
     assert_eq!(
         (&sale_view["sold"], &sale_view["available"]),
-        (&json!(2), &json!(3))
+        (&json!(3), &json!(2))
     );
     ui.shot("ops-9-dlq-redriven").await;
 }
