@@ -24,12 +24,22 @@
 //!    the amount and the receipt; times in the buyer's zone; focus, the
 //!    skip link, no gate request, sign-out, the header, a bad name, the
 //!    stock bar (see `buyer_states.rs`);
-//! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live).
+//! p) the console: an unknown sale id or a switch of sale leaves none of
+//!    the previous sale's figures on screen;
+//! q) the console lists the sales, shows one's settings and sell-out time,
+//!    creates and edits sales with the API's messages next to the field;
+//! r) the console's pause, resume, prewarm, reconcile and end now, each
+//!    after a question, obeyed by the next purchase;
+//! s) the console finds orders by id and by buyer, and lists refunds owed;
+//! t) the console shows the DLQ's message and why, and redrives it;
+//! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live),
+//!    and the funnel's history after a reload.
 //!
 //! Beside this file, `browser/`: `harness.rs` (the tools, the WebDriver
 //! session, `Ui`: the page as a buyer or an operator uses it) and the
 //! scenarios: `buying.rs` (a, b, c, f), `refusals.rs` (g), `sign_in.rs` (h),
-//! `layout.rs` (e), `buyer_states.rs` (i to o), `dashboard.rs` (d).
+//! `layout.rs` (e), `buyer_states.rs` (i to o), `console.rs` (p to t), `dashboard.rs`
+//! (d).
 //!
 //! Screenshots go to `target/screenshots/` under the workspace root.
 //! `SECKILL_BROWSER_SCENARIOS=a,d` runs only those scenarios.
@@ -38,6 +48,7 @@
 
 mod buyer_states;
 mod buying;
+mod console;
 mod dashboard;
 mod harness;
 mod layout;
@@ -52,6 +63,11 @@ use buyer_states::{
 use buying::{
     a_gated_sale_asks_first, a_second_press_sends_nothing, a_sold_out_sale_says_so,
     buyer_waits_buys_and_pays,
+};
+use console::{
+    a_changed_sale_shows_none_of_the_last, actions_ask_and_are_obeyed,
+    orders_are_found_and_refunds_listed, sales_are_listed_made_and_edited,
+    the_dlq_is_shown_and_redriven,
 };
 use dashboard::dashboard_shows_the_sale;
 use harness::{Driver, Ui, tools};
@@ -154,6 +170,31 @@ async fn the_pages_in_a_real_browser() {
             timed("m) amount and receipt", the_amount_and_the_receipt(&ui)).await;
             timed("n) the buyer's time zone", times_in_the_buyers_zone(&ui)).await;
             timed("o) focus and small things", the_small_things(&ui)).await;
+            timed(
+                "p) console: no figure of another sale",
+                a_changed_sale_shows_none_of_the_last(&ui),
+            )
+            .await;
+            timed(
+                "q) console: list, settings, forms",
+                sales_are_listed_made_and_edited(&ui),
+            )
+            .await;
+            timed(
+                "r) console: actions after a question",
+                actions_ask_and_are_obeyed(&ui),
+            )
+            .await;
+            timed(
+                "s) console: orders and refunds",
+                orders_are_found_and_refunds_listed(&ui),
+            )
+            .await;
+            timed(
+                "t) console: the DLQ and its redrive",
+                the_dlq_is_shown_and_redriven(&ui),
+            )
+            .await;
             // Last: it needs the live view of the admin API.
             timed("d) dashboard", dashboard_shows_the_sale(&ui)).await;
         }

@@ -1,5 +1,5 @@
 //! The pages of the local stack: the buyer page (`GET /`), the operator
-//! dashboard (`GET /ops`), their assets (`GET /assets/<file>`), the pages'
+//! console (`GET /ops`), their assets (`GET /assets/<file>`), the pages'
 //! configuration (`GET /config.js`) and the local sign-in (`POST
 //! /local/token`).
 //!
@@ -77,6 +77,11 @@ pub const ASSETS: &[Asset] = &[
         name: "ops.js",
         content_type: JS,
         body: include_bytes!("../../web/assets/ops.js"),
+    },
+    Asset {
+        name: "ops.css",
+        content_type: CSS,
+        body: include_bytes!("../../web/assets/ops.css"),
     },
     Asset {
         name: "favicon.svg",
@@ -283,6 +288,7 @@ mod tests {
             (get(Page::Asset, Some("app.css")), CSS),
             (get(Page::Asset, Some("buyer.js")), JS),
             (get(Page::Asset, Some("ops.js")), JS),
+            (get(Page::Asset, Some("ops.css")), CSS),
             (get(Page::Asset, Some("common.js")), JS),
             (get(Page::Asset, Some("favicon.svg")), SVG),
         ];

@@ -1,5 +1,5 @@
 //! The operator's dashboard: a sale's numbers, Redis unavailable, pause
-//! and resume with the audit trail, a buyer's order found again.
+//! and resume with the audit trail, the funnel's history after a reload.
 
 use super::harness::*;
 use seckill_shared::clock;
@@ -273,4 +273,29 @@ pub(super) async fn dashboard_shows_the_sale(ui: &Ui) {
          return t.includes('pause') && t.includes('resume') && t.includes('ops')",
     )
     .await;
+
+    // The funnel is the API's (kept in Redis with the tally), so a reload
+    // draws the whole history again, from the sale's first bucket: 5
+    // accepted, the 1 sold out, and 2 other refusals (the limit, the pause).
+    let from = eventually(STEP, || async {
+        let (_, live) = ui.admin_get(&format!("/admin/sales/{sale}/live")).await;
+        live["funnel"][0]["atMs"].is_i64()
+            && live["outcomes"]["SOLD_OUT"] == 1
+            && live["outcomes"]["SALE_PAUSED"] == 1
+    })
+    .await;
+    assert!(from, "the funnel has no bucket");
+    let (_, live) = ui.admin_get(&format!("/admin/sales/{sale}/live")).await;
+    let first = live["funnel"][0]["atMs"].as_i64().unwrap();
+    let address = ui.c.current_url().await.unwrap();
+    ui.c.goto(address.as_str()).await.unwrap();
+    let drawn = format!(
+        "const s = document.querySelector('#funnel svg'); \
+         return !!s && s.getAttribute('data-from') === '{first}' \
+           && s.getAttribute('aria-label').endsWith('Accepted 5, Sold out 1, Other refusals 2') \
+           && document.querySelectorAll('#funnel path.series').length === 3"
+    );
+    ui.until("the funnel's history drawn after a reload", &drawn)
+        .await;
+    ui.shot("ops-9-funnel-after-reload").await;
 }

@@ -175,7 +175,17 @@ impl Ui {
                 .await;
             // What either page says, for the failure to explain itself.
             let mut shows = Vec::new();
-            for css in ["#status", "#buy-hint", "#report-summary", "#violations"] {
+            for css in [
+                "#status",
+                "#buy-hint",
+                "#report-summary",
+                "#violations",
+                "#updated",
+                "#action-result",
+                "#editor-error",
+                "#lookup-message",
+                "#dlq-message",
+            ] {
                 let text = self.text(css).await;
                 if !text.is_empty() {
                     shows.push(format!("{css}: {text:?}"));
@@ -588,4 +598,129 @@ pub(super) struct SaleLine {
     pub(super) countdown: String,
     pub(super) buy_off: bool,
     pub(super) hint: String,
+}
+
+// -------------------------------------------------------------- console
+
+/// What the console shows of a sale's figures, for a step to compare
+/// whole: every one of them, so a figure left over from another sale shows.
+pub(super) const CONSOLE_FIGURES: &str = "const t = (id) => document.getElementById(id).textContent.trim(); \
+     return {stock: t('stock-remaining'), total: t('stock-total'), pill: t('stock-status'), \
+       visible: t('queue-visible'), dlq: t('queue-dlq'), name: t('set-name'), \
+       statuses: document.querySelectorAll('[data-status]').length, \
+       outcomes: document.querySelectorAll('[data-outcome]').length, \
+       report: t('report-summary'), updated: t('updated')}";
+
+impl Ui {
+    /// Opens the operator console (on `sale`, else the configured one) and
+    /// signs in with the form's default name, `ops`.
+    pub(super) async fn console(&self, sale: Option<&str>) {
+        let path = sale.map_or_else(|| "/ops".to_owned(), |s| format!("/ops?sale={s}"));
+        self.open(&path).await;
+        self.until(
+            "console sign-in",
+            "return !document.getElementById('local-signin').hidden",
+        )
+        .await;
+        self.click("#local-signin button[type=submit]").await;
+        self.until(
+            "console signed in",
+            "return document.getElementById('who-name').textContent === 'ops'",
+        )
+        .await;
+    }
+
+    /// Until the element `css` shows exactly `want` (trimmed).
+    pub(super) async fn until_text(&self, css: &str, want: &str) {
+        self.until(
+            &format!("{css} shows {want}"),
+            &format!(
+                "const e = document.querySelector({}); return !!e && e.textContent.trim() === {}",
+                json!(css),
+                json!(want)
+            ),
+        )
+        .await;
+    }
+
+    /// Until the element `css` holds `want` in its text.
+    pub(super) async fn until_contains(&self, css: &str, want: &str) {
+        self.until(
+            &format!("{css} says {want}"),
+            &format!(
+                "const e = document.querySelector({}); return !!e && e.textContent.includes({})",
+                json!(css),
+                json!(want)
+            ),
+        )
+        .await;
+    }
+
+    /// Types `value` into the field `css`, emptied first, as a person would.
+    pub(super) async fn fill(&self, css: &str, value: &str) {
+        let input = self.c.find(Locator::Css(css)).await.unwrap();
+        input.clear().await.unwrap();
+        if !value.is_empty() {
+            input.send_keys(value).await.unwrap();
+        }
+    }
+
+    /// Sets the `datetime-local` field `css` to the instant `ms` as the
+    /// browser's own time zone writes it (what an operator picks there).
+    pub(super) async fn set_time(&self, css: &str, ms: i64) {
+        let set = self
+            .c
+            .execute(
+                "const d = new Date(arguments[1]); const p = (n) => String(n).padStart(2, '0'); \
+                 const v = d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + \
+                   p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds()); \
+                 const e = document.querySelector(arguments[0]); e.value = v; \
+                 e.dispatchEvent(new Event('input', {bubbles: true})); return e.value === v",
+                vec![json!(css), json!(ms)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(set, json!(true), "{css} did not take the time {ms}");
+    }
+
+    /// Answers the open question of the box `prefix` (`confirm`,
+    /// `dlq-confirm`): Yes, or Cancel.
+    pub(super) async fn answer(&self, prefix: &str, yes: bool) {
+        self.until(
+            &format!("the question in #{prefix}"),
+            &format!("return !document.getElementById({}).hidden", json!(prefix)),
+        )
+        .await;
+        self.click(&format!("#{prefix}-{}", if yes { "yes" } else { "no" }))
+            .await;
+    }
+
+    /// An admin route read as the test's own operator.
+    pub(super) async fn admin_get(&self, path: &str) -> (u16, Value) {
+        self.api("GET", path, "browser-admin", true, "").await
+    }
+
+    /// A purchase of `quantity` units by `buyer`, through the API.
+    pub(super) async fn buy(&self, sale: &str, buyer: &str, quantity: u32) -> (u16, Value) {
+        self.api(
+            "POST",
+            &format!("/sales/{sale}/purchase"),
+            buyer,
+            false,
+            &json!({ "quantity": quantity }).to_string(),
+        )
+        .await
+    }
+
+    /// Until the order is written (no longer `QUEUED`); its view.
+    pub(super) async fn written(&self, order_id: &str) -> Value {
+        let path = format!("/admin/orders/{order_id}");
+        let done = eventually(STEP, || async {
+            let (status, order) = self.admin_get(&path).await;
+            status == 200 && order["status"] != "QUEUED"
+        })
+        .await;
+        assert!(done, "order {order_id} was not written");
+        self.admin_get(&path).await.1
+    }
 }
