@@ -282,6 +282,9 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             // for a question only then (no wasted request per buyer at the
             // busiest moment).
             "gate": sale.gate,
+            // The gate's kind: `null` for the arithmetic question, else
+            // the proof of work's leading zero bits.
+            "powBits": sale.pow_bits,
         }))
     }
 
