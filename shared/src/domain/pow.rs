@@ -24,6 +24,9 @@ use crate::domain::{SaleId, UserId};
 /// The bounds of a sale's `powBits`: 8 costs nothing, 26 is about a
 /// minute of a browser's CPU.
 pub const POW_BITS: std::ops::RangeInclusive<u8> = 8..=26;
+/// The difficulty to start from: about half a second of a browser's CPU
+/// (measured by the browser test's scenario u, which prints it).
+pub const DEFAULT_POW_BITS: u8 = 16;
 /// The longest nonce accepted (a counter in any base fits easily).
 pub const MAX_NONCE_LEN: usize = 64;
 
