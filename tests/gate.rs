@@ -1,8 +1,7 @@
 //! The sale gate over HTTP: `gate` in the public sale view, a question
 //! before the purchase, a pass bound to buyer and sale that buys once, and
 //! 403 GATE_REQUIRED for everything else; a sale with `powBits` asks for a
-//! proof of work instead, only from its start, and one solved challenge
-//! buys once.
+//! proof of work instead, only from its start, and one solution buys once.
 
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
@@ -232,7 +231,7 @@ fn brute_force(challenge: &str, bits: u32, from: u64, reject: impl Fn(&str) -> b
 }
 
 #[tokio::test]
-async fn a_proof_of_work_sale_sells_once_per_solved_challenge_from_its_start() {
+async fn a_proof_of_work_sale_sells_once_per_solution_from_its_start() {
     let stack = LocalStack::start().await;
     let tokens = TokenSettings::from_env();
     let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
@@ -455,8 +454,15 @@ async fn a_proof_of_work_sale_sells_once_per_solved_challenge_from_its_start() {
         (403, Some("GATE_REQUIRED")),
         "the second pass of one solution: {reply}"
     );
+    // Another solution is another solve, and buys the second unit the
+    // limit allows.
+    let again = brute_force(c, bits, nonce.parse::<u64>().unwrap() + 1, |_| false);
+    let (status, pass) = post(alice.clone(), solution(&again)).await;
+    assert_eq!(status, 200, "{pass}");
+    let (status, reply) = buy(alice.clone(), &pass["token"]).await;
+    assert_eq!(status, 202, "{reply}");
 
-    // Bob solves his own and buys; exactly two units went.
+    // Bob solves his own and buys; exactly three units went.
     let bob_nonce = brute_force(bob_c, bits, 0, |_| false);
     let bob_id = theirs["challengeId"].as_str().unwrap();
     let (status, pass) = post(
@@ -470,5 +476,5 @@ async fn a_proof_of_work_sale_sells_once_per_solved_challenge_from_its_start() {
     let (_, view) = stack
         .request("GET", &format!("/sales/{sale}"), &[], "")
         .await;
-    assert_eq!(view["remaining"].as_i64(), Some(8), "{view}");
+    assert_eq!(view["remaining"].as_i64(), Some(7), "{view}");
 }

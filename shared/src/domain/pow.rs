@@ -5,14 +5,16 @@
 //!   server keeps no state and nobody can compute it before it is served.
 //! - [`Gate::pow_answer`]: checks a nonce with [`verify`] (one HMAC and one
 //!   SHA-256: microseconds, whatever `bits` is) and issues the same pass as
-//!   the arithmetic question, its nonce derived from the challenge.
+//!   the arithmetic question, its nonce derived from the solution.
 //! - [`verify`]: SHA-256(challenge || ":" || nonce) has at least `bits`
 //!   leading zero bits.
 //!
-//! Why the pass nonce comes from the challenge: the purchase script records
-//! the nonce of every pass that bought (`sale:{S}:gateused`), so every pass
-//! issued for one challenge, whatever nonce solved it, buys once in all. One
-//! solved challenge is one purchase; the next costs the next window's work.
+//! Why the pass nonce comes from the solution (the challenge and the nonce
+//! that solves it): the purchase script records the nonce of every pass that
+//! bought (`sale:{S}:gateused`), so every pass issued for one solution buys
+//! once in all, and each purchase costs a solve (about `2^bits` hashes). Not
+//! from the challenge alone: a buyer allowed a second unit could then not
+//! buy it before the two-minute window turns.
 
 use aws_lc_rs::{digest, hmac};
 use base64::Engine;
@@ -121,16 +123,18 @@ impl Gate {
                 sale,
                 user,
                 expires_at_ms,
-                self.pass_nonce(&challenge),
+                self.pass_nonce(&challenge, nonce),
             )),
             expires_at_ms,
         })
     }
 
-    /// The nonce of every pass a challenge gives: keyed, so it cannot be
+    /// The nonce of every pass one solution gives: keyed, so it cannot be
     /// computed from the (public) challenge to spoil another buyer's pass.
-    fn pass_nonce(&self, challenge: &str) -> u64 {
-        let tag = hmac::sign(&self.key, format!("n|{challenge}").as_bytes());
+    /// The challenge is base64url (no `:`), so the input names one
+    /// (challenge, nonce).
+    fn pass_nonce(&self, challenge: &str, nonce: &str) -> u64 {
+        let tag = hmac::sign(&self.key, format!("n|{challenge}:{nonce}").as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&tag.as_ref()[..8]);
         u64::from_be_bytes(first)
@@ -173,9 +177,8 @@ mod tests {
             .pow_answer(&sale, &user, 12, &c.challenge_id, &nonce, 2_000)
             .unwrap();
         let used = gate.verify(&sale, &user, &pass.token, 3_000).unwrap();
-        // Another pass of the same challenge, by the same or another
-        // solution, carries the same nonce: the purchase script's record
-        // of used nonces refuses it.
+        // Another pass of the same solution carries the same nonce: the
+        // purchase script's record of used nonces refuses it.
         let again = gate
             .pow_answer(&sale, &user, 12, &c.challenge_id, &nonce, 2_500)
             .unwrap();
@@ -191,7 +194,8 @@ mod tests {
         let third = gate
             .pow_answer(&sale, &user, 12, &c.challenge_id, &other_nonce, 2_500)
             .unwrap();
-        assert_eq!(
+        // Another solution is another solve's work, and buys once too.
+        assert_ne!(
             gate.verify(&sale, &user, &third.token, 3_000),
             Ok(used.clone())
         );
