@@ -281,15 +281,17 @@ pub(super) async fn a_gated_sale_asks_first(ui: &Ui) {
 /// u) A proof-of-work sale: nothing to solve before the start; from the
 /// start the page says it is checking the browser while a Web Worker
 /// solves the challenge at the default difficulty, the page stays
-/// responsive, and the pass buys. Prints the measured solve time.
+/// responsive, and the pass buys; the second unit takes a second solve.
+/// Prints the measured solve time.
 pub(super) async fn a_proof_of_work_sale_checks_the_browser(ui: &Ui) {
     let bits = seckill_shared::domain::pow::DEFAULT_POW_BITS;
     let start = clock::now_ms() + 4_000;
     let sale = ui
-        .sale_with("u", 5, 1, start, json!({"powBits": bits}))
+        .sale_with("u", 5, 2, start, json!({"powBits": bits}))
         .await;
     ui.open(&format!("/?sale={sale}")).await;
-    ui.sign_in(&unique("u-buyer")).await;
+    let buyer = unique("u-buyer");
+    ui.sign_in(&buyer).await;
     // The longest the page's main thread went without running a timer.
     ui.js("window.__gap = 0; let last = performance.now(); \
          setInterval(() => { const t = performance.now(); \
@@ -341,4 +343,21 @@ pub(super) async fn a_proof_of_work_sale_checks_the_browser(ui: &Ui) {
     assert!(ui.js("return document.getElementById('gate').hidden").await == json!(true));
     ui.click("#buy-button").await;
     ui.until_order("PENDING_PAYMENT").await;
+    // The second unit the limit allows: paid for the first, the page
+    // solves again (a solution's pass buys once) and buys it.
+    ui.click("#pay-button").await;
+    ui.until_order("PAID").await;
+    ui.until_buyable("the buy button on after the second check")
+        .await;
+    ui.click("#buy-button").await;
+    ui.until_order("PENDING_PAYMENT").await;
+    let (status, orders) = ui
+        .api("GET", &format!("/sales/{sale}/orders"), &buyer, false, "")
+        .await;
+    assert_eq!(status, 200, "{orders}");
+    assert_eq!(
+        orders["orders"].as_array().map(Vec::len),
+        Some(2),
+        "two purchases, one per solution: {orders}"
+    );
 }
