@@ -32,12 +32,14 @@
 //!    after a question, obeyed by the next purchase;
 //! s) the console finds orders by id and by buyer, and lists refunds owed;
 //! t) the console shows the DLQ's message and why, and redrives it;
+//! u) a proof-of-work sale checks the browser from the start (a Web Worker,
+//!    the page responsive) and buys; prints the solve time;
 //! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live),
 //!    and the funnel's history after a reload.
 //!
 //! Beside this file, `browser/`: `harness.rs` (the tools, the WebDriver
 //! session, `Ui`: the page as a buyer or an operator uses it) and the
-//! scenarios: `buying.rs` (a, b, c, f), `refusals.rs` (g), `sign_in.rs` (h),
+//! scenarios: `buying.rs` (a, b, c, f, u), `refusals.rs` (g), `sign_in.rs` (h),
 //! `layout.rs` (e), `buyer_states.rs` (i to o), `console.rs` (p to t), `dashboard.rs`
 //! (d).
 //!
@@ -61,8 +63,8 @@ use buyer_states::{
     times_in_the_buyers_zone,
 };
 use buying::{
-    a_gated_sale_asks_first, a_second_press_sends_nothing, a_sold_out_sale_says_so,
-    buyer_waits_buys_and_pays,
+    a_gated_sale_asks_first, a_proof_of_work_sale_checks_the_browser, a_second_press_sends_nothing,
+    a_sold_out_sale_says_so, buyer_waits_buys_and_pays,
 };
 use console::{
     a_changed_sale_shows_none_of_the_last, actions_ask_and_are_obeyed,
@@ -202,6 +204,11 @@ async fn the_pages_in_a_real_browser() {
             )
             .await;
             // Last: it needs the live view of the admin API.
+            timed(
+                "u) proof-of-work sale",
+                a_proof_of_work_sale_checks_the_browser(&ui),
+            )
+            .await;
             timed("d) dashboard", dashboard_shows_the_sale(&ui)).await;
         }
     });

@@ -38,6 +38,7 @@ pub enum Page {
 /// inline script or style: the pages hold tokens, so an injected script must
 /// have nowhere to run. The pages style through classes only.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+     worker-src 'self'; \
      style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
      base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
@@ -72,6 +73,12 @@ pub const ASSETS: &[Asset] = &[
         name: "buyer.js",
         content_type: JS,
         body: include_bytes!("../../web/assets/buyer.js"),
+    },
+    // The gate's proof of work, run as the buyer page's Web Worker.
+    Asset {
+        name: "pow.js",
+        content_type: JS,
+        body: include_bytes!("../../web/assets/pow.js"),
     },
     Asset {
         name: "ops.js",
@@ -290,6 +297,7 @@ mod tests {
             (get(Page::Asset, Some("ops.js")), JS),
             (get(Page::Asset, Some("ops.css")), CSS),
             (get(Page::Asset, Some("common.js")), JS),
+            (get(Page::Asset, Some("pow.js")), JS),
             (get(Page::Asset, Some("favicon.svg")), SVG),
         ];
         for (response, content_type) in &cases {
@@ -300,6 +308,8 @@ mod tests {
             let csp = header(response, "content-security-policy");
             assert!(csp.contains("default-src 'self'"), "{csp}");
             assert!(csp.contains("script-src 'self';"), "{csp}");
+            // The buyer page's proof of work runs in a Web Worker.
+            assert!(csp.contains("worker-src 'self';"), "{csp}");
             assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
         }
     }

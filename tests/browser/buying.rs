@@ -1,5 +1,5 @@
 //! Buying: wait for the start, buy, pay; one purchase per double press;
-//! a sold-out sale; a gated sale.
+//! a sold-out sale; a gated sale; a proof-of-work sale.
 
 use super::harness::*;
 use fantoccini::Locator;
@@ -276,4 +276,88 @@ pub(super) async fn a_gated_sale_asks_first(ui: &Ui) {
     ui.shot("buyer-gate-passed-1280").await;
     ui.click("#buy-button").await;
     ui.until_order("PENDING_PAYMENT").await;
+}
+
+/// u) A proof-of-work sale: nothing to solve before the start; from the
+/// start the page says it is checking the browser while a Web Worker
+/// solves the challenge at the default difficulty, the page stays
+/// responsive, and the pass buys; the second unit takes a second solve.
+/// Prints the measured solve time.
+pub(super) async fn a_proof_of_work_sale_checks_the_browser(ui: &Ui) {
+    let bits = seckill_shared::domain::pow::DEFAULT_POW_BITS;
+    let start = clock::now_ms() + 4_000;
+    let sale = ui
+        .sale_with("u", 5, 2, start, json!({"powBits": bits}))
+        .await;
+    ui.open(&format!("/?sale={sale}")).await;
+    let buyer = unique("u-buyer");
+    ui.sign_in(&buyer).await;
+    // The longest the page's main thread went without running a timer.
+    ui.js("window.__gap = 0; let last = performance.now(); \
+         setInterval(() => { const t = performance.now(); \
+         window.__gap = Math.max(window.__gap, t - last); last = t; }, 20); return 0;")
+        .await;
+    assert!(
+        clock::now_ms() < start,
+        "the sale started before the page was ready: the test cannot see the wait"
+    );
+    assert_eq!(
+        ui.js("return document.getElementById('gate').hidden").await,
+        json!(true),
+        "the gate shows before the start"
+    );
+    ui.until(
+        "the browser check",
+        "const s = document.getElementById('pow-status'); \
+         return !document.getElementById('gate').hidden && !s.hidden \
+         && s.textContent.includes('Checking your browser')",
+    )
+    .await;
+    assert!(clock::now_ms() >= start, "the check ran before the start");
+    assert!(!ui.buy_enabled().await, "the button is on before the check");
+    ui.shot("buyer-pow-checking-1280").await;
+    ui.until(
+        "the pass",
+        "return document.getElementById('status').dataset.code === 'POW_PASSED'",
+    )
+    .await;
+    let solved_ms = ui
+        .js("return Number(document.getElementById('pow-status').dataset.solvedMs)")
+        .await;
+    let tried = ui
+        .js("return Number(document.getElementById('pow-status').dataset.tried)")
+        .await;
+    let gap = ui.js("return window.__gap").await;
+    let (ms, n) = (solved_ms.as_f64().unwrap(), tried.as_f64().unwrap());
+    println!(
+        "proof of work at {bits} bits: solved in {ms:.0} ms after {n} hashes \
+         ({:.0} hashes/s: {:.0} ms expected for 2^{bits}); the page's longest pause {gap} ms",
+        n * 1000.0 / ms.max(1.0),
+        (1u64 << bits) as f64 * ms / n
+    );
+    assert!(
+        gap.as_f64().unwrap() < 500.0,
+        "the page froze for {gap} ms while solving"
+    );
+    ui.until_buyable("the buy button on after the check").await;
+    assert!(ui.js("return document.getElementById('gate').hidden").await == json!(true));
+    ui.click("#buy-button").await;
+    ui.until_order("PENDING_PAYMENT").await;
+    // The second unit the limit allows: paid for the first, the page
+    // solves again (a solution's pass buys once) and buys it.
+    ui.click("#pay-button").await;
+    ui.until_order("PAID").await;
+    ui.until_buyable("the buy button on after the second check")
+        .await;
+    ui.click("#buy-button").await;
+    ui.until_order("PENDING_PAYMENT").await;
+    let (status, orders) = ui
+        .api("GET", &format!("/sales/{sale}/orders"), &buyer, false, "")
+        .await;
+    assert_eq!(status, 200, "{orders}");
+    assert_eq!(
+        orders["orders"].as_array().map(Vec::len),
+        Some(2),
+        "two purchases, one per solution: {orders}"
+    );
 }

@@ -222,8 +222,18 @@ pub(super) async fn sales_are_listed_made_and_edited(ui: &Ui) {
     assert_eq!(ui.text("#f-stock-error").await, "", "the old error stays");
     assert_eq!(ui.admin_get(&path).await.0, 404, "a refused sale was made");
     ui.set_time("#f-end", start + 3_600_000).await;
+    // Proof-of-work bits out of bounds: said next to them, nothing made;
+    // in bounds, they turn the gate on with the box unticked.
+    ui.fill("#f-pow", "30").await;
+    ui.click("#editor-save").await;
+    ui.until_contains("#f-pow-error", "powBits must be an integer from 8 to 26")
+        .await;
+    assert_eq!(ui.admin_get(&path).await.0, 404, "a refused sale was made");
+    ui.fill("#f-pow", "12").await;
     ui.click("#editor-save").await;
     ui.until_contains("#status", &format!("Sale {made} created"))
+        .await;
+    ui.until_text("#set-shards", "1 · proof of work, 12 bits")
         .await;
     ui.until_text("#set-name", "Made on the console").await;
     ui.until_text(
@@ -247,6 +257,7 @@ pub(super) async fn sales_are_listed_made_and_edited(ui: &Ui) {
             &sale["paymentWindowSeconds"],
             &sale["price"],
             &sale["gate"],
+            &sale["powBits"],
         ),
         (
             &json!(clock::rfc3339_ms(start)),
@@ -255,7 +266,8 @@ pub(super) async fn sales_are_listed_made_and_edited(ui: &Ui) {
             &json!(3),
             &json!(300),
             &json!({"amount": 1250, "currency": "EUR"}),
-            &json!(false),
+            &json!(true),
+            &json!(12),
         ),
         "{sale}"
     );

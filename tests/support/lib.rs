@@ -742,6 +742,18 @@ impl LocalStack {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (u16, serde_json::Value) {
+        let (status, _, body) = self.request_with_headers(method, path, headers, body).await;
+        (status, body)
+    }
+
+    /// [`Self::request`] with the response's headers (names lower-cased).
+    pub async fn request_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, HashMap<String, String>, serde_json::Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         let mut head = format!(
@@ -763,9 +775,16 @@ impl LocalStack {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let headers = head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
         (
             status,
+            headers,
             serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
         )
     }

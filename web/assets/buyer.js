@@ -47,6 +47,8 @@
     tokenInput: $("token-input"),
     gate: $("gate"),
     gateForm: $("gate-form"),
+    gateTitle: $("gate-title"),
+    powStatus: $("pow-status"),
     question: $("question"),
     answer: $("answer"),
     buySection: $("buy"),
@@ -84,7 +86,8 @@
     missing: S.validId(saleId) ? null : "BAD_ID",
     skewMs: 0, // the server's clock minus ours
     session: null, // {token, userId, expiresAtMs}
-    gate: "unknown", // unknown | none | needed | passed
+    gate: "unknown", // unknown | none | needed | solving | passed
+    worker: null, // the proof of work's Web Worker while it runs
     gateBusy: false,
     challengeId: null, // the id of the question shown
     gateRetryAtMs: 0,
@@ -255,6 +258,7 @@
   function signOut(message) {
     state.session = null;
     S.saveSession("buyer", null);
+    stopSolving();
     Object.assign(state, {
       gate: "unknown",
       pass: null,
@@ -303,15 +307,17 @@
   // --------------------------------------------------------------- gate
 
   // A gated sale (`gate: true` in GET /sales) issues its question from 30 s
-  // before the start; a sale without one is never asked. An API that does
-  // not say (no `gate`) is asked, and its 400 means no gate. A 403
-  // GATE_REQUIRED asks again.
+  // before the start, its proof of work (`powBits`) from the start; a sale
+  // without one is never asked. An API that does not say (no `gate`) is
+  // asked, and its 400 means no gate. A 403 GATE_REQUIRED asks again.
   async function fetchQuestion() {
     if (state.gateBusy || !state.session) return;
     state.gateBusy = true;
     const reply = await S.api(salePath + "/challenge", { token: state.session.token });
     state.gateBusy = false;
-    if (reply.ok && reply.body) {
+    if (reply.ok && reply.body && reply.body.kind === "pow") {
+      solve(reply.body);
+    } else if (reply.ok && reply.body) {
       const first = state.gate !== "needed";
       state.gate = "needed";
       ui.question.textContent = reply.body.question;
@@ -328,6 +334,59 @@
       state.gateRetryAtMs = now() + (reply.retryAfter || 5) * 1000;
     }
     render();
+  }
+
+  // The proof of work: solved by a Web Worker (assets/pow.js) so the page
+  // stays responsive, then sent for the pass. A new challenge replaces a
+  // running one.
+  function solve(challenge) {
+    stopSolving();
+    state.gate = "solving";
+    ui.powStatus.textContent = "Checking your browser… (a few seconds)";
+    const worker = new Worker("/assets/pow.js");
+    state.worker = worker;
+    worker.onmessage = async (event) => {
+      if (state.worker !== worker) return;
+      const found = event.data;
+      if (found.nonce === undefined) {
+        ui.powStatus.dataset.tried = String(found.tried);
+        return;
+      }
+      stopSolving();
+      ui.powStatus.dataset.solvedMs = String(Math.round(found.ms));
+      ui.powStatus.dataset.tried = String(found.tried);
+      if (!state.session) return;
+      const reply = await S.api(salePath + "/challenge", {
+        method: "POST",
+        token: state.session.token,
+        body: { challengeId: challenge.challengeId, nonce: found.nonce },
+      });
+      if (reply.ok && reply.body) {
+        state.pass = { token: reply.body.token, expiresAtMs: Date.parse(reply.body.expiresAt) };
+        state.gate = "passed";
+        render();
+        say("Your browser is checked: press Buy now.", "ok", null, "POW_PASSED");
+        if (!ui.buyButton.disabled) ui.buyButton.focus();
+      } else {
+        // Expired while solving, or refused: start again from a new one.
+        state.gate = "unknown";
+        state.gateRetryAtMs = now() + (reply.retryAfter || 1) * 1000;
+        render();
+      }
+    };
+    worker.onerror = () => {
+      stopSolving();
+      state.gate = "unknown";
+      state.gateRetryAtMs = now() + 5000;
+      say("Your browser could not run the check; trying again shortly.", "error", null, "POW_FAILED");
+    };
+    worker.postMessage({ challenge: challenge.challenge, bits: challenge.bits });
+    render();
+  }
+
+  function stopSolving() {
+    if (state.worker) state.worker.terminate();
+    state.worker = null;
   }
 
   ui.gateForm.addEventListener("submit", async (event) => {
@@ -407,6 +466,7 @@
       );
     }
     if (state.gate === "needed") return "Answer the question above first.";
+    if (state.gate === "solving") return "Checking your browser… (a few seconds)";
     if (t < state.retryAtMs) return "You can try again in " + S.wait((state.retryAtMs - t) / 1000) + ".";
     return null;
   }
@@ -528,7 +588,10 @@
         };
       case "GATE_REQUIRED":
         return {
-          text: "This sale asks one question before you buy: answer it above, then press Buy now again.",
+          text:
+            state.sale && state.sale.powBits
+              ? "Your browser needs checking again before you buy (a few seconds); then press Buy now again."
+              : "This sale asks one question before you buy: answer it above, then press Buy now again.",
           tone: "warn",
         };
       case "UNAUTHENTICATED":
@@ -928,7 +991,11 @@
     ui.loginLink.hidden = !S.config.loginUrl;
     ui.who.hidden = !signedIn;
     ui.whoName.textContent = signedIn ? state.session.userId : "";
-    ui.gate.hidden = !(signedIn && state.gate === "needed") || missing;
+    const pow = !!(state.sale && state.sale.powBits);
+    ui.gate.hidden = !(signedIn && (state.gate === "needed" || state.gate === "solving")) || missing;
+    ui.gateTitle.textContent = pow ? "Checking your browser" : "One question before you buy";
+    ui.gateForm.hidden = pow;
+    ui.powStatus.hidden = !pow;
     ui.skip.textContent = signedIn || missing ? "Skip to the buy button" : "Skip to sign-in";
     ui.skip.hidden = missing;
 
@@ -1071,8 +1138,10 @@
       state.pass = null;
       state.gate = "unknown";
     }
-    const gateDue =
-      state.startMs - t <= 30000 - state.gateJitterMs && t < state.endMs && t >= state.gateRetryAtMs;
+    // A proof of work is served from the start only: the solve time itself
+    // spreads the opening second, so no jitter is added to it.
+    const opensIn = state.sale && state.sale.powBits ? 0 : 30000 - state.gateJitterMs;
+    const gateDue = state.startMs - t <= opensIn && t < state.endMs && t >= state.gateRetryAtMs;
     const gated = state.sale && state.sale.gate !== false;
     if (state.session && gated && state.gate === "unknown" && gateDue) fetchQuestion();
     render();

@@ -497,7 +497,7 @@
     $("set-end").textContent = when(sale.endAt) + " (" + ZONE + ")";
     $("set-limit").textContent = S.number(sale.perUserLimit);
     $("set-window").textContent = S.wait(sale.paymentWindowSeconds);
-    $("set-shards").textContent = S.number(sale.shards) + " · " + (sale.gate ? "gated" : "no gate");
+    $("set-shards").textContent = S.number(sale.shards) + " · " + (sale.powBits ? "proof of work, " + sale.powBits + " bits" : sale.gate ? "gated" : "no gate");
     showSellOut(sale.soldOutAt, sale.timeToSellOutMs);
     ui.editButton.disabled = false;
     setControls(sale.status);
@@ -729,8 +729,9 @@
     shards: "f-shards",
     gate: "f-gate",
     price: "f-price",
+    powBits: "f-pow",
   };
-  const INPUTS = ["f-id", "f-name", "f-stock", "f-start", "f-end", "f-limit", "f-window", "f-shards", "f-price", "f-currency", "f-gate"];
+  const INPUTS = ["f-id", "f-name", "f-stock", "f-start", "f-end", "f-limit", "f-window", "f-shards", "f-price", "f-currency", "f-gate", "f-pow"];
 
   function clearErrors() {
     ui.editorError.textContent = "";
@@ -776,6 +777,7 @@
     $("f-window").value = sale ? String(sale.paymentWindowSeconds) : "900";
     $("f-shards").value = sale ? String(sale.shards) : "1";
     $("f-gate").checked = !!(sale && sale.gate);
+    $("f-pow").value = sale && sale.powBits ? String(sale.powBits) : "";
     const price = sale && sale.price;
     $("f-price").value = price ? (price.amount / 10 ** digitsOf(price.currency)).toFixed(digitsOf(price.currency)) : "";
     $("f-currency").value = price ? price.currency : "EUR";
@@ -828,6 +830,10 @@
       endAt: instant($("f-end"), was && was.endAt),
       gate: $("f-gate").checked,
     };
+    // Bits turn the gate on (the API refuses gate: false with them).
+    const pow = $("f-pow").value.trim();
+    body.powBits = pow === "" ? null : integer(pow);
+    if (pow !== "") body.gate = true;
     for (const [key, input] of [
       ["totalStock", "f-stock"],
       ["perUserLimit", "f-limit"],
@@ -865,6 +871,7 @@
     if (body.startAt !== was.startAt) fields.push("f-start");
     if (body.shards !== undefined && body.shards !== was.shards) fields.push("f-shards");
     if (JSON.stringify(body.price) !== JSON.stringify(was.price || null)) fields.push("f-price");
+    if ((body.powBits || null) !== (was.powBits || null)) fields.push("f-pow");
     return fields;
   }
 

@@ -283,6 +283,7 @@ pub(crate) fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Val
         "paymentWindowSeconds": sale.payment_window_seconds,
         "shards": sale.shards,
         "gate": sale.gate,
+        "powBits": sale.pow_bits,
         "paused": sale.paused,
         "price": seckill_shared::domain::money::Money::body_of(sale.price.as_ref()),
     })

@@ -94,8 +94,32 @@ where
         "POST /sales/{saleId}/challenge" => {
             let caller = http::caller(req)?;
             let sale_id = sale_id(req)?;
-            let body: serde_json::Value = serde_json::from_slice(http::body_bytes(req)?)
-                .map_err(|_| ApiError::InvalidRequest("body must be {\"answer\": n}".into()))?;
+            let body: serde_json::Value =
+                serde_json::from_slice(http::body_bytes(req)?).map_err(|_| {
+                    ApiError::InvalidRequest(
+                        "body must be {\"answer\": n} or {\"challengeId\", \"nonce\"}".into(),
+                    )
+                })?;
+            // A proof of work's solution: both fields are strings, and the
+            // challenge's id is required (it names the window solved).
+            if let Some(nonce) = body.get("nonce") {
+                let nonce = nonce
+                    .as_str()
+                    .ok_or_else(|| ApiError::InvalidRequest("nonce must be a string".into()))?;
+                let challenge_id = body
+                    .get("challengeId")
+                    .and_then(serde_json::Value::as_str)
+                    .ok_or_else(|| {
+                        ApiError::InvalidRequest(
+                            "challengeId must be the string GET gave with the challenge".into(),
+                        )
+                    })?;
+                let pass = queries
+                    .solve(&sale_id, &caller.user_id, challenge_id, nonce)
+                    .await
+                    .map_err(|e| e.into_api(true))?;
+                return Ok(http::json(200, &pass));
+            }
             let answer = body
                 .get("answer")
                 .and_then(serde_json::Value::as_i64)

@@ -37,14 +37,18 @@ pub enum QueryError {
     Catalog(#[from] CatalogError),
     #[error("this sale has no gate")]
     NoGate,
-    #[error("questions are handed out from shortly before the start")]
-    GateNotOpen { start_ms: i64 },
+    #[error("challenges are handed out from {opens_ms}")]
+    GateNotOpen { opens_ms: i64 },
     #[error("the sale has ended")]
     SaleEnded,
     #[error("the gate refused the answer: {0}")]
     WrongAnswer(crate::domain::gate::GateError),
     #[error("the gate is not configured")]
     GateUnavailable,
+    #[error("the gate refused the proof of work: {0}")]
+    PowRefused(crate::domain::gate::GateError),
+    #[error("{0}")]
+    WrongKind(&'static str),
 }
 
 impl QueryError {
@@ -56,10 +60,8 @@ impl QueryError {
             Self::Expired => ApiError::OrderExpired,
             Self::NotPayable(why) => ApiError::OrderNotPayable(why.into()),
             Self::NoGate => ApiError::InvalidRequest("this sale has no gate".into()),
-            Self::GateNotOpen { start_ms } => {
-                let wait =
-                    (start_ms - crate::domain::gate::OPENS_BEFORE_START_MS - clock::now_ms())
-                        .max(0);
+            Self::GateNotOpen { opens_ms } => {
+                let wait = (opens_ms - clock::now_ms()).max(0);
                 ApiError::SaleNotStarted {
                     retry_after_secs: Some(u64::try_from(wait / 1000 + 1).unwrap_or(1)),
                 }
@@ -74,6 +76,19 @@ impl QueryError {
             Self::WrongAnswer(_) => {
                 ApiError::InvalidRequest("challengeId is not one this sale's question gave".into())
             }
+            Self::PowRefused(crate::domain::gate::GateError::Expired) => {
+                ApiError::InvalidRequest("that challenge has expired; ask for a new one".into())
+            }
+            Self::PowRefused(crate::domain::gate::GateError::WrongAnswer) => {
+                ApiError::InvalidRequest(
+                    "nonce does not solve the challenge (too few leading zero bits)".into(),
+                )
+            }
+            Self::PowRefused(_) => ApiError::InvalidRequest(format!(
+                "challengeId must be the one GET gave and nonce 1 to {} characters",
+                crate::domain::pow::MAX_NONCE_LEN
+            )),
+            Self::WrongKind(why) => ApiError::InvalidRequest(why.into()),
             Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
                 ApiError::paused("temporarily unavailable; retry shortly")
             }
@@ -152,12 +167,15 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         self
     }
 
-    /// A gated sale that is open for questions, and the gate.
+    /// A gated sale that is open for challenges, and the gate. The
+    /// arithmetic question is handed out from shortly before the start; a
+    /// proof of work only from the start, so the opening spike spreads over
+    /// the time buyers take to solve it.
     async fn gated(
         &self,
         sale_id: &SaleId,
         now_ms: i64,
-    ) -> Result<&crate::domain::gate::Gate, QueryError> {
+    ) -> Result<(&crate::domain::gate::Gate, Sale), QueryError> {
         let sale = self
             .catalog
             .get_sale(sale_id)
@@ -166,29 +184,42 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         if !sale.gate {
             return Err(QueryError::NoGate);
         }
-        if now_ms < sale.start_ms - crate::domain::gate::OPENS_BEFORE_START_MS {
-            return Err(QueryError::GateNotOpen {
-                start_ms: sale.start_ms,
-            });
+        let opens_ms = match sale.pow_bits {
+            Some(_) => sale.start_ms,
+            None => sale.start_ms - crate::domain::gate::OPENS_BEFORE_START_MS,
+        };
+        if now_ms < opens_ms {
+            return Err(QueryError::GateNotOpen { opens_ms });
         }
         if now_ms >= sale.end_ms {
             return Err(QueryError::SaleEnded);
         }
-        self.gate.as_ref().ok_or(QueryError::GateUnavailable)
+        let gate = self.gate.as_ref().ok_or(QueryError::GateUnavailable)?;
+        Ok((gate, sale))
     }
 
-    /// `GET /sales/{saleId}/challenge`.
+    /// `GET /sales/{saleId}/challenge`: the arithmetic question (`kind`
+    /// `arithmetic`) or the proof of work (`kind` `pow`).
     pub async fn challenge(
         &self,
         sale_id: &SaleId,
         caller: &UserId,
     ) -> Result<serde_json::Value, QueryError> {
         let now = clock::now_ms();
-        let c = self
-            .gated(sale_id, now)
-            .await?
-            .challenge(sale_id, caller, now);
+        let (gate, sale) = self.gated(sale_id, now).await?;
+        if let Some(bits) = sale.pow_bits {
+            let c = gate.pow_challenge(sale_id, caller, bits, now);
+            return Ok(serde_json::json!({
+                "kind": "pow",
+                "challenge": c.challenge,
+                "bits": c.bits,
+                "challengeId": c.challenge_id,
+                "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
+            }));
+        }
+        let c = gate.challenge(sale_id, caller, now);
         Ok(serde_json::json!({
+            "kind": "arithmetic",
             "question": c.question,
             "challengeId": c.challenge_id,
             "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
@@ -205,15 +236,40 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         challenge_id: Option<&str>,
     ) -> Result<serde_json::Value, QueryError> {
         let now = clock::now_ms();
-        let gate = self.gated(sale_id, now).await?;
+        let (gate, sale) = self.gated(sale_id, now).await?;
+        if sale.pow_bits.is_some() {
+            return Err(QueryError::WrongKind(
+                "this sale's gate is a proof of work: send {\"challengeId\", \"nonce\"}",
+            ));
+        }
         let nonce = nonce_from(now, caller);
         let pass = gate
             .answer(sale_id, caller, answer, challenge_id, now, nonce)
             .map_err(QueryError::WrongAnswer)?;
-        Ok(serde_json::json!({
-            "token": pass.token,
-            "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
-        }))
+        Ok(pass_body(&pass))
+    }
+
+    /// `POST /sales/{saleId}/challenge` with `{"challengeId", "nonce"}`: a
+    /// solved proof of work gives the same pass as a right answer. A nonce
+    /// that does not solve it records nothing.
+    pub async fn solve(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+        challenge_id: &str,
+        nonce: &str,
+    ) -> Result<serde_json::Value, QueryError> {
+        let now = clock::now_ms();
+        let (gate, sale) = self.gated(sale_id, now).await?;
+        let Some(bits) = sale.pow_bits else {
+            return Err(QueryError::WrongKind(
+                "this sale's gate asks a question: send {\"answer\": n}",
+            ));
+        };
+        let pass = gate
+            .pow_answer(sale_id, caller, bits, challenge_id, nonce, now)
+            .map_err(QueryError::PowRefused)?;
+        Ok(pass_body(&pass))
     }
 
     /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
@@ -282,6 +338,9 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             // for a question only then (no wasted request per buyer at the
             // busiest moment).
             "gate": sale.gate,
+            // The gate's kind: `null` for the arithmetic question, else
+            // the proof of work's leading zero bits.
+            "powBits": sale.pow_bits,
         }))
     }
 
@@ -442,6 +501,14 @@ fn queued_order(
         paid_at_ms: None,
         payment_id: None,
         refunds: Vec::new(),
+    })
+}
+
+/// A pass as `POST /sales/{saleId}/challenge` answers it.
+fn pass_body(pass: &crate::domain::gate::Pass) -> serde_json::Value {
+    serde_json::json!({
+        "token": pass.token,
+        "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
     })
 }
 

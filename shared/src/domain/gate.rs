@@ -46,7 +46,7 @@ pub struct Pass {
 /// The gate's key. Never logged: `Debug` prints nothing of it.
 #[derive(Clone)]
 pub struct Gate {
-    key: hmac::Key,
+    pub(crate) key: hmac::Key,
 }
 
 impl std::fmt::Debug for Gate {
@@ -62,7 +62,7 @@ impl Gate {
         }
     }
 
-    fn seal(&self, payload: &str) -> String {
+    pub(crate) fn seal(&self, payload: &str) -> String {
         let tag = hmac::sign(&self.key, payload.as_bytes());
         format!(
             "{}.{}",
@@ -185,7 +185,7 @@ impl Gate {
 /// another whose id is a prefix or an extension of it. The layout is the
 /// one passes had before user ids could hold `|`, so passes issued then
 /// still verify.
-fn pass_payload(sale: &SaleId, user: &UserId, expires_at_ms: i64, nonce: u64) -> String {
+pub(crate) fn pass_payload(sale: &SaleId, user: &UserId, expires_at_ms: i64, nonce: u64) -> String {
     format!("p|{sale}|{user}|{expires_at_ms}|{nonce:016x}")
 }
 

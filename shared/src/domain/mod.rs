@@ -7,6 +7,7 @@
 //! - [`borrowing`]: when a short home shard borrows from the others, and
 //!   for how long empty shards are not looked at again.
 //! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
+//! - [`pow`]: the gate's proof-of-work challenge (a sale with `powBits`).
 //! - [`keyed_filter`]: the bit logic of the sold-out fast path for keyed
 //!   requests.
 //! - [`orders`]: order states, reject reasons and the order row.
@@ -27,6 +28,7 @@ pub mod money;
 pub mod orders;
 pub mod outcome;
 pub mod payment;
+pub mod pow;
 pub mod sale_spec;
 pub mod shard_layout;
 pub mod stock_state;

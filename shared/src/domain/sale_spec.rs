@@ -11,7 +11,7 @@ pub const MAX_SHARDS: u64 = 64;
 pub const PAYMENT_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
 pub const DEFAULT_PAYMENT_WINDOW_SECS: u32 = 900;
 
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "name",
     "totalStock",
     "startAt",
@@ -21,6 +21,7 @@ const FIELDS: [&str; 9] = [
     "shards",
     "gate",
     "price",
+    "powBits",
 ];
 
 /// Parses and validates a sale definition. The message of the error names
@@ -79,6 +80,28 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         Some(_) => return Err("gate must be true or false".into()),
     };
     let price = crate::domain::money::parse_price(obj.get("price"))?;
+    // `powBits` implies the gate: a sale that sets it without `gate` is
+    // gated; one that says `gate: false` and sets it is a contradiction.
+    let bits = crate::domain::pow::POW_BITS;
+    let pow_bits = match obj.get("powBits") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u8::try_from(n).ok())
+                .filter(|n| bits.contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "powBits must be an integer from {} to {}, or null for the arithmetic question",
+                        bits.start(),
+                        bits.end()
+                    )
+                })?,
+        ),
+    };
+    if pow_bits.is_some() && matches!(obj.get("gate"), Some(serde_json::Value::Bool(false))) {
+        return Err("powBits needs the gate: drop gate: false (powBits turns the gate on)".into());
+    }
+    let gate = gate || pow_bits.is_some();
     // The ranges above are all within u32.
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(Sale {
@@ -95,6 +118,7 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         // routes, and a PUT never changes it.
         paused: false,
         price,
+        pow_bits,
     })
 }
 
@@ -121,7 +145,9 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
     let started = now_ms >= current.start_ms;
     let stock_changed = current.total_stock != edit.total_stock;
     let shards_changed = current.shards != edit.shards;
-    let price_changed = current.price != edit.price;
+    // The proof of work's difficulty is frozen too: challenges served
+    // from the start were computed with it.
+    let price_changed = current.price != edit.price || current.pow_bits != edit.pow_bits;
     if started
         && (stock_changed || shards_changed || price_changed || current.start_ms != edit.start_ms)
     {
@@ -262,5 +288,57 @@ mod tests {
         let mut v = good();
         v["color"] = serde_json::json!("red");
         assert!(parse(&v).unwrap_err().contains("color"));
+    }
+
+    #[test]
+    fn pow_bits_turn_the_gate_on_within_bounds_and_freeze_at_the_start() {
+        let mut v = good();
+        v.as_object_mut().unwrap().remove("gate");
+        v["powBits"] = serde_json::json!(18);
+        let pow = parse(&v).unwrap();
+        assert_eq!((pow.gate, pow.pow_bits), (true, Some(18)));
+        v["gate"] = serde_json::json!(true);
+        assert_eq!(parse(&v).unwrap(), pow);
+        v["powBits"] = serde_json::Value::Null;
+        assert_eq!(parse(&v).unwrap().pow_bits, None);
+        for bad in [
+            serde_json::json!(7),
+            serde_json::json!(27),
+            serde_json::json!(300),
+            serde_json::json!(-1),
+            serde_json::json!(12.5),
+            serde_json::json!("18"),
+            serde_json::json!(true),
+        ] {
+            v["powBits"] = bad.clone();
+            let err = parse(&v).unwrap_err();
+            assert!(
+                err.contains("powBits") && err.contains("8 to 26"),
+                "{bad}: {err}"
+            );
+        }
+        v["powBits"] = serde_json::json!(8);
+        v["gate"] = serde_json::json!(false);
+        assert!(parse(&v).unwrap_err().contains("powBits"));
+        v["powBits"] = serde_json::json!(26);
+        v["gate"] = serde_json::json!(true);
+        assert_eq!(parse(&v).unwrap().pow_bits, Some(26));
+
+        let arithmetic = parse(&good()).unwrap();
+        let during = arithmetic.start_ms;
+        assert_eq!(
+            edit_refusal(&arithmetic, &pow, during, false),
+            Some(EditRefusal::Started)
+        );
+        let harder = Sale {
+            pow_bits: Some(20),
+            ..pow.clone()
+        };
+        assert_eq!(
+            edit_refusal(&pow, &harder, during, false),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(edit_refusal(&pow, &harder, during - 1, true), None);
+        assert_eq!(edit_refusal(&pow, &arithmetic, during - 1, false), None);
     }
 }

@@ -202,6 +202,10 @@ pub struct Sale {
     /// made before prices). Frozen from the start, like the stock, so the
     /// order-writer's read of it is the price the buyer was shown.
     pub price: Option<crate::domain::money::Money>,
+    /// `Some(k)`: the gate asks for a proof of work of `k` leading zero
+    /// bits instead of the arithmetic question (`gate` is then true);
+    /// frozen from the start, like the price.
+    pub pow_bits: Option<u8>,
 }
 
 /// Where a sale stands at a given instant, by its configured window.
@@ -349,6 +353,7 @@ mod tests {
             gate: false,
             paused: false,
             price: None,
+            pow_bits: None,
         };
         assert_eq!(sale.phase_at(9), SalePhase::NotStarted);
         assert_eq!(sale.phase_at(10), SalePhase::Live);

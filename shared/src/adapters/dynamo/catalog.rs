@@ -165,7 +165,7 @@ impl DynamoCatalog {
             .update_expression(
                 "SET #n = :name, totalStock = :total, startAt = :start, endAt = :end, \
                  perUserLimit = :limit, paymentWindowSeconds = :window, shards = :shards, \
-                 gate = :gate, price = :price, available = :total - sold, \
+                 gate = :gate, price = :price, powBits = :pow, available = :total - sold, \
                  version = version + :one",
             )
             .condition_expression("version = :version AND sold <= :total")
@@ -179,6 +179,7 @@ impl DynamoCatalog {
             .expression_attribute_values(":shards", get("shards"))
             .expression_attribute_values(":gate", get("gate"))
             .expression_attribute_values(":price", get("price"))
+            .expression_attribute_values(":pow", get("powBits"))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(
                 ":version",
@@ -421,7 +422,7 @@ impl SaleCatalog for DynamoCatalog {
 
 /// The attributes the operator's list reads (each under an alias: some
 /// are reserved words). `price` is read when the item has one.
-const LISTED: [(&str, &str); 16] = [
+const LISTED: [(&str, &str); 17] = [
     ("#k", "saleId"),
     ("#n", "name"),
     ("#t", "totalStock"),
@@ -438,6 +439,7 @@ const LISTED: [(&str, &str); 16] = [
     ("#r", "returnSeq"),
     ("#m", "loadedAtMs"),
     ("#c", "price"),
+    ("#b", "powBits"),
 ];
 
 /// The counters of a sale item.
@@ -485,6 +487,9 @@ pub fn sale_to_item(sale: &Sale) -> Item {
     ]);
     if let Some(price) = &sale.price {
         item.insert("price".into(), money_to_attr(price));
+    }
+    if let Some(bits) = sale.pow_bits {
+        item.insert("powBits".into(), AttributeValue::N(bits.to_string()));
     }
     item
 }
@@ -553,6 +558,16 @@ pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
         gate: matches!(item.get("gate"), Some(AttributeValue::Bool(true))),
         paused: matches!(item.get("paused"), Some(AttributeValue::Bool(true))),
         price: money_from_attr(item.get("price"), "price").map_err(CatalogError::Malformed)?,
+        // Absent or NULL (every sale made before the setting): the
+        // arithmetic question, as before.
+        pow_bits: match item.get("powBits") {
+            None | Some(AttributeValue::Null(_)) => None,
+            Some(AttributeValue::N(v)) => Some(
+                v.parse::<u8>()
+                    .map_err(|_| CatalogError::Malformed("powBits is not a small count".into()))?,
+            ),
+            Some(_) => return Err(CatalogError::Malformed("powBits is not a number".into())),
+        },
     })
 }
 
@@ -574,6 +589,7 @@ mod tests {
             gate: false,
             paused: false,
             price: None,
+            pow_bits: None,
         };
         let item = sale_to_item(&sale);
         assert_eq!(sale_from_item(&item).unwrap(), sale);
@@ -585,6 +601,12 @@ mod tests {
             ..sale.clone()
         };
         assert_eq!(sale_from_item(&sale_to_item(&priced)).unwrap(), priced);
+        let pow = Sale {
+            gate: true,
+            pow_bits: Some(18),
+            ..sale.clone()
+        };
+        assert_eq!(sale_from_item(&sale_to_item(&pow)).unwrap(), pow);
         let mut broken = item.clone();
         broken.insert("totalStock".into(), AttributeValue::S("ten".into()));
         assert!(sale_from_item(&broken).is_err());
