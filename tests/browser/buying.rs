@@ -139,6 +139,17 @@ pub(super) async fn a_second_press_sends_nothing(ui: &Ui) {
 
     // And two clicks within one task, faster than any hand.
     ui.click("#sign-out").await;
+    // Signed out, the page keeps nothing of the last buyer's order: a
+    // hidden card that still said PENDING_PAYMENT and its id let the next
+    // buyer's wait below end at once, on the wrong order (seen in CI under
+    // load: "the order found again after a reload" then failed).
+    assert_eq!(
+        ui.js("const o = document.getElementById('order'); \
+               return [o.hidden, o.dataset.status || '', document.getElementById('order-id').textContent]")
+            .await,
+        json!([true, "", ""]),
+        "the last buyer's order is still on the page"
+    );
     let script = unique("b-script");
     ui.sign_in(&script).await;
     ui.until_buyable("buy button on").await;

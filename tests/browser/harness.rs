@@ -317,7 +317,8 @@ impl Ui {
         self.until(
             &format!("order {status}"),
             &format!(
-                "return document.getElementById('order').dataset.status === {}",
+                "const o = document.getElementById('order'); \
+                 return !o.hidden && o.dataset.status === {}",
                 json!(status)
             ),
         )

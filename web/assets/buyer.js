@@ -1037,7 +1037,12 @@
 
     const order = missing ? null : state.order;
     ui.order.hidden = !order;
-    if (order) {
+    if (!order) {
+      // Nothing of an order no longer shown stays on the page (the last
+      // buyer's, after a sign-out).
+      delete ui.order.dataset.status;
+      ui.orderId.textContent = "";
+    } else {
       const shown = statusOf(order);
       ui.order.dataset.status = shown;
       ui.orderState.textContent = ORDER_TEXT[shown] || shown;
