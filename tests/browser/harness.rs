@@ -362,15 +362,17 @@ impl Ui {
             .await
     }
 
-    /// [`sale`](Self::sale) with more fields of the admin API's body.
-    pub(super) async fn sale_with(
+    /// Creates a sale through the admin API (201 asserted): `stock` units,
+    /// `limit` per buyer, open from `start_ms` for an hour, a 120 s payment
+    /// window, and `extra` fields of the body. Its id, and the API's answer.
+    async fn create_sale(
         &self,
         prefix: &str,
         stock: u32,
         limit: u32,
         start_ms: i64,
         extra: Value,
-    ) -> String {
+    ) -> (String, Value) {
         let id = unique(prefix);
         let mut body = json!({
             "name": format!("Browser test: {prefix}"),
@@ -393,6 +395,21 @@ impl Ui {
             )
             .await;
         assert_eq!(status, 201, "{reply}");
+        (id, reply)
+    }
+
+    /// [`sale`](Self::sale) with more fields of the admin API's body.
+    pub(super) async fn sale_with(
+        &self,
+        prefix: &str,
+        stock: u32,
+        limit: u32,
+        start_ms: i64,
+        extra: Value,
+    ) -> String {
+        let (id, reply) = self
+            .create_sale(prefix, stock, limit, start_ms, extra)
+            .await;
         // Prewarm waits while the orders queue holds messages (of any
         // sale: an earlier scenario's), as it would in AWS; ask again until
         // the sale is in Redis.
@@ -556,25 +573,7 @@ impl Ui {
     /// A sale that opens at `start_ms`, too far ahead to be loaded into
     /// Redis yet (prewarm answers NOT_DUE): the page shows it as upcoming.
     pub(super) async fn upcoming_sale(&self, prefix: &str, start_ms: i64) -> String {
-        let id = unique(prefix);
-        let body = json!({
-            "name": format!("Browser test: {prefix}"),
-            "totalStock": 5,
-            "startAt": clock::rfc3339_ms(start_ms),
-            "endAt": clock::rfc3339_ms(start_ms + 3_600_000),
-            "perUserLimit": 1,
-        });
-        let (status, reply) = self
-            .api(
-                "PUT",
-                &format!("/admin/sales/{id}"),
-                "browser-admin",
-                true,
-                &body.to_string(),
-            )
-            .await;
-        assert_eq!(status, 201, "{reply}");
-        id
+        self.create_sale(prefix, 5, 1, start_ms, json!({})).await.0
     }
 
     /// Until the page's sale status (its pill) says `pill`.
