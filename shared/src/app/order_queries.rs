@@ -96,6 +96,10 @@ impl QueryError {
     }
 }
 
+/// How old the list of open sales must be before a lookup that found
+/// nothing in it reads it again.
+const LIST_REFRESH_AFTER: Duration = Duration::from_millis(500);
+
 pub struct OrderQueries<O, S, C> {
     orders: O,
     stock: S,
@@ -404,7 +408,26 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         order_id: &OrderId,
         caller: Option<&UserId>,
     ) -> Result<Option<Order>, QueryError> {
-        for sale_id in self.open_sale_ids().await? {
+        if let Some(order) = self.queued_in(order_id, caller, false).await? {
+            return Ok(Some(order));
+        }
+        // Not in the sales listed: a sale made since may hold it (a buyer
+        // looks 2 s after their `202`). The list is read again, at most
+        // every LIST_REFRESH_AFTER, so unknown ids cost at most two reads of
+        // the (small) sales table a second.
+        self.queued_in(order_id, caller, true).await
+    }
+
+    async fn queued_in(
+        &self,
+        order_id: &OrderId,
+        caller: Option<&UserId>,
+        refresh: bool,
+    ) -> Result<Option<Order>, QueryError> {
+        let Some(sale_ids) = self.open_sale_ids(refresh).await? else {
+            return Ok(None);
+        };
+        for sale_id in sale_ids {
             let Some(view) = self.stock.view(&sale_id, Some(order_id)).await? else {
                 continue;
             };
@@ -435,12 +458,18 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
     }
 
     /// Sales whose Redis keys may still hold reservations.
-    async fn open_sale_ids(&self) -> Result<Vec<SaleId>, QueryError> {
+    /// With `refresh`, only a list read again (`None` when the cached one
+    /// is younger than [`LIST_REFRESH_AFTER`]: it was just read).
+    async fn open_sale_ids(&self, refresh: bool) -> Result<Option<Vec<SaleId>>, QueryError> {
         if let Ok(cached) = self.open_sales.lock()
             && let Some((at, ids)) = cached.as_ref()
-            && at.elapsed() < self.sale_list_ttl
         {
-            return Ok(ids.clone());
+            if refresh && at.elapsed() < LIST_REFRESH_AFTER {
+                return Ok(None);
+            }
+            if !refresh && at.elapsed() < self.sale_list_ttl {
+                return Ok(Some(ids.clone()));
+            }
         }
         let now = clock::now_ms();
         let ids: Vec<SaleId> = self
@@ -454,7 +483,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         if let Ok(mut cached) = self.open_sales.lock() {
             *cached = Some((Instant::now(), ids.clone()));
         }
-        Ok(ids)
+        Ok(Some(ids))
     }
 }
 
@@ -528,4 +557,73 @@ fn nonce_from(now_ms: i64, caller: &UserId) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::memory::{MemoryCatalog, MemoryStock, test_sale};
+    use crate::domain::Quantity;
+    use crate::ports::{ReserveOutcome, ReserveRequest};
+
+    // A buyer's order of a sale created after the open sales were last
+    // listed was a 404 while `QUEUED` (until the 5 s list expired): the
+    // buyer page, which looks 2 s after the `202`, told the buyer it could
+    // not find the order (seen in CI's browser test, scenario g).
+    #[tokio::test]
+    async fn a_queued_order_of_a_sale_made_after_the_last_list_is_found() {
+        let catalog = MemoryCatalog::default();
+        let stock = MemoryStock::default();
+        let queries = OrderQueries::new(
+            catalog.orders(),
+            stock.clone(),
+            catalog.clone(),
+            Duration::from_secs(5),
+        );
+        let buyer = UserId::parse("u1").unwrap();
+        // A lookup lists the open sales: none yet.
+        let unknown = OrderId::parse("kffffffffffffffffffffffffffffffff").unwrap();
+        assert!(matches!(
+            queries.order(&unknown, &buyer).await,
+            Err(QueryError::NotFound)
+        ));
+
+        let sale = test_sale("s1", 10, 2).unwrap();
+        catalog.insert(sale.clone());
+        stock.load(sale.clone());
+        let ReserveOutcome::Reserved(r) = stock
+            .reserve(ReserveRequest {
+                sale_id: &sale.sale_id,
+                user_id: &buyer,
+                quantity: Quantity::new(1).unwrap(),
+                idempotency_key: None,
+                gate_nonce: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("not reserved");
+        };
+
+        // Polled as the page does, within the list's 5 s.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let found = loop {
+            match queries.order(&r.order_id, &buyer).await {
+                Ok(order) => break Some(order),
+                Err(QueryError::NotFound) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => break None,
+            }
+        };
+        let found = found.expect("the buyer's QUEUED order was not found");
+        assert_eq!(found.order_id, r.order_id);
+        // Someone else still gets the 404.
+        let other = UserId::parse("u2").unwrap();
+        assert!(matches!(
+            queries.order(&r.order_id, &other).await,
+            Err(QueryError::NotFound)
+        ));
+    }
 }
