@@ -185,6 +185,7 @@ pub fn demo_sale(id: &SaleId) -> Sale {
         gate: false,
         paused: false,
         price: None,
+        admission: None,
     }
 }
 

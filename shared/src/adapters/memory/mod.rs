@@ -87,5 +87,6 @@ pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain
         gate: false,
         paused: false,
         price: None,
+        admission: None,
     })
 }

@@ -16,6 +16,7 @@ fn sale(total: u32, limit: u32) -> Sale {
         gate: false,
         paused: false,
         price: None,
+        admission: None,
     }
 }
 

@@ -250,6 +250,7 @@ fn sale(shards: u32, gate: bool, paused: bool) -> Sale {
         gate,
         paused,
         price: None,
+        admission: None,
     }
 }
 
