@@ -74,6 +74,12 @@ pub enum ReserveOutcome {
     SoldOut {
         remaining: u32,
     },
+    /// A lottery window is open: the buyer holds a ticket (new, or the one
+    /// they got before) and no stock was taken.
+    Ticket {
+        quantity: Quantity,
+        at_ms: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -63,6 +63,32 @@ impl Accepted {
     }
 }
 
+/// A lottery window's ticket: what the buyer is told on 202 while the
+/// window is open (no order yet: the draw decides).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    pub sale_id: SaleId,
+    pub quantity: Quantity,
+}
+
+impl Ticket {
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "saleId": self.sale_id,
+            "quantity": self.quantity,
+            "status": "TICKET",
+        })
+    }
+}
+
+/// What a purchase that is not refused gets: an order, or during a lottery
+/// window a ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    Order(Accepted),
+    Ticket(Ticket),
+}
+
 /// Every way a purchase can be refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PurchaseError {
@@ -90,6 +116,11 @@ pub enum PurchaseError {
     RateLimited { retry_after_ms: u64 },
     #[error("gate pass missing, invalid or used")]
     GateRequired,
+    /// [`PurchaseService::purchase`] only, which promises an order: the
+    /// sale's lottery window gave a ticket instead ([`PurchaseService::admit`]
+    /// answers it).
+    #[error("a lottery ticket, not an order")]
+    TicketInstead,
 }
 
 impl From<PurchaseError> for ApiError {
@@ -122,6 +153,8 @@ impl From<PurchaseError> for ApiError {
             PurchaseError::RateLimited { retry_after_ms } => ApiError::RateLimited {
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
             },
+            // Never reaches a buyer: the handler calls `admit`.
+            PurchaseError::TicketInstead => ApiError::Internal,
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
             ),
@@ -348,7 +381,18 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
     }
 
+    /// A purchase that must end in an order (callers that know the sale
+    /// has no lottery window): a ticket is [`PurchaseError::TicketInstead`].
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        match self.admit(req).await? {
+            Admitted::Order(accepted) => Ok(accepted),
+            Admitted::Ticket(_) => Err(PurchaseError::TicketInstead),
+        }
+    }
+
+    /// The purchase route's use case: an order, a lottery ticket, or the
+    /// refusal.
+    pub async fn admit(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
         let now = std::time::Instant::now();
         let armed = self.flagged_sold_out(&req.sale_id, now);
         let flagged = armed.is_some();
@@ -397,7 +441,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             (ReserveOutcome::Reserved(_), true) => self.mark_sold_out(&req.sale_id, None),
             _ => {}
         }
-        match outcome {
+        let accepted = match outcome {
             ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
             // Without an Idempotency-Key a replay is this very call, run a
             // second time by the Redis client after a dropped connection:
@@ -424,7 +468,14 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 Err(PurchaseError::LimitExceeded { order_ids })
             }
             ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
-        }
+            ReserveOutcome::Ticket { quantity, .. } => {
+                return Ok(Admitted::Ticket(Ticket {
+                    sale_id: req.sale_id.clone(),
+                    quantity,
+                }));
+            }
+        };
+        accepted.map(Admitted::Order)
     }
 
     /// The send of a reservation a first run of the script made. Any

@@ -22,6 +22,8 @@ pub enum Outcome {
     Accepted,
     /// `202`: the retry of an accepted purchase (same `Idempotency-Key`).
     Replayed,
+    /// `202`: a lottery window's ticket (no order yet; the draw decides).
+    Ticket,
     SoldOut,
     LimitExceeded,
     RateLimited,
@@ -38,9 +40,10 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order the metrics write them.
-    pub const ALL: [Outcome; 14] = [
+    pub const ALL: [Outcome; 15] = [
         Self::Accepted,
         Self::Replayed,
+        Self::Ticket,
         Self::SoldOut,
         Self::LimitExceeded,
         Self::RateLimited,
@@ -61,6 +64,7 @@ impl Outcome {
         match self {
             Self::Accepted => "ACCEPTED",
             Self::Replayed => "REPLAYED",
+            Self::Ticket => "TICKET",
             Self::SoldOut => "SOLD_OUT",
             Self::LimitExceeded => "LIMIT_EXCEEDED",
             Self::RateLimited => "RATE_LIMITED",
@@ -86,10 +90,10 @@ impl Outcome {
         self as usize
     }
 
-    /// Whether the buyer got an order (`202`); every other outcome is a
-    /// refusal answered with its error code.
+    /// Whether the buyer got an order or a lottery ticket (`202`); every
+    /// other outcome is a refusal answered with its error code.
     pub const fn is_accepted(self) -> bool {
-        matches!(self, Self::Accepted | Self::Replayed)
+        matches!(self, Self::Accepted | Self::Replayed | Self::Ticket)
     }
 
     /// Whether the per-sale tally counts it: not `SALE_NOT_FOUND`, so junk
@@ -106,6 +110,7 @@ impl Outcome {
             self,
             Self::Accepted
                 | Self::Replayed
+                | Self::Ticket
                 | Self::SoldOut
                 | Self::LimitExceeded
                 | Self::RateLimited
@@ -168,7 +173,10 @@ mod tests {
             .into_iter()
             .filter(|o| o.is_accepted())
             .collect();
-        assert_eq!(accepted, [Outcome::Accepted, Outcome::Replayed]);
+        assert_eq!(
+            accepted,
+            [Outcome::Accepted, Outcome::Replayed, Outcome::Ticket]
+        );
         let untallied: Vec<_> = Outcome::ALL
             .into_iter()
             .filter(|o| !o.is_tallied())
@@ -180,6 +188,7 @@ mod tests {
             [
                 "ACCEPTED",
                 "REPLAYED",
+                "TICKET",
                 "SOLD_OUT",
                 "LIMIT_EXCEEDED",
                 "RATE_LIMITED",

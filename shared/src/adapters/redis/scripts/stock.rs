@@ -15,7 +15,7 @@ use redis::{Script, ToRedisArgs};
 pub(in super::super) struct PurchaseArgs<'a> {
     /// The buyer's key group: KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers,
     /// KEYS[4] resv, KEYS[5] userorders, KEYS[6] gateused, KEYS[7]
-    /// ratelimit, KEYS[8] keyed; and ARGV[11], the order id suffix
+    /// ratelimit, KEYS[8] keyed, KEYS[9] tickets; and ARGV[11], the order id suffix
     /// (`id_suffix`: "" for a sale of one shard, "-s<k>" for shard k).
     pub keys: &'a SaleKeys,
     /// ARGV[1] saleId.
@@ -53,6 +53,7 @@ impl ScriptCall for PurchaseArgs<'_> {
             &k.gate_used,
             &k.rate_limit,
             &k.keyed,
+            &k.tickets,
         ]
     }
 

@@ -132,6 +132,7 @@ fn purchase() {
             "gateused",
             "ratelimit",
             "keyed",
+            "tickets",
         ],
         &[
             "s", "u", "2", "idem", "nonce", "10.0.0.1", "10", "20", "30", "40", "-s3", "req",
