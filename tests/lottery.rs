@@ -2,14 +2,22 @@
 //! admin API (bounds, one shard, frozen from the start, the seed's
 //! commitment then the seed), and the window's meta in Redis; tickets
 //! during the window (one per buyer, no stock moved, refused like any
-//! purchase when paused or over the limit), first come first served after.
+//! purchase when paused or over the limit); the draw: exactly once under
+//! four concurrent drawers, resumed after a drawer stopped halfway, as the
+//! seed's replay says, every winner an order row; first come first served
+//! after it.
 
 use redis::AsyncCommands;
 use seckill_shared::adapters::redis::SaleKeys;
+use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::app::draw::{self, DrawError};
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
-use seckill_shared::domain::draw::DrawSeed;
-use seckill_tests::{LocalStack, StackClient, eventually, unique};
+use seckill_shared::domain::draw::{DrawSeed, draw_order};
+use seckill_shared::domain::{Admission, Sale};
+use seckill_tests::{
+    App, LocalStack, StackClient, eventually, invoke_writer, live_sale, sqs_event, unique,
+};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -222,4 +230,274 @@ async fn purchases_in_the_window_get_one_ticket_each_and_move_no_stock() {
     assert_eq!(ann["q"], 1);
     let at: i64 = ann["at"].as_str().unwrap().parse().unwrap();
     assert!((start..start + 3_000).contains(&at), "{ann}");
+}
+
+/// A one-shard sale with a window of `window` s from `start_in` ms from now.
+async fn lottery_sale(app: &App, stock: u32, limit: u32, start_in: i64, window: u32) -> Sale {
+    let mut sale = live_sale(stock, limit);
+    sale.start_ms = clock::now_ms() + start_in;
+    sale.end_ms = sale.start_ms + 3_600_000;
+    sale.admission = Some(Admission {
+        window_secs: window,
+        seed: DrawSeed::generate().unwrap(),
+    });
+    app.open_sale(&sale).await;
+    sale
+}
+
+/// The draw replayed from the recorded seed: who wins, as the script
+/// decides it (stock, then the per-user limit, in the seed's order).
+fn replay(sale: &Sale, tickets: &[(String, u32)]) -> Vec<String> {
+    let seed = &sale.admission.as_ref().unwrap().seed;
+    let holders: Vec<&str> = tickets.iter().map(|(u, _)| u.as_str()).collect();
+    let mut stock = sale.total_stock;
+    let mut winners = Vec::new();
+    for user in draw_order(seed, &holders) {
+        let q = tickets.iter().find(|(u, _)| *u == user).unwrap().1;
+        if q <= stock && q <= sale.per_user_limit {
+            stock -= q;
+            winners.push(user);
+        }
+    }
+    winners
+}
+
+fn queue_of(app: &App) -> SqsQueue {
+    SqsQueue::new(app.sqs.clone(), &app.queue_url)
+}
+
+/// The tickets as Redis holds them after the draw: user -> (r, o).
+async fn decided(app: &App, sale: &str) -> HashMap<String, (String, Option<String>)> {
+    let all: HashMap<String, String> = app
+        .redis
+        .clone()
+        .hgetall(&keys(sale).tickets)
+        .await
+        .unwrap();
+    all.into_iter()
+        .map(|(user, raw)| {
+            let t: serde_json::Value = serde_json::from_str(&raw).unwrap();
+            let r = t["r"].as_str().unwrap_or("").to_owned();
+            (user, (r, t["o"].as_str().map(str::to_owned)))
+        })
+        .collect()
+}
+
+/// Every ticket decided once, as the replay says; the stock sold exactly;
+/// nobody over the limit; each winner one reservation, one message, one row.
+async fn assert_drawn(app: &App, sale: &Sale, tickets: &[(String, u32)], messages: usize) {
+    let id = sale.sale_id.as_str();
+    let winners = replay(sale, tickets);
+    let decided = decided(app, id).await;
+    assert_eq!(decided.len(), tickets.len());
+    let mut won: Vec<&String> = decided
+        .iter()
+        .filter(|(_, (r, _))| r == "WON")
+        .map(|(u, _)| u)
+        .collect();
+    won.sort();
+    let mut want: Vec<&String> = winners.iter().collect();
+    want.sort();
+    assert_eq!(won, want, "the winners are the replay's");
+    assert!(
+        decided.values().all(|(r, _)| r == "WON" || r == "LOST"),
+        "{decided:?}"
+    );
+    let sold: u32 = winners
+        .iter()
+        .map(|w| tickets.iter().find(|(u, _)| u == w).unwrap().1)
+        .sum();
+    assert_eq!(
+        app.stock(id).await,
+        Some(i64::from(sale.total_stock - sold))
+    );
+    let resv = app.reservations(id).await;
+    assert_eq!(resv.len(), winners.len());
+    for (user, (r, order)) in &decided {
+        if r == "WON" {
+            let order = order.as_ref().unwrap();
+            assert_eq!(&resv[order].user_id, user);
+        }
+    }
+    let buyers = app.buyers(id).await;
+    assert_eq!(buyers.len(), winners.len());
+    assert!(
+        buyers
+            .values()
+            .all(|&n| n <= i64::from(sale.per_user_limit)),
+        "{buyers:?}"
+    );
+    assert_eq!(buyers.values().sum::<i64>(), i64::from(sold));
+    let meta = app
+        .redis
+        .clone()
+        .hgetall::<_, HashMap<String, String>>(&keys(id).meta)
+        .await
+        .unwrap();
+    assert_eq!(meta["drawDone"], "1");
+    assert_eq!(meta["drawPos"], tickets.len().to_string());
+
+    // The order-writer turns every won ticket into an order row, once.
+    let queued = app.take_messages().await;
+    assert_eq!(queued.len(), messages, "one message per winner: {queued:?}");
+    let records: Vec<(&str, &str)> = queued
+        .iter()
+        .map(|(m, b)| (m.as_str(), b.as_str()))
+        .collect();
+    let writer = app.writer().await;
+    for chunk in records.chunks(10) {
+        assert!(
+            invoke_writer(&writer, sqs_event(chunk))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let rows = app.orders().await;
+    let mut row_users: Vec<String> = rows.values().map(|o| o.user_id.to_string()).collect();
+    row_users.sort();
+    let mut want: Vec<String> = winners.clone();
+    want.sort();
+    assert_eq!(row_users, want);
+}
+
+async fn take_tickets(app: &App, sale: &Sale, tickets: &[(String, u32)]) {
+    for (user, q) in tickets {
+        let reply = app
+            .purchase(
+                sale.sale_id.as_str(),
+                user,
+                &format!(r#"{{"quantity": {q}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.body["status"].as_str()),
+            (202, Some("TICKET")),
+            "{user}: {:?}",
+            reply.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 10, 2, 300, 2).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..30).map(|i| (format!("b{i}"), 1 + i % 2)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let store = app.service.stock();
+    let queue = queue_of(&app);
+    // The window is open: no draw yet.
+    assert!(matches!(
+        draw::run(store, &queue, &id, 3, None).await,
+        Err(DrawError::WindowOpen)
+    ));
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+    // Closed, not drawn: nobody takes stock ahead of the tickets.
+    let late = app
+        .purchase(id.as_str(), "late", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (late.status, late.code()),
+        (503, "DRAWING"),
+        "{:?}",
+        late.body
+    );
+    assert_eq!(
+        late.headers.get("retry-after").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(app.stock(id.as_str()).await, Some(10));
+
+    let (a, b, c, d) = tokio::join!(
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+    );
+    let reports = [a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()];
+    assert!(reports.iter().all(|r| r.done), "{reports:?}");
+    assert_eq!(
+        reports.iter().map(|r| r.chunks).sum::<u64>(),
+        10,
+        "30 tickets, chunks of 3, each once: {reports:?}"
+    );
+    let winners = replay(&sale, &tickets).len();
+    assert_eq!(reports.iter().map(|r| r.won).sum::<u64>(), winners as u64);
+    assert_drawn(&app, &sale, &tickets, winners).await;
+    // A drawer after the end does nothing.
+    let again = draw::run(store, &queue, &id, 3, None).await.unwrap();
+    assert_eq!((again.chunks, again.done), (0, true));
+}
+
+#[tokio::test]
+async fn a_draw_stopped_after_one_chunk_is_finished_by_another_then_first_come_first_served() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 20, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..10).map(|i| (format!("t{i}"), 1)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+    let (store, queue) = (app.service.stock(), queue_of(&app));
+
+    // One chunk, then the drawer is gone.
+    let first = draw::run(store, &queue, &id, 4, Some(1)).await.unwrap();
+    assert_eq!((first.chunks, first.won, first.done), (1, 4, false));
+    let meta: HashMap<String, String> = app
+        .redis
+        .clone()
+        .hgetall(&keys(id.as_str()).meta)
+        .await
+        .unwrap();
+    assert_eq!(meta["drawPos"], "4");
+    assert!(!meta.contains_key("drawDone"));
+    let waiting = app.purchase(id.as_str(), "new", r#"{"quantity": 1}"#).await;
+    assert_eq!(waiting.code(), "DRAWING");
+
+    let rest = draw::run(store, &queue, &id, 4, None).await.unwrap();
+    assert_eq!((rest.chunks, rest.won, rest.done), (2, 6, true));
+    assert_drawn(&app, &sale, &tickets, 10).await;
+
+    // After the draw: first come, first served, the limit counting the
+    // tickets won.
+    let fcfs = app.purchase(id.as_str(), "new", r#"{"quantity": 1}"#).await;
+    assert_eq!(
+        (fcfs.status, fcfs.body["status"].as_str()),
+        (202, Some("QUEUED")),
+        "{:?}",
+        fcfs.body
+    );
+    assert_eq!(app.stock(id.as_str()).await, Some(9));
+    let holder = app.purchase(id.as_str(), "t0", r#"{"quantity": 1}"#).await;
+    assert_eq!(
+        (holder.status, holder.code()),
+        (409, "LIMIT_EXCEEDED"),
+        "{:?}",
+        holder.body
+    );
 }

@@ -40,7 +40,8 @@
 -- windowEndMs a purchase that passes the pause, the gate, the buyer's limit
 -- and the limiter takes no stock and records a ticket, one per buyer (a
 -- second purchase answers the same ticket); the draw (draw_chunk.lua)
--- decides the tickets after the window.
+-- decides the tickets after the window; until it is done, purchases are
+-- answered DRAWING, then first come, first served as without a window.
 -- The order of the checks is the cost of a refusal: the replay, a pause
 -- and a sell-out are decided from meta, stock and one HGET, before the
 -- clock; then the window, the gate and the buyer's limit, all reads; the
@@ -54,6 +55,7 @@
 --                   homes the home table or ""): nothing done
 --   {"RATE_LIMITED", retryAfterMs}
 --   {"TICKET", ticketJson}  a lottery window's ticket, new or the buyer's own
+--   {"DRAWING"}  the window has closed and the draw is not done yet
 -- When the limiter failed open, the reply (OK) is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
 --
@@ -71,7 +73,7 @@ end
 
 -- Only the fields a refusal needs: each one read is work on every call.
 local m = redis.call('HMGET', meta_key, 'startMs', 'endMs', 'perUserLimit', 'status',
-  'directory', 'gate', 'windowEndMs')
+  'directory', 'gate', 'windowEndMs', 'drawDone')
 if m[5] == '1' then
   -- The directory of a sharded sale: the caller learns the shard count and
   -- home table once and buys on the buyer's home shard from then on.
@@ -132,10 +134,15 @@ end
 
 -- A lottery window: the buyer's ticket, if they have one, is the answer
 -- (before the gate: their pass was used for it).
+-- After the window, nobody takes stock ahead of the tickets: DRAWING until
+-- the draw is done (draw_chunk.lua sets drawDone).
 local window_end = tonumber(m[7])
 local tickets_key = KEYS[9]
 local in_window = false
-if window_end and tickets_key and now < window_end then
+if window_end and tickets_key and m[8] ~= '1' then
+  if now >= window_end then
+    return {'DRAWING'}
+  end
   local ticket = redis.call('HGET', tickets_key, user)
   if ticket then
     return {'TICKET', ticket}

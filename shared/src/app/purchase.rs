@@ -121,6 +121,8 @@ pub enum PurchaseError {
     /// answers it).
     #[error("a lottery ticket, not an order")]
     TicketInstead,
+    #[error("the lottery draw is running")]
+    Drawing,
 }
 
 impl From<PurchaseError> for ApiError {
@@ -155,6 +157,7 @@ impl From<PurchaseError> for ApiError {
             },
             // Never reaches a buyer: the handler calls `admit`.
             PurchaseError::TicketInstead => ApiError::Internal,
+            PurchaseError::Drawing => ApiError::Drawing,
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
             ),
@@ -468,6 +471,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 Err(PurchaseError::LimitExceeded { order_ids })
             }
             ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
+            ReserveOutcome::Drawing => Err(PurchaseError::Drawing),
             ReserveOutcome::Ticket { quantity, .. } => {
                 return Ok(Admitted::Ticket(Ticket {
                     sale_id: req.sale_id.clone(),

@@ -30,6 +30,8 @@ pub enum Outcome {
     SaleNotStarted,
     SaleEnded,
     SalePaused,
+    /// `503`: a lottery window has closed and its draw is not done yet.
+    Drawing,
     SaleNotFound,
     InvalidRequest,
     Unauthenticated,
@@ -40,7 +42,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order the metrics write them.
-    pub const ALL: [Outcome; 15] = [
+    pub const ALL: [Outcome; 16] = [
         Self::Accepted,
         Self::Replayed,
         Self::Ticket,
@@ -50,6 +52,7 @@ impl Outcome {
         Self::SaleNotStarted,
         Self::SaleEnded,
         Self::SalePaused,
+        Self::Drawing,
         Self::SaleNotFound,
         Self::InvalidRequest,
         Self::Unauthenticated,
@@ -71,6 +74,7 @@ impl Outcome {
             Self::SaleNotStarted => "SALE_NOT_STARTED",
             Self::SaleEnded => "SALE_ENDED",
             Self::SalePaused => "SALE_PAUSED",
+            Self::Drawing => "DRAWING",
             Self::SaleNotFound => "SALE_NOT_FOUND",
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::Unauthenticated => "UNAUTHENTICATED",
@@ -117,6 +121,7 @@ impl Outcome {
                 | Self::SaleNotStarted
                 | Self::SaleEnded
                 | Self::SalePaused
+                | Self::Drawing
                 | Self::GateRequired
         )
     }
@@ -195,6 +200,7 @@ mod tests {
                 "SALE_NOT_STARTED",
                 "SALE_ENDED",
                 "SALE_PAUSED",
+                "DRAWING",
                 "GATE_REQUIRED",
             ]
         );

@@ -65,6 +65,7 @@ pub(super) fn parse_reserve_reply(
                 .map(parse_order_id)
                 .collect::<Result<_, _>>()?,
         }),
+        ["DRAWING"] => Ok(ReserveOutcome::Drawing),
         ["TICKET", ticket] => {
             let t: StoredTicket =
                 serde_json::from_str(ticket).map_err(|e| StoreError::Protocol(e.to_string()))?;
