@@ -262,6 +262,22 @@ fn replay(sale: &Sale, tickets: &[(String, u32)]) -> Vec<String> {
     winners
 }
 
+/// Takes the draw's lock as a purchase running the draw would.
+async fn hold_draw_lock(app: &App, sale: &str) -> String {
+    let key = format!("sale:{{{sale}}}:lock:draw");
+    let taken: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg("another-purchase")
+        .arg("NX")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(taken.is_some());
+    key
+}
+
 fn queue_of(app: &App) -> SqsQueue {
     SqsQueue::new(app.sqs.clone(), &app.queue_url)
 }
@@ -406,7 +422,9 @@ async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
         })
         .await
     );
-    // Closed, not drawn: nobody takes stock ahead of the tickets.
+    // Closed, not drawn: nobody takes stock ahead of the tickets. (Another
+    // purchase holds the draw's lock, so this one does not run it.)
+    let lock = hold_draw_lock(&app, id.as_str()).await;
     let late = app
         .purchase(id.as_str(), "late", r#"{"quantity": 1}"#)
         .await;
@@ -421,6 +439,7 @@ async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
         Some("1")
     );
     assert_eq!(app.stock(id.as_str()).await, Some(10));
+    let _: () = app.redis.clone().del(&lock).await.unwrap();
 
     let (a, b, c, d) = tokio::join!(
         draw::run(store, &queue, &id, 3, None),
@@ -476,8 +495,10 @@ async fn a_draw_stopped_after_one_chunk_is_finished_by_another_then_first_come_f
         .unwrap();
     assert_eq!(meta["drawPos"], "4");
     assert!(!meta.contains_key("drawDone"));
+    let lock = hold_draw_lock(&app, id.as_str()).await;
     let waiting = app.purchase(id.as_str(), "new", r#"{"quantity": 1}"#).await;
     assert_eq!(waiting.code(), "DRAWING");
+    let _: () = app.redis.clone().del(&lock).await.unwrap();
 
     let rest = draw::run(store, &queue, &id, 4, None).await.unwrap();
     assert_eq!((rest.chunks, rest.won, rest.done), (2, 6, true));
@@ -500,4 +521,58 @@ async fn a_draw_stopped_after_one_chunk_is_finished_by_another_then_first_come_f
         "{:?}",
         holder.body
     );
+}
+
+#[tokio::test]
+async fn the_first_purchase_after_the_window_runs_the_draw_then_buys() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 6, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..5).map(|i| (format!("p{i}"), 1)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+
+    // No drawer ran: this purchase draws every ticket, then buys the last unit.
+    let first = app
+        .purchase(id.as_str(), "after", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (first.status, first.body["status"].as_str()),
+        (202, Some("QUEUED")),
+        "{:?}",
+        first.body
+    );
+    let decided = decided(&app, id.as_str()).await;
+    assert_eq!(decided.len(), 5);
+    assert!(decided.values().all(|(r, _)| r == "WON"), "{decided:?}");
+    assert_eq!(app.stock(id.as_str()).await, Some(0));
+    let next = app
+        .purchase(id.as_str(), "later", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (next.status, next.code()),
+        (410, "SOLD_OUT"),
+        "{:?}",
+        next.body
+    );
+    // The lock was given back.
+    let held: bool = app
+        .redis
+        .clone()
+        .exists(format!("sale:{{{}}}:lock:draw", id.as_str()))
+        .await
+        .unwrap();
+    assert!(!held);
 }

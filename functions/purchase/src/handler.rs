@@ -8,7 +8,7 @@ use seckill_shared::domain::{IdempotencyKey, OrderId, Outcome, Quantity, SaleId}
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
+use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use serde::Deserialize;
 use std::convert::Infallible;
 use tracing::Instrument;
@@ -30,7 +30,7 @@ pub async fn handle<S, Q, C>(
     req: Request,
 ) -> Result<Response<Body>, Infallible>
 where
-    S: StockStore,
+    S: StockStore + DrawStore,
     Q: OrderQueue,
     C: SaleCatalog,
 {
@@ -73,7 +73,7 @@ async fn answer<S, Q, C>(
     request_id: Option<&str>,
 ) -> Answer
 where
-    S: StockStore,
+    S: StockStore + DrawStore,
     Q: OrderQueue,
     C: SaleCatalog,
 {
@@ -90,7 +90,7 @@ where
     };
     let span = tracing::Span::current();
     span.record("sale_id", parsed.sale_id.as_str());
-    match service.admit(&parsed).await {
+    match service.admit_or_draw(&parsed).await {
         Ok(Admitted::Ticket(ticket)) => {
             tracing::info!(
                 request_id = request_id.unwrap_or_default(),

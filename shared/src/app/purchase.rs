@@ -25,8 +25,8 @@ use crate::clock;
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::ports::{
-    OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
-    SendError, StockStore,
+    DrawStore, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
+    SaleCatalog, SendError, StockStore,
 };
 
 /// A purchase attempt, parsed at the edge.
@@ -564,6 +564,74 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 }
 
 /// The queue message of a reservation.
+/// How many chunks of a due draw one purchase runs before it answers: its
+/// latency stays bounded, and the next purchase carries on.
+pub const DRAW_CHUNKS_PER_CALL: u64 = 10;
+
+/// How long one purchase may hold the draw's lock: longer than its chunks
+/// take, short enough that a crashed holder delays the draw little.
+const DRAW_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl<S, Q, C> PurchaseService<S, Q, C>
+where
+    S: StockStore + DrawStore,
+    Q: OrderQueue,
+    C: SaleCatalog,
+{
+    /// The purchase route: [`Self::admit`]; when the sale's lottery window
+    /// has closed and its draw is not done (`DRAWING`), this purchase runs
+    /// part of the draw (one environment at a time, by a lock in Redis; the
+    /// draw's compare-and-set keeps it exact without one) and asks again,
+    /// once. The draw needs no scheduler: the first buyers after the window
+    /// run it.
+    pub async fn admit_or_draw(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
+        match self.admit(req).await {
+            Err(PurchaseError::Drawing) => {}
+            other => return other,
+        }
+        if self.drive_draw(&req.sale_id).await {
+            self.admit(req).await
+        } else {
+            Err(PurchaseError::Drawing)
+        }
+    }
+
+    /// Runs up to [`DRAW_CHUNKS_PER_CALL`] chunks of the draw if no other
+    /// purchase is; whether the draw is over.
+    async fn drive_draw(&self, sale_id: &SaleId) -> bool {
+        // Whose lock it is: only the holder gives it back.
+        let mut nonce = [0u8; 8];
+        let _ = aws_lc_rs::rand::fill(&mut nonce);
+        let token = format!("draw-{}-{}", clock::now_ms(), u64::from_le_bytes(nonce));
+        match self.stock.claim(sale_id, &token, DRAW_LOCK_TTL).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "draw lock unavailable");
+                return false;
+            }
+        }
+        let run = crate::app::draw::run(
+            &self.stock,
+            &self.queue,
+            sale_id,
+            crate::app::draw::CHUNK,
+            Some(DRAW_CHUNKS_PER_CALL),
+        )
+        .await;
+        if let Err(err) = self.stock.unclaim(sale_id, &token).await {
+            tracing::debug!(%sale_id, %err, "draw lock left to expire");
+        }
+        match run {
+            Ok(report) => report.done,
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "draw step failed; the next purchase retries");
+                false
+            }
+        }
+    }
+}
+
 fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
     OrderMessage {
         v: OrderMessage::VERSION,

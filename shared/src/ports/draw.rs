@@ -77,6 +77,22 @@ pub trait DrawStore: Send + Sync {
         order: &[String],
     ) -> impl Future<Output = Result<OrderStep, StoreError>> + Send;
 
+    /// Takes the lock that lets one purchase at a time run the draw
+    /// (`sale:{S}:lock:draw`, expiring after `ttl`); false when taken.
+    fn claim(
+        &self,
+        sale_id: &SaleId,
+        token: &str,
+        ttl: std::time::Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Gives the lock back, if `token` still holds it.
+    fn unclaim(
+        &self,
+        sale_id: &SaleId,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Decides up to `size` tickets from `pos`, only if the draw is at `pos`.
     fn decide_chunk(
         &self,

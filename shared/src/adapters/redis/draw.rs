@@ -49,6 +49,19 @@ impl DrawStore for RedisStock {
         self.bounded(call).await
     }
 
+    async fn claim(
+        &self,
+        sale_id: &SaleId,
+        token: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        self.try_lock(sale_id, "draw", token, ttl).await
+    }
+
+    async fn unclaim(&self, sale_id: &SaleId, token: &str) -> Result<(), StoreError> {
+        self.unlock(sale_id, "draw", token).await
+    }
+
     async fn record_order(
         &self,
         sale_id: &SaleId,
