@@ -8,13 +8,17 @@
 //! after it.
 
 use redis::AsyncCommands;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::adapters::redis::SaleKeys;
-use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
 use seckill_shared::app::draw::{self, DrawError};
+use seckill_shared::app::invariants::InvariantChecker;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::domain::draw::{DrawSeed, draw_order};
-use seckill_shared::domain::{Admission, Sale};
+use seckill_shared::domain::{Admission, OrderId, Sale};
 use seckill_tests::{
     App, LocalStack, StackClient, eventually, invoke_writer, live_sale, sqs_event, unique,
 };
@@ -278,6 +282,23 @@ async fn hold_draw_lock(app: &App, sale: &str) -> String {
     key
 }
 
+fn checker(app: &App) -> InvariantChecker {
+    InvariantChecker::new(
+        RedisStock::connect_lazy(&app.config.redis_url, Duration::from_secs(2)).unwrap(),
+        DynamoCatalog::new(app.db.clone(), &app.config.sales_table),
+        DynamoOrders::new(
+            app.db.clone(),
+            &app.config.orders_table,
+            &app.config.sales_table,
+        ),
+        SqsInspector::new(
+            app.sqs.clone(),
+            app.queue_url.clone(),
+            Some(app.dlq_url.clone()),
+        ),
+    )
+}
+
 fn queue_of(app: &App) -> SqsQueue {
     SqsQueue::new(app.sqs.clone(), &app.queue_url)
 }
@@ -375,6 +396,20 @@ async fn assert_drawn(app: &App, sale: &Sale, tickets: &[(String, u32)], message
     let mut want: Vec<String> = winners.clone();
     want.sort();
     assert_eq!(row_users, want);
+
+    // Every invariant of docs/design.md holds, the winners' orders being
+    // the ones their buyers were given.
+    let accepted: Vec<OrderId> = decided
+        .values()
+        .filter_map(|(_, o)| o.as_deref())
+        .map(|o| OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker(app)
+        .check_sale(&sale.sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
 }
 
 async fn take_tickets(app: &App, sale: &Sale, tickets: &[(String, u32)]) {
