@@ -109,6 +109,18 @@ async fn the_window_is_set_checked_frozen_and_its_seed_shown_after_it_closes() {
         "secret before the window closes: {made}"
     );
 
+    // The public view says there is a window and when it closes, never
+    // the seed.
+    let (status, view) = stack
+        .request("GET", &format!("/sales/{sale}"), &[], "")
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        view["admission"],
+        serde_json::json!({"window": 1, "windowEndAt": clock::rfc3339_ms(start + 1_000)})
+    );
+    assert!(!view.to_string().contains(&hash));
+
     // Redis holds the window's end and the seed the hash commits to.
     let m = meta(&stack, &sale).await;
     assert_eq!(m["windowEndMs"], (start + 1_000).to_string());

@@ -282,6 +282,12 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             // for a question only then (no wasted request per buyer at the
             // busiest moment).
             "gate": sale.gate,
+            // A lottery window: the buyer page says "you are in the draw"
+            // for a ticket, and when the draw starts. Never the seed.
+            "admission": sale.admission.as_ref().map(|a| serde_json::json!({
+                "window": a.window_secs,
+                "windowEndAt": sale.window_end_ms().map(clock::rfc3339_ms),
+            })),
         }))
     }
 
