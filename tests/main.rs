@@ -12,6 +12,7 @@
 //! - `sold_out`: the sold-out flag for page traffic.
 //! - `ratelimit`: the token buckets per buyer and per source address.
 //! - `gate`: the question before the purchase, and `gate` in the sale view.
+//! - `lottery`: the lottery window: its setting, tickets, the draw.
 //! - `subs`: any real `sub` as a user id.
 //! - `fuzz`: generated input for every parser of untrusted data.
 //!
@@ -59,6 +60,7 @@ mod iam;
 mod ledger;
 mod lifecycle;
 mod live;
+mod lottery;
 mod metrics;
 mod operators;
 mod order_index;

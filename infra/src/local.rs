@@ -186,6 +186,7 @@ pub fn demo_sale(id: &SaleId) -> Sale {
         paused: false,
         price: None,
         pow_bits: None,
+        admission: None,
     }
 }
 

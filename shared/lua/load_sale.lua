@@ -9,7 +9,10 @@
 --       these are a sharded sale's directory keys (meta only, no stock),
 --       ARGV[12]: the directory's home table ("" for the uniform hash),
 --       written only when the directory is created: buyers' counts live
---       on their home shards, so homes never move while the sale lives
+--       on their home shards, so homes never move while the sale lives;
+--       ARGV[13], ARGV[14]: a one-shard sale's lottery window, its end
+--       (windowEndMs) and the draw's seed (hex), or both "" for none
+--       (ARGV[10..12] are then "", "0", "": the whole sale)
 --
 -- If the sale is already loaded, its stock is never overwritten (that would
 -- sell it twice); only the window, limit, status and expiry are refreshed,
@@ -22,7 +25,12 @@ local meta_key, stock_key = KEYS[1], KEYS[2]
 local total, start_ms, end_ms, limit, shards, status, version, expire_at, gate =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] or '0'
 
-local initial = ARGV[10] or total
+-- A share of the stock is given for a shard only; "" means none.
+local share = ARGV[10]
+if share == '' then
+  share = nil
+end
+local initial = share or total
 local directory = ARGV[11] == '1'
 if directory then
   -- The directory of a sharded sale: meta only, so readers find the shards.
@@ -47,13 +55,25 @@ end
 local stock = redis.call('GET', stock_key)
 local fields = {'startMs', start_ms, 'endMs', end_ms, 'perUserLimit', limit,
   'status', status, 'expireAtMs', expire_at, 'gate', gate}
+-- The lottery window: purchase.lua hands out tickets until windowEndMs.
+-- The catalog never changes it (nor the seed) after the start.
+local window_end, seed = ARGV[13] or '', ARGV[14] or ''
+if window_end ~= '' then
+  if not tonumber(window_end) or string.len(seed) ~= 64 then
+    return redis.error_reply('ERR a lottery window needs its end (ms) and a 64-digit seed')
+  end
+  table.insert(fields, 'windowEndMs')
+  table.insert(fields, window_end)
+  table.insert(fields, 'drawSeed')
+  table.insert(fields, seed)
+end
 
 if stock and redis.call('EXISTS', meta_key) == 1 then
   -- A one-shard sale whose total was edited (allowed before its start):
   -- the stock moves by the same amount, once (the meta's total says
   -- whether it was applied). A shard holds a share, never edited.
   local was = tonumber(redis.call('HGET', meta_key, 'total'))
-  if not ARGV[10] and tonumber(shards) <= 1 and was and was ~= tonumber(total) then
+  if not share and tonumber(shards) <= 1 and was and was ~= tonumber(total) then
     stock = tostring(math.max(0, tonumber(stock) + tonumber(total) - was))
     redis.call('SET', stock_key, stock, 'KEEPTTL')
     -- A change of the stock: see snapshot_head.lua.
@@ -61,6 +81,10 @@ if stock and redis.call('EXISTS', meta_key) == 1 then
     redis.call('HINCRBY', meta_key, 'epoch', 1)
   end
   redis.call('HSET', meta_key, unpack(fields))
+  if window_end == '' then
+    -- A window removed before the start.
+    redis.call('HDEL', meta_key, 'windowEndMs', 'drawSeed')
+  end
   -- A changed endAt moves every key's expiry, not just these two.
   for _, key in ipairs(KEYS) do
     redis.call('PEXPIREAT', key, expire_at)

@@ -33,7 +33,15 @@
 -- KEYS[8] sale:{S}:keyed       string the filter of Idempotency-Key
 --                                    reservations (keyed.lua, prepended):
 --                                    a reservation under a key marks it
+-- KEYS[9] sale:{S}:tickets     hash  userId -> ticket JSON {q, at}: a
+--                                    lottery window's tickets
 --
+-- A sale with a lottery window (meta windowEndMs): from the start until
+-- windowEndMs a purchase that passes the pause, the gate, the buyer's limit
+-- and the limiter takes no stock and records a ticket, one per buyer (a
+-- second purchase answers the same ticket); the draw (draw_chunk.lua)
+-- decides the tickets after the window; until it is done, purchases are
+-- answered DRAWING, then first come, first served as without a window.
 -- The order of the checks is the cost of a refusal: the replay, a pause
 -- and a sell-out are decided from meta, stock and one HGET, before the
 -- clock; then the window, the gate and the buyer's limit, all reads; the
@@ -46,6 +54,8 @@
 --   {"SHARDED", n, homes}  these are a sharded sale's directory keys (n shards,
 --                   homes the home table or ""): nothing done
 --   {"RATE_LIMITED", retryAfterMs}
+--   {"TICKET", ticketJson}  a lottery window's ticket, new or the buyer's own
+--   {"DRAWING"}  the window has closed and the draw is not done yet
 -- When the limiter failed open, the reply (OK) is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
 --
@@ -63,7 +73,7 @@ end
 
 -- Only the fields a refusal needs: each one read is work on every call.
 local m = redis.call('HMGET', meta_key, 'startMs', 'endMs', 'perUserLimit', 'status',
-  'directory', 'gate')
+  'directory', 'gate', 'windowEndMs', 'drawDone')
 if m[5] == '1' then
   -- The directory of a sharded sale: the caller learns the shard count and
   -- home table once and buys on the buyer's home shard from then on.
@@ -122,6 +132,24 @@ if now >= end_ms then
   return {'ENDED'}
 end
 
+-- A lottery window: the buyer's ticket, if they have one, is the answer
+-- (before the gate: their pass was used for it).
+-- After the window, nobody takes stock ahead of the tickets: DRAWING until
+-- the draw is done (draw_chunk.lua sets drawDone).
+local window_end = tonumber(m[7])
+local tickets_key = KEYS[9]
+local in_window = false
+if window_end and tickets_key and m[8] ~= '1' then
+  if now >= window_end then
+    return {'DRAWING'}
+  end
+  local ticket = redis.call('HGET', tickets_key, user)
+  if ticket then
+    return {'TICKET', ticket}
+  end
+  in_window = true
+end
+
 -- A gated sale sells only to a verified pass, and each pass buys once.
 local gated = m[6] == '1'
 if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
@@ -161,6 +189,25 @@ local function reply(r)
     table.insert(r, 1, lf)
   end
   return r
+end
+
+if in_window then
+  -- No stock, no reservation: the draw decides. The ticket keeps the
+  -- quantity asked for and the time (for the record; the draw's order is
+  -- the seed's, not the arrival's).
+  local ticket = cjson.encode({ q = qty, at = tostring(now) })
+  redis.call('HSET', tickets_key, user, ticket)
+  if gated then
+    redis.call('HSET', gate_key, nonce, tostring(now))
+  end
+  local expire_at = tonumber(redis.call('HGET', meta_key, 'expireAtMs'))
+  if expire_at then
+    redis.call('PEXPIREAT', tickets_key, expire_at)
+    if gated then
+      redis.call('PEXPIREAT', gate_key, expire_at)
+    end
+  end
+  return reply({'TICKET', ticket})
 end
 
 local left = redis.call('DECRBY', stock_key, qty)

@@ -6,7 +6,9 @@
 --             expireAtMs
 -- ARGV[9]:    stock (this key group's share of the sale item's `available`)
 -- ARGV[10]:   gate (1 or 0)
--- ARGV[11]:   "1" for a sharded sale's directory keys (meta only), else ""
+-- ARGV[11]:   "1" for a sharded sale's directory keys (meta only), else
+--             "" or, for a sale with a lottery window, "windowEndMs|seed"
+--             (see load_sale.lua)
 -- For a directory: ARGV[12] is its home table ("" for the uniform hash).
 -- Otherwise:
 -- ARGV[12]:   ledgerSeq: the sale item's `returnSeq` read with `available`
@@ -42,6 +44,13 @@ if ARGV[11] == '1' then
   return {'LOADED', ARGV[12] or ''}
 end
 redis.call('HSET', meta_key, 'ledgerSeq', tonumber(ARGV[12]) or 0)
+if ARGV[11] ~= '' then
+  local window_end, seed = string.match(ARGV[11], '^(%d+)|(%x+)$')
+  if not window_end or string.len(seed) ~= 64 then
+    return redis.error_reply('ERR a lottery window is "windowEndMs|seed"')
+  end
+  redis.call('HSET', meta_key, 'windowEndMs', window_end, 'drawSeed', seed)
+end
 redis.call('SET', stock_key, tonumber(ARGV[9]))
 redis.call('DEL', buyers_key, uorders_key, resv_key)
 -- The filter holds exactly the reservations loaded here: a replay of

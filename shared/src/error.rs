@@ -39,6 +39,8 @@ pub enum ApiError {
         message: String,
         retry_after_secs: u64,
     },
+    #[error("the lottery draw is running; retry in a second")]
+    Drawing,
     #[error("no such order")]
     OrderNotFound,
     #[error("the payment window of this order has closed")]
@@ -82,7 +84,7 @@ impl ApiError {
             Self::SaleNotStarted { .. } => 425,
             Self::RateLimited { .. } => 429,
             Self::Internal => 500,
-            Self::SalePaused { .. } => 503,
+            Self::SalePaused { .. } | Self::Drawing => 503,
         }
     }
 
@@ -102,6 +104,7 @@ impl ApiError {
             Self::LimitExceeded { .. } => Outcome::LimitExceeded.as_str(),
             Self::RateLimited { .. } => Outcome::RateLimited.as_str(),
             Self::SalePaused { .. } => Outcome::SalePaused.as_str(),
+            Self::Drawing => Outcome::Drawing.as_str(),
             Self::Internal => Outcome::Internal.as_str(),
             Self::OrderNotFound => "ORDER_NOT_FOUND",
             Self::OrderExpired => "ORDER_EXPIRED",
@@ -129,6 +132,7 @@ impl ApiError {
                 retry_after_secs, ..
             } => Some(*retry_after_secs),
             Self::SaleNotStarted { retry_after_secs } => *retry_after_secs,
+            Self::Drawing => Some(1),
             _ => None,
         }
     }
@@ -229,6 +233,7 @@ mod tests {
             ApiError::SaleLoaded(""),
             ApiError::Conflict,
             ApiError::GateRequired,
+            ApiError::Drawing,
             ApiError::Internal,
         ];
         let statuses: std::collections::BTreeMap<Outcome, u16> = errors

@@ -5,7 +5,8 @@
 //! counters and reports ([`CatalogAdmin`]), the order ledger's reads
 //! ([`OrderLedger`]) and queue inspection ([`QueueInspector`]), declared in
 //! `ports/operations.rs` and re-exported here; and the
-//! payment store ([`PaymentStore`]: payments applied to orders, refunds).
+//! payment store ([`PaymentStore`]: payments applied to orders, refunds);
+//! the lottery draw's store ([`DrawStore`], `ports/draw.rs`).
 //! Real adapters live in [`crate::adapters`]; [`crate::adapters::memory`] has
 //! in-memory ones.
 //!
@@ -19,7 +20,9 @@ use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleI
 use std::collections::HashMap;
 use std::future::Future;
 
+mod draw;
 mod operations;
+pub use draw::*;
 pub use operations::*;
 
 /// One purchase attempt, already parsed.
@@ -73,6 +76,14 @@ pub enum ReserveOutcome {
     },
     SoldOut {
         remaining: u32,
+    },
+    /// A lottery window has closed and its draw is not done.
+    Drawing,
+    /// A lottery window is open: the buyer holds a ticket (new, or the one
+    /// they got before) and no stock was taken.
+    Ticket {
+        quantity: Quantity,
+        at_ms: i64,
     },
 }
 

@@ -125,6 +125,7 @@
     REJECTED: "Rejected",
     ACCEPTED: "Accepted",
     REPLAYED: "Replayed (same key)",
+    TICKET: "Lottery ticket",
     SOLD_OUT: "Sold out",
     LIMIT_EXCEEDED: "Limit reached",
     RATE_LIMITED: "Rate limited",
@@ -1327,7 +1328,8 @@
         const count = Number(n) || 0;
         if (code === "ACCEPTED") totals.accepted += count;
         else if (code === "SOLD_OUT") totals.soldOut += count;
-        else if (code !== "REPLAYED") totals.refused += count;
+        // A lottery ticket is neither an order nor a refusal.
+        else if (code !== "REPLAYED" && code !== "TICKET") totals.refused += count;
       }
       points.push(Object.assign({ at: b.atMs + BUCKET_MS }, totals));
     }

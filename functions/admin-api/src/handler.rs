@@ -258,6 +258,16 @@ pub(crate) fn record_body(
     body["status"] = serde_json::json!(status_of(sale, now));
     body["available"] = serde_json::json!(counters.available);
     body["sold"] = serde_json::json!(counters.sold);
+    // The draw's seed is a secret until the window closes (whoever knew it
+    // could pick user ids that draw first); before, its SHA-256 commits to
+    // it, so anyone can check afterwards that the draw used the seed fixed
+    // in advance.
+    if let (Some(admission), Some(closes)) = (&sale.admission, sale.window_end_ms()) {
+        body["drawSeedHash"] = serde_json::json!(admission.seed.commitment());
+        if now >= closes {
+            body["drawSeed"] = serde_json::json!(admission.seed.to_hex());
+        }
+    }
     body
 }
 
@@ -286,6 +296,7 @@ pub(crate) fn definition(sale: &seckill_shared::domain::Sale) -> serde_json::Val
         "powBits": sale.pow_bits,
         "paused": sale.paused,
         "price": seckill_shared::domain::money::Money::body_of(sale.price.as_ref()),
+        "admission": sale.admission.as_ref().map(|a| serde_json::json!({"window": a.window_secs})),
     })
 }
 

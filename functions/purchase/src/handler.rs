@@ -3,12 +3,12 @@
 //! `Idempotency-Key` header, the body. Bad input never reaches the domain.
 
 use lambda_http::{Body, Request, Response};
-use seckill_shared::app::purchase::{PurchaseRequest, PurchaseService};
+use seckill_shared::app::purchase::{Admitted, PurchaseRequest, PurchaseService};
 use seckill_shared::domain::{IdempotencyKey, OrderId, Outcome, Quantity, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
+use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use serde::Deserialize;
 use std::convert::Infallible;
 use tracing::Instrument;
@@ -30,7 +30,7 @@ pub async fn handle<S, Q, C>(
     req: Request,
 ) -> Result<Response<Body>, Infallible>
 where
-    S: StockStore,
+    S: StockStore + DrawStore,
     Q: OrderQueue,
     C: SaleCatalog,
 {
@@ -73,7 +73,7 @@ async fn answer<S, Q, C>(
     request_id: Option<&str>,
 ) -> Answer
 where
-    S: StockStore,
+    S: StockStore + DrawStore,
     Q: OrderQueue,
     C: SaleCatalog,
 {
@@ -90,8 +90,21 @@ where
     };
     let span = tracing::Span::current();
     span.record("sale_id", parsed.sale_id.as_str());
-    match service.purchase(&parsed).await {
-        Ok(accepted) => {
+    match service.admit_or_draw(&parsed).await {
+        Ok(Admitted::Ticket(ticket)) => {
+            tracing::info!(
+                request_id = request_id.unwrap_or_default(),
+                sale_id = %parsed.sale_id,
+                "lottery ticket"
+            );
+            Answer {
+                response: http::json(202, &ticket.body()),
+                outcome: Outcome::Ticket.as_str(),
+                sale_id: Some(parsed.sale_id),
+                order_id: None,
+            }
+        }
+        Ok(Admitted::Order(accepted)) => {
             span.record("order_id", accepted.order_id.as_str());
             let mut response = http::json(202, &accepted.body());
             let location = format!("/orders/{}", accepted.order_id);

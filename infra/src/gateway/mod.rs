@@ -38,7 +38,7 @@ use seckill_shared::adapters::sqs::SqsQueue;
 use seckill_shared::app::catalog_cache::CachedCatalog;
 use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::error::ApiError;
-use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
+use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use serde::Deserialize;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -132,7 +132,7 @@ pub async fn serve<S, Q, C>(
     gateway: Arc<Gateway<S, Q, C>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) where
-    S: StockStore + 'static,
+    S: StockStore + DrawStore + 'static,
     Q: OrderQueue + 'static,
     C: SaleCatalog + 'static,
 {
@@ -171,7 +171,7 @@ async fn handle<S, Q, C>(
     req: hyper::Request<Incoming>,
 ) -> HyperResponse
 where
-    S: StockStore,
+    S: StockStore + DrawStore,
     Q: OrderQueue,
     C: SaleCatalog,
 {

@@ -9,6 +9,7 @@
 //!   once per payment id) and the payment metrics.
 //! - [`catalog_cache`]: the per-environment cache in front of the catalog.
 //! - [`jobs`]: prewarm and the unpaid release.
+//! - [`draw`]: a lottery window's draw (order once, then chunks).
 //! - [`reconcile`]: compare the stores, repair what is provably safe.
 //! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
 //! - [`live`]: the operator dashboard's view of one sale.
@@ -24,6 +25,7 @@
 
 pub mod catalog_cache;
 pub mod console;
+pub mod draw;
 pub mod invariants;
 pub mod jobs;
 pub mod live;

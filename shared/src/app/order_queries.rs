@@ -345,6 +345,12 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             // The gate's kind: `null` for the arithmetic question, else
             // the proof of work's leading zero bits.
             "powBits": sale.pow_bits,
+            // A lottery window: the buyer page says "you are in the draw"
+            // for a ticket, and when the draw starts. Never the seed.
+            "admission": sale.admission.as_ref().map(|a| serde_json::json!({
+                "window": a.window_secs,
+                "windowEndAt": sale.window_end_ms().map(clock::rfc3339_ms),
+            })),
         }))
     }
 

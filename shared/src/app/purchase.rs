@@ -25,8 +25,8 @@ use crate::clock;
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::ports::{
-    OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest, SaleCatalog,
-    SendError, StockStore,
+    DrawStore, OrderQueue, ReleaseOutcome, Reservation, ReserveOutcome, ReserveRequest,
+    SaleCatalog, SendError, StockStore,
 };
 
 /// A purchase attempt, parsed at the edge.
@@ -63,6 +63,32 @@ impl Accepted {
     }
 }
 
+/// A lottery window's ticket: what the buyer is told on 202 while the
+/// window is open (no order yet: the draw decides).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    pub sale_id: SaleId,
+    pub quantity: Quantity,
+}
+
+impl Ticket {
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({
+            "saleId": self.sale_id,
+            "quantity": self.quantity,
+            "status": "TICKET",
+        })
+    }
+}
+
+/// What a purchase that is not refused gets: an order, or during a lottery
+/// window a ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    Order(Accepted),
+    Ticket(Ticket),
+}
+
 /// Every way a purchase can be refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PurchaseError {
@@ -90,6 +116,13 @@ pub enum PurchaseError {
     RateLimited { retry_after_ms: u64 },
     #[error("gate pass missing, invalid or used")]
     GateRequired,
+    /// [`PurchaseService::purchase`] only, which promises an order: the
+    /// sale's lottery window gave a ticket instead ([`PurchaseService::admit`]
+    /// answers it).
+    #[error("a lottery ticket, not an order")]
+    TicketInstead,
+    #[error("the lottery draw is running")]
+    Drawing,
 }
 
 impl From<PurchaseError> for ApiError {
@@ -122,6 +155,9 @@ impl From<PurchaseError> for ApiError {
             PurchaseError::RateLimited { retry_after_ms } => ApiError::RateLimited {
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
             },
+            // Never reaches a buyer: the handler calls `admit`.
+            PurchaseError::TicketInstead => ApiError::Internal,
+            PurchaseError::Drawing => ApiError::Drawing,
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
             ),
@@ -348,7 +384,18 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
     }
 
+    /// A purchase that must end in an order (callers that know the sale
+    /// has no lottery window): a ticket is [`PurchaseError::TicketInstead`].
     pub async fn purchase(&self, req: &PurchaseRequest) -> Result<Accepted, PurchaseError> {
+        match self.admit(req).await? {
+            Admitted::Order(accepted) => Ok(accepted),
+            Admitted::Ticket(_) => Err(PurchaseError::TicketInstead),
+        }
+    }
+
+    /// The purchase route's use case: an order, a lottery ticket, or the
+    /// refusal.
+    pub async fn admit(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
         let now = std::time::Instant::now();
         let armed = self.flagged_sold_out(&req.sale_id, now);
         let flagged = armed.is_some();
@@ -397,7 +444,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             (ReserveOutcome::Reserved(_), true) => self.mark_sold_out(&req.sale_id, None),
             _ => {}
         }
-        match outcome {
+        let accepted = match outcome {
             ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
             // Without an Idempotency-Key a replay is this very call, run a
             // second time by the Redis client after a dropped connection:
@@ -424,7 +471,15 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 Err(PurchaseError::LimitExceeded { order_ids })
             }
             ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
-        }
+            ReserveOutcome::Drawing => Err(PurchaseError::Drawing),
+            ReserveOutcome::Ticket { quantity, .. } => {
+                return Ok(Admitted::Ticket(Ticket {
+                    sale_id: req.sale_id.clone(),
+                    quantity,
+                }));
+            }
+        };
+        accepted.map(Admitted::Order)
     }
 
     /// The send of a reservation a first run of the script made. Any
@@ -509,6 +564,74 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
 }
 
 /// The queue message of a reservation.
+/// How many chunks of a due draw one purchase runs before it answers: its
+/// latency stays bounded, and the next purchase carries on.
+pub const DRAW_CHUNKS_PER_CALL: u64 = 10;
+
+/// How long one purchase may hold the draw's lock: longer than its chunks
+/// take, short enough that a crashed holder delays the draw little.
+const DRAW_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl<S, Q, C> PurchaseService<S, Q, C>
+where
+    S: StockStore + DrawStore,
+    Q: OrderQueue,
+    C: SaleCatalog,
+{
+    /// The purchase route: [`Self::admit`]; when the sale's lottery window
+    /// has closed and its draw is not done (`DRAWING`), this purchase runs
+    /// part of the draw (one environment at a time, by a lock in Redis; the
+    /// draw's compare-and-set keeps it exact without one) and asks again,
+    /// once. The draw needs no scheduler: the first buyers after the window
+    /// run it.
+    pub async fn admit_or_draw(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
+        match self.admit(req).await {
+            Err(PurchaseError::Drawing) => {}
+            other => return other,
+        }
+        if self.drive_draw(&req.sale_id).await {
+            self.admit(req).await
+        } else {
+            Err(PurchaseError::Drawing)
+        }
+    }
+
+    /// Runs up to [`DRAW_CHUNKS_PER_CALL`] chunks of the draw if no other
+    /// purchase is; whether the draw is over.
+    async fn drive_draw(&self, sale_id: &SaleId) -> bool {
+        // Whose lock it is: only the holder gives it back.
+        let mut nonce = [0u8; 8];
+        let _ = aws_lc_rs::rand::fill(&mut nonce);
+        let token = format!("draw-{}-{}", clock::now_ms(), u64::from_le_bytes(nonce));
+        match self.stock.claim(sale_id, &token, DRAW_LOCK_TTL).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "draw lock unavailable");
+                return false;
+            }
+        }
+        let run = crate::app::draw::run(
+            &self.stock,
+            &self.queue,
+            sale_id,
+            crate::app::draw::CHUNK,
+            Some(DRAW_CHUNKS_PER_CALL),
+        )
+        .await;
+        if let Err(err) = self.stock.unclaim(sale_id, &token).await {
+            tracing::debug!(%sale_id, %err, "draw lock left to expire");
+        }
+        match run {
+            Ok(report) => report.done,
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "draw step failed; the next purchase retries");
+                false
+            }
+        }
+    }
+}
+
 fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
     OrderMessage {
         v: OrderMessage::VERSION,

@@ -8,6 +8,7 @@
 //!   for how long empty shards are not looked at again.
 //! - [`gate`]: the sale gate's questions and passes (HMAC, stateless).
 //! - [`pow`]: the gate's proof-of-work challenge (a sale with `powBits`).
+//! - [`draw`]: the lottery window's seed and draw order (HMAC of the seed).
 //! - [`keyed_filter`]: the bit logic of the sold-out fast path for keyed
 //!   requests.
 //! - [`orders`]: order states, reject reasons and the order row.
@@ -21,6 +22,7 @@
 //!   (metrics, tally, live view and error codes derive from it).
 
 pub mod borrowing;
+pub mod draw;
 pub mod gate;
 pub mod keyed_filter;
 pub mod ledger;

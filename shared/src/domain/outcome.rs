@@ -22,12 +22,16 @@ pub enum Outcome {
     Accepted,
     /// `202`: the retry of an accepted purchase (same `Idempotency-Key`).
     Replayed,
+    /// `202`: a lottery window's ticket (no order yet; the draw decides).
+    Ticket,
     SoldOut,
     LimitExceeded,
     RateLimited,
     SaleNotStarted,
     SaleEnded,
     SalePaused,
+    /// `503`: a lottery window has closed and its draw is not done yet.
+    Drawing,
     SaleNotFound,
     InvalidRequest,
     Unauthenticated,
@@ -38,15 +42,17 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order the metrics write them.
-    pub const ALL: [Outcome; 14] = [
+    pub const ALL: [Outcome; 16] = [
         Self::Accepted,
         Self::Replayed,
+        Self::Ticket,
         Self::SoldOut,
         Self::LimitExceeded,
         Self::RateLimited,
         Self::SaleNotStarted,
         Self::SaleEnded,
         Self::SalePaused,
+        Self::Drawing,
         Self::SaleNotFound,
         Self::InvalidRequest,
         Self::Unauthenticated,
@@ -61,12 +67,14 @@ impl Outcome {
         match self {
             Self::Accepted => "ACCEPTED",
             Self::Replayed => "REPLAYED",
+            Self::Ticket => "TICKET",
             Self::SoldOut => "SOLD_OUT",
             Self::LimitExceeded => "LIMIT_EXCEEDED",
             Self::RateLimited => "RATE_LIMITED",
             Self::SaleNotStarted => "SALE_NOT_STARTED",
             Self::SaleEnded => "SALE_ENDED",
             Self::SalePaused => "SALE_PAUSED",
+            Self::Drawing => "DRAWING",
             Self::SaleNotFound => "SALE_NOT_FOUND",
             Self::InvalidRequest => "INVALID_REQUEST",
             Self::Unauthenticated => "UNAUTHENTICATED",
@@ -86,10 +94,10 @@ impl Outcome {
         self as usize
     }
 
-    /// Whether the buyer got an order (`202`); every other outcome is a
-    /// refusal answered with its error code.
+    /// Whether the buyer got an order or a lottery ticket (`202`); every
+    /// other outcome is a refusal answered with its error code.
     pub const fn is_accepted(self) -> bool {
-        matches!(self, Self::Accepted | Self::Replayed)
+        matches!(self, Self::Accepted | Self::Replayed | Self::Ticket)
     }
 
     /// Whether the per-sale tally counts it: not `SALE_NOT_FOUND`, so junk
@@ -106,12 +114,14 @@ impl Outcome {
             self,
             Self::Accepted
                 | Self::Replayed
+                | Self::Ticket
                 | Self::SoldOut
                 | Self::LimitExceeded
                 | Self::RateLimited
                 | Self::SaleNotStarted
                 | Self::SaleEnded
                 | Self::SalePaused
+                | Self::Drawing
                 | Self::GateRequired
         )
     }
@@ -168,7 +178,10 @@ mod tests {
             .into_iter()
             .filter(|o| o.is_accepted())
             .collect();
-        assert_eq!(accepted, [Outcome::Accepted, Outcome::Replayed]);
+        assert_eq!(
+            accepted,
+            [Outcome::Accepted, Outcome::Replayed, Outcome::Ticket]
+        );
         let untallied: Vec<_> = Outcome::ALL
             .into_iter()
             .filter(|o| !o.is_tallied())
@@ -180,12 +193,14 @@ mod tests {
             [
                 "ACCEPTED",
                 "REPLAYED",
+                "TICKET",
                 "SOLD_OUT",
                 "LIMIT_EXCEEDED",
                 "RATE_LIMITED",
                 "SALE_NOT_STARTED",
                 "SALE_ENDED",
                 "SALE_PAUSED",
+                "DRAWING",
                 "GATE_REQUIRED",
             ]
         );

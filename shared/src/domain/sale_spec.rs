@@ -3,7 +3,8 @@
 //! that exists ([`edit_refusal`]).
 
 use crate::clock;
-use crate::domain::{Quantity, Sale, SaleId};
+use crate::domain::draw::DrawSeed;
+use crate::domain::{Admission, Quantity, Sale, SaleId};
 
 /// Bounds of the admin contract.
 pub const MAX_TOTAL_STOCK: u64 = 10_000_000;
@@ -11,7 +12,10 @@ pub const MAX_SHARDS: u64 = 64;
 pub const PAYMENT_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
 pub const DEFAULT_PAYMENT_WINDOW_SECS: u32 = 900;
 
-const FIELDS: [&str; 10] = [
+/// Bounds of a lottery window (`admission.window`), seconds after the start.
+pub const ADMISSION_WINDOW_SECS: std::ops::RangeInclusive<u64> = 1..=10;
+
+const FIELDS: [&str; 11] = [
     "name",
     "totalStock",
     "startAt",
@@ -22,6 +26,7 @@ const FIELDS: [&str; 10] = [
     "gate",
     "price",
     "powBits",
+    "admission",
 ];
 
 /// Parses and validates a sale definition. The message of the error names
@@ -102,6 +107,7 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         return Err("powBits needs the gate: drop gate: false (powBits turns the gate on)".into());
     }
     let gate = gate || pow_bits.is_some();
+    let admission = parse_admission(obj.get("admission"), shards)?;
     // The ranges above are all within u32.
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(Sale {
@@ -119,14 +125,63 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
         paused: false,
         price,
         pow_bits,
+        admission,
     })
+}
+
+/// `admission`: absent or null for first come, first served; else
+/// `{"window": W}`. A fresh seed comes with it; the catalog keeps the one
+/// already recorded when the sale has one ([`keep_seed`]).
+fn parse_admission(
+    value: Option<&serde_json::Value>,
+    shards: u64,
+) -> Result<Option<Admission>, String> {
+    let obj = match value {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::Object(obj)) => obj,
+        Some(_) => return Err("admission must be an object {\"window\": seconds} or null".into()),
+    };
+    if let Some(unknown) = obj.keys().find(|k| k.as_str() != "window") {
+        return Err(format!(
+            "unknown field admission.{unknown}; allowed: admission.window"
+        ));
+    }
+    let window = obj
+        .get("window")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|w| ADMISSION_WINDOW_SECS.contains(w))
+        .ok_or_else(|| {
+            format!(
+                "admission.window must be an integer from {} to {} (seconds after the start)",
+                ADMISSION_WINDOW_SECS.start(),
+                ADMISSION_WINDOW_SECS.end()
+            )
+        })?;
+    // The draw decides tickets against one stock and one buyer count;
+    // across shards it would have to borrow per ticket. Not yet.
+    if shards > 1 {
+        return Err("admission.window is for sales of one shard (shards: 1) only".into());
+    }
+    let seed = DrawSeed::generate().map_err(|e| e.to_string())?;
+    Ok(Some(Admission {
+        window_secs: u32::try_from(window).unwrap_or(u32::MAX),
+        seed,
+    }))
+}
+
+/// An edit of a sale that has a seed keeps it: the seed's commitment may
+/// have been shown, and a draw must be replayable from the recorded seed.
+pub fn keep_seed(current: &Sale, edit: &mut Sale) {
+    if let (Some(old), Some(new)) = (&current.admission, &mut edit.admission) {
+        new.seed = old.seed.clone();
+    }
 }
 
 /// Why an edit of an existing sale is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EditRefusal {
-    /// The sale has started: its stock, shards, start and price can no
-    /// longer change.
+    /// The sale has started: its stock, shards, start, price and
+    /// admission can no longer change.
     Started,
     /// The sale is loaded into Redis and the edit cannot follow it there
     /// exactly; why, for the operator.
@@ -148,8 +203,14 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
     // The proof of work's difficulty is frozen too: challenges served
     // from the start were computed with it.
     let price_changed = current.price != edit.price || current.pow_bits != edit.pow_bits;
+    // The window (and so its seed) is part of how buyers were admitted.
+    let admission_changed = current.admission != edit.admission;
     if started
-        && (stock_changed || shards_changed || price_changed || current.start_ms != edit.start_ms)
+        && (stock_changed
+            || shards_changed
+            || price_changed
+            || admission_changed
+            || current.start_ms != edit.start_ms)
     {
         Some(EditRefusal::Started)
     } else if loaded && shards_changed {
@@ -243,6 +304,67 @@ mod tests {
 
     fn parse(v: &serde_json::Value) -> Result<Sale, String> {
         parse_sale(&SaleId::parse("s").unwrap(), v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn a_lottery_window_is_one_to_ten_seconds_on_one_shard() {
+        let mut v = good();
+        v["admission"] = serde_json::json!({"window": 3});
+        let sale = parse(&v).unwrap();
+        let admission = sale.admission.clone().unwrap();
+        assert_eq!(admission.window_secs, 3);
+        assert_eq!(sale.window_end_ms(), Some(sale.start_ms + 3_000));
+        assert_ne!(parse(&v).unwrap().admission.unwrap().seed, admission.seed);
+        v["admission"] = serde_json::Value::Null;
+        assert_eq!(parse(&v).unwrap().admission, None);
+        for bad in [
+            serde_json::json!({"window": 0}),
+            serde_json::json!({"window": 11}),
+            serde_json::json!({"window": 2.5}),
+            serde_json::json!({"window": "3"}),
+            serde_json::json!({}),
+            serde_json::json!({"window": 3, "seed": "00"}),
+            serde_json::json!(3),
+        ] {
+            v["admission"] = bad.clone();
+            let err = parse(&v).unwrap_err();
+            assert!(err.contains("admission"), "{bad}: {err}");
+        }
+        v["admission"] = serde_json::json!({"window": 3});
+        v["shards"] = serde_json::json!(2);
+        assert!(parse(&v).unwrap_err().contains("admission.window"));
+    }
+
+    #[test]
+    fn the_window_and_its_seed_are_frozen_from_the_start() {
+        let mut v = good();
+        v["admission"] = serde_json::json!({"window": 3});
+        let current = parse(&v).unwrap();
+        let mut edit = parse(&v).unwrap();
+        assert_ne!(edit, current, "a fresh seed");
+        keep_seed(&current, &mut edit);
+        assert_eq!(edit, current);
+        let during = current.start_ms;
+        assert_eq!(edit_refusal(&current, &edit, during, true), None);
+        let mut longer = edit.clone();
+        longer.admission.as_mut().unwrap().window_secs = 4;
+        assert_eq!(
+            edit_refusal(&current, &longer, during, true),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(edit_refusal(&current, &longer, during - 1, true), None);
+        let none = Sale {
+            admission: None,
+            ..current.clone()
+        };
+        assert_eq!(
+            edit_refusal(&current, &none, during, true),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(
+            edit_refusal(&none, &current, during, true),
+            Some(EditRefusal::Started)
+        );
     }
 
     #[test]

@@ -206,6 +206,20 @@ pub struct Sale {
     /// bits instead of the arithmetic question (`gate` is then true);
     /// frozen from the start, like the price.
     pub pow_bits: Option<u8>,
+    /// The lottery window, when the sale has one: purchases in the first
+    /// seconds after the start get tickets, drawn when it closes. Frozen
+    /// from the start, like the price.
+    pub admission: Option<Admission>,
+}
+
+/// A sale's lottery window: its length and the seed of its draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// Seconds after the start during which purchases get tickets.
+    pub window_secs: u32,
+    /// Drawn when the window is set, kept with the sale, never changed
+    /// once the sale has started.
+    pub seed: crate::domain::draw::DrawSeed,
 }
 
 /// Where a sale stands at a given instant, by its configured window.
@@ -225,6 +239,13 @@ impl Sale {
         } else {
             SalePhase::Live
         }
+    }
+
+    /// When the lottery window closes (epoch ms), for a sale with one.
+    pub fn window_end_ms(&self) -> Option<i64> {
+        self.admission
+            .as_ref()
+            .map(|a| self.start_ms + i64::from(a.window_secs) * 1000)
     }
 }
 
@@ -354,6 +375,7 @@ mod tests {
             paused: false,
             price: None,
             pow_bits: None,
+            admission: None,
         };
         assert_eq!(sale.phase_at(9), SalePhase::NotStarted);
         assert_eq!(sale.phase_at(10), SalePhase::Live);

@@ -14,7 +14,7 @@ use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
 use seckill_shared::observe::metrics;
-use seckill_shared::ports::{OrderQueue, SaleCatalog, StockStore};
+use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -214,7 +214,7 @@ pub(crate) async fn drive<S, Q, C>(
     concurrency: usize,
 ) -> Result<Stats, BoxError>
 where
-    S: StockStore + 'static,
+    S: StockStore + DrawStore + 'static,
     Q: OrderQueue + 'static,
     C: SaleCatalog + 'static,
 {

@@ -3,13 +3,16 @@
 //! Item shape: `saleId` (key), `name`, `totalStock`, `startAt`, `endAt`
 //! (RFC 3339 UTC), `perUserLimit`, `paymentWindowSeconds`, `shards`, `gate`,
 //! `price` (a map `{amount: N, currency: S}`, or NULL / absent for a sale
-//! without a price), and the counters `available` and `sold`, which only conditional updates
+//! without a price), `admissionWindow` (seconds) and `drawSeed` (64 hex
+//! digits) for a sale with a lottery window (NULL or absent without one),
+//! and the counters `available` and `sold`, which only conditional updates
 //! change (`available >= :q`).
 
 use crate::clock;
+use crate::domain::draw::DrawSeed;
 use crate::domain::money::{Currency, Money};
-use crate::domain::sale_spec::{EditRefusal, edit_refusal};
-use crate::domain::{Sale, SaleId};
+use crate::domain::sale_spec::{EditRefusal, edit_refusal, keep_seed};
+use crate::domain::{Admission, Sale, SaleId};
 use crate::ports::{CatalogError, SaleCatalog};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -148,6 +151,9 @@ impl DynamoCatalog {
         let Some((current, counters)) = self.get_record(&sale.sale_id).await? else {
             return Ok((Upsert::Conflict, None));
         };
+        let mut sale = sale.clone();
+        keep_seed(&current, &mut sale);
+        let sale = &sale;
         if let Some(refusal) = edit_refusal(&current, sale, now_ms, counters.loaded) {
             let refusal = match refusal {
                 EditRefusal::Started => Upsert::StartedStockChange,
@@ -165,7 +171,8 @@ impl DynamoCatalog {
             .update_expression(
                 "SET #n = :name, totalStock = :total, startAt = :start, endAt = :end, \
                  perUserLimit = :limit, paymentWindowSeconds = :window, shards = :shards, \
-                 gate = :gate, price = :price, powBits = :pow, available = :total - sold, \
+                 gate = :gate, price = :price, powBits = :pow, admissionWindow = :admission, \
+                 drawSeed = :seed, available = :total - sold, \
                  version = version + :one",
             )
             .condition_expression("version = :version AND sold <= :total")
@@ -180,6 +187,8 @@ impl DynamoCatalog {
             .expression_attribute_values(":gate", get("gate"))
             .expression_attribute_values(":price", get("price"))
             .expression_attribute_values(":pow", get("powBits"))
+            .expression_attribute_values(":admission", get("admissionWindow"))
+            .expression_attribute_values(":seed", get("drawSeed"))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(
                 ":version",
@@ -422,7 +431,7 @@ impl SaleCatalog for DynamoCatalog {
 
 /// The attributes the operator's list reads (each under an alias: some
 /// are reserved words). `price` is read when the item has one.
-const LISTED: [(&str, &str); 17] = [
+const LISTED: [(&str, &str); 19] = [
     ("#k", "saleId"),
     ("#n", "name"),
     ("#t", "totalStock"),
@@ -440,6 +449,8 @@ const LISTED: [(&str, &str); 17] = [
     ("#m", "loadedAtMs"),
     ("#c", "price"),
     ("#b", "powBits"),
+    ("#x", "admissionWindow"),
+    ("#d", "drawSeed"),
 ];
 
 /// The counters of a sale item.
@@ -491,7 +502,43 @@ pub fn sale_to_item(sale: &Sale) -> Item {
     if let Some(bits) = sale.pow_bits {
         item.insert("powBits".into(), AttributeValue::N(bits.to_string()));
     }
+    if let Some(admission) = &sale.admission {
+        item.insert("admissionWindow".into(), n(admission.window_secs));
+        item.insert(
+            "drawSeed".into(),
+            AttributeValue::S(admission.seed.to_hex()),
+        );
+    }
     item
+}
+
+/// The lottery window of a sale item: both attributes or neither.
+fn admission_from_item(item: &Item) -> Result<Option<Admission>, CatalogError> {
+    let window = match item.get("admissionWindow") {
+        None | Some(AttributeValue::Null(_)) => return Ok(None),
+        Some(AttributeValue::N(v)) => v
+            .parse::<u32>()
+            .map_err(|_| CatalogError::Malformed("admissionWindow is not a count".into()))?,
+        Some(_) => {
+            return Err(CatalogError::Malformed(
+                "admissionWindow is not a number".into(),
+            ));
+        }
+    };
+    let seed = match item.get("drawSeed") {
+        Some(AttributeValue::S(hex)) => {
+            DrawSeed::parse_hex(hex).map_err(|e| CatalogError::Malformed(e.to_string()))?
+        }
+        _ => {
+            return Err(CatalogError::Malformed(
+                "drawSeed missing for a lottery window".into(),
+            ));
+        }
+    };
+    Ok(Some(Admission {
+        window_secs: window,
+        seed,
+    }))
 }
 
 /// A price or an amount as a DynamoDB map `{amount: N, currency: S}`.
@@ -568,6 +615,7 @@ pub fn sale_from_item(item: &Item) -> Result<Sale, CatalogError> {
             ),
             Some(_) => return Err(CatalogError::Malformed("powBits is not a number".into())),
         },
+        admission: admission_from_item(item)?,
     })
 }
 
@@ -590,9 +638,18 @@ mod tests {
             paused: false,
             price: None,
             pow_bits: None,
+            admission: None,
         };
         let item = sale_to_item(&sale);
         assert_eq!(sale_from_item(&item).unwrap(), sale);
+        let drawn = Sale {
+            admission: Some(Admission {
+                window_secs: 3,
+                seed: DrawSeed::from_bytes([7; 32]),
+            }),
+            ..sale.clone()
+        };
+        assert_eq!(sale_from_item(&sale_to_item(&drawn)).unwrap(), drawn);
         let priced = Sale {
             price: Some(Money {
                 amount: 1999,

@@ -88,5 +88,6 @@ pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain
         paused: false,
         price: None,
         pow_bits: None,
+        admission: None,
     })
 }

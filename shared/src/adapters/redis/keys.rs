@@ -30,6 +30,11 @@ pub struct SaleKeys {
     /// Purchase answers by outcome, for the operator dashboard. Used on
     /// the sale's own tag only (a sharded sale's directory), never per shard.
     pub outcomes: String,
+    /// A lottery window's tickets: userId -> `{"q","at"}`, and after the
+    /// draw decided it, also `"r"` (`WON`/`LOST`) and `"o"` (the order id).
+    pub tickets: String,
+    /// The draw's order: a list of the ticket holders, written once.
+    pub draw_order: String,
     /// What the purchase script appends to the order ids it makes here.
     pub id_suffix: String,
 }
@@ -76,6 +81,8 @@ impl SaleKeys {
             lent: key("lent"),
             received: key("received"),
             outcomes: key("outcomes"),
+            tickets: key("tickets"),
+            draw_order: key("drawq"),
             id_suffix,
         }
     }

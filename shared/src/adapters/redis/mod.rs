@@ -57,6 +57,7 @@
 mod admin;
 mod admin_port;
 mod connection;
+mod draw;
 mod funnel;
 mod keys;
 mod rebuild;

@@ -7,6 +7,14 @@ use crate::ports::{Reservation, ReserveOutcome, StockView, StoreError};
 
 pub use crate::domain::stock_state::StoredReservation;
 
+/// A lottery ticket as `purchase.lua` records it: the quantity asked for
+/// and when (ms).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct StoredTicket {
+    pub q: u64,
+    pub at: String,
+}
+
 /// One key group's stock, buyers, reservations and the transfers it received.
 pub(super) struct SnapshotPart {
     pub(super) stock: i64,
@@ -57,6 +65,15 @@ pub(super) fn parse_reserve_reply(
                 .map(parse_order_id)
                 .collect::<Result<_, _>>()?,
         }),
+        ["DRAWING"] => Ok(ReserveOutcome::Drawing),
+        ["TICKET", ticket] => {
+            let t: StoredTicket =
+                serde_json::from_str(ticket).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            Ok(ReserveOutcome::Ticket {
+                quantity: Quantity::new(t.q).map_err(|e| StoreError::Protocol(e.to_string()))?,
+                at_ms: parse_i64(&t.at)?,
+            })
+        }
         ["SOLD_OUT", left] => Ok(ReserveOutcome::SoldOut {
             // A negative stock would be a bug elsewhere; report it as none left.
             remaining: parse_i64(left).map(|n| u32::try_from(n).unwrap_or(0))?,

@@ -11,7 +11,8 @@
 //! - here: the scripts, [`ScriptCall`], and the prepared arguments
 //!   (request id, quantity, rate limits, status).
 //! - `stock.rs`: the arguments of the stock store's scripts (purchase,
-//!   release, resolve, return, the orders API's reads, the outcome tally).
+//!   release, resolve, return, the orders API's reads, the outcome tally,
+//!   the lottery draw's order and chunks).
 //! - `upkeep.rs`: the arguments of the scripts that load, rebuild, borrow,
 //!   reconcile, pause and lock.
 //! - `tests.rs`: each struct's KEYS and ARGV against its Lua file.
@@ -22,8 +23,8 @@ mod tests;
 mod upkeep;
 
 pub(super) use stock::{
-    BuyerOrdersArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs, PurchaseArgs, ReleaseArgs,
-    ResolveArgs, ReturnUnitsArgs,
+    BuyerOrdersArgs, DrawChunkArgs, DrawOrderArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs,
+    PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs,
 };
 pub(super) use upkeep::{
     HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReceiveArgs, SaleMeta,
@@ -116,6 +117,10 @@ static SET_STOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/set_stock.lua")));
 static UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/unlock.lua")));
+static DRAW_ORDER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/draw_order.lua")));
+static DRAW_CHUNK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/draw_chunk.lua")));
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/load_sale.lua")));
 static LEND: LazyLock<Script> =

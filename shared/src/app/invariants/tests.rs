@@ -17,6 +17,7 @@ fn sale(total: u32, limit: u32) -> Sale {
         paused: false,
         price: None,
         pow_bits: None,
+        admission: None,
     }
 }
 

@@ -4,8 +4,8 @@
 
 use super::super::keys::SaleKeys;
 use super::{
-    BUYER_ORDERS, KEYED_FILTER, NO_ARGV, OUTCOMES, PEEK, PURCHASE, RELEASE, RESOLVE, RETURN_UNITS,
-    ScriptCall,
+    BUYER_ORDERS, DRAW_CHUNK, DRAW_ORDER, KEYED_FILTER, NO_ARGV, OUTCOMES, PEEK, PURCHASE, RELEASE,
+    RESOLVE, RETURN_UNITS, ScriptCall,
 };
 use redis::{Script, ToRedisArgs};
 
@@ -15,7 +15,7 @@ use redis::{Script, ToRedisArgs};
 pub(in super::super) struct PurchaseArgs<'a> {
     /// The buyer's key group: KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers,
     /// KEYS[4] resv, KEYS[5] userorders, KEYS[6] gateused, KEYS[7]
-    /// ratelimit, KEYS[8] keyed; and ARGV[11], the order id suffix
+    /// ratelimit, KEYS[8] keyed, KEYS[9] tickets; and ARGV[11], the order id suffix
     /// (`id_suffix`: "" for a sale of one shard, "-s<k>" for shard k).
     pub keys: &'a SaleKeys,
     /// ARGV[1] saleId.
@@ -53,6 +53,7 @@ impl ScriptCall for PurchaseArgs<'_> {
             &k.gate_used,
             &k.rate_limit,
             &k.keyed,
+            &k.tickets,
         ]
     }
 
@@ -255,5 +256,64 @@ impl ScriptCall for OutcomesArgs<'_> {
 
     fn argv(&self) -> impl ToRedisArgs {
         (self.bucket_ms, self.keep, self.counts)
+    }
+}
+
+/// `draw_order.lua`: records the lottery draw's order, once.
+pub(in super::super) struct DrawOrderArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] tickets, KEYS[3] drawq.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1..n] the holders in the draw's order.
+    pub order: &'a [String],
+}
+
+impl ScriptCall for DrawOrderArgs<'_> {
+    fn script() -> &'static Script {
+        &DRAW_ORDER
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        [k.meta.as_str(), &k.tickets, &k.draw_order]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        self.order
+    }
+}
+
+/// `draw_chunk.lua`: decides the next tickets of the draw.
+pub(in super::super) struct DrawChunkArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] resv, KEYS[5]
+    /// userorders, KEYS[6] tickets, KEYS[7] drawq.
+    pub keys: &'a SaleKeys,
+    /// ARGV[1] the position the caller read.
+    pub pos: u64,
+    /// ARGV[2] how many tickets at most.
+    pub size: u64,
+    /// ARGV[3] saleId.
+    pub sale_id: &'a str,
+}
+
+impl ScriptCall for DrawChunkArgs<'_> {
+    fn script() -> &'static Script {
+        &DRAW_CHUNK
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        [
+            k.meta.as_str(),
+            &k.stock,
+            &k.buyers,
+            &k.resv,
+            &k.user_orders,
+            &k.tickets,
+            &k.draw_order,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (self.pos, self.size, self.sale_id)
     }
 }

@@ -101,6 +101,42 @@ fn the_header_parser_reads_key_names_not_sentences() {
 }
 
 #[test]
+fn draw_order_and_chunk() {
+    let keys = SaleKeys::new(&sale_id());
+    let order = ["b".to_owned(), "a".to_owned()];
+    check(
+        &DrawOrderArgs {
+            keys: &keys,
+            order: &order,
+        },
+        include_str!("../../../../lua/draw_order.lua"),
+        &["meta", "tickets", "drawq"],
+        &["b", "a"],
+        false,
+    );
+    check(
+        &DrawChunkArgs {
+            keys: &keys,
+            pos: 4,
+            size: 100,
+            sale_id: "s",
+        },
+        include_str!("../../../../lua/draw_chunk.lua"),
+        &[
+            "meta",
+            "stock",
+            "buyers",
+            "resv",
+            "userorders",
+            "tickets",
+            "drawq",
+        ],
+        &["4", "100", "s"],
+        true,
+    );
+}
+
+#[test]
 fn purchase() {
     let keys = SaleKeys::shard(&sale_id(), 3);
     let limits = [
@@ -132,6 +168,7 @@ fn purchase() {
             "gateused",
             "ratelimit",
             "keyed",
+            "tickets",
         ],
         &[
             "s", "u", "2", "idem", "nonce", "10.0.0.1", "10", "20", "30", "40", "-s3", "req",
@@ -251,6 +288,7 @@ fn sale(shards: u32, gate: bool, paused: bool) -> Sale {
         paused,
         price: None,
         pow_bits: None,
+        admission: None,
     }
 }
 

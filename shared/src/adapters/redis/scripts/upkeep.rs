@@ -46,7 +46,8 @@ impl SaleMeta<'_> {
 /// arguments it gets.
 pub(in super::super) enum LoadPart<'a> {
     /// A sale of one shard: every key of its group and its outcome tally;
-    /// no ARGV past the gate.
+    /// no ARGV past the gate, or for a lottery window ARGV[10..12] "", "0",
+    /// "" and ARGV[13] windowEndMs, ARGV[14] the draw's seed.
     Whole,
     /// A sharded sale's directory: meta and the outcome tally only.
     /// ARGV[10] "0", ARGV[11] "1", ARGV[12] the home table it proposes.
@@ -92,8 +93,18 @@ impl ScriptCall for LoadSaleArgs<'_> {
     }
 
     fn argv(&self) -> impl ToRedisArgs {
+        let s = self.meta.sale;
         let tail = match self.part {
-            LoadPart::Whole => Vec::new(),
+            LoadPart::Whole => match (&s.admission, s.window_end_ms()) {
+                (Some(admission), Some(closes)) => vec![
+                    String::new(),
+                    "0".to_owned(),
+                    String::new(),
+                    closes.to_string(),
+                    admission.seed.to_hex(),
+                ],
+                _ => Vec::new(),
+            },
             LoadPart::Directory { homes } => vec!["0".to_owned(), "1".to_owned(), homes.to_owned()],
             LoadPart::Shard { stock } => vec![stock.to_string(), "0".to_owned()],
         };
@@ -111,7 +122,7 @@ pub(in super::super) enum RebuildPart<'a> {
         /// ARGV[9] this group's share of the sale item's `available`.
         stock: i64,
         /// ARGV[12] ledgerSeq: the `returnSeq` read with `available`
-        /// (ARGV[11] is "").
+        /// (ARGV[11] is "", or "windowEndMs|seed" for a lottery window).
         ledger_seq: u64,
         /// ARGV[13] n, then n triples userId, units held, orderIds joined
         /// by `,`: the buyers whose home this group is.
@@ -160,10 +171,15 @@ impl ScriptCall for RebuildArgs<'_> {
                 buyers,
                 decided,
             } => {
+                let s = self.meta.sale;
+                let window = match (&s.admission, s.window_end_ms()) {
+                    (Some(a), Some(closes)) => format!("{closes}|{}", a.seed.to_hex()),
+                    _ => String::new(),
+                };
                 let mut rest = vec![
                     stock.to_string(),
                     gate,
-                    String::new(),
+                    window,
                     ledger_seq.to_string(),
                     buyers.len().to_string(),
                 ];

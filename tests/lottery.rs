@@ -1,0 +1,625 @@
+//! The lottery window (`admission: {"window": W}`): the setting through the
+//! admin API (bounds, one shard, frozen from the start, the seed's
+//! commitment then the seed), and the window's meta in Redis; tickets
+//! during the window (one per buyer, no stock moved, refused like any
+//! purchase when paused or over the limit); the draw: exactly once under
+//! four concurrent drawers, resumed after a drawer stopped halfway, as the
+//! seed's replay says, every winner an order row; first come first served
+//! after it.
+
+use redis::AsyncCommands;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::redis::SaleKeys;
+use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
+use seckill_shared::app::draw::{self, DrawError};
+use seckill_shared::app::invariants::InvariantChecker;
+use seckill_shared::clock;
+use seckill_shared::domain::SaleId;
+use seckill_shared::domain::draw::{DrawSeed, draw_order};
+use seckill_shared::domain::{Admission, OrderId, Sale};
+use seckill_tests::{
+    App, LocalStack, StackClient, eventually, invoke_writer, live_sale, sqs_event, unique,
+};
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn sale_body(start: i64, admission: serde_json::Value, shards: u32) -> serde_json::Value {
+    serde_json::json!({
+        "name": "Lottery", "totalStock": 5, "startAt": clock::rfc3339_ms(start),
+        "endAt": clock::rfc3339_ms(start + 3_600_000), "perUserLimit": 2,
+        "shards": shards, "admission": admission,
+    })
+}
+
+fn sha256_hex(hex_seed: &str) -> String {
+    DrawSeed::parse_hex(hex_seed).unwrap().commitment()
+}
+
+async fn conn(stack: &LocalStack) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(stack.config.redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+fn keys(sale: &str) -> SaleKeys {
+    SaleKeys::new(&SaleId::parse(sale).unwrap())
+}
+
+async fn meta(stack: &LocalStack, sale: &str) -> HashMap<String, String> {
+    conn(stack).await.hgetall(&keys(sale).meta).await.unwrap()
+}
+
+/// Stock, reservations, buyers and tickets of a one-shard sale.
+async fn held(stack: &LocalStack, sale: &str) -> (i64, usize, usize, HashMap<String, String>) {
+    let (k, mut c) = (keys(sale), conn(stack).await);
+    let stock: i64 = c.get(&k.stock).await.unwrap();
+    let resv: usize = c.hlen(&k.resv).await.unwrap();
+    let buyers: usize = c.hlen(&k.buyers).await.unwrap();
+    let tickets: HashMap<String, String> = c.hgetall(&k.tickets).await.unwrap();
+    (stock, resv, buyers, tickets)
+}
+
+#[tokio::test]
+async fn the_window_is_set_checked_frozen_and_its_seed_shown_after_it_closes() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+
+    // Bad values and a sharded sale: 400 naming admission.window, nothing
+    // written.
+    for (admission, shards) in [
+        (serde_json::json!({"window": 0}), 1),
+        (serde_json::json!({"window": 11}), 1),
+        (serde_json::json!({"window": "3"}), 1),
+        (serde_json::json!({"window": 3}), 2),
+    ] {
+        let sale = unique("lot");
+        let (status, reply) = client
+            .put_sale(&sale, &sale_body(start, admission.clone(), shards))
+            .await;
+        assert_eq!(status, 400, "{admission} on {shards}: {reply}");
+        assert_eq!(reply["code"], "INVALID_REQUEST");
+        assert!(
+            reply["message"]
+                .as_str()
+                .unwrap()
+                .contains("admission.window"),
+            "{reply}"
+        );
+        let (status, _) = client
+            .admin("GET", &format!("/admin/sales/{sale}"), "")
+            .await;
+        assert_eq!(status, 404, "{sale} was written");
+        assert!(meta(&stack, &sale).await.is_empty());
+    }
+
+    let sale = unique("lot");
+    let body = sale_body(start, serde_json::json!({"window": 1}), 1);
+    let (status, made) = client.put_sale(&sale, &body).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["admission"], serde_json::json!({"window": 1}));
+    let hash = made["drawSeedHash"].as_str().unwrap().to_owned();
+    assert_eq!(hash.len(), 64);
+    assert!(
+        made.get("drawSeed").is_none(),
+        "secret before the window closes: {made}"
+    );
+
+    // The public view says there is a window and when it closes, never
+    // the seed.
+    let (status, view) = stack
+        .request("GET", &format!("/sales/{sale}"), &[], "")
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        view["admission"],
+        serde_json::json!({"window": 1, "windowEndAt": clock::rfc3339_ms(start + 1_000)})
+    );
+    assert!(!view.to_string().contains(&hash));
+
+    // Redis holds the window's end and the seed the hash commits to.
+    let m = meta(&stack, &sale).await;
+    assert_eq!(m["windowEndMs"], (start + 1_000).to_string());
+    assert_eq!(sha256_hex(&m["drawSeed"]), hash);
+
+    // An edit before the start keeps the seed.
+    let mut renamed = body.clone();
+    renamed["name"] = "Lottery lamp".into();
+    let (status, edited) = client.put_sale(&sale, &renamed).await;
+    assert_eq!(status, 200, "{edited}");
+    assert_eq!(edited["drawSeedHash"], hash.as_str());
+
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    // From the start the window is frozen (other fields are not).
+    for admission in [serde_json::json!({"window": 2}), serde_json::Value::Null] {
+        let mut changed = renamed.clone();
+        changed["admission"] = admission.clone();
+        let (status, reply) = client.put_sale(&sale, &changed).await;
+        assert_eq!(
+            (status, reply["code"].as_str()),
+            (409, Some("SALE_STARTED")),
+            "{admission}: {reply}"
+        );
+    }
+    let m_after = meta(&stack, &sale).await;
+    assert_eq!(m_after["windowEndMs"], m["windowEndMs"]);
+    assert_eq!(m_after["drawSeed"], m["drawSeed"]);
+
+    // Once it closes, the seed itself, which the earlier hash committed to.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start + 1_000
+        })
+        .await
+    );
+    let (status, shown) = client
+        .admin("GET", &format!("/admin/sales/{sale}"), "")
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["drawSeedHash"], hash.as_str());
+    assert_eq!(shown["drawSeed"], m["drawSeed"].as_str());
+}
+
+#[tokio::test]
+async fn purchases_in_the_window_get_one_ticket_each_and_move_no_stock() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 3}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let path = format!("/sales/{sale}/purchase");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+
+    for user in ["ann", "bob", "cat"] {
+        let (status, reply) = client.buy(&sale, user).await;
+        assert_eq!(status, 202, "{user}: {reply}");
+        assert_eq!(
+            reply,
+            serde_json::json!({"saleId": sale, "quantity": 1, "status": "TICKET"})
+        );
+    }
+    // A second purchase of a buyer answers the same ticket, even asking for more.
+    let (status, again) = client
+        .as_buyer("POST", &path, "ann", r#"{"quantity": 2}"#)
+        .await;
+    assert_eq!(
+        (status, again["quantity"].as_u64()),
+        (202, Some(1)),
+        "{again}"
+    );
+    assert_eq!(again["status"], "TICKET");
+    // Over the per-user limit: refused as a purchase is, no ticket.
+    let (status, over) = client
+        .as_buyer("POST", &path, "dan", r#"{"quantity": 3}"#)
+        .await;
+    assert_eq!(
+        (status, over["code"].as_str()),
+        (409, Some("LIMIT_EXCEEDED")),
+        "{over}"
+    );
+    // Paused: refused, no ticket.
+    let (status, _) = client
+        .admin("POST", &format!("/admin/sales/{sale}/pause"), "")
+        .await;
+    assert_eq!(status, 200);
+    let (status, paused) = client.buy(&sale, "eve").await;
+    assert_eq!(
+        (status, paused["code"].as_str()),
+        (503, Some("SALE_PAUSED")),
+        "{paused}"
+    );
+    let (status, _) = client
+        .admin("POST", &format!("/admin/sales/{sale}/resume"), "")
+        .await;
+    assert_eq!(status, 200);
+
+    let (stock, resv, buyers, tickets) = held(&stack, &sale).await;
+    assert_eq!(
+        (stock, resv, buyers),
+        (5, 0, 0),
+        "no stock, reservation or buyer moved"
+    );
+    let mut holders: Vec<&str> = tickets.keys().map(String::as_str).collect();
+    holders.sort_unstable();
+    assert_eq!(holders, ["ann", "bob", "cat"]);
+    let ann: serde_json::Value = serde_json::from_str(&tickets["ann"]).unwrap();
+    assert_eq!(ann["q"], 1);
+    let at: i64 = ann["at"].as_str().unwrap().parse().unwrap();
+    assert!((start..start + 3_000).contains(&at), "{ann}");
+}
+
+/// A one-shard sale with a window of `window` s from `start_in` ms from now.
+async fn lottery_sale(app: &App, stock: u32, limit: u32, start_in: i64, window: u32) -> Sale {
+    let mut sale = live_sale(stock, limit);
+    sale.start_ms = clock::now_ms() + start_in;
+    sale.end_ms = sale.start_ms + 3_600_000;
+    sale.admission = Some(Admission {
+        window_secs: window,
+        seed: DrawSeed::generate().unwrap(),
+    });
+    app.open_sale(&sale).await;
+    sale
+}
+
+/// The draw replayed from the recorded seed: who wins, as the script
+/// decides it (stock, then the per-user limit, in the seed's order).
+fn replay(sale: &Sale, tickets: &[(String, u32)]) -> Vec<String> {
+    let seed = &sale.admission.as_ref().unwrap().seed;
+    let holders: Vec<&str> = tickets.iter().map(|(u, _)| u.as_str()).collect();
+    let mut stock = sale.total_stock;
+    let mut winners = Vec::new();
+    for user in draw_order(seed, &holders) {
+        let q = tickets.iter().find(|(u, _)| *u == user).unwrap().1;
+        if q <= stock && q <= sale.per_user_limit {
+            stock -= q;
+            winners.push(user);
+        }
+    }
+    winners
+}
+
+/// Takes the draw's lock as a purchase running the draw would.
+async fn hold_draw_lock(app: &App, sale: &str) -> String {
+    let key = format!("sale:{{{sale}}}:lock:draw");
+    let taken: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg("another-purchase")
+        .arg("NX")
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(taken.is_some());
+    key
+}
+
+fn checker(app: &App) -> InvariantChecker {
+    InvariantChecker::new(
+        RedisStock::connect_lazy(&app.config.redis_url, Duration::from_secs(2)).unwrap(),
+        DynamoCatalog::new(app.db.clone(), &app.config.sales_table),
+        DynamoOrders::new(
+            app.db.clone(),
+            &app.config.orders_table,
+            &app.config.sales_table,
+        ),
+        SqsInspector::new(
+            app.sqs.clone(),
+            app.queue_url.clone(),
+            Some(app.dlq_url.clone()),
+        ),
+    )
+}
+
+fn queue_of(app: &App) -> SqsQueue {
+    SqsQueue::new(app.sqs.clone(), &app.queue_url)
+}
+
+/// The tickets as Redis holds them after the draw: user -> (r, o).
+async fn decided(app: &App, sale: &str) -> HashMap<String, (String, Option<String>)> {
+    let all: HashMap<String, String> = app
+        .redis
+        .clone()
+        .hgetall(&keys(sale).tickets)
+        .await
+        .unwrap();
+    all.into_iter()
+        .map(|(user, raw)| {
+            let t: serde_json::Value = serde_json::from_str(&raw).unwrap();
+            let r = t["r"].as_str().unwrap_or("").to_owned();
+            (user, (r, t["o"].as_str().map(str::to_owned)))
+        })
+        .collect()
+}
+
+/// Every ticket decided once, as the replay says; the stock sold exactly;
+/// nobody over the limit; each winner one reservation, one message, one row.
+async fn assert_drawn(app: &App, sale: &Sale, tickets: &[(String, u32)], messages: usize) {
+    let id = sale.sale_id.as_str();
+    let winners = replay(sale, tickets);
+    let decided = decided(app, id).await;
+    assert_eq!(decided.len(), tickets.len());
+    let mut won: Vec<&String> = decided
+        .iter()
+        .filter(|(_, (r, _))| r == "WON")
+        .map(|(u, _)| u)
+        .collect();
+    won.sort();
+    let mut want: Vec<&String> = winners.iter().collect();
+    want.sort();
+    assert_eq!(won, want, "the winners are the replay's");
+    assert!(
+        decided.values().all(|(r, _)| r == "WON" || r == "LOST"),
+        "{decided:?}"
+    );
+    let sold: u32 = winners
+        .iter()
+        .map(|w| tickets.iter().find(|(u, _)| u == w).unwrap().1)
+        .sum();
+    assert_eq!(
+        app.stock(id).await,
+        Some(i64::from(sale.total_stock - sold))
+    );
+    let resv = app.reservations(id).await;
+    assert_eq!(resv.len(), winners.len());
+    for (user, (r, order)) in &decided {
+        if r == "WON" {
+            let order = order.as_ref().unwrap();
+            assert_eq!(&resv[order].user_id, user);
+        }
+    }
+    let buyers = app.buyers(id).await;
+    assert_eq!(buyers.len(), winners.len());
+    assert!(
+        buyers
+            .values()
+            .all(|&n| n <= i64::from(sale.per_user_limit)),
+        "{buyers:?}"
+    );
+    assert_eq!(buyers.values().sum::<i64>(), i64::from(sold));
+    let meta = app
+        .redis
+        .clone()
+        .hgetall::<_, HashMap<String, String>>(&keys(id).meta)
+        .await
+        .unwrap();
+    assert_eq!(meta["drawDone"], "1");
+    assert_eq!(meta["drawPos"], tickets.len().to_string());
+
+    // The order-writer turns every won ticket into an order row, once.
+    let queued = app.take_messages().await;
+    assert_eq!(queued.len(), messages, "one message per winner: {queued:?}");
+    let records: Vec<(&str, &str)> = queued
+        .iter()
+        .map(|(m, b)| (m.as_str(), b.as_str()))
+        .collect();
+    let writer = app.writer().await;
+    for chunk in records.chunks(10) {
+        assert!(
+            invoke_writer(&writer, sqs_event(chunk))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let rows = app.orders().await;
+    let mut row_users: Vec<String> = rows.values().map(|o| o.user_id.to_string()).collect();
+    row_users.sort();
+    let mut want: Vec<String> = winners.clone();
+    want.sort();
+    assert_eq!(row_users, want);
+
+    // Every invariant of docs/design.md holds, the winners' orders being
+    // the ones their buyers were given.
+    let accepted: Vec<OrderId> = decided
+        .values()
+        .filter_map(|(_, o)| o.as_deref())
+        .map(|o| OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker(app)
+        .check_sale(&sale.sale_id, &accepted)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(violations, vec![]);
+}
+
+async fn take_tickets(app: &App, sale: &Sale, tickets: &[(String, u32)]) {
+    for (user, q) in tickets {
+        let reply = app
+            .purchase(
+                sale.sale_id.as_str(),
+                user,
+                &format!(r#"{{"quantity": {q}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.body["status"].as_str()),
+            (202, Some("TICKET")),
+            "{user}: {:?}",
+            reply.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 10, 2, 300, 2).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..30).map(|i| (format!("b{i}"), 1 + i % 2)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let store = app.service.stock();
+    let queue = queue_of(&app);
+    // The window is open: no draw yet.
+    assert!(matches!(
+        draw::run(store, &queue, &id, 3, None).await,
+        Err(DrawError::WindowOpen)
+    ));
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+    // Closed, not drawn: nobody takes stock ahead of the tickets. (Another
+    // purchase holds the draw's lock, so this one does not run it.)
+    let lock = hold_draw_lock(&app, id.as_str()).await;
+    let late = app
+        .purchase(id.as_str(), "late", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (late.status, late.code()),
+        (503, "DRAWING"),
+        "{:?}",
+        late.body
+    );
+    assert_eq!(
+        late.headers.get("retry-after").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(app.stock(id.as_str()).await, Some(10));
+    let _: () = app.redis.clone().del(&lock).await.unwrap();
+
+    let (a, b, c, d) = tokio::join!(
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+        draw::run(store, &queue, &id, 3, None),
+    );
+    let reports = [a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap()];
+    assert!(reports.iter().all(|r| r.done), "{reports:?}");
+    assert_eq!(
+        reports.iter().map(|r| r.chunks).sum::<u64>(),
+        10,
+        "30 tickets, chunks of 3, each once: {reports:?}"
+    );
+    let winners = replay(&sale, &tickets).len();
+    assert_eq!(reports.iter().map(|r| r.won).sum::<u64>(), winners as u64);
+    assert_drawn(&app, &sale, &tickets, winners).await;
+    // A drawer after the end does nothing.
+    let again = draw::run(store, &queue, &id, 3, None).await.unwrap();
+    assert_eq!((again.chunks, again.done), (0, true));
+}
+
+#[tokio::test]
+async fn a_draw_stopped_after_one_chunk_is_finished_by_another_then_first_come_first_served() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 20, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..10).map(|i| (format!("t{i}"), 1)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+    let (store, queue) = (app.service.stock(), queue_of(&app));
+
+    // One chunk, then the drawer is gone.
+    let first = draw::run(store, &queue, &id, 4, Some(1)).await.unwrap();
+    assert_eq!((first.chunks, first.won, first.done), (1, 4, false));
+    let meta: HashMap<String, String> = app
+        .redis
+        .clone()
+        .hgetall(&keys(id.as_str()).meta)
+        .await
+        .unwrap();
+    assert_eq!(meta["drawPos"], "4");
+    assert!(!meta.contains_key("drawDone"));
+    let lock = hold_draw_lock(&app, id.as_str()).await;
+    let waiting = app.purchase(id.as_str(), "new", r#"{"quantity": 1}"#).await;
+    assert_eq!(waiting.code(), "DRAWING");
+    let _: () = app.redis.clone().del(&lock).await.unwrap();
+
+    let rest = draw::run(store, &queue, &id, 4, None).await.unwrap();
+    assert_eq!((rest.chunks, rest.won, rest.done), (2, 6, true));
+    assert_drawn(&app, &sale, &tickets, 10).await;
+
+    // After the draw: first come, first served, the limit counting the
+    // tickets won.
+    let fcfs = app.purchase(id.as_str(), "new", r#"{"quantity": 1}"#).await;
+    assert_eq!(
+        (fcfs.status, fcfs.body["status"].as_str()),
+        (202, Some("QUEUED")),
+        "{:?}",
+        fcfs.body
+    );
+    assert_eq!(app.stock(id.as_str()).await, Some(9));
+    let holder = app.purchase(id.as_str(), "t0", r#"{"quantity": 1}"#).await;
+    assert_eq!(
+        (holder.status, holder.code()),
+        (409, "LIMIT_EXCEEDED"),
+        "{:?}",
+        holder.body
+    );
+}
+
+#[tokio::test]
+async fn the_first_purchase_after_the_window_runs_the_draw_then_buys() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 6, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..5).map(|i| (format!("p{i}"), 1)).collect();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= sale.start_ms
+        })
+        .await
+    );
+    take_tickets(&app, &sale, &tickets).await;
+    let closes = sale.window_end_ms().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= closes
+        })
+        .await
+    );
+
+    // No drawer ran: this purchase draws every ticket, then buys the last unit.
+    let first = app
+        .purchase(id.as_str(), "after", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (first.status, first.body["status"].as_str()),
+        (202, Some("QUEUED")),
+        "{:?}",
+        first.body
+    );
+    let decided = decided(&app, id.as_str()).await;
+    assert_eq!(decided.len(), 5);
+    assert!(decided.values().all(|(r, _)| r == "WON"), "{decided:?}");
+    assert_eq!(app.stock(id.as_str()).await, Some(0));
+    let next = app
+        .purchase(id.as_str(), "later", r#"{"quantity": 1}"#)
+        .await;
+    assert_eq!(
+        (next.status, next.code()),
+        (410, "SOLD_OUT"),
+        "{:?}",
+        next.body
+    );
+    // The lock was given back.
+    let held: bool = app
+        .redis
+        .clone()
+        .exists(format!("sale:{{{}}}:lock:draw", id.as_str()))
+        .await
+        .unwrap();
+    assert!(!held);
+}
