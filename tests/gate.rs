@@ -1,7 +1,8 @@
 //! The sale gate over HTTP: `gate` in the public sale view, a question
 //! before the purchase, a pass bound to buyer and sale that buys once, and
 //! 403 GATE_REQUIRED for everything else; a sale with `powBits` asks for a
-//! proof of work instead, only from its start, and one solution buys once.
+//! proof of work instead, only from its start, and one solution buys once;
+//! with a lottery window too, a ticket needs a solution.
 
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
@@ -477,4 +478,66 @@ async fn a_proof_of_work_sale_sells_once_per_solution_from_its_start() {
         .request("GET", &format!("/sales/{sale}"), &[], "")
         .await;
     assert_eq!(view["remaining"].as_i64(), Some(7), "{view}");
+}
+
+#[tokio::test]
+async fn a_proof_of_work_lottery_sale_gives_a_ticket_only_for_a_solution() {
+    let stack = LocalStack::start().await;
+    let client = seckill_tests::StackClient::new(&stack);
+    let sale = unique("powlot");
+    let start = clock::now_ms() + 1_500;
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &serde_json::json!({
+                "name": "Both", "totalStock": 5, "startAt": clock::rfc3339_ms(start),
+                "endAt": clock::rfc3339_ms(start + 3_600_000), "perUserLimit": 1,
+                "powBits": 8, "admission": {"window": 5},
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    // No pass: refused, no ticket.
+    let (status, reply) = client.buy(&sale, "alice").await;
+    assert_eq!(
+        (status, reply["code"].as_str()),
+        (403, Some("GATE_REQUIRED")),
+        "{reply}"
+    );
+    let (_, mine) = client.my_orders(&sale, "alice").await;
+    assert_eq!(mine["ticket"], serde_json::Value::Null);
+    // Solved: the pass takes a ticket.
+    let path = format!("/sales/{sale}/challenge");
+    let (status, c) = client.as_buyer("GET", &path, "alice", "").await;
+    assert_eq!(status, 200, "{c}");
+    let nonce = brute_force(c["challenge"].as_str().unwrap(), 8, 0, |_| false);
+    let answer = serde_json::json!({"challengeId": c["challengeId"], "nonce": nonce});
+    let (status, pass) = client
+        .as_buyer("POST", &path, "alice", &answer.to_string())
+        .await;
+    assert_eq!(status, 200, "{pass}");
+    let (status, reply) = stack
+        .request(
+            "POST",
+            &format!("/sales/{sale}/purchase"),
+            &[
+                ("authorization", &client.buyer("alice")),
+                ("x-sale-token", pass["token"].as_str().unwrap()),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (202, Some("TICKET")),
+        "{reply}"
+    );
+    let (_, mine) = client.my_orders(&sale, "alice").await;
+    assert_eq!(mine["ticket"]["status"], "TICKET", "{mine}");
 }

@@ -763,27 +763,29 @@ async fn reconcile_finishes_a_draw_nobody_drove() {
     let stack = LocalStack::start().await;
     let client = StackClient::new(&stack);
     let start = clock::now_ms() + 1_500;
-    let sale = unique("lot");
-    let (status, made) = client
-        .put_sale(
-            &sale,
-            &sale_body(start, serde_json::json!({"window": 1}), 1),
-        )
-        .await;
-    assert_eq!(status, 201, "{made}");
+    // One sale for the scheduled run, one for the operator's reconcile.
+    let (scheduled, asked) = (unique("lot"), unique("lot"));
+    for sale in [&scheduled, &asked] {
+        let (status, made) = client
+            .put_sale(sale, &sale_body(start, serde_json::json!({"window": 1}), 1))
+            .await;
+        assert_eq!(status, 201, "{made}");
+    }
     assert!(
         eventually(Duration::from_secs(5), || async {
             clock::now_ms() >= start
         })
         .await
     );
-    for user in ["ann", "bob"] {
-        let (status, reply) = client.buy(&sale, user).await;
-        assert_eq!(
-            (status, reply["status"].as_str()),
-            (202, Some("TICKET")),
-            "{reply}"
-        );
+    for sale in [&scheduled, &asked] {
+        for user in ["ann", "bob"] {
+            let (status, reply) = client.buy(sale, user).await;
+            assert_eq!(
+                (status, reply["status"].as_str()),
+                (202, Some("TICKET")),
+                "{reply}"
+            );
+        }
     }
     assert!(
         eventually(Duration::from_secs(5), || async {
@@ -791,21 +793,34 @@ async fn reconcile_finishes_a_draw_nobody_drove() {
         })
         .await
     );
-    assert_eq!(admin_sale(&client, &sale).await["draw"]["done"], false);
+    for sale in [&scheduled, &asked] {
+        assert_eq!(admin_sale(&client, sale).await["draw"]["done"], false);
+    }
+    // The operator's reconcile of one sale draws that sale only...
+    let (status, report) = client
+        .admin("POST", &format!("/admin/sales/{asked}/reconcile"), "")
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(admin_sale(&client, &asked).await["draw"]["done"], true);
+    assert_eq!(admin_sale(&client, &scheduled).await["draw"]["done"], false);
+    // ...and the scheduled run every sale whose window has closed.
     stack
         .scheduled
         .invoke(seckill_infra::local::Job::Reconcile)
         .await;
-    assert_eq!(
-        admin_sale(&client, &sale).await["draw"],
-        serde_json::json!({"tickets": 2, "decided": 2, "total": 2, "done": true})
-    );
-    let (stock, resv, _, tickets) = held(&stack, &sale).await;
-    assert_eq!((stock, resv), (3, 2), "both tickets won (stock 5, limit 2)");
-    assert!(
-        tickets.values().all(|t| t.contains("\"WON\"")),
-        "{tickets:?}"
-    );
+    for sale in [&scheduled, &asked] {
+        assert_eq!(
+            admin_sale(&client, sale).await["draw"],
+            serde_json::json!({"tickets": 2, "decided": 2, "total": 2, "done": true}),
+            "{sale}"
+        );
+        let (stock, resv, _, tickets) = held(&stack, sale).await;
+        assert_eq!((stock, resv), (3, 2), "both tickets won (stock 5, limit 2)");
+        assert!(
+            tickets.values().all(|t| t.contains("\"WON\"")),
+            "{tickets:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -865,4 +880,57 @@ async fn tickets_lost_with_redis_before_the_draw_leave_a_first_come_sale_that_ne
     assert_eq!((stock, resv, buyers, tickets.len()), (4, 1, 1, 0));
     let m = meta(&stack, &sale).await;
     assert_eq!(m.get("windowEndMs"), Some(&(start + 1_000).to_string()));
+}
+
+#[tokio::test]
+async fn a_paused_sale_does_not_draw_until_it_is_resumed() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 1}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    let (status, reply) = client.buy(&sale, "ann").await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (202, Some("TICKET")),
+        "{reply}"
+    );
+    let (status, _) = client
+        .admin("POST", &format!("/admin/sales/{sale}/pause"), "")
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start + 1_000
+        })
+        .await
+    );
+    // Paused: neither the holder's poll nor reconcile decides a ticket.
+    assert_eq!(ticket_of(&client, &sale, "ann").await.0["status"], "TICKET");
+    let (status, _) = client
+        .admin("POST", &format!("/admin/sales/{sale}/reconcile"), "")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        admin_sale(&client, &sale).await["draw"]["decided"],
+        0,
+        "the paused sale drew"
+    );
+    let (status, _) = client
+        .admin("POST", &format!("/admin/sales/{sale}/resume"), "")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(ticket_of(&client, &sale, "ann").await.0["status"], "WON");
 }

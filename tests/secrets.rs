@@ -440,6 +440,7 @@ async fn the_local_stack_and_invoke_fetch_the_gate_key_from_the_emulator() {
         "REDIS_URL" => Some(stack.config.redis_url.clone()),
         "SALES_TABLE" => Some(stack.config.sales_table.clone()),
         "ORDERS_TABLE" => Some(stack.config.orders_table.clone()),
+        "ORDERS_QUEUE_URL" => stack.config.orders_queue_url.clone(),
         "GATE_SECRET_ARN" => Some(arn.clone()),
         _ => None,
     };

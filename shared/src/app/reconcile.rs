@@ -238,17 +238,24 @@ where
         for sale in SaleCatalog::list_sales(self.catalog()).await? {
             let open = now_ms >= sale.start_ms
                 && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
-            if open
-                && sale.window_end_ms().is_some_and(|closes| now_ms >= closes)
-                && let Some(lottery) = &self.lottery
-            {
-                crate::app::draw::finish(lottery.as_ref(), &sale.sale_id).await;
-            }
             if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
                 reports.push(report);
             }
         }
         Ok(reports)
+    }
+
+    /// A closed lottery window's draw, finished before the sale is read
+    /// (so the run judges the sale as the draw left it).
+    async fn finish_draw(&self, sale_id: &SaleId, now_ms: i64) -> Result<(), JobError> {
+        let Some(lottery) = &self.lottery else {
+            return Ok(());
+        };
+        let sale = SaleCatalog::get_sale(self.catalog(), sale_id).await?;
+        if sale.is_some_and(|s| s.window_end_ms().is_some_and(|closes| now_ms >= closes)) {
+            crate::app::draw::finish(lottery.as_ref(), sale_id).await;
+        }
+        Ok(())
     }
 
     /// Reconciles one sale; `None` when it does not exist.
@@ -257,6 +264,7 @@ where
         sale_id: &SaleId,
         now_ms: i64,
     ) -> Result<Option<ReconcileReport>, JobError> {
+        self.finish_draw(sale_id, now_ms).await?;
         let Some(mut state) = self.checker.observe(sale_id).await? else {
             return Ok(None);
         };
