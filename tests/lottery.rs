@@ -36,6 +36,17 @@ fn sale_body(start: i64, admission: serde_json::Value, shards: u32) -> serde_jso
     })
 }
 
+/// Waits for the clock to reach `at_ms` (a start, a window's close).
+async fn until(at_ms: i64) {
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= at_ms
+        })
+        .await,
+        "the clock never reached {at_ms}"
+    );
+}
+
 fn sha256_hex(hex_seed: &str) -> String {
     DrawSeed::parse_hex(hex_seed).unwrap().commitment()
 }
@@ -136,12 +147,7 @@ async fn the_window_is_set_checked_frozen_and_its_seed_shown_after_it_closes() {
     assert_eq!(status, 200, "{edited}");
     assert_eq!(edited["drawSeedHash"], hash.as_str());
 
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
+    until(start).await;
     // From the start the window is frozen (other fields are not).
     for admission in [serde_json::json!({"window": 2}), serde_json::Value::Null] {
         let mut changed = renamed.clone();
@@ -158,12 +164,7 @@ async fn the_window_is_set_checked_frozen_and_its_seed_shown_after_it_closes() {
     assert_eq!(m_after["drawSeed"], m["drawSeed"]);
 
     // Once it closes, the seed itself, which the earlier hash committed to.
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start + 1_000
-        })
-        .await
-    );
+    until(start + 1_000).await;
     let (status, shown) = client
         .admin("GET", &format!("/admin/sales/{sale}"), "")
         .await;
@@ -186,12 +187,7 @@ async fn purchases_in_the_window_get_one_ticket_each_and_move_no_stock() {
         .await;
     assert_eq!(status, 201, "{made}");
     let path = format!("/sales/{sale}/purchase");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
+    until(start).await;
 
     for user in ["ann", "bob", "cat"] {
         let (status, reply) = client.buy(&sale, user).await;
@@ -452,12 +448,7 @@ async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
     let sale = lottery_sale(&app, 10, 2, 300, 2).await;
     let id = sale.sale_id.clone();
     let tickets: Vec<(String, u32)> = (0..30).map(|i| (format!("b{i}"), 1 + i % 2)).collect();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= sale.start_ms
-        })
-        .await
-    );
+    until(sale.start_ms).await;
     take_tickets(&app, &sale, &tickets).await;
     let store = app.service.stock();
     let queue = queue_of(&app);
@@ -467,12 +458,7 @@ async fn four_concurrent_drawers_decide_every_ticket_exactly_once() {
         Err(DrawError::WindowOpen)
     ));
     let closes = sale.window_end_ms().unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= closes
-        })
-        .await
-    );
+    until(closes).await;
     // Closed, not drawn: nobody takes stock ahead of the tickets. (Another
     // purchase holds the draw's lock, so this one does not run it.)
     let lock = hold_draw_lock(&app, id.as_str()).await;
@@ -519,20 +505,10 @@ async fn a_draw_stopped_after_one_chunk_is_finished_by_another_then_first_come_f
     let sale = lottery_sale(&app, 20, 1, 300, 1).await;
     let id = sale.sale_id.clone();
     let tickets: Vec<(String, u32)> = (0..10).map(|i| (format!("t{i}"), 1)).collect();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= sale.start_ms
-        })
-        .await
-    );
+    until(sale.start_ms).await;
     take_tickets(&app, &sale, &tickets).await;
     let closes = sale.window_end_ms().unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= closes
-        })
-        .await
-    );
+    until(closes).await;
     let (store, queue) = (app.service.stock(), queue_of(&app));
 
     // One chunk, then the drawer is gone.
@@ -580,20 +556,10 @@ async fn the_first_purchase_after_the_window_runs_the_draw_then_buys() {
     let sale = lottery_sale(&app, 6, 1, 300, 1).await;
     let id = sale.sale_id.clone();
     let tickets: Vec<(String, u32)> = (0..5).map(|i| (format!("p{i}"), 1)).collect();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= sale.start_ms
-        })
-        .await
-    );
+    until(sale.start_ms).await;
     take_tickets(&app, &sale, &tickets).await;
     let closes = sale.window_end_ms().unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= closes
-        })
-        .await
-    );
+    until(closes).await;
 
     // No drawer ran: this purchase draws every ticket, then buys the last unit.
     let first = app
@@ -646,6 +612,33 @@ async fn ticket_of(
     (reply["ticket"].clone(), ids)
 }
 
+/// A purchase of `sale` by each of `users`, each answered with a ticket.
+async fn take_tickets_over_http(client: &StackClient<'_>, sale: &str, users: &[&str]) {
+    for user in users {
+        let (status, reply) = client.buy(sale, user).await;
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (202, Some("TICKET")),
+            "{user}: {reply}"
+        );
+    }
+}
+
+/// A sale of 5 units, 2 per buyer, with a window of 1 s, starting 1.5 s
+/// from now, made through the admin API; its id and start.
+async fn one_second_lottery(client: &StackClient<'_>) -> (String, i64) {
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 1}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    (sale, start)
+}
+
 async fn admin_sale(client: &StackClient<'_>, sale: &str) -> serde_json::Value {
     let (status, body) = client
         .admin("GET", &format!("/admin/sales/{sale}"), "")
@@ -675,21 +668,9 @@ async fn a_ticket_holders_poll_after_the_window_runs_the_draw_and_shows_the_resu
         admin_sale(&client, &sale).await["draw"],
         serde_json::json!({"tickets": 0, "decided": 0, "total": null, "done": false})
     );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
+    until(start).await;
     let buyers = ["ann", "bob", "cat"];
-    for user in buyers {
-        let (status, reply) = client.buy(&sale, user).await;
-        assert_eq!(
-            (status, reply["status"].as_str()),
-            (202, Some("TICKET")),
-            "{reply}"
-        );
-    }
+    take_tickets_over_http(&client, &sale, &buyers).await;
     let (ticket, orders) = ticket_of(&client, &sale, "ann").await;
     assert_eq!(
         ticket,
@@ -704,12 +685,7 @@ async fn a_ticket_holders_poll_after_the_window_runs_the_draw_and_shows_the_resu
     let seed_hash = progress["drawSeedHash"].as_str().unwrap().to_owned();
 
     // After the window nobody purchases: the first holder's poll draws.
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start + 1_000
-        })
-        .await
-    );
+    until(start + 1_000).await;
     let (ann, _) = ticket_of(&client, &sale, "ann").await;
     assert_ne!(
         ann["status"], "TICKET",
@@ -771,28 +747,11 @@ async fn reconcile_finishes_a_draw_nobody_drove() {
             .await;
         assert_eq!(status, 201, "{made}");
     }
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
+    until(start).await;
     for sale in [&scheduled, &asked] {
-        for user in ["ann", "bob"] {
-            let (status, reply) = client.buy(sale, user).await;
-            assert_eq!(
-                (status, reply["status"].as_str()),
-                (202, Some("TICKET")),
-                "{reply}"
-            );
-        }
+        take_tickets_over_http(&client, sale, &["ann", "bob"]).await;
     }
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start + 1_000
-        })
-        .await
-    );
+    until(start + 1_000).await;
     for sale in [&scheduled, &asked] {
         assert_eq!(admin_sale(&client, sale).await["draw"]["done"], false);
     }
@@ -827,37 +786,12 @@ async fn reconcile_finishes_a_draw_nobody_drove() {
 async fn tickets_lost_with_redis_before_the_draw_leave_a_first_come_sale_that_never_oversells() {
     let stack = LocalStack::start().await;
     let client = StackClient::new(&stack);
-    let start = clock::now_ms() + 1_500;
-    let sale = unique("lot");
-    let (status, made) = client
-        .put_sale(
-            &sale,
-            &sale_body(start, serde_json::json!({"window": 1}), 1),
-        )
-        .await;
-    assert_eq!(status, 201, "{made}");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
-    for user in ["ann", "bob"] {
-        let (status, reply) = client.buy(&sale, user).await;
-        assert_eq!(
-            (status, reply["status"].as_str()),
-            (202, Some("TICKET")),
-            "{reply}"
-        );
-    }
+    let (sale, start) = one_second_lottery(&client).await;
+    until(start).await;
+    take_tickets_over_http(&client, &sale, &["ann", "bob"]).await;
     // Redis loses the sale's keys, tickets included, before the draw.
     seckill_tests::lose_key_group(&mut conn(&stack).await, &keys(&sale)).await;
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start + 1_000
-        })
-        .await
-    );
+    until(start + 1_000).await;
     // The purchases rebuild the sale from the ledger (no orders), its window
     // and seed included; the draw finds no ticket; then first come, first
     // served.
@@ -886,37 +820,14 @@ async fn tickets_lost_with_redis_before_the_draw_leave_a_first_come_sale_that_ne
 async fn a_paused_sale_does_not_draw_until_it_is_resumed() {
     let stack = LocalStack::start().await;
     let client = StackClient::new(&stack);
-    let start = clock::now_ms() + 1_500;
-    let sale = unique("lot");
-    let (status, made) = client
-        .put_sale(
-            &sale,
-            &sale_body(start, serde_json::json!({"window": 1}), 1),
-        )
-        .await;
-    assert_eq!(status, 201, "{made}");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start
-        })
-        .await
-    );
-    let (status, reply) = client.buy(&sale, "ann").await;
-    assert_eq!(
-        (status, reply["status"].as_str()),
-        (202, Some("TICKET")),
-        "{reply}"
-    );
+    let (sale, start) = one_second_lottery(&client).await;
+    until(start).await;
+    take_tickets_over_http(&client, &sale, &["ann"]).await;
     let (status, _) = client
         .admin("POST", &format!("/admin/sales/{sale}/pause"), "")
         .await;
     assert_eq!(status, 200);
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            clock::now_ms() >= start + 1_000
-        })
-        .await
-    );
+    until(start + 1_000).await;
     // Paused: neither the holder's poll nor reconcile decides a ticket.
     assert_eq!(ticket_of(&client, &sale, "ann").await.0["status"], "TICKET");
     let (status, _) = client

@@ -61,19 +61,8 @@ for _, user in ipairs(users) do
     local held = tonumber(redis.call('HGET', buyers_key, user)) or 0
     if qty >= 1 and stock >= qty and held + qty <= limit then
       local order_id = 'n' .. string.sub(redis.sha1hex(sale .. '|draw|' .. user), 1, 31)
-      local left = redis.call('DECRBY', stock_key, qty)
-      if left == 0 then
-        redis.call('HSETNX', meta_key, 'soldOutAtMs', tostring(now))
-      end
-      redis.call('HINCRBY', buyers_key, user, qty)
-      redis.call('HSET', resv_key, order_id, cjson.encode({
-        userId = user, quantity = qty, atMs = tostring(now), state = 'QUEUED' }))
-      local listed = redis.call('HGET', uorders_key, user)
-      if listed and listed ~= '' then
-        redis.call('HSET', uorders_key, user, listed .. ',' .. order_id)
-      else
-        redis.call('HSET', uorders_key, user, order_id)
-      end
+      -- reserve.lua (prepended): exactly as purchase.lua reserves.
+      reserve(meta_key, stock_key, buyers_key, resv_key, uorders_key, user, qty, order_id, now)
       ticket.r, ticket.o = 'WON', order_id
       table.insert(out, order_id)
       table.insert(out, user)

@@ -211,22 +211,10 @@ if in_window then
   return reply({'TICKET', ticket, m[7]})
 end
 
-local left = redis.call('DECRBY', stock_key, qty)
--- The sell-out's moment, once: the call that takes the group's last unit
--- (GET /admin/sales/{saleId}'s soldOutAt). A compare on every purchase,
--- one write per sale.
-if left == 0 then
-  redis.call('HSETNX', meta_key, 'soldOutAtMs', tostring(now))
-end
-redis.call('HINCRBY', buyers_key, user, qty)
-redis.call('HSET', resv_key, order_id, cjson.encode({
-  userId = user, quantity = qty, atMs = tostring(now), state = 'QUEUED' }))
-local listed = redis.call('HGET', uorders_key, user)
-if listed and listed ~= '' then
-  redis.call('HSET', uorders_key, user, listed .. ',' .. order_id)
-else
-  redis.call('HSET', uorders_key, user, order_id)
-end
+-- reserve.lua (prepended): stock, sell-out moment, buyer count,
+-- reservation, the buyer's list.
+local left = reserve(meta_key, stock_key, buyers_key, resv_key, uorders_key,
+  user, qty, order_id, now)
 
 if gated then
   redis.call('HSET', gate_key, nonce, tostring(now))

@@ -65,11 +65,13 @@ pub(super) trait ScriptCall {
     }
 }
 
-/// The purchase script as it runs: the rate limiter's and the keyed
-/// filter's functions, then the decision. One EVALSHA, one round trip.
+/// The purchase script as it runs: the rate limiter's, the keyed filter's
+/// and the reservation's functions, then the decision. One EVALSHA, one
+/// round trip.
 pub const PURCHASE_SOURCE: &str = concat!(
     include_str!("../../../lua/ratelimit.lua"),
     include_str!("../../../lua/keyed.lua"),
+    include_str!("../../../lua/reserve.lua"),
     include_str!("../../../lua/purchase.lua")
 );
 static PURCHASE: LazyLock<Script> = LazyLock::new(|| Script::new(PURCHASE_SOURCE));
@@ -119,8 +121,12 @@ static UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/unlock.lua")));
 static DRAW_ORDER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/draw_order.lua")));
-static DRAW_CHUNK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/draw_chunk.lua")));
+static DRAW_CHUNK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/reserve.lua"),
+        include_str!("../../../lua/draw_chunk.lua")
+    ))
+});
 static LOAD_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/load_sale.lua")));
 static LEND: LazyLock<Script> =
