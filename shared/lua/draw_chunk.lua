@@ -1,5 +1,6 @@
 -- draw_chunk.lua: decide the next tickets of the lottery draw, each
 -- exactly as purchase.lua decides a purchase.
+-- Runs with reserve.lua prepended (see adapters/redis/scripts.rs) for reserve().
 --
 -- KEYS[1] sale:{S}:meta        hash  perUserLimit, drawPos, drawDone,
 --                                    expireAtMs, soldOutAtMs (set once)
