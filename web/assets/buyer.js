@@ -630,7 +630,7 @@
         status: "TICKET",
         quantity: reply.body.quantity || quantity,
         orderId: null,
-        drawAt: reply.body.drawAt || state.sale.admission.windowEndAt,
+        drawAt: reply.body.drawAt || drawAtOf(state.sale),
       });
       ui.ticket.focus();
     } else {
@@ -818,6 +818,10 @@
 
   // ------------------------------------------------------------- ticket
 
+  // When a sale's draw is, for an answer that does not say.
+  const drawAtOf = (sale) =>
+    sale && sale.admission ? sale.admission.windowEndAt : new Date(now()).toISOString();
+
   const ticketKey = () => "ticket." + saleId + "." + (state.session ? state.session.userId : "");
 
   // The buyer's ticket as the API (GET /sales/{id}/orders' `ticket`, or the
@@ -838,10 +842,11 @@
     S.store.set(ticketKey(), ticket);
     if (ticket && ticket.status !== "TICKET") state.drawOver = true;
     const decided = was && was.status === "TICKET" && ticket && ticket.status !== "TICKET";
-    if (ticket && ticket.status === "WON" && ticket.orderId) {
-      if (!state.order || state.order.orderId !== ticket.orderId) {
-        trackOrder({ orderId: ticket.orderId, status: "QUEUED", quantity: ticket.quantity, expiresAt: null }, 0);
-      }
+    // Won on this page: its order is the one to follow. (Later, the order
+    // shown may be another one the buyer bought after it.)
+    const won = decided && ticket.status === "WON" && ticket.orderId;
+    if (won && (!state.order || state.order.orderId !== ticket.orderId)) {
+      trackOrder({ orderId: ticket.orderId, status: "QUEUED", quantity: ticket.quantity, expiresAt: null }, 0);
     }
     // The draw took stock: the sale's numbers, fresh.
     if (decided) pollSale();

@@ -542,6 +542,7 @@
 
   function drawProgress(draw, closes) {
     if (!draw) return "–";
+    if (typeof draw.done !== "boolean") return "– (Redis cannot say now)";
     const total = typeof draw.total === "number" ? draw.total : null;
     if (draw.done) return S.number(draw.decided) + " of " + S.number(total === null ? draw.decided : total) + " decided · done";
     if (Date.now() < closes) return "not yet: the window is open";
