@@ -129,6 +129,16 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         .admin("PUT", &format!("/admin/sales/{listed}"), &body.to_string())
         .await;
     assert_eq!(status, 201, "{reply}");
+    // A lottery sale: orders-api runs its draw when a ticket holder asks
+    // after the window, and sends the winner's order.
+    let lottery = unique("iam-lottery");
+    let mut body = body.clone();
+    body["startAt"] = json!(clock::rfc3339_ms(now + 2_000));
+    body["admission"] = json!({"window": 1});
+    let (status, reply) = client
+        .admin("PUT", &format!("/admin/sales/{lottery}"), &body.to_string())
+        .await;
+    assert_eq!(status, 201, "{reply}");
     // ...and this one, whose orders must expire within the test, is written
     // to the table directly; the scheduled prewarm loads both ahead of
     // their start.
@@ -159,6 +169,12 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     })
     .await;
     assert!(started, "the sale never opened");
+    let (status, reply) = client.buy(&lottery, "u9").await;
+    assert_eq!(
+        (status, reply["status"].as_str()),
+        (202, Some("TICKET")),
+        "{reply}"
+    );
     assert_eq!(client.buy(&id, "u1").await.0, 409);
     assert_eq!(client.buy(&id, "u2").await.0, 202);
     assert_eq!(client.buy(&id, "u3").await.0, 202);
@@ -172,6 +188,12 @@ async fn every_call_a_function_makes_is_granted_to_it() {
         .await;
         assert!(written, "{user}'s order was not written");
     }
+    let drawn = eventually(Duration::from_secs(10), || async {
+        let (_, reply) = client.my_orders(&lottery, "u9").await;
+        reply["ticket"]["status"] == "WON"
+    })
+    .await;
+    assert!(drawn, "the ticket holder's poll did not run the draw");
     let u1_order = orders_of(&client, &id, "u1").await[0]["orderId"]
         .as_str()
         .unwrap()

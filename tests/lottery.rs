@@ -5,7 +5,10 @@
 //! purchase when paused or over the limit); the draw: exactly once under
 //! four concurrent drawers, resumed after a drawer stopped halfway, as the
 //! seed's replay says, every winner an order row; first come first served
-//! after it.
+//! after it. Through the local stack: a ticket holder's poll of their orders
+//! after the window runs the draw when no purchase comes (the result, the
+//! winner's order written, the operator's progress), and reconcile finishes
+//! a draw nobody drove.
 
 use redis::AsyncCommands;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
@@ -195,7 +198,8 @@ async fn purchases_in_the_window_get_one_ticket_each_and_move_no_stock() {
         assert_eq!(status, 202, "{user}: {reply}");
         assert_eq!(
             reply,
-            serde_json::json!({"saleId": sale, "quantity": 1, "status": "TICKET"})
+            serde_json::json!({"saleId": sale, "quantity": 1, "status": "TICKET",
+                "drawAt": clock::rfc3339_ms(start + 3_000)})
         );
     }
     // A second purchase of a buyer answers the same ticket, even asking for more.
@@ -622,4 +626,243 @@ async fn the_first_purchase_after_the_window_runs_the_draw_then_buys() {
         .await
         .unwrap();
     assert!(!held);
+}
+
+/// The ticket of `user` as `GET /sales/{sale}/orders` shows it, and the
+/// order ids listed.
+async fn ticket_of(
+    client: &StackClient<'_>,
+    sale: &str,
+    user: &str,
+) -> (serde_json::Value, Vec<String>) {
+    let (status, reply) = client.my_orders(sale, user).await;
+    assert_eq!(status, 200, "{reply}");
+    let ids = reply["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["orderId"].as_str().unwrap().to_owned())
+        .collect();
+    (reply["ticket"].clone(), ids)
+}
+
+async fn admin_sale(client: &StackClient<'_>, sale: &str) -> serde_json::Value {
+    let (status, body) = client
+        .admin("GET", &format!("/admin/sales/{sale}"), "")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn a_ticket_holders_poll_after_the_window_runs_the_draw_and_shows_the_result() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let mut body = sale_body(start, serde_json::json!({"window": 1}), 1);
+    body["totalStock"] = serde_json::json!(1);
+    body["perUserLimit"] = serde_json::json!(1);
+    let (status, made) = client.put_sale(&sale, &body).await;
+    assert_eq!(status, 201, "{made}");
+    let draw_at = clock::rfc3339_ms(start + 1_000);
+    // Before any ticket: no ticket, and the operator sees an empty draw.
+    assert_eq!(
+        ticket_of(&client, &sale, "ann").await.0,
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        admin_sale(&client, &sale).await["draw"],
+        serde_json::json!({"tickets": 0, "decided": 0, "total": null, "done": false})
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    let buyers = ["ann", "bob", "cat"];
+    for user in buyers {
+        let (status, reply) = client.buy(&sale, user).await;
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (202, Some("TICKET")),
+            "{reply}"
+        );
+    }
+    let (ticket, orders) = ticket_of(&client, &sale, "ann").await;
+    assert_eq!(
+        ticket,
+        serde_json::json!({"status": "TICKET", "quantity": 1, "orderId": null, "drawAt": draw_at})
+    );
+    assert!(orders.is_empty());
+    let progress = admin_sale(&client, &sale).await;
+    assert_eq!(
+        progress["draw"],
+        serde_json::json!({"tickets": 3, "decided": 0, "total": null, "done": false})
+    );
+    let seed_hash = progress["drawSeedHash"].as_str().unwrap().to_owned();
+
+    // After the window nobody purchases: the first holder's poll draws.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start + 1_000
+        })
+        .await
+    );
+    let (ann, _) = ticket_of(&client, &sale, "ann").await;
+    assert_ne!(
+        ann["status"], "TICKET",
+        "the poll did not run the draw: {ann}"
+    );
+    let mut won = Vec::new();
+    for user in buyers {
+        let (ticket, orders) = ticket_of(&client, &sale, user).await;
+        match ticket["status"].as_str() {
+            Some("WON") => {
+                let order_id = ticket["orderId"].as_str().unwrap().to_owned();
+                assert_eq!(
+                    orders,
+                    std::slice::from_ref(&order_id),
+                    "the won order is listed"
+                );
+                won.push((user, order_id));
+            }
+            Some("LOST") => {
+                assert_eq!(ticket["orderId"], serde_json::Value::Null);
+                assert!(orders.is_empty(), "{user}: {orders:?}");
+            }
+            other => panic!("{user}: {other:?}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "one unit, one winner: {won:?}");
+    // The winner is the one the recorded seed's order puts first.
+    let after = admin_sale(&client, &sale).await;
+    let seed = after["drawSeed"].as_str().unwrap();
+    assert_eq!(sha256_hex(seed), seed_hash);
+    let order = draw_order(&DrawSeed::parse_hex(seed).unwrap(), &buyers);
+    assert_eq!(won[0].0, order[0]);
+    assert_eq!(
+        after["draw"],
+        serde_json::json!({"tickets": 3, "decided": 3, "total": 3, "done": true})
+    );
+    // The winner's order is written by the order-writer like any other.
+    let (winner, order_id) = won[0].clone();
+    let written = eventually(Duration::from_secs(20), || async {
+        let (status, o) = client
+            .as_buyer("GET", &format!("/orders/{order_id}"), winner, "")
+            .await;
+        status == 200 && o["status"] == "PENDING_PAYMENT"
+    })
+    .await;
+    assert!(written, "the winner's order was not written");
+}
+
+#[tokio::test]
+async fn reconcile_finishes_a_draw_nobody_drove() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 1}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    for user in ["ann", "bob"] {
+        let (status, reply) = client.buy(&sale, user).await;
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (202, Some("TICKET")),
+            "{reply}"
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start + 1_000
+        })
+        .await
+    );
+    assert_eq!(admin_sale(&client, &sale).await["draw"]["done"], false);
+    stack
+        .scheduled
+        .invoke(seckill_infra::local::Job::Reconcile)
+        .await;
+    assert_eq!(
+        admin_sale(&client, &sale).await["draw"],
+        serde_json::json!({"tickets": 2, "decided": 2, "total": 2, "done": true})
+    );
+    let (stock, resv, _, tickets) = held(&stack, &sale).await;
+    assert_eq!((stock, resv), (3, 2), "both tickets won (stock 5, limit 2)");
+    assert!(
+        tickets.values().all(|t| t.contains("\"WON\"")),
+        "{tickets:?}"
+    );
+}
+
+#[tokio::test]
+async fn tickets_lost_with_redis_before_the_draw_leave_a_first_come_sale_that_never_oversells() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 1}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start
+        })
+        .await
+    );
+    for user in ["ann", "bob"] {
+        let (status, reply) = client.buy(&sale, user).await;
+        assert_eq!(
+            (status, reply["status"].as_str()),
+            (202, Some("TICKET")),
+            "{reply}"
+        );
+    }
+    // Redis loses the sale's keys, tickets included, before the draw.
+    seckill_tests::lose_key_group(&mut conn(&stack).await, &keys(&sale)).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            clock::now_ms() >= start + 1_000
+        })
+        .await
+    );
+    // The purchases rebuild the sale from the ledger (no orders), its window
+    // and seed included; the draw finds no ticket; then first come, first
+    // served.
+    let bought = eventually(Duration::from_secs(20), || async {
+        let (status, reply) = client.buy(&sale, "cat").await;
+        status == 202 && reply["status"] == "QUEUED"
+    })
+    .await;
+    assert!(bought, "the rebuilt sale never sold again");
+    assert_eq!(
+        ticket_of(&client, &sale, "ann").await.0,
+        serde_json::Value::Null
+    );
+    let after = admin_sale(&client, &sale).await;
+    assert_eq!(
+        after["draw"],
+        serde_json::json!({"tickets": 0, "decided": 0, "total": 0, "done": true})
+    );
+    let (stock, resv, buyers, tickets) = held(&stack, &sale).await;
+    assert_eq!((stock, resv, buyers, tickets.len()), (4, 1, 1, 0));
+    let m = meta(&stack, &sale).await;
+    assert_eq!(m.get("windowEndMs"), Some(&(start + 1_000).to_string()));
 }

@@ -54,7 +54,8 @@
 --   {"SHARDED", n, homes}  these are a sharded sale's directory keys (n shards,
 --                   homes the home table or ""): nothing done
 --   {"RATE_LIMITED", retryAfterMs}
---   {"TICKET", ticketJson}  a lottery window's ticket, new or the buyer's own
+--   {"TICKET", ticketJson, windowEndMs}  a lottery window's ticket, new or
+--                   the buyer's own, and when the draw is due
 --   {"DRAWING"}  the window has closed and the draw is not done yet
 -- When the limiter failed open, the reply (OK) is prefixed with "LF".
 --   {"LIMIT", "o1,o2"}  {"SOLD_OUT", stockLeft}
@@ -145,7 +146,7 @@ if window_end and tickets_key and m[8] ~= '1' then
   end
   local ticket = redis.call('HGET', tickets_key, user)
   if ticket then
-    return {'TICKET', ticket}
+    return {'TICKET', ticket, m[7]}
   end
   in_window = true
 end
@@ -207,7 +208,7 @@ if in_window then
       redis.call('PEXPIREAT', gate_key, expire_at)
     end
   end
-  return reply({'TICKET', ticket})
+  return reply({'TICKET', ticket, m[7]})
 end
 
 local left = redis.call('DECRBY', stock_key, qty)

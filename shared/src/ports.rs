@@ -84,6 +84,8 @@ pub enum ReserveOutcome {
     Ticket {
         quantity: Quantity,
         at_ms: i64,
+        /// When the window closes and the draw is due (epoch ms).
+        draw_at_ms: i64,
     },
 }
 

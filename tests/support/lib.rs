@@ -495,6 +495,8 @@ pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: 
             &keys.keyed,
             &keys.lent,
             &keys.received,
+            &keys.tickets,
+            &keys.draw_order,
         ])
         .await
         .unwrap();

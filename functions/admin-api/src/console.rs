@@ -57,6 +57,7 @@ pub async fn route(
             ) {
                 body.extend(fields);
             }
+            body["draw"] = console::draw_fields(admin.queries.stock(), &sale).await;
             http::json(200, &body)
         }
         "POST /admin/sales/{saleId}/end" => {

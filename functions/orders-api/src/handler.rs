@@ -75,12 +75,21 @@ where
         "GET /sales/{saleId}/orders" => {
             let caller = http::caller(req)?;
             let sale_id = sale_id(req)?;
+            // The ticket first: a due draw it drives may have just made the
+            // buyer's order, which the list then shows.
+            let ticket = queries
+                .my_ticket(&sale_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
             let orders = queries
                 .my_orders(&sale_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
             let orders: Vec<serde_json::Value> = orders.iter().map(|o| o.body()).collect();
-            Ok(http::json(200, &serde_json::json!({ "orders": orders })))
+            Ok(http::json(
+                200,
+                &serde_json::json!({ "orders": orders, "ticket": ticket }),
+            ))
         }
         "GET /sales/{saleId}/challenge" => {
             let caller = http::caller(req)?;

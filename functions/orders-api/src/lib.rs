@@ -14,7 +14,9 @@ use seckill_shared::adapters::aws;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::sqs::SqsQueue;
 use seckill_shared::app::catalog_cache::CachedCatalog;
+use seckill_shared::app::draw::Drawer;
 use seckill_shared::app::order_queries::OrderQueries;
 use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
 use seckill_shared::observe::metrics::{Function, Metrics};
@@ -23,7 +25,9 @@ use std::time::Duration;
 pub type LiveQueries = OrderQueries<DynamoOrders, RedisStock, CachedCatalog<DynamoCatalog>>;
 
 /// This function's settings: the orders table, the sale cache, the gate key
-/// and the payment provider's key besides the common ones.
+/// and the payment provider's key besides the common ones, and the orders
+/// queue: a ticket holder's read of a due lottery draw runs part of it and
+/// sends its winners' orders, as a purchase would.
 pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     Config::reading(
         env,
@@ -32,6 +36,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             sale_cache: true,
             gate_secret: true,
             payment_secret: true,
+            orders_queue: true,
             ..Reads::COMMON
         },
     )
@@ -41,6 +46,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
 /// the Redis AUTH token, the gate key and the payment key are fetched (a
 /// failed fetch fails the init).
 pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
+    let queue_url = config.queue_url()?.to_owned();
     let caller = aws::Caller::Function(seckill_shared::observe::metrics::Function::OrdersApi);
     let config = &seckill_shared::adapters::secrets::resolve(
         config,
@@ -52,14 +58,19 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
     let db = aws::dynamodb(&sdk);
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
+    let lottery = Drawer {
+        store: stock.clone(),
+        queue: SqsQueue::new(aws::sqs(&sdk), &queue_url),
+    };
     let catalog = CachedCatalog::new(
         DynamoCatalog::new(db, &config.sales_table),
         config.sale_cache_ttl,
     );
     let metrics = Metrics::new(Function::OrdersApi, &config.metrics_namespace);
     metrics.cold_start();
-    let mut queries =
-        OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl).with_metrics(metrics);
+    let mut queries = OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl)
+        .with_metrics(metrics)
+        .with_lottery(std::sync::Arc::new(lottery));
     if let Some(secret) = &config.payment_secret {
         queries = queries.with_payment_key(seckill_shared::domain::payment::PaymentKey::new(
             secret.as_bytes(),

@@ -13,6 +13,8 @@
 //!
 //! - [`sell_out`]: when a sale first sold out, and how long that took from
 //!   its start (`GET /admin/sales/{saleId}` and `/live`).
+//! - [`draw_fields`]: a lottery sale's tickets and draw progress
+//!   (`GET /admin/sales/{saleId}`'s `draw`).
 //!
 //! The order lookups are [`crate::app::order_queries::OrderQueries`]'
 //! (`any_order`, `my_orders` for a given buyer): the same answer the buyer
@@ -118,6 +120,30 @@ pub async fn sell_out(stock: &RedisStock, sale: &Sale) -> Option<i64> {
         )
         .ok()
         .flatten()
+}
+
+/// `draw` of `GET /admin/sales/{saleId}`: `null` for a sale without a
+/// lottery window, else `{"tickets","decided","total","done"}` as Redis
+/// holds them (`total` `null` until the order is recorded; all `null` when
+/// Redis cannot say or does not hold the sale yet: logged, the view goes
+/// on without it).
+pub async fn draw_fields(stock: &RedisStock, sale: &Sale) -> serde_json::Value {
+    use crate::ports::DrawStore;
+    if sale.admission.is_none() {
+        return serde_json::Value::Null;
+    }
+    let progress = stock.draw_progress(&sale.sale_id).await.map_err(
+        |err| tracing::warn!(sale_id = %sale.sale_id, %err, "cannot read the draw's progress"),
+    );
+    match progress {
+        Ok(Some(p)) => serde_json::json!({
+            "tickets": p.tickets,
+            "decided": p.decided,
+            "total": p.total,
+            "done": p.done,
+        }),
+        _ => serde_json::json!({"tickets": null, "decided": null, "total": null, "done": null}),
+    }
 }
 
 /// One message of the DLQ as the operator sees it.

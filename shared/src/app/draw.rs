@@ -16,11 +16,20 @@
 //!
 //! Until `drawDone`, purchases answer `DRAWING`, so nobody takes stock
 //! ahead of the tickets.
+//!
+//! Who runs it: [`drive`], a bounded part of the draw under a short lock,
+//! called by the first purchases after the window and by a ticket holder's
+//! read of their ticket ([`Drawer`], for the buyer's orders route), so the
+//! draw needs no scheduler; reconcile's run finishes any draw nobody drove.
 
 use crate::clock;
 use crate::domain::draw::{DrawSeed, draw_order};
-use crate::domain::{OrderMessage, SaleId};
-use crate::ports::{ChunkStep, DrawStore, OrderQueue, OrderStep, StoreError};
+use crate::domain::{OrderMessage, SaleId, UserId};
+use crate::ports::{
+    ChunkStep, DrawProgress, DrawStore, OrderQueue, OrderStep, StoreError, TicketView,
+};
+use std::future::Future;
+use std::pin::Pin;
 
 /// Tickets one script call decides: short enough that Redis answers
 /// purchases in between.
@@ -149,4 +158,109 @@ async fn record_order<S: DrawStore>(
         }
     }
     Err(DrawError::Unsettled)
+}
+
+/// How many chunks [`drive`] runs before it returns: the purchase or read
+/// that runs it stays quick, and the next one carries on.
+pub const CHUNKS_PER_DRIVE: u64 = 10;
+
+/// How long one [`drive`] may hold the draw's lock: longer than its chunks
+/// take, short enough that a crashed holder delays the draw little.
+const DRIVE_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs up to [`CHUNKS_PER_DRIVE`] chunks of a due draw, if no one else is
+/// (a lock in Redis keeps environments from all drawing at once; the
+/// draw's compare-and-set keeps it exact without the lock); whether the
+/// draw is over.
+pub async fn drive<S: DrawStore, Q: OrderQueue>(store: &S, queue: &Q, sale_id: &SaleId) -> bool {
+    // Whose lock it is: only the holder gives it back.
+    let mut nonce = [0u8; 8];
+    let _ = aws_lc_rs::rand::fill(&mut nonce);
+    let token = format!("draw-{}-{}", clock::now_ms(), u64::from_le_bytes(nonce));
+    match store.claim(sale_id, &token, DRIVE_LOCK_TTL).await {
+        Ok(true) => {}
+        Ok(false) => return false,
+        Err(err) => {
+            tracing::warn!(%sale_id, %err, "draw lock unavailable");
+            return false;
+        }
+    }
+    let ran = run(store, queue, sale_id, CHUNK, Some(CHUNKS_PER_DRIVE)).await;
+    if let Err(err) = store.unclaim(sale_id, &token).await {
+        tracing::debug!(%sale_id, %err, "draw lock left to expire");
+    }
+    match ran {
+        Ok(report) => report.done,
+        Err(err) => {
+            tracing::warn!(%sale_id, %err, "draw step failed; the next caller retries");
+            false
+        }
+    }
+}
+
+/// Drives a closed window's draw to its end (reconcile's run: a sale
+/// nobody visits after its window still gets its draw). Each drive is
+/// bounded and takes the draw's lock; this stops early when a drive moves
+/// nothing (another caller holds the lock, or the draw cannot go on: the
+/// next run tries again).
+pub async fn finish(lottery: &dyn Lottery, sale_id: &SaleId) {
+    const MAX_DRIVES: usize = 1_000;
+    let mut last = None;
+    for _ in 0..MAX_DRIVES {
+        if lottery.drive(sale_id).await {
+            return;
+        }
+        let progress = lottery.progress(sale_id).await.ok().flatten();
+        let progress = progress.map(|p| (p.decided, p.done));
+        if progress.is_none_or(|(_, done)| done) || progress == last {
+            return;
+        }
+        last = progress;
+    }
+}
+
+/// A boxed future: [`Lottery`] is held as a trait object by the query
+/// service, whose own type does not name a queue.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The lottery as the buyer's and the operator's reads need it: a buyer's
+/// ticket, the draw's progress, and a bounded drive of a due draw.
+pub trait Lottery: Send + Sync {
+    fn ticket<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+        user_id: &'a UserId,
+    ) -> Boxed<'a, Result<Option<TicketView>, StoreError>>;
+    fn progress<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> Boxed<'a, Result<Option<DrawProgress>, StoreError>>;
+    fn drive<'a>(&'a self, sale_id: &'a SaleId) -> Boxed<'a, bool>;
+}
+
+/// [`Lottery`] on a draw store and the queue winners are sent to.
+pub struct Drawer<S, Q> {
+    pub store: S,
+    pub queue: Q,
+}
+
+impl<S: DrawStore, Q: OrderQueue> Lottery for Drawer<S, Q> {
+    fn ticket<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+        user_id: &'a UserId,
+    ) -> Boxed<'a, Result<Option<TicketView>, StoreError>> {
+        Box::pin(self.store.ticket(sale_id, user_id))
+    }
+
+    fn progress<'a>(
+        &'a self,
+        sale_id: &'a SaleId,
+    ) -> Boxed<'a, Result<Option<DrawProgress>, StoreError>> {
+        Box::pin(self.store.draw_progress(sale_id))
+    }
+
+    fn drive<'a>(&'a self, sale_id: &'a SaleId) -> Boxed<'a, bool> {
+        Box::pin(drive(&self.store, &self.queue, sale_id))
+    }
 }

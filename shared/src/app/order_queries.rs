@@ -109,6 +109,9 @@ pub struct OrderQueries<O, S, C> {
     gate: Option<crate::domain::gate::Gate>,
     payment_key: Option<crate::domain::payment::PaymentKey>,
     metrics: Metrics,
+    /// The lottery's tickets and a due draw's drive (`None`: no ticket is
+    /// ever shown, as in services that never read one).
+    lottery: Option<std::sync::Arc<dyn crate::app::draw::Lottery>>,
 }
 
 impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
@@ -122,7 +125,61 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             gate: None,
             payment_key: None,
             metrics: Metrics::off(),
+            lottery: None,
         }
+    }
+
+    /// The same service showing buyers their lottery tickets, and driving a
+    /// due draw when a ticket holder asks (its winners are sent to the
+    /// queue the [`crate::app::draw::Drawer`] holds).
+    pub fn with_lottery(mut self, lottery: std::sync::Arc<dyn crate::app::draw::Lottery>) -> Self {
+        self.lottery = Some(lottery);
+        self
+    }
+
+    /// The lottery, for the operator's view of a draw.
+    pub fn lottery(&self) -> Option<&dyn crate::app::draw::Lottery> {
+        self.lottery.as_deref()
+    }
+
+    /// The caller's lottery ticket of the sale, as `GET /sales/{saleId}/orders`
+    /// shows it (`None`: no window, or no ticket). A ticket still held once
+    /// the window has closed first drives the draw (a bounded part, under
+    /// its lock), so a buyer polling for their result gets it even when no
+    /// purchase comes to run the draw.
+    pub async fn my_ticket(
+        &self,
+        sale_id: &SaleId,
+        caller: &UserId,
+    ) -> Result<Option<serde_json::Value>, QueryError> {
+        use crate::ports::TicketStatus;
+        let Some(lottery) = &self.lottery else {
+            return Ok(None);
+        };
+        let Some(sale) = self.catalog.get_sale(sale_id).await? else {
+            return Err(QueryError::NotFound);
+        };
+        let Some(draw_at) = sale.window_end_ms() else {
+            return Ok(None);
+        };
+        let mut ticket = lottery.ticket(sale_id, caller).await?;
+        let held = |t: &Option<crate::ports::TicketView>| matches!(t, Some(v) if v.status == TicketStatus::Held);
+        if held(&ticket) && clock::now_ms() >= draw_at && lottery.drive(sale_id).await {
+            ticket = lottery.ticket(sale_id, caller).await?;
+        }
+        Ok(ticket.map(|t| {
+            let (status, order_id) = match &t.status {
+                TicketStatus::Held => ("TICKET", None),
+                TicketStatus::Won(order_id) => ("WON", Some(order_id.to_string())),
+                TicketStatus::Lost => ("LOST", None),
+            };
+            serde_json::json!({
+                "status": status,
+                "quantity": t.quantity,
+                "orderId": order_id,
+                "drawAt": clock::rfc3339_ms(draw_at),
+            })
+        }))
     }
 
     /// The same service counting into `metrics` (`OrdersPaid`, `PaidAmount`,

@@ -69,6 +69,8 @@ impl Accepted {
 pub struct Ticket {
     pub sale_id: SaleId,
     pub quantity: Quantity,
+    /// When the window closes and the draw decides the ticket (epoch ms).
+    pub draw_at_ms: i64,
 }
 
 impl Ticket {
@@ -77,6 +79,7 @@ impl Ticket {
             "saleId": self.sale_id,
             "quantity": self.quantity,
             "status": "TICKET",
+            "drawAt": clock::rfc3339_ms(self.draw_at_ms),
         })
     }
 }
@@ -472,10 +475,15 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             }
             ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
             ReserveOutcome::Drawing => Err(PurchaseError::Drawing),
-            ReserveOutcome::Ticket { quantity, .. } => {
+            ReserveOutcome::Ticket {
+                quantity,
+                draw_at_ms,
+                ..
+            } => {
                 return Ok(Admitted::Ticket(Ticket {
                     sale_id: req.sale_id.clone(),
                     quantity,
+                    draw_at_ms,
                 }));
             }
         };
@@ -563,15 +571,6 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     }
 }
 
-/// The queue message of a reservation.
-/// How many chunks of a due draw one purchase runs before it answers: its
-/// latency stays bounded, and the next purchase carries on.
-pub const DRAW_CHUNKS_PER_CALL: u64 = 10;
-
-/// How long one purchase may hold the draw's lock: longer than its chunks
-/// take, short enough that a crashed holder delays the draw little.
-const DRAW_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl<S, Q, C> PurchaseService<S, Q, C>
 where
     S: StockStore + DrawStore,
@@ -580,58 +579,22 @@ where
 {
     /// The purchase route: [`Self::admit`]; when the sale's lottery window
     /// has closed and its draw is not done (`DRAWING`), this purchase runs
-    /// part of the draw (one environment at a time, by a lock in Redis; the
-    /// draw's compare-and-set keeps it exact without one) and asks again,
-    /// once. The draw needs no scheduler: the first buyers after the window
-    /// run it.
+    /// part of the draw ([`crate::app::draw::drive`]) and asks again, once:
+    /// the first buyers after the window run the draw.
     pub async fn admit_or_draw(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
         match self.admit(req).await {
             Err(PurchaseError::Drawing) => {}
             other => return other,
         }
-        if self.drive_draw(&req.sale_id).await {
+        if crate::app::draw::drive(&self.stock, &self.queue, &req.sale_id).await {
             self.admit(req).await
         } else {
             Err(PurchaseError::Drawing)
         }
     }
-
-    /// Runs up to [`DRAW_CHUNKS_PER_CALL`] chunks of the draw if no other
-    /// purchase is; whether the draw is over.
-    async fn drive_draw(&self, sale_id: &SaleId) -> bool {
-        // Whose lock it is: only the holder gives it back.
-        let mut nonce = [0u8; 8];
-        let _ = aws_lc_rs::rand::fill(&mut nonce);
-        let token = format!("draw-{}-{}", clock::now_ms(), u64::from_le_bytes(nonce));
-        match self.stock.claim(sale_id, &token, DRAW_LOCK_TTL).await {
-            Ok(true) => {}
-            Ok(false) => return false,
-            Err(err) => {
-                tracing::warn!(%sale_id, %err, "draw lock unavailable");
-                return false;
-            }
-        }
-        let run = crate::app::draw::run(
-            &self.stock,
-            &self.queue,
-            sale_id,
-            crate::app::draw::CHUNK,
-            Some(DRAW_CHUNKS_PER_CALL),
-        )
-        .await;
-        if let Err(err) = self.stock.unclaim(sale_id, &token).await {
-            tracing::debug!(%sale_id, %err, "draw lock left to expire");
-        }
-        match run {
-            Ok(report) => report.done,
-            Err(err) => {
-                tracing::warn!(%sale_id, %err, "draw step failed; the next purchase retries");
-                false
-            }
-        }
-    }
 }
 
+/// The queue message of a reservation.
 fn order_message(req: &PurchaseRequest, resv: &Reservation) -> OrderMessage {
     OrderMessage {
         v: OrderMessage::VERSION,

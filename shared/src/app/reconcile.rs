@@ -165,6 +165,8 @@ pub struct Reconciler<
     queue: Q,
     settings: ReconcileSettings,
     metrics: Metrics,
+    /// Finishes lottery draws nobody drove ([`Self::with_lottery`]).
+    lottery: Option<std::sync::Arc<dyn crate::app::draw::Lottery>>,
 }
 
 impl<Q, I, S, C, O> Reconciler<Q, I, S, C, O>
@@ -191,7 +193,17 @@ where
             queue,
             settings,
             metrics: Metrics::off(),
+            lottery: None,
         }
+    }
+
+    /// The same reconciler finishing, on each run, the draw of every sale
+    /// whose lottery window has closed: purchases and ticket holders' reads
+    /// drive a draw, but a sale nobody visits after its window still gets
+    /// its draw within a run.
+    pub fn with_lottery(mut self, lottery: std::sync::Arc<dyn crate::app::draw::Lottery>) -> Self {
+        self.lottery = Some(lottery);
+        self
     }
 
     /// The same reconciler counting into `metrics` (`ReconcileViolations`,
@@ -226,6 +238,12 @@ where
         for sale in SaleCatalog::list_sales(self.catalog()).await? {
             let open = now_ms >= sale.start_ms
                 && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
+            if open
+                && sale.window_end_ms().is_some_and(|closes| now_ms >= closes)
+                && let Some(lottery) = &self.lottery
+            {
+                crate::app::draw::finish(lottery.as_ref(), &sale.sale_id).await;
+            }
             if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
                 reports.push(report);
             }
@@ -681,14 +699,20 @@ pub async fn wire(
     let sqs = crate::adapters::aws::sqs(&sdk);
     let queue_url = config.queue_url()?.to_owned();
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
+    let queue = SqsQueue::new(sqs.clone(), queue_url.clone());
+    let lottery = crate::app::draw::Drawer {
+        store: stock.clone(),
+        queue: queue.clone(),
+    };
     Ok(Reconciler::new(
         stock,
         DynamoCatalog::new(db.clone(), &config.sales_table),
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        SqsQueue::new(sqs.clone(), queue_url.clone()),
+        queue,
         SqsInspector::new(sqs, queue_url, config.orders_dlq_url.clone()),
         ReconcileSettings::default(),
-    ))
+    )
+    .with_lottery(std::sync::Arc::new(lottery)))
 }
 
 #[cfg(test)]

@@ -18,6 +18,36 @@ pub struct DrawState {
     pub done: bool,
 }
 
+/// Where one buyer's ticket stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TicketStatus {
+    /// Held; the draw has not decided it yet.
+    Held,
+    /// Drawn: its order (a reservation sent like any purchase's).
+    Won(OrderId),
+    /// Drawn: too little stock, or the buyer was at their limit.
+    Lost,
+}
+
+/// A buyer's ticket, as the buyer's orders route shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketView {
+    pub quantity: Quantity,
+    pub status: TicketStatus,
+}
+
+/// How far a sale's draw has come (the operator's view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrawProgress {
+    /// Tickets held.
+    pub tickets: u64,
+    /// Tickets decided so far.
+    pub decided: u64,
+    /// Tickets in the recorded order; `None` until it is recorded.
+    pub total: Option<u64>,
+    pub done: bool,
+}
+
 /// The answer of recording the draw's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderStep {
@@ -63,6 +93,19 @@ pub trait DrawStore: Send + Sync {
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<DrawState>, StoreError>> + Send;
+
+    /// One buyer's ticket; `None` when they hold none.
+    fn ticket(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> impl Future<Output = Result<Option<TicketView>, StoreError>> + Send;
+
+    /// The draw's progress; `None` for a sale without a window in the store.
+    fn draw_progress(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<DrawProgress>, StoreError>> + Send;
 
     /// Every ticket holder (in no particular order).
     fn ticket_holders(

@@ -4,9 +4,13 @@
 
 use super::RedisStock;
 use super::keys::SaleKeys;
+use super::replies::StoredTicket;
 use super::scripts::{DrawChunkArgs, DrawOrderArgs};
 use crate::domain::{OrderId, Quantity, SaleId, UserId};
-use crate::ports::{ChunkStep, DrawState, DrawStore, OrderStep, StoreError, Won};
+use crate::ports::{
+    ChunkStep, DrawProgress, DrawState, DrawStore, OrderStep, StoreError, TicketStatus, TicketView,
+    Won,
+};
 
 fn protocol(reply: &[String]) -> StoreError {
     StoreError::Protocol(format!("unexpected draw reply {reply:?}"))
@@ -37,6 +41,71 @@ impl DrawStore for RedisStock {
             seed_hex: seed.clone(),
             pos: pos.as_deref().map(number).transpose()?,
             done: done.as_deref() == Some("1"),
+        }))
+    }
+
+    async fn ticket(
+        &self,
+        sale_id: &SaleId,
+        user_id: &UserId,
+    ) -> Result<Option<TicketView>, StoreError> {
+        let key = SaleKeys::new(sale_id).tickets;
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("HGET")
+                .arg(&key)
+                .arg(user_id.as_str())
+                .query_async(&mut conn)
+                .await
+        };
+        let raw: Option<String> = self.bounded(call).await?;
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let t: StoredTicket =
+            serde_json::from_str(&raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let status = match (t.r.as_deref(), t.o.as_deref()) {
+            (None, _) => TicketStatus::Held,
+            (Some("WON"), Some(order)) => TicketStatus::Won(
+                OrderId::parse(order).map_err(|e| StoreError::Protocol(e.to_string()))?,
+            ),
+            (Some("LOST"), _) => TicketStatus::Lost,
+            _ => return Err(StoreError::Protocol(format!("unexpected ticket {raw:?}"))),
+        };
+        Ok(Some(TicketView {
+            quantity: Quantity::new(t.q).map_err(|e| StoreError::Protocol(e.to_string()))?,
+            status,
+        }))
+    }
+
+    async fn draw_progress(&self, sale_id: &SaleId) -> Result<Option<DrawProgress>, StoreError> {
+        let keys = SaleKeys::new(sale_id);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::pipe()
+                .cmd("HMGET")
+                .arg(&keys.meta)
+                .arg(&["windowEndMs", "drawPos", "drawDone"])
+                .cmd("HLEN")
+                .arg(&keys.tickets)
+                .cmd("LLEN")
+                .arg(&keys.draw_order)
+                .query_async(&mut conn)
+                .await
+        };
+        let (meta, tickets, listed): (Vec<Option<String>>, u64, u64) = self.bounded(call).await?;
+        let [Some(_), pos, done] = meta.as_slice() else {
+            return Ok(None);
+        };
+        let done = done.as_deref() == Some("1");
+        // The order list is recorded together with drawPos (an empty draw
+        // records no list, only drawPos = 0 and drawDone).
+        let total = pos.as_ref().map(|_| listed);
+        Ok(Some(DrawProgress {
+            tickets,
+            decided: pos.as_deref().map(number).transpose()?.unwrap_or(0),
+            total,
+            done,
         }))
     }
 

@@ -8,11 +8,16 @@ use crate::ports::{Reservation, ReserveOutcome, StockView, StoreError};
 pub use crate::domain::stock_state::StoredReservation;
 
 /// A lottery ticket as `purchase.lua` records it: the quantity asked for
-/// and when (ms).
+/// and when (ms); once drawn, `draw_chunk.lua` adds the result (`r`:
+/// `WON` or `LOST`) and a won ticket's order id (`o`).
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct StoredTicket {
     pub q: u64,
     pub at: String,
+    #[serde(default)]
+    pub r: Option<String>,
+    #[serde(default)]
+    pub o: Option<String>,
 }
 
 /// One key group's stock, buyers, reservations and the transfers it received.
@@ -66,12 +71,13 @@ pub(super) fn parse_reserve_reply(
                 .collect::<Result<_, _>>()?,
         }),
         ["DRAWING"] => Ok(ReserveOutcome::Drawing),
-        ["TICKET", ticket] => {
+        ["TICKET", ticket, draw_at] => {
             let t: StoredTicket =
                 serde_json::from_str(ticket).map_err(|e| StoreError::Protocol(e.to_string()))?;
             Ok(ReserveOutcome::Ticket {
                 quantity: Quantity::new(t.q).map_err(|e| StoreError::Protocol(e.to_string()))?,
                 at_ms: parse_i64(&t.at)?,
+                draw_at_ms: parse_i64(draw_at)?,
             })
         }
         ["SOLD_OUT", left] => Ok(ReserveOutcome::SoldOut {
