@@ -230,6 +230,10 @@ async fn the_page_enters_the_draw_and_shows_the_result(ui: &Ui) {
         "the three tickets took past the window: the scenario proves nothing"
     );
     ui.shot("v-4-buyer-in-the-draw").await;
+    ui.resize(375).await;
+    ui.assert_fits("buyer page, ticket, 375 px").await;
+    ui.shot("v-4-buyer-in-the-draw-375").await;
+    ui.resize(1280).await;
     // A reload before the draw shows the ticket again.
     ui.c.refresh().await.unwrap();
     ui.until(
@@ -383,6 +387,10 @@ async fn the_page_enters_the_draw_and_shows_the_result(ui: &Ui) {
     ui.until_text("#draw-seed", &seed.to_hex()).await;
     ui.until_text("#draw-hash", &seed.commitment()).await;
     ui.shot("v-10-console-draw").await;
+    ui.resize(375).await;
+    ui.assert_fits("console, Draw card, 375 px").await;
+    ui.shot("v-10-console-draw-375").await;
+    ui.resize(1280).await;
 }
 
 /// The draw seed prewarm loaded into Redis: the test reads it there (the
