@@ -896,7 +896,10 @@
       case "WON":
         return "Your order is below: pay for it within its window to keep it.";
       case "LOST":
-        return "Other tickets were drawn first. Nothing was charged; from now on it is first come, first served.";
+        return (
+          "The units went to tickets drawn before yours (or you already held your limit). " +
+          "Nothing was charged; from now on it is first come, first served."
+        );
       default:
         return "The tickets are being drawn.";
     }
