@@ -1294,8 +1294,10 @@
     ui.quantity.disabled = why !== null || max <= 1;
     ui.buyButton.disabled = why !== null;
     const total = sale && sale.price ? S.money(sale.price, quantity) : "";
-    // Before the window closes, a press is an entry in the draw.
-    const entry = !!(sale && sale.admission) && (saleNow === "UPCOMING" || saleNow === "DRAW_OPEN");
+    // Before the window closes, a press is an entry in the draw (paused
+    // meanwhile too: it would be one once resumed).
+    const entry =
+      t < windowEndMs() && (saleNow === "UPCOMING" || saleNow === "DRAW_OPEN" || saleNow === "PAUSED");
     ui.buyButton.textContent = state.inFlight
       ? "Sending…"
       : entry
