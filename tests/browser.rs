@@ -34,14 +34,18 @@
 //! t) the console shows the DLQ's message and why, and redrives it;
 //! u) a proof-of-work sale checks the browser from the start (a Web Worker,
 //!    the page responsive) and buys; prints the solve time;
+//! v) a lottery window: the console's field, window and Draw card (an edit
+//!    keeps the window); three buyers' tickets, the page's "in the draw",
+//!    its result by itself after the window, exactly one winner, who pays;
+//!    a loser told so (see `lottery.rs`);
 //! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live),
 //!    and the funnel's history after a reload.
 //!
 //! Beside this file, `browser/`: `harness.rs` (the tools, the WebDriver
 //! session, `Ui`: the page as a buyer or an operator uses it) and the
 //! scenarios: `buying.rs` (a, b, c, f, u), `refusals.rs` (g), `sign_in.rs` (h),
-//! `layout.rs` (e), `buyer_states.rs` (i to o), `console.rs` (p to t), `dashboard.rs`
-//! (d).
+//! `layout.rs` (e), `buyer_states.rs` (i to o), `console.rs` (p to t),
+//! `lottery.rs` (v), `dashboard.rs` (d).
 //!
 //! Screenshots go to `target/screenshots/` under the workspace root.
 //! `SECKILL_BROWSER_SCENARIOS=a,d` runs only those scenarios.
@@ -54,6 +58,7 @@ mod console;
 mod dashboard;
 mod harness;
 mod layout;
+mod lottery;
 mod refusals;
 mod sign_in;
 
@@ -74,6 +79,7 @@ use console::{
 use dashboard::dashboard_shows_the_sale;
 use harness::{Driver, Ui, tools};
 use layout::pages_fit_and_work_by_keyboard;
+use lottery::a_lottery_sale_draws_its_tickets;
 use refusals::every_refusal_is_said_in_words;
 use sign_in::a_hosted_ui_sign_in_buys;
 
@@ -209,6 +215,7 @@ async fn the_pages_in_a_real_browser() {
                 a_proof_of_work_sale_checks_the_browser(&ui),
             )
             .await;
+            timed("v) lottery window", a_lottery_sale_draws_its_tickets(&ui)).await;
             timed("d) dashboard", dashboard_shows_the_sale(&ui)).await;
         }
     });

@@ -1,5 +1,6 @@
 // The buyer page: one sale, its status and stock, sign-in, the gate's
-// question, a purchase of as many units as the buyer may still hold, its
+// question, a purchase of as many units as the buyer may still hold (or,
+// in a sale's lottery window, a ticket for the draw, then its result), its
 // confirmation, its payment and receipt, and the buyer's other orders of
 // the sale. Everything goes through the public HTTP API, so the page works
 // the same on the local stack and on a deployed one.
@@ -75,6 +76,11 @@
     payButton: $("pay-button"),
     othersBox: $("other-orders-box"),
     others: $("other-orders"),
+    ticket: $("ticket"),
+    ticketState: $("ticket-state"),
+    ticketNote: $("ticket-note"),
+    drawAt: $("draw-at"),
+    ticketQuantity: $("ticket-quantity"),
   };
 
   const state = {
@@ -107,9 +113,27 @@
     opened: false, // the countdown reached zero while this page was open
     wasUpcoming: false, // this page saw the sale before its start
     failures: 0, // sale polls failed in a row
+    // The lottery window (a sale with `admission`): the buyer's ticket
+    // {status TICKET|WON|LOST, quantity, orderId, drawAt} or null; whether
+    // anything has shown the draw to be over; until when a 503 DRAWING
+    // says it runs; how many purchases it has sent back in a row.
+    ticket: null,
+    ticketTold: "", // "<status> <drawAt>": what the status region last said about it
+    drawOver: false,
+    drawingUntilMs: 0,
+    drawingRetries: 0,
   };
 
-  const timers = { sale: 0, order: 0 };
+  const timers = { sale: 0, order: 0, ticket: 0, retry: 0 };
+  // The draw's result is asked for about once a second from `drawAt`, for
+  // at most this long (it takes well under a second for thousands of
+  // tickets); without a word from the draw, a page assumes it lasts at
+  // most DRAW_GRACE_MS; a purchase the draw holds back is sent again at
+  // most DRAWING_RETRIES times.
+  const TICKET_POLL_MS = 1000;
+  const RESULT_DEADLINE_MS = 60000;
+  const DRAW_GRACE_MS = 10000;
+  const DRAWING_RETRIES = 30;
   const now = () => Date.now() + state.skewMs;
 
   function say(message, tone, links, code) {
@@ -177,7 +201,7 @@
   // Tell the buyer when the sale itself changes under them, before they
   // press anything (once per change; not over their own order's news).
   function saleChanged(before, status) {
-    if ((state.order && isLive(state.order)) || state.refused) return;
+    if ((state.order && isLive(state.order)) || state.refused || holdsTicket()) return;
     if (status === "SOLD_OUT") {
       say("Sold out: every unit has been taken.", "error", null, "SOLD_OUT");
     } else if (status === "ENDED" && before) {
@@ -210,9 +234,27 @@
     if (t >= state.endMs || sale.status === "ENDED" || state.refused === "SALE_ENDED") return "ENDED";
     if (t < state.startMs) return "UPCOMING";
     if (sale.status === "PAUSED") return "PAUSED";
+    const closes = windowEndMs();
+    if (t < closes) return "DRAW_OPEN";
+    if (drawRunning(t, closes)) return "DRAWING";
     if (sale.status === "SOLD_OUT") return "SOLD_OUT";
     return "LIVE";
   }
+
+  // When the sale's lottery window closes (NaN: no window).
+  const windowEndMs = () =>
+    state.sale && state.sale.admission ? Date.parse(state.sale.admission.windowEndAt) : NaN;
+
+  // After the window, until the draw is over: while the buyer's own ticket
+  // waits for its result, while a purchase was last answered DRAWING, and
+  // (nothing having said otherwise) for DRAW_GRACE_MS.
+  function drawRunning(t, closes) {
+    if (Number.isNaN(closes) || t < closes) return false;
+    if (holdsTicket() || t < state.drawingUntilMs) return true;
+    return !state.drawOver && t < closes + DRAW_GRACE_MS;
+  }
+
+  const holdsTicket = () => !!(state.ticket && state.ticket.status === "TICKET");
 
   // Per state: the pill, its tone, the countdown's label and target, and
   // why the buy button is off (null: it may be on).
@@ -227,6 +269,10 @@
       why: "The button turns on by itself when the sale opens.",
     },
     LIVE: { pill: "LIVE", tone: "ok", label: "Open: closes in", to: "end", why: null },
+    // The lottery window: a purchase is a ticket for the draw at its close.
+    DRAW_OPEN: { pill: "DRAW OPEN", tone: "ok", label: "Entries for the draw close in", to: "window", why: null },
+    // The tickets are being drawn: a purchase waits for it (503 DRAWING).
+    DRAWING: { pill: "DRAWING", tone: "info", label: "Drawing the tickets: closes in", to: "end", why: null },
     PAUSED: {
       pill: "PAUSED",
       tone: "warn",
@@ -269,8 +315,16 @@
       told: "",
       paying: false,
       retryAtMs: 0,
+      ticket: null,
+      ticketTold: "",
+      drawOver: false,
+      drawingUntilMs: 0,
+      drawingRetries: 0,
     });
     clearTimeout(timers.order);
+    clearTimeout(timers.ticket);
+    clearTimeout(timers.retry);
+    timers.retry = 0;
     render();
     if (message) say(message, "error", null, "UNAUTHENTICATED");
     else say("You are signed out. Sign in to buy.", "info", null, "SIGNED_OUT");
@@ -451,8 +505,11 @@
     if (sale === "MISSING" || sale === "LOADING") return SALE_STATES[sale].why;
     if (!state.session) return "Sign in first.";
     if (state.inFlight) return "Sending your order…";
-    if (sale !== "LIVE") return SALE_STATES[sale].why;
+    if (SALE_STATES[sale].why) return SALE_STATES[sale].why + (sale === "UPCOMING" ? drawNote() : "");
     if (state.refused) return refusalHint(state.refused);
+    if (holdsTicket()) {
+      return "You are in the draw at " + S.time(Date.parse(state.ticket.drawAt)) + ": your result shows here.";
+    }
     const shown = state.order && statusOf(state.order);
     if (shown === "QUEUED") return "Your order is being confirmed below.";
     if (shown === "PENDING_PAYMENT") return "Pay for your order below first (or let its window close).";
@@ -467,8 +524,35 @@
     }
     if (state.gate === "needed") return "Answer the question above first.";
     if (state.gate === "solving") return "Checking your browser… (a few seconds)";
+    if (t < state.retryAtMs && timers.retry) {
+      return "The draw is running: your purchase is sent again by itself in " + S.wait((state.retryAtMs - t) / 1000) + ".";
+    }
     if (t < state.retryAtMs) return "You can try again in " + S.wait((state.retryAtMs - t) / 1000) + ".";
     return null;
+  }
+
+  // For a sale with a lottery window: when its tickets are drawn.
+  function drawNote() {
+    const closes = windowEndMs();
+    if (Number.isNaN(closes)) return "";
+    return (
+      " Purchases in its first " + S.wait(state.sale.admission.window) +
+      " are tickets for a draw at " + S.time(closes) + "."
+    );
+  }
+
+  // What the hint under an active button says, by the sale's state.
+  function readyHint(sale) {
+    if (sale === "DRAW_OPEN") {
+      return (
+        "Every entry until " + S.time(windowEndMs()) +
+        " is drawn then, in a random order: pressing first gains nothing. One press is enough."
+      );
+    }
+    if (sale === "DRAWING") {
+      return "The tickets are being drawn: a purchase now goes through as soon as the draw is over (seconds).";
+    }
+    return "One press is enough: the button turns off while we ask.";
   }
 
   function refusalHint(code) {
@@ -513,6 +597,7 @@
       headers: headers,
     });
     state.inFlight = false;
+    afterDrawing(reply);
     if (reply.status === 202 && reply.body && reply.body.orderId) {
       // Fewer units than the last poll said: shown now, corrected by the
       // next poll (no extra request at the busiest moment).
@@ -535,6 +620,19 @@
       );
       // The order card replaces the button as what to look at next.
       ui.order.focus();
+    } else if (reply.status === 202 && reply.body && reply.body.status === "TICKET") {
+      // A ticket, not an order: no stock taken yet. The key and the pass
+      // are spent on it as on an order.
+      state.key = null;
+      state.pass = null;
+      if (state.gate === "passed") state.gate = "unknown";
+      learnTicket({
+        status: "TICKET",
+        quantity: reply.body.quantity || quantity,
+        orderId: null,
+        drawAt: reply.body.drawAt || drawAtOf(state.sale),
+      });
+      ui.ticket.focus();
     } else {
       purchaseRefused(reply);
       render();
@@ -585,6 +683,16 @@
             S.wait(wait || 2) +
             ": a retry cannot buy twice.",
           tone: "warn",
+        };
+      case "DRAWING":
+        return {
+          text:
+            state.drawingRetries > DRAWING_RETRIES
+              ? "The draw is taking longer than usual. Press Buy now again in a moment: a retry cannot buy twice."
+              : "The tickets of the first seconds are being drawn: your purchase is sent again by itself in " +
+                S.wait(wait || 1) +
+                " (it cannot buy twice).",
+          tone: "info",
         };
       case "GATE_REQUIRED":
         return {
@@ -661,6 +769,17 @@
       case "SALE_PAUSED":
         state.retryAtMs = now() + (reply.retryAfter || 2) * 1000;
         break;
+      case "DRAWING":
+        // The same purchase (same key) again once the draw is over.
+        state.retryAtMs = now() + (reply.retryAfter || 1) * 1000;
+        state.drawingUntilMs = state.retryAtMs + 2000;
+        if (state.drawingRetries <= DRAWING_RETRIES) {
+          timers.retry = setTimeout(() => {
+            timers.retry = 0;
+            buy();
+          }, (reply.retryAfter || 1) * 1000);
+        }
+        break;
       case "GATE_REQUIRED":
         state.pass = null;
         state.gate = "needed";
@@ -679,6 +798,157 @@
         state.retryAtMs = now() + 2000;
     }
     say(message.text, message.tone, links, reply.code);
+  }
+
+  // What a purchase's answer says of the draw: DRAWING, it runs (counted,
+  // so the page stops sending it again by itself at some point); anything
+  // else after the window, it is over.
+  function afterDrawing(reply) {
+    clearTimeout(timers.retry);
+    timers.retry = 0;
+    if (reply.code === "DRAWING") {
+      state.drawingRetries += 1;
+      state.drawOver = false;
+    } else if (reply.code !== "NETWORK") {
+      state.drawingRetries = 0;
+      state.drawingUntilMs = 0;
+      if (now() >= windowEndMs()) state.drawOver = true;
+    }
+  }
+
+  // ------------------------------------------------------------- ticket
+
+  // When a sale's draw is, for an answer that does not say.
+  const drawAtOf = (sale) =>
+    sale && sale.admission ? sale.admission.windowEndAt : new Date(now()).toISOString();
+
+  const ticketKey = () => "ticket." + saleId + "." + (state.session ? state.session.userId : "");
+
+  // The buyer's ticket as the API (GET /sales/{id}/orders' `ticket`, or the
+  // purchase's 202) gives it; kept for a reload. A result that comes in
+  // while the page watches is said, and WON hands over to the order card.
+  function learnTicket(body) {
+    const was = state.ticket;
+    const ticket =
+      body && typeof body.status === "string" && typeof body.drawAt === "string"
+        ? {
+            status: body.status,
+            quantity: body.quantity || 1,
+            orderId: S.validId(body.orderId) ? body.orderId : null,
+            drawAt: body.drawAt,
+          }
+        : null;
+    state.ticket = ticket;
+    S.store.set(ticketKey(), ticket);
+    if (ticket && ticket.status !== "TICKET") state.drawOver = true;
+    const decided = was && was.status === "TICKET" && ticket && ticket.status !== "TICKET";
+    // Won on this page: its order is the one to follow. (Later, the order
+    // shown may be another one the buyer bought after it.)
+    const won = decided && ticket.status === "WON" && ticket.orderId;
+    if (won && (!state.order || state.order.orderId !== ticket.orderId)) {
+      trackOrder({ orderId: ticket.orderId, status: "QUEUED", quantity: ticket.quantity, expiresAt: null }, 0);
+    }
+    // The draw took stock: the sale's numbers, fresh.
+    if (decided) pollSale();
+    followTicket();
+    render();
+  }
+
+  // From `drawAt`, about once a second (the first look spread over a
+  // second, so every page does not ask at the same instant), until the
+  // ticket is decided or RESULT_DEADLINE_MS has passed.
+  function followTicket() {
+    clearTimeout(timers.ticket);
+    const ticket = state.ticket;
+    if (!ticket || ticket.status !== "TICKET" || !state.session) return;
+    const drawAt = Date.parse(ticket.drawAt);
+    const t = now();
+    if (t > drawAt + RESULT_DEADLINE_MS) return;
+    const delay = t < drawAt ? drawAt - t + Math.random() * 1000 : TICKET_POLL_MS;
+    timers.ticket = setTimeout(loadOrders, delay);
+  }
+
+  const resultLate = (ticket, t) => ticket.status === "TICKET" && t > Date.parse(ticket.drawAt) + RESULT_DEADLINE_MS;
+
+  // TICKET before the draw, DRAWING after `drawAt`, LATE past the deadline,
+  // else the result.
+  function ticketShown(ticket, t) {
+    if (ticket.status !== "TICKET") return ticket.status;
+    if (resultLate(ticket, t)) return "LATE";
+    return t < Date.parse(ticket.drawAt) ? "TICKET" : "DRAWING";
+  }
+
+  const TICKET_TEXT = {
+    TICKET: "You are in the draw",
+    DRAWING: "Drawing… your result comes in a moment",
+    LATE: "No result yet",
+    WON: "Drawn: you won",
+    LOST: "Not drawn this time",
+  };
+
+  function ticketNote(shown) {
+    const at = S.time(Date.parse(state.ticket.drawAt));
+    switch (shown) {
+      case "TICKET":
+        return "Every ticket is drawn at " + at + " in a random order, then decided against the stock. Your result shows here by itself.";
+      case "LATE":
+        return "The draw's result has not come in time. Reload the page to ask again.";
+      case "WON":
+        return "Your order is below: pay for it within its window to keep it.";
+      case "LOST":
+        return (
+          "The units went to tickets drawn before yours (or you already held your limit). " +
+          "Nothing was charged; from now on it is first come, first served."
+        );
+      default:
+        return "The tickets are being drawn.";
+    }
+  }
+
+  function renderTicket(t) {
+    const ticket = state.missing ? null : state.ticket;
+    ui.ticket.hidden = !ticket;
+    if (!ticket) {
+      delete ui.ticket.dataset.status;
+      return;
+    }
+    const shown = ticketShown(ticket, t);
+    ui.ticket.dataset.status = ticket.status;
+    ui.ticketState.textContent = TICKET_TEXT[shown] || shown;
+    ui.ticketNote.textContent = ticketNote(shown);
+    showTime(ui.drawAt, Date.parse(ticket.drawAt), S.time);
+    ui.ticketQuantity.textContent = S.number(ticket.quantity);
+  }
+
+  // Says what became of the ticket, once per change, and moves the focus
+  // on when the result takes the buyer elsewhere (and it was idle).
+  function tellTicket(t) {
+    const ticket = state.ticket;
+    if (!ticket) return;
+    const shown = ticketShown(ticket, t);
+    const told = shown + " " + ticket.drawAt;
+    if (told === state.ticketTold || shown === "DRAWING") return;
+    const first = state.ticketTold === "";
+    state.ticketTold = told;
+    const focus = document.activeElement;
+    const idle = focus === document.body || focus === ui.ticket || focus === ui.buySection || focus === ui.buyButton;
+    const at = S.time(Date.parse(ticket.drawAt));
+    switch (shown) {
+      case "TICKET":
+        say("You are in the draw at " + at + ". Your result shows here by itself.", "ok", null, "TICKET");
+        break;
+      case "LATE":
+        say("The draw's result has not come in time. Reload the page to ask again.", "warn", null, "DRAW_LATE");
+        break;
+      case "WON":
+        say("You won the draw: confirming your order…", "ok", null, "WON");
+        if (idle && !first) ui.order.focus();
+        break;
+      case "LOST":
+        say("Not drawn this time. Nothing was charged.", "warn", null, "LOST");
+        if (idle && !first) (ui.buyButton.disabled ? ui.buySection : ui.buyButton).focus();
+        break;
+    }
   }
 
   // -------------------------------------------------------------- order
@@ -727,6 +997,8 @@
   // sale (QUEUED ones included) fills in the rest, so a new tab or another
   // browser shows them and what the buyer may still buy.
   function restoreOrder() {
+    const kept = S.store.get(ticketKey());
+    if (kept) learnTicket(kept);
     const saved = S.store.get(orderKey());
     if (linkedOrder) trackOrder({ orderId: linkedOrder, status: "QUEUED", quantity: 1, expiresAt: null }, 0);
     else if (saved && S.validId(saved.orderId)) trackOrder(Object.assign({ quantity: 1 }, saved), 0);
@@ -737,7 +1009,11 @@
     if (!state.session || state.missing) return;
     const session = state.session;
     const reply = await S.api(salePath + "/orders", { token: session.token });
-    if (state.session !== session || !reply.ok || !reply.body) return;
+    if (state.session !== session) return;
+    if (!reply.ok || !reply.body) {
+      followTicket();
+      return;
+    }
     const listed = (reply.body.orders || []).filter((o) => o && S.validId(o.orderId)).map(orderFrom);
     // The list is the API's word on every order but the one this page is
     // following (its own polls are fresher).
@@ -753,6 +1029,8 @@
         listed[0];
       trackOrder(pick, 0);
     }
+    // An API that says nothing of tickets leaves the page's own.
+    if ("ticket" in reply.body) learnTicket(reply.body.ticket);
     render();
   }
 
@@ -967,6 +1245,7 @@
       document.title = (sale.name || sale.saleId) + " · Seckill";
       ui.countdownLabel.textContent = look.label;
       if (look.to === "start") ui.countdown.textContent = S.clock(state.startMs - t);
+      else if (look.to === "window") ui.countdown.textContent = S.clock(windowEndMs() - t);
       else if (look.to === "end") ui.countdown.textContent = S.clock(state.endMs - t);
       else ui.countdown.textContent = "Ended";
       ui.priceBox.hidden = !sale.price;
@@ -1015,14 +1294,22 @@
     ui.quantity.disabled = why !== null || max <= 1;
     ui.buyButton.disabled = why !== null;
     const total = sale && sale.price ? S.money(sale.price, quantity) : "";
+    // Before the window closes, a press is an entry in the draw (paused
+    // meanwhile too: it would be one once resumed).
+    const entry =
+      t < windowEndMs() && (saleNow === "UPCOMING" || saleNow === "DRAW_OPEN" || saleNow === "PAUSED");
     ui.buyButton.textContent = state.inFlight
       ? "Sending…"
-      : total
+      : entry
+        ? quantity > 1
+          ? "Enter the draw for " + quantity
+          : "Enter the draw"
+        : total
         ? "Buy " + quantity + " for " + total
         : quantity > 1
           ? "Buy " + quantity + " now"
           : "Buy now";
-    ui.buyHint.textContent = why || "One press is enough: the button turns off while we ask.";
+    ui.buyHint.textContent = why || readyHint(saleNow);
     ui.allowance.hidden = !(signedIn && sale);
     if (signedIn && sale) {
       const mine = held();
@@ -1080,16 +1367,18 @@
       }
     }
     renderOthers(order);
+    renderTicket(t);
+    tellTicket(t);
     tellOrder();
   }
 
-  // A time element: the date and time in the buyer's zone, the instant in
-  // `datetime` (UTC, as the API gave it).
-  function showTime(el, ms) {
+  // A time element: the date and time in the buyer's zone (or as `format`
+  // writes it), the instant in `datetime` (UTC, as the API gave it).
+  function showTime(el, ms, format) {
     if (el.dataset.ms === String(ms)) return;
     el.dataset.ms = String(ms);
     const valid = typeof ms === "number" && !Number.isNaN(ms);
-    const text = valid ? S.dateTime(ms) : "–";
+    const text = valid ? (format || S.dateTime)(ms) : "–";
     if (el.textContent !== text) el.textContent = text;
     el.dateTime = valid ? new Date(ms).toISOString() : "";
   }
@@ -1131,7 +1420,14 @@
     if (state.sale && !state.opened && t >= state.startMs) {
       state.opened = true;
       if (state.wasUpcoming) {
-        if (state.session) say("The sale is open: you can buy now.", "ok", null, "OPEN");
+        if (state.session && state.sale.admission) {
+          say(
+            "The sale is open: enter the draw until " + S.time(windowEndMs()) + " (when you press in that time does not matter).",
+            "ok",
+            null,
+            "OPEN"
+          );
+        } else if (state.session) say("The sale is open: you can buy now.", "ok", null, "OPEN");
         // Fresh numbers, a little later for each page: not every open page
         // at the same instant.
         clearTimeout(timers.sale);

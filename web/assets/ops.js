@@ -1,6 +1,7 @@
 // The operator console: every sale to pick from (GET /admin/sales), the
-// watched sale's settings (GET /admin/sales/{id}) with its sell-out time,
-// create and edit forms over PUT /admin/sales/{id} with the API's messages
+// watched sale's settings (GET /admin/sales/{id}) with its sell-out time
+// and, for a sale with a lottery window, its draw (tickets, progress, the
+// seed's SHA-256 then the seed), create and edit forms over PUT /admin/sales/{id} with the API's messages
 // next to the field each names, pause / resume / end now / prewarm /
 // reconcile after a confirmation, order lookups by id and by buyer, the DLQ
 // with its redrive, the refunds owed, and the live numbers: GET
@@ -84,6 +85,12 @@
     refundsSummary: $("refunds-summary"),
     refundsTable: $("refunds-table"),
     refundsRows: $("refunds-rows"),
+    draw: $("draw"),
+    drawTickets: $("draw-tickets"),
+    drawProgress: $("draw-progress"),
+    drawAt: $("draw-at"),
+    drawHash: $("draw-hash"),
+    drawSeed: $("draw-seed"),
   };
   const BUTTON = {
     pause: $("pause-button"),
@@ -440,11 +447,12 @@
     ui.settingsTitle.textContent = "Sale " + state.saleId;
     for (const id of [
       "set-name", "set-status", "set-price", "set-stock", "set-sold", "set-start", "set-end",
-      "set-limit", "set-window", "set-shards", "set-soldout", "set-ttso",
+      "set-limit", "set-window", "set-shards", "set-admission", "set-soldout", "set-ttso",
     ]) {
       $(id).textContent = "–";
     }
     ui.editButton.disabled = true;
+    showDraw(null);
     ui.stockRemaining.textContent = "–";
     ui.stockTotal.textContent = "–";
     ui.stockStatus.textContent = "–";
@@ -499,9 +507,54 @@
     $("set-limit").textContent = S.number(sale.perUserLimit);
     $("set-window").textContent = S.wait(sale.paymentWindowSeconds);
     $("set-shards").textContent = S.number(sale.shards) + " · " + (sale.powBits ? "proof of work, " + sale.powBits + " bits" : sale.gate ? "gated" : "no gate");
+    $("set-admission").textContent = sale.admission
+      ? sale.admission.window + " s: tickets until " + when(windowEnd(sale)) + ", then a draw"
+      : "none (first come, first served)";
     showSellOut(sale.soldOutAt, sale.timeToSellOutMs);
+    showDraw(sale);
     ui.editButton.disabled = false;
     setControls(sale.status);
+  }
+
+  // The instant a sale's lottery window closes (ms), or NaN without one.
+  const windowEnd = (sale) =>
+    sale && sale.admission ? Date.parse(sale.startAt) + sale.admission.window * 1000 : NaN;
+
+  // The Draw card of a sale with a lottery window (hidden otherwise, and
+  // emptied on a change of sale): `draw` is {tickets, decided, total,
+  // done}, `total` null until the order of the draw is recorded.
+  function showDraw(sale) {
+    const draw = sale && sale.admission ? sale.draw || null : null;
+    ui.draw.hidden = !(sale && sale.admission);
+    ui.draw.dataset.done = String(!!(draw && draw.done));
+    const closes = windowEnd(sale);
+    ui.drawTickets.textContent = draw ? S.number(draw.tickets) : "–";
+    ui.drawProgress.textContent = drawProgress(draw, closes);
+    ui.drawAt.textContent = Number.isNaN(closes) ? "–" : when(closes) + " (" + ZONE + ")";
+    ui.drawHash.textContent = (sale && sale.drawSeedHash) || "–";
+    ui.drawSeed.textContent =
+      sale && sale.drawSeed
+        ? sale.drawSeed
+        : Number.isNaN(closes)
+          ? "–"
+          : "secret until the window closes (its SHA-256 is above)";
+  }
+
+  function drawProgress(draw, closes) {
+    if (!draw) return "–";
+    if (typeof draw.done !== "boolean") return "– (Redis cannot say now)";
+    const total = typeof draw.total === "number" ? draw.total : null;
+    if (draw.done) return S.number(draw.decided) + " of " + S.number(total === null ? draw.decided : total) + " decided · done";
+    if (Date.now() < closes) return "not yet: the window is open";
+    if (total === null) return "0 decided · the order is not recorded yet";
+    return S.number(draw.decided) + " of " + S.number(total) + " decided · drawing";
+  }
+
+  // A started sale whose draw is not over: its settings (and so the Draw
+  // card) are read on every poll, not every few.
+  function drawing() {
+    const sale = state.sale;
+    return !!(sale && sale.admission && !(sale.draw && sale.draw.done) && Date.now() >= Date.parse(sale.startAt));
   }
 
   function showSellOut(soldOutAt, ms) {
@@ -581,6 +634,7 @@
       apply(reply.body);
       state.polls += 1;
       if (state.polls % SLOW_EVERY === 0) loadSlow();
+      else if (drawing()) loadSale();
     } else {
       switch (reply.code) {
         case "UNAUTHENTICATED":
@@ -731,8 +785,10 @@
     gate: "f-gate",
     price: "f-price",
     powBits: "f-pow",
+    "admission.window": "f-admission",
+    admission: "f-admission",
   };
-  const INPUTS = ["f-id", "f-name", "f-stock", "f-start", "f-end", "f-limit", "f-window", "f-shards", "f-price", "f-currency", "f-gate", "f-pow"];
+  const INPUTS = ["f-id", "f-name", "f-stock", "f-start", "f-end", "f-limit", "f-window", "f-shards", "f-price", "f-currency", "f-gate", "f-pow", "f-admission"];
 
   function clearErrors() {
     ui.editorError.textContent = "";
@@ -779,6 +835,8 @@
     $("f-shards").value = sale ? String(sale.shards) : "1";
     $("f-gate").checked = !!(sale && sale.gate);
     $("f-pow").value = sale && sale.powBits ? String(sale.powBits) : "";
+    // Kept as it is on an edit: a PUT without it would remove the window.
+    $("f-admission").value = sale && sale.admission ? String(sale.admission.window) : "";
     const price = sale && sale.price;
     $("f-price").value = price ? (price.amount / 10 ** digitsOf(price.currency)).toFixed(digitsOf(price.currency)) : "";
     $("f-currency").value = price ? price.currency : "EUR";
@@ -835,6 +893,10 @@
     const pow = $("f-pow").value.trim();
     body.powBits = pow === "" ? null : integer(pow);
     if (pow !== "") body.gate = true;
+    // Empty: no window (first come, first served); else as typed, so the
+    // API's message says what is wrong with it.
+    const lottery = $("f-admission").value.trim();
+    body.admission = lottery === "" ? null : { window: integer(lottery) };
     for (const [key, input] of [
       ["totalStock", "f-stock"],
       ["perUserLimit", "f-limit"],
@@ -873,6 +935,8 @@
     if (body.shards !== undefined && body.shards !== was.shards) fields.push("f-shards");
     if (JSON.stringify(body.price) !== JSON.stringify(was.price || null)) fields.push("f-price");
     if ((body.powBits || null) !== (was.powBits || null)) fields.push("f-pow");
+    const windowOf = (admission) => (admission ? admission.window : null);
+    if (windowOf(body.admission) !== windowOf(was.admission)) fields.push("f-admission");
     return fields;
   }
 
