@@ -13,6 +13,8 @@
 //! - `ratelimit`: the token buckets per buyer and per source address.
 //! - `gate`: the question before the purchase, and `gate` in the sale view.
 //! - `lottery`: the lottery window: its setting, tickets, the draw.
+//! - `fairness`: the measured fairness figure at full size: with a lottery
+//!   window people win their share of the tickets, without it scripts win.
 //! - `subs`: any real `sub` as a user id.
 //! - `fuzz`: generated input for every parser of untrusted data.
 //!
@@ -53,6 +55,7 @@ mod chaos;
 mod cluster_tls;
 mod consistency;
 mod console_api;
+mod fairness;
 mod fuzz;
 mod gate;
 mod gateway;

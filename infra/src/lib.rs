@@ -17,6 +17,9 @@
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
 //! - [`bench_reconcile`]: `make bench`'s row of purchase latency while
 //!   reconcile reads a sale of a million buyers.
+//! - [`fairness`]: `make bench`'s fairness table (issue 19): scripts at
+//!   the opening millisecond against people over the first seconds, first
+//!   come first served and with a lottery window, on the real purchase path.
 //! - [`sign_payment`]: `seckill-local sign-payment`, a signed payment
 //!   callback for an order as a `curl` command.
 //! - [`invoke`]: one event through one function's own loader, wiring and
@@ -37,6 +40,7 @@ pub mod bench_reconcile;
 pub mod consistency;
 pub mod emulator;
 pub mod event_source;
+pub mod fairness;
 pub mod gateway;
 pub mod iam;
 pub mod invoke;
