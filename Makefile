@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench chaos build deploy pages fmt clean-stack
+.PHONY: run test bench fairness chaos build deploy pages fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -9,6 +9,9 @@ test:   ## fmt, clippy, cfn-lint, sam validate, checkov and every test against r
 
 bench:  ## purchase decisions/s and latency next to redis-benchmark's ceiling; order-writer drain: writes per order
 	@bash infra/stack.sh bench
+
+fairness: ## the bench's fairness table alone: scripts at the opening 5 ms vs people over 3 s, FCFS and with a lottery window
+	@bash infra/stack.sh fairness
 
 chaos:  ## every fault scenario at full size (redis killed/paused, emulator stopped, writer crash, duplicates, pay vs expire), with figures
 	@bash infra/stack.sh chaos

@@ -125,14 +125,19 @@ stop_services() {
   rm -rf "$STATE"
 }
 
-# start_services REDIS_PORT MOTO_PORT
-start_services() {
+# start_redis REDIS_PORT: redis-server alone, stopped on exit.
+start_redis() {
   mkdir -p "$STATE"
   trap stop_services EXIT
   trap 'exit 130' INT TERM
   redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no \
     --maxmemory-policy noeviction --dir "$STATE" >"$STATE/redis.log" 2>&1 &
   PIDS+=($!)
+}
+
+# start_services REDIS_PORT MOTO_PORT
+start_services() {
+  start_redis "$1"
   # MOTO_RECORD=1 (make test): the emulator logs every request it serves,
   # which the IAM test reads (tests/iam.rs).
   if [ "${MOTO_RECORD:-}" = 1 ]; then
@@ -263,6 +268,20 @@ cmd_bench() {
   start_services "$(free_port)" "$(free_port)"
   start_cluster
   "$CARGO_TARGET_DIR/local/seckill-bench" "$@"
+}
+
+# The bench's fairness table alone (issue 19): scripts at the opening
+# millisecond against people over the first seconds, first come first served
+# and with a lottery window, on a Redis of its own (no emulator needed).
+cmd_fairness() {
+  ensure_tools
+  cargo build --profile local -p seckill-infra --bin seckill-bench
+  local port; port=$(free_port)
+  start_redis "$port"
+  wait_for redis 20 redis-cli -p "$port" ping
+  export REDIS_URL="redis://127.0.0.1:$port"
+  say "redis on $REDIS_URL"
+  "$CARGO_TARGET_DIR/local/seckill-bench" --only-fairness "$@"
 }
 
 # `sam build`: one `cargo lambda build --release --bin <name>` per function
@@ -476,10 +495,11 @@ case "${1:-}" in
   run) shift; cmd_run "$@" ;;
   test) shift; cmd_test "$@" ;;
   bench) shift; cmd_bench "$@" ;;
+  fairness) shift; cmd_fairness "$@" ;;
   chaos) shift; cmd_chaos "$@" ;;
   build) shift; cmd_build "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
   check-deploy) shift; check_deploy_overrides "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|bench|chaos|build|deploy|check-deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|fairness|chaos|build|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac

@@ -195,3 +195,85 @@ pub fn check(
     }
     broken
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seckill_shared::adapters::memory::test_sale;
+
+    /// A drawn sale of 2 units: `p1` and `s1` won, `p2` lost.
+    fn drawn() -> (Sale, Seen, HashSet<String>, Vec<String>) {
+        let sale = test_sale("fair-check", 2, 1).unwrap();
+        let held = |user: &str| Held {
+            user: user.into(),
+            quantity: 1,
+        };
+        let ticket = |r: &str, o: Option<&str>| TicketSeen {
+            result: Some(r.into()),
+            order_id: o.map(str::to_owned),
+        };
+        let seen = Seen {
+            stock: Some(0),
+            resv: HashMap::from([("o1".into(), held("p1")), ("o2".into(), held("s1"))]),
+            buyers: HashMap::from([("p1".into(), 1), ("s1".into(), 1)]),
+            tickets: HashMap::from([
+                ("p1".into(), ticket("WON", Some("o1"))),
+                ("s1".into(), ticket("WON", Some("o2"))),
+                ("p2".into(), ticket("LOST", None)),
+            ]),
+            draw_done: true,
+            sold_out_at_ms: Some(1),
+        };
+        (sale, seen, HashSet::new(), vec!["o1".into(), "o2".into()])
+    }
+
+    #[test]
+    fn a_clean_draw_breaks_nothing_and_each_defect_is_named() {
+        let (sale, seen, accepted, sent) = drawn();
+        let answers = Answers::default();
+        let mode = Mode::Window(3);
+        assert_eq!(
+            check(&sale, mode, &seen, &accepted, &sent, &answers),
+            Vec::<String>::new()
+        );
+
+        let broken = |seen: &Seen, accepted: &HashSet<String>, sent: &[String]| {
+            check(&sale, mode, seen, accepted, sent, &answers).join("; ")
+        };
+        // A unit left, and a reservation of nobody's WON ticket.
+        let mut extra = seen.clone();
+        extra.stock = Some(1);
+        extra.resv.insert("o3".into(), extra.resv["o1"].clone());
+        let said = broken(&extra, &accepted, &sent);
+        assert!(said.contains("stock left Some(1)"), "{said}");
+        assert!(said.contains("3 units reserved"), "{said}");
+        assert!(said.contains("o3 is neither"), "{said}");
+        assert!(said.contains("counts are not their reservations"), "{said}");
+        // ... unless a buyer was told of it as a purchase.
+        let told = HashSet::from(["o3".to_owned()]);
+        assert!(!broken(&extra, &told, &sent).contains("o3 is neither"));
+
+        // A buyer over the limit, a WON ticket without its reservation, an
+        // undecided ticket, an unsent message, a draw not done.
+        let mut bad = seen.clone();
+        bad.buyers.insert("p1".into(), 2);
+        bad.resv.remove("o2");
+        bad.tickets.insert("p3".into(), TicketSeen::default());
+        bad.draw_done = false;
+        let said = broken(&bad, &accepted, &sent[..1]);
+        for expected in [
+            "over the limit of 1",
+            "s1's WON ticket has no reservation o2",
+            "p3's ticket is undecided",
+            "the draw is not done",
+        ] {
+            assert!(said.contains(expected), "{expected}: {said}");
+        }
+        let said = broken(&seen, &accepted, &sent[..1]);
+        assert!(said.contains("1 reservations unsent"), "{said}");
+
+        // Without a window, a ticket is itself a defect.
+        let fcfs = check(&sale, Mode::Fcfs, &seen, &accepted, &sent, &answers).join("; ");
+        assert!(fcfs.contains("3 tickets without a window"), "{fcfs}");
+    }
+}

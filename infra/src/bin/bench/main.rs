@@ -1,6 +1,8 @@
 //! `seckill-bench` (`make bench`): purchase decisions per second and their
 //! latency, next to the ceiling Redis itself sets for the same decision;
-//! then how many DynamoDB writes the order-writer spends per order.
+//! then how many DynamoDB writes the order-writer spends per order; then
+//! who wins the units at the opening second, with and without a lottery
+//! window.
 //!
 //! Every row of the two tables it prints is measured in the same run, on the
 //! same Redis (the one `REDIS_URL` names) and emulator (`AWS_ENDPOINT_URL`;
@@ -56,11 +58,23 @@
 //! figures that carry over to DynamoDB are the write requests and sale-item
 //! updates per order (`DynamoOrders::counters`); orders/s is the emulator's.
 //!
-//! The run fails (exit 1) unless each sale sold exactly its stock and every
-//! drained order is in its orders table.
+//! Third table, fairness at the opening second (issue 19): 2,000 scripted
+//! buyers firing within 5 ms of the start and 20,000 people arriving over
+//! the first 3 s, for 1,000 units, through the real purchase path
+//! in-process on the same Redis (`seckill_infra::fairness`); first come
+//! first served, with a 3 s lottery window, and with a 1 s one. Per run:
+//! units won by people and by scripts, people's share of the units against
+//! their share of the ticket holders (the target with the window: within 5
+//! points), the peak purchase calls per second Redis executed, and the
+//! time to the sell-out. `make fairness` runs this table alone.
+//!
+//! The run fails (exit 1) unless each sale sold exactly its stock, every
+//! drained order is in its orders table, and every fairness run kept the
+//! invariants.
 //!
 //! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
-//! (256), `--skip-sqs`, `--skip-drain`.
+//! (256), `--skip-sqs`, `--skip-drain`, `--skip-fairness`,
+//! `--only-fairness`, `--only-ceiling`.
 //!
 //! # Layout
 //!
@@ -73,10 +87,13 @@
 //! - `handler.rs`: the handler driven in-process, and what a run produced.
 //! - `cluster.rs`: the cluster rows' sales and per-master script calls.
 //! - `drain.rs`: the order-writer drain and its table.
+//! - `fairness.rs`: the fairness table (the runs themselves are
+//!   `seckill_infra::fairness`).
 
 mod ceiling;
 mod cluster;
 mod drain;
+mod fairness;
 mod handler;
 mod rows;
 mod table;
@@ -169,8 +186,15 @@ struct Args {
     /// Only the ceiling rows (redis-benchmark on the seed's script and on
     /// the purchase script): what a change to the script costs, in seconds
     /// and with nothing but `REDIS_URL` and `redis-benchmark`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "only_fairness")]
     only_ceiling: bool,
+    /// Skip the fairness table.
+    #[arg(long)]
+    skip_fairness: bool,
+    /// Only the fairness table (`make fairness`): needs nothing but
+    /// `REDIS_URL`.
+    #[arg(long, conflicts_with = "skip_fairness")]
+    only_fairness: bool,
 }
 
 /// The allocator the `purchase` function runs with, so the in-process rows
@@ -187,6 +211,10 @@ async fn main() -> Result<ExitCode, BoxError> {
     let args = Args::parse();
     let _flusher = record_metrics();
     let mut bench = Bench::start(args).await?;
+    if bench.args.only_fairness {
+        fairness::fairness_table(&mut bench).await?;
+        return Ok(bench.finish());
+    }
     let ceilings = rows::ceiling_rows(&mut bench).await?;
     if bench.args.only_ceiling {
         table::print_rows(&ceilings);
@@ -218,6 +246,12 @@ async fn main() -> Result<ExitCode, BoxError> {
     rows::reconcile_row(&bench).await?;
     rows::cold_start(&mut bench)?;
     rows::drain_rows(&mut bench, &emulator).await?;
+    if bench.args.skip_fairness {
+        println!();
+        println!("fairness at the opening second: skipped (--skip-fairness)");
+    } else {
+        fairness::fairness_table(&mut bench).await?;
+    }
     Ok(bench.finish())
 }
 
@@ -259,10 +293,9 @@ impl Bench {
     /// Connects to Redis, loads the purchase script and prints the header.
     async fn start(args: Args) -> Result<Self, BoxError> {
         let redis_url = std::env::var("REDIS_URL").map_err(|_| "REDIS_URL is not set")?;
-        if std::env::var("AWS_ENDPOINT_URL").is_err()
-            && !(args.skip_sqs && args.skip_drain)
-            && !args.only_ceiling
-        {
+        let needs_emulator =
+            !(args.skip_sqs && args.skip_drain || args.only_ceiling || args.only_fairness);
+        if needs_emulator && std::env::var("AWS_ENDPOINT_URL").is_err() {
             return Err("AWS_ENDPOINT_URL is not set (run through `make bench`)".into());
         }
         let tag = format!("bench{}-{}", std::process::id(), clock::now_ms());
