@@ -6,6 +6,7 @@
 #   infra/stack.sh run     # make run:  services + seckill-local up on 127.0.0.1:3000
 #   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, checkov, cargo test
 #   infra/stack.sh bench   # make bench
+#   infra/stack.sh fairness  # make fairness: the bench's fairness table alone
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
 #   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
@@ -43,17 +44,22 @@ ensure_tools() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
   fi
-  if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-    say "installing redis-server (Debian)"
-    local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
-  fi
+  ensure_redis
   if [ ! -x "$VENV/bin/moto_server" ] || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/sam" ] \
     || [ ! -x "$VENV/bin/cargo-lambda" ] || ! "$VENV/bin/python3" -c 'import ziglang' 2>/dev/null; then
     say "installing moto[server], cfn-lint, aws-sam-cli, cargo-lambda, ziglang into $VENV (PyPI)"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/infra/requirements.txt"
+  fi
+}
+
+# redis-server and redis-benchmark, if missing (Debian packages).
+ensure_redis() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    say "installing redis-server (Debian)"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
   fi
 }
 
@@ -272,9 +278,9 @@ cmd_bench() {
 
 # The bench's fairness table alone (issue 19): scripts at the opening
 # millisecond against people over the first seconds, first come first served
-# and with a lottery window, on a Redis of its own (no emulator needed).
+# and with a lottery window, on a Redis of its own (no emulator, no venv).
 cmd_fairness() {
-  ensure_tools
+  ensure_redis
   cargo build --profile local -p seckill-infra --bin seckill-bench
   local port; port=$(free_port)
   start_redis "$port"
