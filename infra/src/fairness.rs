@@ -19,10 +19,9 @@
 //!   their own buying one unit; a ticket holder does not buy again (the
 //!   ticket tells the result). Arrival times come from a seeded generator
 //!   ([`XorShift`]), so a run is repeatable apart from timing.
-//! - The draw: [`draw::run`] from the window's close, standing for what
-//!   runs it on the stack when no purchase comes after the window, racing
-//!   the purchases that run it themselves (its compare-and-set keeps it
-//!   exact).
+//! - The draw: run by the purchases after the window, and by the ticket
+//!   holders' polls of their ticket from the window's close
+//!   ([`holders_poll`]: [`draw::drive`], as the orders route runs it).
 //! - Figures ([`Figures`]): units won by people and by scripts from Redis's
 //!   reservations; people's share of the ticket holders (first come first
 //!   served: of every buyer, all of whom arrived in the window's span); the
@@ -34,7 +33,7 @@
 
 use seckill_shared::adapters::memory::MemoryCatalog;
 use seckill_shared::adapters::redis::RedisStock;
-use seckill_shared::app::draw::{self, DrawError};
+use seckill_shared::app::draw;
 use seckill_shared::app::purchase::{Admitted, PurchaseError, PurchaseRequest, PurchaseService};
 use seckill_shared::clock;
 use seckill_shared::domain::draw::{DrawSeed, SeedError};
@@ -59,6 +58,9 @@ pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// A buyer still without a final answer this long after arriving is a
 /// stuck run, not a slow one.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+/// The most time between two ticket holders' polls after the window (see
+/// [`holders_poll`]).
+const POLL_GAP: Duration = Duration::from_millis(1);
 /// The target: with the window, people's share of units within this
 /// many points of their share of the tickets.
 pub const TARGET_POINTS: f64 = 5.0;
@@ -126,8 +128,6 @@ pub enum FairnessError {
     Invalid(#[from] InvalidValue),
     #[error("draw seed: {0}")]
     Seed(#[from] SeedError),
-    #[error("draw: {0}")]
-    Draw(#[from] DrawError),
     #[error("a buyer task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     #[error("{mode}: {} invariant(s) broken: {}", .broken.len(), .broken.join("; "))]
@@ -164,7 +164,7 @@ pub struct Figures {
     pub peak_per_sec: f64,
     /// From the start to the last unit taken, by Redis's clock.
     pub sold_out_after_ms: i64,
-    /// How long the drawer's run of the draw took, with a window.
+    /// With a window: from its close to the draw's end.
     pub draw_ms: Option<u64>,
     pub answers: Answers,
 }
@@ -317,9 +317,9 @@ pub async fn run(
             .unwrap_or(start),
         stop.clone(),
     ));
-    let drawer = match mode {
+    let polls = match mode {
         Mode::Fcfs => None,
-        Mode::Window(w) => Some(tokio::spawn(drawer(
+        Mode::Window(w) => Some(tokio::spawn(holders_poll(
             stock.clone(),
             queue.clone(),
             sale.sale_id.clone(),
@@ -364,7 +364,7 @@ pub async fn run(
             Final::Other(why) => answers.other.push(why),
         }
     }
-    let draw_ms = match drawer {
+    let draw_ms = match polls {
         Some(task) => Some(task.await??),
         None => None,
     };
@@ -450,11 +450,15 @@ async fn buy(
     }
 }
 
-/// Runs the draw from the window's close to its end, as the scheduled job
-/// (or the first buyer polling after the window) would when no purchase
-/// comes: with W = 3 every buyer has arrived inside the window, so without
-/// it nothing would ever draw. Returns how long the draw took.
-async fn drawer(
+/// The ticket holders' polls from the window's close: each poll of
+/// `GET /sales/{id}/orders` runs a bounded part of a due draw
+/// ([`draw::drive`], as the orders route does), and with thousands of
+/// holders polling about once a second the next poll is never more than
+/// [`POLL_GAP`] away. With W = 3 every buyer arrives inside the window, so
+/// no purchase comes after it to run the draw; with W = 1 the purchases
+/// after it race these polls (the draw's lock and compare-and-set keep it
+/// exact). Returns how long the draw took.
+async fn holders_poll(
     stock: RedisStock,
     queue: CountingQueue,
     sale_id: SaleId,
@@ -462,23 +466,13 @@ async fn drawer(
 ) -> Result<u64, FairnessError> {
     sleep_until(window_end.into()).await;
     let began = Instant::now();
-    loop {
-        match draw::run(&stock, &queue, &sale_id, draw::CHUNK, None).await {
-            Ok(report) if report.done => {
-                return Ok(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX));
-            }
-            Ok(_) => {}
-            // Redis's clock says the window is still open (a millisecond's
-            // difference), or a last-millisecond ticket came in between.
-            Err(DrawError::WindowOpen | DrawError::Unsettled) => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(err) => return Err(err.into()),
-        }
+    while !draw::drive(&stock, &queue, &sale_id).await {
         if began.elapsed() > GIVE_UP_AFTER {
             return Err(FairnessError::Run("the draw did not end in 60 s".into()));
         }
+        tokio::time::sleep(POLL_GAP).await;
     }
+    Ok(u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The most `EVALSHA` calls per second Redis executed over any
