@@ -11,13 +11,9 @@
 //! a draw nobody drove.
 
 use redis::AsyncCommands;
-use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
-use seckill_shared::adapters::dynamo::orders::DynamoOrders;
-use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::adapters::redis::SaleKeys;
-use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
+use seckill_shared::adapters::sqs::SqsQueue;
 use seckill_shared::app::draw::{self, DrawError};
-use seckill_shared::app::invariants::InvariantChecker;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::domain::draw::{DrawSeed, draw_order};
@@ -294,23 +290,6 @@ async fn hold_draw_lock(app: &App, sale: &str) -> String {
     key
 }
 
-fn checker(app: &App) -> InvariantChecker {
-    InvariantChecker::new(
-        RedisStock::connect_lazy(&app.config.redis_url, Duration::from_secs(2)).unwrap(),
-        DynamoCatalog::new(app.db.clone(), &app.config.sales_table),
-        DynamoOrders::new(
-            app.db.clone(),
-            &app.config.orders_table,
-            &app.config.sales_table,
-        ),
-        SqsInspector::new(
-            app.sqs.clone(),
-            app.queue_url.clone(),
-            Some(app.dlq_url.clone()),
-        ),
-    )
-}
-
 fn queue_of(app: &App) -> SqsQueue {
     SqsQueue::new(app.sqs.clone(), &app.queue_url)
 }
@@ -416,7 +395,8 @@ async fn assert_drawn(app: &App, sale: &Sale, tickets: &[(String, u32)], message
         .filter_map(|(_, o)| o.as_deref())
         .map(|o| OrderId::parse(o).unwrap())
         .collect();
-    let violations = checker(app)
+    let violations = app
+        .checker()
         .check_sale(&sale.sale_id, &accepted)
         .await
         .unwrap()
@@ -844,4 +824,59 @@ async fn a_paused_sale_does_not_draw_until_it_is_resumed() {
         .await;
     assert_eq!(status, 200);
     assert_eq!(ticket_of(&client, &sale, "ann").await.0["status"], "WON");
+}
+
+#[tokio::test]
+async fn winners_a_crashed_drawer_never_sent_are_relayed_by_reconcile() {
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 3, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..5).map(|i| (format!("c{i}"), 1)).collect();
+    until(sale.start_ms).await;
+    take_tickets(&app, &sale, &tickets).await;
+    until(sale.window_end_ms().unwrap()).await;
+    // The drawer decides every ticket, then every send fails (as if it
+    // crashed before sending): the winners' reservations are the outbox.
+    let nowhere = SqsQueue::new(app.sqs.clone(), format!("{}-missing", app.queue_url));
+    let report = draw::run(app.service.stock(), &nowhere, &id, draw::CHUNK, None)
+        .await
+        .unwrap();
+    assert_eq!((report.won, report.done), (3, true));
+    assert_eq!(app.queue_depth().await, 0, "nothing reached the queue");
+    let winners: Vec<String> = decided(&app, id.as_str())
+        .await
+        .into_values()
+        .filter_map(|(r, o)| (r == "WON").then(|| o.unwrap()))
+        .collect();
+    assert_eq!(winners.len(), 3);
+
+    // Past the grace, reconcile relays each winner once; the writer writes them.
+    let reconciler = seckill_shared::app::reconcile::wire(
+        &app.config,
+        seckill_shared::adapters::aws::Caller::Tool,
+    )
+    .await
+    .unwrap();
+    let report = reconciler
+        .reconcile_sale(&id, clock::now_ms() + 120_000)
+        .await
+        .unwrap()
+        .unwrap();
+    let relayed: Vec<&str> = report
+        .repairs
+        .iter()
+        .filter(|r| r.kind == "RELAYED")
+        .filter_map(|r| r.order_id.as_deref())
+        .collect();
+    assert_eq!(relayed.len(), 3, "{:?}", report.repairs);
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    for order_id in &winners {
+        assert_eq!(
+            orders[order_id].status,
+            seckill_shared::domain::orders::OrderStatus::PendingPayment,
+            "{order_id}"
+        );
+    }
+    assert_eq!(orders.len(), 3);
 }

@@ -5,11 +5,8 @@
 //! invariant checker clean after a sale.
 
 use redis::AsyncCommands;
-use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
-use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::{LoadOutcome, RedisStock, SaleKeys, home_shard};
 use seckill_shared::adapters::sqs::{SqsInspector, SqsQueue};
-use seckill_shared::app::invariants::InvariantChecker;
 use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, Sale};
@@ -24,23 +21,6 @@ fn cluster_url() -> String {
     })
 }
 
-fn checker(app: &App) -> InvariantChecker {
-    InvariantChecker::new(
-        RedisStock::connect_lazy(&app.config.redis_url, Duration::from_secs(2)).unwrap(),
-        DynamoCatalog::new(app.db.clone(), &app.config.sales_table),
-        DynamoOrders::new(
-            app.db.clone(),
-            &app.config.orders_table,
-            &app.config.sales_table,
-        ),
-        SqsInspector::new(
-            app.sqs.clone(),
-            app.queue_url.clone(),
-            Some(app.dlq_url.clone()),
-        ),
-    )
-}
-
 /// The invariant checker over the sale finds nothing, `accepted` being the
 /// order ids the buyers were given.
 async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]) {
@@ -48,7 +28,8 @@ async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]
         .iter()
         .map(|o| OrderId::parse(o.as_ref()).unwrap())
         .collect();
-    let violations = checker(app)
+    let violations = app
+        .checker()
         .check_sale(&sale.sale_id, &accepted)
         .await
         .unwrap()
@@ -57,7 +38,7 @@ async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]
 }
 
 fn reconciler(app: &App) -> Reconciler {
-    let c = checker(app);
+    let c = app.checker();
     Reconciler::new(
         c.stock().clone(),
         c.catalog().clone(),
@@ -551,7 +532,8 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     }
     // Redis offers exactly what DynamoDB has left, not the lost shard's
     // first share on top of what the others still hold.
-    let snap = checker(&app)
+    let snap = app
+        .checker()
         .stock()
         .snapshot(&sale.sale_id)
         .await
@@ -565,7 +547,8 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
             .unwrap(),
         seckill_shared::app::jobs::PrewarmOutcome::Refreshed
     );
-    let again = checker(&app)
+    let again = app
+        .checker()
         .stock()
         .snapshot(&sale.sale_id)
         .await

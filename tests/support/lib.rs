@@ -182,6 +182,27 @@ pub struct App {
 }
 
 impl App {
+    /// The invariant checker over this app's Redis, tables, queue and DLQ.
+    pub fn checker(&self) -> seckill_shared::app::invariants::InvariantChecker {
+        use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+        use seckill_shared::adapters::redis::RedisStock;
+        use seckill_shared::adapters::sqs::SqsInspector;
+        seckill_shared::app::invariants::InvariantChecker::new(
+            RedisStock::connect_lazy(&self.config.redis_url, Duration::from_secs(2)).unwrap(),
+            DynamoCatalog::new(self.db.clone(), &self.config.sales_table),
+            DynamoOrders::new(
+                self.db.clone(),
+                &self.config.orders_table,
+                &self.config.sales_table,
+            ),
+            SqsInspector::new(
+                self.sqs.clone(),
+                self.queue_url.clone(),
+                Some(self.dlq_url.clone()),
+            ),
+        )
+    }
+
     /// A fresh queue (with DLQ), fresh tables, and the live purchase service on them.
     pub async fn spawn() -> App {
         Self::spawn_with(|_| {}).await

@@ -190,17 +190,22 @@ where
         Ok(reports)
     }
 
-    /// A closed lottery window's draw, finished before the sale is read
-    /// (so the run judges the sale as the draw left it).
-    async fn finish_draw(&self, sale_id: &SaleId, now_ms: i64) -> Result<(), JobError> {
+    /// Finishes a closed lottery window's draw that is not done; whether it
+    /// ran (the sale is then read again, so the run judges it as the draw
+    /// left it). A sale without a window, or whose draw is over, costs
+    /// nothing more: the sale was read already.
+    async fn finish_draw(&self, sale: &Sale, now_ms: i64) -> bool {
         let Some(lottery) = &self.lottery else {
-            return Ok(());
+            return false;
         };
-        let sale = SaleCatalog::get_sale(self.catalog(), sale_id).await?;
-        if sale.is_some_and(|s| s.window_end_ms().is_some_and(|closes| now_ms >= closes)) {
-            crate::app::draw::finish(lottery.as_ref(), sale_id).await;
+        if sale.window_end_ms().is_none_or(|closes| now_ms < closes) {
+            return false;
         }
-        Ok(())
+        if matches!(lottery.progress(&sale.sale_id).await, Ok(Some(p)) if p.done) {
+            return false;
+        }
+        crate::app::draw::finish(lottery.as_ref(), &sale.sale_id).await;
+        true
     }
 
     /// Reconciles one sale; `None` when it does not exist.
@@ -209,10 +214,15 @@ where
         sale_id: &SaleId,
         now_ms: i64,
     ) -> Result<Option<ReconcileReport>, JobError> {
-        self.finish_draw(sale_id, now_ms).await?;
         let Some(mut state) = self.checker.observe(sale_id).await? else {
             return Ok(None);
         };
+        if self.finish_draw(&state.sale, now_ms).await {
+            let Some(drawn) = self.checker.observe(sale_id).await? else {
+                return Ok(None);
+            };
+            state = drawn;
+        }
         let mut violations = invariants::check(&state);
         if !violations.is_empty() {
             tokio::time::sleep(self.settings.confirm_after).await;
