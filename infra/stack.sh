@@ -156,8 +156,30 @@ start_services() {
   wait_for redis 20 redis-cli -p "$1" ping
   wait_for moto 60 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$2/moto-api/')"
   export REDIS_URL="redis://127.0.0.1:$1"
-  export AWS_ENDPOINT_URL="http://127.0.0.1:$2"
-  say "redis on $REDIS_URL, emulator on $AWS_ENDPOINT_URL"
+  # The emulator itself, for the tests that compare it with the strict layer.
+  export SECKILL_EMULATOR_URL="http://127.0.0.1:$2"
+  export AWS_ENDPOINT_URL="$SECKILL_EMULATOR_URL"
+  start_strict "${3:-$(free_port)}"
+  say "redis on $REDIS_URL, emulator on $SECKILL_EMULATOR_URL, AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
+}
+
+# start_strict PORT: the strict layer (seckill-local strict, docs/local.md
+# "The strict layer") in front of the emulator, and AWS_ENDPOINT_URL pointed
+# at it; SECKILL_STRICT=0 leaves AWS_ENDPOINT_URL at the emulator. Needs
+# STRICT_BIN, the seckill-local binary the command built.
+start_strict() {
+  if [ "${SECKILL_STRICT:-1}" = 0 ]; then
+    say "SECKILL_STRICT=0: the emulator as it is (no conflicts, throttles, lagging counts or duplicates)"
+    return
+  fi
+  "$STRICT_BIN" strict --upstream "$SECKILL_EMULATOR_URL" --listen "127.0.0.1:$1" \
+    >"$STATE/strict.log" 2>&1 &
+  PIDS+=($!)
+  wait_for strict 30 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/moto-api/')"
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$1"
+  # The functions trust a zero queue count only once it is older than the
+  # layer's lag (QUEUE_COUNT_LAG_SECONDS, read by the rebuild).
+  export QUEUE_COUNT_LAG_SECONDS="${QUEUE_COUNT_LAG_SECONDS:-${STRICT_SQS_COUNT_LAG_SECONDS:-20}}"
 }
 
 # start_cluster: a real 3-master Redis Cluster on free loopback ports (no
@@ -194,8 +216,15 @@ cmd_run() {
   fi
   if port_busy 3000; then say "port 3000 is taken (is another 'make run' up?)"; exit 1; fi
   cargo build --profile local -p seckill-infra --bin seckill-local
-  start_services "$redis_port" "$moto_port"
   local bin="$CARGO_TARGET_DIR/local/seckill-local"
+  STRICT_BIN="$bin"
+  # The strict layer on the documented 4566, the emulator behind it on a
+  # free port (or the emulator itself on 4566 with SECKILL_STRICT=0).
+  if [ "${SECKILL_STRICT:-1}" = 0 ]; then
+    start_services "$redis_port" "$moto_port"
+  else
+    start_services "$redis_port" "$(free_port)" "$moto_port"
+  fi
   RUST_LOG="${RUST_LOG:-info}" "$bin" up &
   PIDS+=($!)
   wait_for api 30 python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:3000/health')"
@@ -229,6 +258,8 @@ cmd_test() {
   # Both templates; fails on a finding not accepted, with its reason, in
   # infra/checkov/skips.yaml.
   say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
+  cargo build -p seckill-infra --bin seckill-local
+  STRICT_BIN="$CARGO_TARGET_DIR/debug/seckill-local"
   MOTO_RECORD=1 start_services "$(free_port)" "$(free_port)"
   start_cluster
   say "cargo test"
@@ -246,6 +277,8 @@ cmd_test() {
 # in one piece. (`make test` runs the same scenarios in their short form.)
 cmd_chaos() {
   ensure_tools
+  cargo build -p seckill-infra --bin seckill-local
+  STRICT_BIN="$CARGO_TARGET_DIR/debug/seckill-local"
   start_services "$(free_port)" "$(free_port)"
   say "chaos scenarios (CHAOS=full)"
   # Only the chaos module's tests: a name given to `make chaos` narrows
@@ -269,7 +302,8 @@ cmd_bench() {
   # The purchase binary as Lambda runs it (release: fat LTO, stripped), for
   # the cold-start rows.
   cargo build --release -p purchase
-  cargo build --profile local -p seckill-infra --bin seckill-bench --bin seckill-coldstart
+  cargo build --profile local -p seckill-infra --bin seckill-bench --bin seckill-coldstart --bin seckill-local
+  STRICT_BIN="$CARGO_TARGET_DIR/local/seckill-local"
   export PURCHASE_BINARY="$CARGO_TARGET_DIR/release/purchase"
   start_services "$(free_port)" "$(free_port)"
   start_cluster

@@ -47,6 +47,8 @@
 //! - `consistency`, `template`: `template.yaml` against the code, and the
 //!   template's traps that only show on AWS (`cfn` reads it as JSON).
 //! - `iam`: every AWS call of the suite against its function's role.
+//! - `strict`: the strict layer in front of the emulator: each AWS limit
+//!   it shows bites, and the emulator alone does not show it.
 
 mod authz;
 mod browser;
@@ -77,5 +79,6 @@ mod redis_tls;
 mod secrets;
 mod shards;
 mod sold_out;
+mod strict;
 mod subs;
 mod template;

@@ -20,6 +20,8 @@
 //! - [`fairness`]: `make bench`'s fairness table (issue 19): scripts at
 //!   the opening millisecond against people over the first seconds, first
 //!   come first served and with a lottery window, on the real purchase path.
+//! - [`strict`]: the strict layer in front of the emulator (conflicts,
+//!   throttles, lagging counts, duplicates; writes applied one at a time).
 //! - [`sign_payment`]: `seckill-local sign-payment`, a signed payment
 //!   callback for an order as a `curl` command.
 //! - [`invoke`]: one event through one function's own loader, wiring and
@@ -49,6 +51,7 @@ pub mod local;
 pub mod pages;
 pub mod runtime_api;
 pub mod sign_payment;
+pub mod strict;
 pub mod token;
 
 /// A local-stack setting: the variable if set and not empty, else the default.

@@ -9,6 +9,7 @@
 //! seckill-local run prewarm|release-unpaid|reconcile
 //! seckill-local backfill-order-buckets --orders-table NAME
 //! seckill-local sign-payment --order ORDER_ID [--payment-id ID] [--amount N]
+//! seckill-local strict --upstream URL [--listen ADDR]
 //! ```
 
 use clap::{Parser, Subcommand};
@@ -95,6 +96,17 @@ enum Command {
         #[arg(long, value_name = "URL")]
         url: Option<String>,
     },
+    /// Serve the strict layer in front of the AWS emulator: DynamoDB and
+    /// SQS as AWS answers at its limits (the `STRICT_*` variables set its
+    /// knobs); point `AWS_ENDPOINT_URL` at it.
+    Strict {
+        /// The emulator's URL (`http://127.0.0.1:PORT`).
+        #[arg(long, value_name = "URL")]
+        upstream: String,
+        /// Where the layer listens.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4566")]
+        listen: String,
+    },
 }
 
 fn function(name: &str) -> Result<Function, String> {
@@ -149,6 +161,7 @@ async fn main() -> ExitCode {
         )
         .await
         .map(|curl| println!("{curl}")),
+        Command::Strict { upstream, listen } => strict(&listen, &upstream).await,
         Command::BackfillOrderBuckets { orders_table } => {
             seckill_infra::backfill::backfill(&orders_table)
                 .await
@@ -162,6 +175,19 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Serves the strict layer until the process is stopped.
+async fn strict(listen: &str, upstream: &str) -> Result<(), String> {
+    use seckill_infra::strict;
+    let settings = strict::StrictSettings::from_env().map_err(|e| e.to_string())?;
+    tracing::info!(?settings, "strict layer");
+    let layer = strict::start(listen, upstream, settings)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!("strict layer on {} in front of {upstream}", layer.url());
+    std::future::pending::<()>().await;
+    Ok(())
 }
 
 fn token(user: &str, admin: bool, ttl: i64) -> Result<(), String> {

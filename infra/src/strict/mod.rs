@@ -1,0 +1,531 @@
+//! The strict layer: an endpoint in front of the AWS emulator that answers
+//! as AWS documents at its limits, where the emulator is kinder (or, for
+//! concurrent transactions, unsound). `make run`, `make test`, `make chaos`
+//! and `make bench` point `AWS_ENDPOINT_URL` at it; `SECKILL_STRICT=0`
+//! points them at the emulator itself. Each knob is an environment variable
+//! ([`StrictSettings::from_env`]); `docs/local.md` says what each is, what
+//! AWS does and where AWS documents it.
+//!
+//! # Layout
+//!
+//! - [`dynamo`]: writes applied one at a time, transaction conflicts,
+//!   partition throughput, item size.
+//! - [`sqs`]: queue counts that lag, duplicate deliveries.
+//! - here: the settings, the server and the forwarding.
+
+pub mod dynamo;
+pub mod sqs;
+
+use dynamo::{Conflicts, DynamoLimits, KeySchema, Kind, Verdict};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::Value;
+use sqs::{Queues, SqsLimits};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::RwLock;
+
+/// The knobs. Each one is off at zero (or `None`).
+#[derive(Debug, Clone, Default)]
+pub struct StrictSettings {
+    pub dynamo: DynamoLimits,
+    pub sqs: SqsLimits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StrictError {
+    #[error("{name}={value:?} is not {what}")]
+    Setting {
+        name: &'static str,
+        value: String,
+        what: &'static str,
+    },
+    #[error("the strict layer cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the emulator's URL {0:?} is not http://host:port")]
+    Upstream(String),
+}
+
+fn setting<T: std::str::FromStr>(
+    name: &'static str,
+    what: &'static str,
+) -> Result<Option<T>, StrictError> {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => value
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| StrictError::Setting { name, value, what }),
+        _ => Ok(None),
+    }
+}
+
+impl StrictSettings {
+    /// The defaults, each replaced by its variable when set:
+    /// `STRICT_DYNAMO_TRANSACTION_HOLD_MS`, `STRICT_DYNAMO_PARTITION_WCU`
+    /// (0: no limit), `STRICT_DYNAMO_MAX_ITEM_BYTES`,
+    /// `STRICT_SQS_COUNT_LAG_SECONDS`, `STRICT_SQS_DUPLICATE_RATE`.
+    pub fn from_env() -> Result<Self, StrictError> {
+        let mut s = Self::default();
+        if let Some(ms) = setting::<u64>(
+            "STRICT_DYNAMO_TRANSACTION_HOLD_MS",
+            "a whole number of milliseconds",
+        )? {
+            s.dynamo.transaction_hold = Duration::from_millis(ms);
+        }
+        if let Some(units) = setting::<u32>("STRICT_DYNAMO_PARTITION_WCU", "a whole number")? {
+            s.dynamo.partition_write_units = (units > 0).then_some(units);
+        }
+        if let Some(bytes) = setting::<usize>("STRICT_DYNAMO_MAX_ITEM_BYTES", "a whole number")? {
+            s.dynamo.max_item_bytes = bytes;
+        }
+        if let Some(secs) = setting::<f64>("STRICT_SQS_COUNT_LAG_SECONDS", "a number of seconds")? {
+            if !(0.0..=3600.0).contains(&secs) {
+                return Err(StrictError::Setting {
+                    name: "STRICT_SQS_COUNT_LAG_SECONDS",
+                    value: secs.to_string(),
+                    what: "between 0 and 3600",
+                });
+            }
+            s.sqs.count_lag = Duration::from_secs_f64(secs);
+        }
+        if let Some(rate) = setting::<f64>("STRICT_SQS_DUPLICATE_RATE", "a number from 0 to 1")? {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(StrictError::Setting {
+                    name: "STRICT_SQS_DUPLICATE_RATE",
+                    value: rate.to_string(),
+                    what: "a number from 0 to 1",
+                });
+            }
+            s.sqs.duplicate_rate = rate;
+        }
+        Ok(s)
+    }
+
+    /// Every knob off: the emulator's own answers, applied one write at a
+    /// time (the soundness fix is not a knob).
+    pub fn lenient() -> Self {
+        Self {
+            dynamo: DynamoLimits {
+                transaction_hold: Duration::ZERO,
+                partition_write_units: None,
+                max_item_bytes: usize::MAX,
+            },
+            sqs: SqsLimits {
+                count_lag: Duration::ZERO,
+                duplicate_rate: 0.0,
+            },
+        }
+    }
+}
+
+/// What the layer has refused or changed, for tests and the bench.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub conflicts: std::sync::atomic::AtomicU64,
+    pub throttles: std::sync::atomic::AtomicU64,
+    pub oversized: std::sync::atomic::AtomicU64,
+    pub lagged_counts: std::sync::atomic::AtomicU64,
+    pub duplicates: std::sync::atomic::AtomicU64,
+}
+
+struct Layer {
+    settings: StrictSettings,
+    upstream: hyper::Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    /// Writes alone, reads together.
+    gate: RwLock<()>,
+    schemas: RwLock<HashMap<String, KeySchema>>,
+    conflicts: Conflicts,
+    queues: Queues,
+    tally: Arc<Tally>,
+    random: std::collections::hash_map::RandomState,
+    draws: std::sync::atomic::AtomicU64,
+}
+
+/// A running layer: where it listens and what it has done.
+pub struct Strict {
+    pub addr: SocketAddr,
+    pub tally: Arc<Tally>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Strict {
+    /// `http://addr`, for `AWS_ENDPOINT_URL`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Strict {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the layer on `listen` in front of `upstream` (the emulator's URL).
+pub async fn start(
+    listen: &str,
+    upstream: &str,
+    settings: StrictSettings,
+) -> Result<Strict, StrictError> {
+    let upstream: hyper::Uri = upstream
+        .trim_end_matches('/')
+        .parse()
+        .map_err(|_| StrictError::Upstream(upstream.to_owned()))?;
+    if upstream.scheme_str() != Some("http") || upstream.authority().is_none() {
+        return Err(StrictError::Upstream(upstream.to_string()));
+    }
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| StrictError::Listen {
+            addr: listen.to_owned(),
+            source,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| StrictError::Listen {
+            addr: listen.to_owned(),
+            source,
+        })?;
+    let tally = Arc::new(Tally::default());
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let layer = Arc::new(Layer {
+        settings,
+        upstream,
+        client: Client::builder(TokioExecutor::new()).build(connector),
+        gate: RwLock::new(()),
+        schemas: RwLock::new(HashMap::new()),
+        conflicts: Conflicts::default(),
+        queues: Queues::default(),
+        tally: tally.clone(),
+        random: std::collections::hash_map::RandomState::new(),
+        draws: std::sync::atomic::AtomicU64::new(0),
+    });
+    let task = tokio::spawn(serve(listener, layer));
+    Ok(Strict { addr, tally, task })
+}
+
+async fn serve(listener: TcpListener, layer: Arc<Layer>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let layer = layer.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let layer = layer.clone();
+                async move { Ok::<_, Infallible>(layer.handle(req).await) }
+            });
+            if let Err(err) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%err, "strict: connection ended with an error");
+            }
+        });
+    }
+}
+
+type Response = hyper::Response<Full<Bytes>>;
+
+/// A request as read whole.
+struct Whole {
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+}
+
+fn json_response(status: u16, body: &Value) -> Response {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    if let Some(kind) = body["__type"].as_str()
+        && let Ok(value) = HeaderValue::from_str(kind)
+    {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-amzn-errortype"), value);
+    }
+    response
+}
+
+fn bad_gateway(why: &str) -> Response {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(format!(
+        "strict layer: the emulator did not answer: {why}"
+    ))));
+    *response.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+    response
+}
+
+impl Layer {
+    async fn handle(&self, req: hyper::Request<Incoming>) -> Response {
+        let (parts, body) = req.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(err) => return bad_gateway(&err.to_string()),
+        };
+        let whole = Whole { parts, body };
+        let target = whole
+            .parts
+            .headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(operation) = target.strip_prefix("DynamoDB_20120810.") {
+            self.dynamo(operation, whole).await
+        } else if let Some(operation) = target.strip_prefix("AmazonSQS.") {
+            self.sqs(operation, whole).await
+        } else {
+            self.forward(&whole.parts, whole.body.clone()).await
+        }
+    }
+
+    async fn forward(&self, parts: &hyper::http::request::Parts, body: Bytes) -> Response {
+        match self.send(parts, body).await {
+            Ok((parts, body)) => hyper::Response::from_parts(parts, Full::new(body)),
+            Err(why) => bad_gateway(&why),
+        }
+    }
+
+    /// The request to the emulator, its answer read whole.
+    async fn send(
+        &self,
+        parts: &hyper::http::request::Parts,
+        body: Bytes,
+    ) -> Result<(hyper::http::response::Parts, Bytes), String> {
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", hyper::http::uri::PathAndQuery::as_str);
+        let uri = format!("{}{path}", self.upstream.to_string().trim_end_matches('/'));
+        let mut request = hyper::Request::builder()
+            .method(parts.method.clone())
+            .uri(uri)
+            .body(Full::new(body))
+            .map_err(|e| e.to_string())?;
+        for (name, value) in &parts.headers {
+            if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH {
+                request.headers_mut().append(name.clone(), value.clone());
+            }
+        }
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        for hop in [
+            hyper::header::TRANSFER_ENCODING,
+            hyper::header::CONNECTION,
+            hyper::header::CONTENT_LENGTH,
+        ] {
+            parts.headers.remove(hop);
+        }
+        Ok((parts, body))
+    }
+
+    /// The key schemas of `tables`, asked of the emulator once per table
+    /// (with the layer's own user agent: the IAM test counts only the
+    /// functions' calls).
+    async fn learn_schemas(&self, parts: &hyper::http::request::Parts, tables: &[String]) {
+        let missing: Vec<&String> = {
+            let known = self.schemas.read().await;
+            tables.iter().filter(|t| !known.contains_key(*t)).collect()
+        };
+        for table in missing {
+            let mut ask = parts.clone();
+            ask.headers.remove("x-amz-user-agent");
+            ask.headers.insert(
+                hyper::header::USER_AGENT,
+                HeaderValue::from_static("seckill-strict"),
+            );
+            ask.headers.insert(
+                "x-amz-target",
+                HeaderValue::from_static("DynamoDB_20120810.DescribeTable"),
+            );
+            let body = serde_json::json!({"TableName": table}).to_string();
+            let Ok((status, answer)) = self.send(&ask, Bytes::from(body)).await else {
+                continue;
+            };
+            if !status.status.is_success() {
+                continue;
+            }
+            let Ok(answer) = serde_json::from_slice::<Value>(&answer) else {
+                continue;
+            };
+            let schema = answer["Table"]["KeySchema"].as_array().map(|keys| {
+                let mut keys = keys.clone();
+                // The hash key first.
+                keys.sort_by_key(|k| k["KeyType"].as_str() != Some("HASH"));
+                keys.iter()
+                    .filter_map(|k| k["AttributeName"].as_str().map(str::to_owned))
+                    .collect::<Vec<_>>()
+            });
+            if let Some(schema) = schema.filter(|s| !s.is_empty()) {
+                self.schemas.write().await.insert(table.clone(), schema);
+            }
+        }
+    }
+
+    async fn dynamo(&self, operation: &str, whole: Whole) -> Response {
+        if dynamo::kind(operation) == Kind::Read {
+            let _read = self.gate.read().await;
+            return self.forward(&whole.parts, whole.body).await;
+        }
+        if matches!(operation, "DeleteTable" | "UpdateTable" | "CreateTable") {
+            self.schemas.write().await.clear();
+        }
+        let body: Value = serde_json::from_slice(&whole.body).unwrap_or(Value::Null);
+        let tables = dynamo::tables(operation, &body);
+        self.learn_schemas(&whole.parts, &tables).await;
+        let touches = {
+            let schemas = self.schemas.read().await;
+            dynamo::touches(operation, &body, &*schemas)
+        };
+        let held = match touches {
+            Some(touches) => {
+                match self.conflicts.check(
+                    operation,
+                    &touches,
+                    &self.settings.dynamo,
+                    Instant::now(),
+                ) {
+                    Verdict::Go(held) => held,
+                    Verdict::Refuse(status, answer) => {
+                        let counter = match answer["__type"].as_str().unwrap_or_default() {
+                            t if t.contains("Validation") => &self.tally.oversized,
+                            t if t.contains("Throughput") => &self.tally.throttles,
+                            _ if answer.to_string().contains("ThrottlingError") => {
+                                &self.tally.throttles
+                            }
+                            _ => &self.tally.conflicts,
+                        };
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return json_response(status, &answer);
+                    }
+                }
+            }
+            None => Vec::new(),
+        };
+        let response = {
+            let _write = self.gate.write().await;
+            self.forward(&whole.parts, whole.body).await
+        };
+        let hold = self.settings.dynamo.transaction_hold;
+        if hold.is_zero() {
+            self.conflicts.release(&held);
+        } else if !held.is_empty() {
+            tokio::time::sleep(hold).await;
+            self.conflicts.release(&held);
+        }
+        response
+    }
+
+    fn draw(&self) -> f64 {
+        use std::hash::BuildHasher;
+        let n = self
+            .draws
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (self.random.hash_one(n) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    async fn sqs(&self, operation: &str, whole: Whole) -> Response {
+        let limits = &self.settings.sqs;
+        let body: Value = serde_json::from_slice(&whole.body).unwrap_or(Value::Null);
+        match operation {
+            "GetQueueAttributes" if !limits.count_lag.is_zero() && sqs::asks_for_counts(&body) => {
+                let now = Instant::now();
+                if let Some(answer) = self.queues.snapshot(&body, limits.count_lag, now) {
+                    self.tally
+                        .lagged_counts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return json_response(200, &answer);
+                }
+                match self.send(&whole.parts, whole.body).await {
+                    Ok((parts, answer)) => {
+                        if parts.status.is_success()
+                            && let Ok(json) = serde_json::from_slice::<Value>(&answer)
+                        {
+                            self.queues.keep_snapshot(&body, json, now);
+                        }
+                        hyper::Response::from_parts(parts, Full::new(answer))
+                    }
+                    Err(why) => bad_gateway(&why),
+                }
+            }
+            "ReceiveMessage" if limits.duplicate_rate > 0.0 => {
+                match self.send(&whole.parts, whole.body).await {
+                    Ok((parts, answer)) if parts.status.is_success() => {
+                        let Ok(json) = serde_json::from_slice::<Value>(&answer) else {
+                            return hyper::Response::from_parts(parts, Full::new(answer));
+                        };
+                        let before = self.queues.copies_waiting();
+                        let received = json["Messages"].as_array().map_or(0, Vec::len);
+                        let delivered =
+                            self.queues
+                                .deliver(&body, json, limits.duplicate_rate, || self.draw());
+                        let copies = delivered["Messages"]
+                            .as_array()
+                            .map_or(0, Vec::len)
+                            .saturating_sub(received);
+                        debug_assert!(copies <= before);
+                        self.tally
+                            .duplicates
+                            .fetch_add(copies as u64, std::sync::atomic::Ordering::Relaxed);
+                        json_response(200, &delivered)
+                    }
+                    Ok((parts, answer)) => hyper::Response::from_parts(parts, Full::new(answer)),
+                    Err(why) => bad_gateway(&why),
+                }
+            }
+            "DeleteMessage" | "ChangeMessageVisibility"
+                if body["ReceiptHandle"].as_str().is_some_and(sqs::is_copy) =>
+            {
+                json_response(200, &serde_json::json!({}))
+            }
+            "DeleteMessageBatch" | "ChangeMessageVisibilityBatch" => {
+                let (rest, copies) = sqs::split_batch(&body);
+                if copies.is_empty() {
+                    return self.forward(&whole.parts, whole.body).await;
+                }
+                let upstream = match rest {
+                    None => None,
+                    Some(rest) => {
+                        match self.send(&whole.parts, Bytes::from(rest.to_string())).await {
+                            Ok((parts, answer)) if parts.status.is_success() => {
+                                serde_json::from_slice::<Value>(&answer).ok()
+                            }
+                            Ok((parts, answer)) => {
+                                return hyper::Response::from_parts(parts, Full::new(answer));
+                            }
+                            Err(why) => return bad_gateway(&why),
+                        }
+                    }
+                };
+                json_response(200, &sqs::merge_batch(upstream, &copies))
+            }
+            _ => self.forward(&whole.parts, whole.body).await,
+        }
+    }
+}
