@@ -503,7 +503,7 @@ async fn defect7a_a_give_up_never_releases_a_written_order() {
     writer
         .orders()
         .write_single(
-            &NewOrder::new(message, reserved, sale.payment_window_seconds),
+            &NewOrder::new(message, reserved, reserved, sale.payment_window_seconds),
             sale.per_user_limit,
         )
         .await
@@ -540,7 +540,7 @@ async fn defect7b_a_unit_of_a_given_up_order_never_stays_stuck() {
     let _ = writer
         .orders()
         .write_rejected(
-            &NewOrder::new(message, reserved, sale.payment_window_seconds),
+            &NewOrder::new(message, reserved, reserved, sale.payment_window_seconds),
             RejectReason::Abandoned,
         )
         .await;

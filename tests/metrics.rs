@@ -62,6 +62,10 @@ fn contract() -> BTreeMap<&'static str, (&'static str, &'static [&'static str])>
         ("OrdersRejected", ("Count", &["order-writer"][..])),
         ("OrderFailures", ("Count", &["order-writer"][..])),
         ("DlqMoves", ("Count", &["order-writer"][..])),
+        (
+            "TransactionConflictsRetried",
+            ("Count", &["order-writer"][..]),
+        ),
         ("OrdersPaid", ("Count", &["orders-api"][..])),
         ("PaidAmount", ("None", &["orders-api"][..])),
         ("PaymentsNeedingRefund", ("Count", &["orders-api"][..])),

@@ -59,7 +59,7 @@ fn new_order(sale: &Sale, order_id: &OrderId, reserved_at_ms: i64, window_secs: 
         shard: 0,
         reserved_at: clock::rfc3339_ms(reserved_at_ms),
     };
-    NewOrder::new(message, reserved_at_ms, window_secs)
+    NewOrder::new(message, reserved_at_ms, reserved_at_ms, window_secs)
 }
 
 /// The store on the test's tables, its calls given a minute: the emulator

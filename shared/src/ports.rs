@@ -280,8 +280,30 @@ pub enum SendError {
     Ambiguous(String),
 }
 
+/// The most messages one [`OrderQueue::send_batch`] call carries (SQS's
+/// `SendMessageBatch` takes at most ten entries).
+pub const SEND_BATCH_MAX: usize = 10;
+
 pub trait OrderQueue: Send + Sync {
     fn send(&self, message: &OrderMessage) -> impl Future<Output = Result<(), SendError>> + Send;
+
+    /// Sends `messages` (at most [`SEND_BATCH_MAX`] make one call; more are
+    /// sent as several): each message's own outcome, in the same order, as
+    /// [`Self::send`] would report it. One call instead of ten is what lets
+    /// a lottery draw's winners fit in the function that draws them. The
+    /// default sends them one by one, for a queue with no batch call.
+    fn send_batch(
+        &self,
+        messages: &[OrderMessage],
+    ) -> impl Future<Output = Vec<Result<(), SendError>>> + Send {
+        async move {
+            let mut outcomes = Vec::with_capacity(messages.len());
+            for message in messages {
+                outcomes.push(self.send(message).await);
+            }
+            outcomes
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -340,8 +362,27 @@ pub enum RejectWrite {
 pub enum GroupWrite {
     Written,
     /// Cancelled; the reasons' codes, one per item (orders first, then the
-    /// sale update), for the log. The caller falls back to single writes.
+    /// sale update), DynamoDB's `CancellationReasons`. Cancelled only for
+    /// contention ([`only_contention`]), the same transaction may succeed
+    /// if sent again; otherwise the caller falls back to single writes.
     Cancelled(Vec<String>),
+}
+
+/// Whether a transaction's cancellation reasons (one code per item) say
+/// it met only contention: another transaction in flight on one of its
+/// items (`TransactionConflict`) or a throttled item (`ThrottlingError`,
+/// `ProvisionedThroughputExceeded`), every other item `None`. No condition
+/// failed, so the same transaction sent again after a pause can succeed.
+pub fn only_contention(codes: &[String]) -> bool {
+    const CONTENTION: [&str; 3] = [
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+    ];
+    codes.iter().any(|c| CONTENTION.contains(&c.as_str()))
+        && codes
+            .iter()
+            .all(|c| c == "None" || CONTENTION.contains(&c.as_str()))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -388,9 +429,16 @@ pub enum ExpireOutcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OrderStoreError {
-    /// Throttling, a conflict, a network fault: retrying may succeed.
+    /// A network fault, a timeout, an error of the service: retrying may
+    /// succeed.
     #[error("order store unavailable: {0}")]
     Transient(String),
+    /// Nothing was written because an item of the write was held by
+    /// another transaction in flight or throttled (a cancellation only for
+    /// contention, or `TransactionConflictException`): the same write
+    /// after a short pause is likely to succeed.
+    #[error("order store contended: {0}")]
+    Contention(String),
     /// The sale item is missing: orders for it cannot be written.
     #[error("sale {0} is not in the sales table")]
     SaleMissing(SaleId),

@@ -9,16 +9,22 @@
 //!    (within the per-user limit) and takes the group's total off the sale
 //!    item, so the hot item is written once per batch. The request token is
 //!    derived from the group, so a retried call is idempotent.
-//! 4. A cancelled transaction falls back to one transaction per order, which
+//! 4. A transaction cancelled only because it met another on the hot sale
+//!    item (or a throttled item) is sent again as it is, after a capped,
+//!    fully jittered exponential backoff ([`Backoff`]); a group still
+//!    cancelled after that, or cancelled for any other reason, falls back
+//!    to one transaction per order (each retried the same way), which
 //!    tells a duplicate (success: the row as it stands decides) from no
 //!    stock or a buyer at the limit (written `REJECTED` with the reason: the
 //!    database stopped an oversell, or a buyer Redis lost count of) from a
-//!    transient fault (reported failed).
+//!    transient fault or contention that outlasted its retries (reported
+//!    failed).
 //! 5. Every decided order marks its reservation in Redis the way its row
 //!    says ([`Resolution::of_row`]).
 //! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
-//!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, and `DlqMoves`
-//!    (failures on a record's last receive, which SQS moves to the DLQ).
+//!    `OrderDuplicates`, `OrdersRejected`, `OrderFailures`, `DlqMoves`
+//!    (failures on a record's last receive, which SQS moves to the DLQ) and
+//!    `TransactionConflictsRetried` (writes sent again after contention).
 //! 7. Why each order failed is kept in the stock store
 //!    ([`StockStore::record_write_error`]), so the operator's DLQ view can
 //!    say what the writer last failed with (a poison record's reason is
@@ -30,14 +36,62 @@ use crate::domain::{OrderMessage, SaleId};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
     GroupWrite, OrderStore, OrderStoreError, RejectWrite, Resolution, SaleCatalog, SingleWrite,
-    StockStore, WriteFailure,
+    StockStore, WriteFailure, only_contention,
 };
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tracing::Instrument;
 
 /// DynamoDB takes at most 100 items per transaction: each order, at most one
 /// buyer record per order, and the sale update.
 const MAX_ORDERS_PER_TRANSACTION: usize = 49;
+
+/// How a write that contention cancelled is sent again. Every concurrent
+/// writer's transaction updates the same sale item, so two in flight at
+/// once cancel each other (`TransactionConflict`); sent again at once they
+/// would meet again, and falling back to single writes only makes more
+/// transactions on the same item. Full jitter (a wait drawn uniformly
+/// between zero and the ceiling, which doubles from `base` up to `cap`)
+/// spreads the retries of writers that collided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first retry's ceiling.
+    pub base: Duration,
+    /// No wait is longer.
+    pub cap: Duration,
+    /// Retries of one write (a group or a single) before it is given up.
+    pub retries: u32,
+    /// The most one batch waits in all: the function's timeout (10 s, see
+    /// `template.yaml`) must still leave time for the writes themselves.
+    pub budget: Duration,
+    /// Draw each wait (true), or wait the whole ceiling (false: the worst
+    /// case, deterministic, for tests).
+    pub jitter: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(500),
+            retries: 8,
+            budget: Duration::from_secs(4),
+            jitter: true,
+        }
+    }
+}
+
+impl Backoff {
+    /// The ceiling of retry `attempt` (0 first): `base * 2^attempt`, at
+    /// most `cap`.
+    fn ceiling(&self, attempt: u32) -> Duration {
+        self.base
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.cap)
+    }
+}
 
 /// One queue record, as the event source delivered it.
 #[derive(Debug, Clone)]
@@ -60,6 +114,10 @@ pub struct BatchReport {
     pub transient: usize,
     /// Why each order reported in `failed` (poison records aside) failed.
     pub failures: Vec<(SaleId, WriteFailure)>,
+    /// Writes sent again after a cancellation for contention.
+    pub conflicts_retried: usize,
+    /// How long the batch waited before those retries.
+    pub backoff: Duration,
 }
 
 /// An order of the batch and every message that carried it.
@@ -77,6 +135,13 @@ pub struct OrderWriter<O, S, C> {
     /// The queue's redrive `maxReceiveCount`: a failure on that receive is
     /// the record's last. Unknown: no failure is counted as a DLQ move.
     max_receive_count: Option<u32>,
+    /// The writer's clock (epoch ms): [`clock::now_ms`], or a test's.
+    now: fn() -> i64,
+    backoff: Backoff,
+    /// The keys of the jitter's draws (std's SipHash, keyed from the
+    /// operating system's random source) and the number of the next draw.
+    jitter_keys: std::collections::hash_map::RandomState,
+    draws: AtomicU64,
 }
 
 impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
@@ -87,7 +152,24 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             catalog,
             metrics: Metrics::off(),
             max_receive_count: None,
+            now: clock::now_ms,
+            backoff: Backoff::default(),
+            jitter_keys: std::collections::hash_map::RandomState::new(),
+            draws: AtomicU64::new(0),
         }
+    }
+
+    /// The same writer retrying contention as `backoff` says.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The same writer reading the time from `now` (epoch ms), for tests
+    /// of a writer that runs late.
+    pub fn with_clock(mut self, now: fn() -> i64) -> Self {
+        self.now = now;
+        self
     }
 
     /// The same writer counting into `metrics`; `max_receive_count` is the
@@ -178,6 +260,37 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         m.count(Counter::OrdersRejected, n(report.rejected));
         m.count(Counter::OrderFailures, n(report.failed.len()));
         m.count(Counter::DlqMoves, n(last_tries));
+        m.count(
+            Counter::TransactionConflictsRetried,
+            n(report.conflicts_retried),
+        );
+    }
+
+    /// Waits before retry `attempt` (0 first) of a write that contention
+    /// cancelled; false, at once, when the write is out of retries or the
+    /// batch out of its budget: then it is not retried.
+    async fn pause(&self, attempt: u32, report: &mut BatchReport) -> bool {
+        let b = &self.backoff;
+        if attempt >= b.retries {
+            return false;
+        }
+        let ceiling = b.ceiling(attempt);
+        let wait = if b.jitter {
+            let draw = self
+                .jitter_keys
+                .hash_one(self.draws.fetch_add(1, Ordering::Relaxed));
+            let ceiling_us = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX);
+            Duration::from_micros(draw % ceiling_us.saturating_add(1))
+        } else {
+            ceiling
+        };
+        if report.backoff + wait > b.budget {
+            return false;
+        }
+        tokio::time::sleep(wait).await;
+        report.backoff += wait;
+        report.conflicts_retried += 1;
+        true
     }
 
     async fn write_sale_group(
@@ -197,23 +310,40 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
                 return fail_all(entries, report, &err.to_string());
             }
         };
+        // Built once: every retry below sends the same items with the same
+        // request token, so a retry of a write that did go through is the
+        // same success. The window starts now, at the write (invariant 11).
+        let written_at_ms = (self.now)();
         let orders: Vec<NewOrder> = entries
             .iter()
             .map(|e| {
                 NewOrder::new(
                     e.message.clone(),
                     e.reserved_at_ms,
+                    written_at_ms,
                     sale.payment_window_seconds,
                 )
                 .priced(sale.price)
             })
             .collect();
         let token = request_token(&orders);
-        match self
-            .orders
-            .write_group(sale_id, &orders, sale.per_user_limit, &token)
-            .await
-        {
+        let mut attempt = 0;
+        let written = loop {
+            let written = self
+                .orders
+                .write_group(sale_id, &orders, sale.per_user_limit, &token)
+                .await;
+            match &written {
+                Ok(GroupWrite::Cancelled(reasons))
+                    if only_contention(reasons) && self.pause(attempt, report).await =>
+                {
+                    tracing::debug!(%sale_id, ?reasons, attempt, "group transaction met contention; sent again");
+                    attempt += 1;
+                }
+                _ => break written,
+            }
+        };
+        match written {
             Ok(GroupWrite::Written) => {
                 for entry in entries {
                     let span = message_span(entry);
@@ -250,7 +380,17 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
     ) {
         let span = message_span(entry);
         async {
-            match self.orders.write_single(order, per_user_limit).await {
+            let mut attempt = 0;
+            let written = loop {
+                match self.orders.write_single(order, per_user_limit).await {
+                    Err(OrderStoreError::Contention(why)) if self.pause(attempt, report).await => {
+                        tracing::debug!(%why, attempt, "order transaction met contention; sent again");
+                        attempt += 1;
+                    }
+                    written => break written,
+                }
+            };
+            match written {
                 Ok(SingleWrite::Written) => {
                     report.written += 1;
                     self.mark(entry, Resolution::Written).await;
@@ -294,7 +434,17 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         reason: RejectReason,
         report: &mut BatchReport,
     ) {
-        match self.orders.write_rejected(order, reason).await {
+        let mut attempt = 0;
+        let written = loop {
+            match self.orders.write_rejected(order, reason).await {
+                Err(OrderStoreError::Contention(why)) if self.pause(attempt, report).await => {
+                    tracing::debug!(%why, attempt, "rejection met contention; sent again");
+                    attempt += 1;
+                }
+                written => break written,
+            }
+        };
+        match written {
             Ok(RejectWrite::Recorded) => {
                 report.rejected += 1;
                 tracing::warn!(
@@ -426,6 +576,153 @@ mod tests {
         .to_string()
     }
 
+    use crate::adapters::memory::{MemoryCatalog, MemoryOrders, MemoryStock, test_sale};
+    use crate::domain::orders::OrderStatus;
+
+    /// A sale of 10 units, 5 a buyer, 900 s to pay, and the writer of its
+    /// orders.
+    fn writer() -> (
+        OrderWriter<MemoryOrders, MemoryStock, MemoryCatalog>,
+        MemoryOrders,
+    ) {
+        let catalog = MemoryCatalog::default();
+        catalog.insert(test_sale("s1", 10, 5).unwrap());
+        let orders = catalog.orders();
+        let writer = OrderWriter::new(orders.clone(), MemoryStock::default(), catalog);
+        (writer, orders)
+    }
+
+    fn record(order: &str, user: &str, reserved_at_ms: i64) -> QueueRecord {
+        QueueRecord {
+            message_id: format!("m-{order}"),
+            body: serde_json::json!({
+                "v": 1, "orderId": order, "saleId": "s1", "userId": user, "quantity": 1,
+                "shard": 0, "reservedAt": clock::rfc3339_ms(reserved_at_ms)
+            })
+            .to_string(),
+            receive_count: 1,
+        }
+    }
+
+    async fn status(orders: &MemoryOrders, order: &str) -> Option<OrderStatus> {
+        let id = OrderId::parse(order).unwrap();
+        orders.get(&id).await.unwrap().map(|o| o.status)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_group_that_conflicts_three_times_is_written_whole() {
+        let (writer, orders) = writer();
+        // The whole ceiling each time: 10 + 20 + 40 ms.
+        let writer = writer.with_backoff(Backoff {
+            jitter: false,
+            ..Backoff::default()
+        });
+        orders.conflict_next(3);
+        let now = clock::now_ms();
+        let records: Vec<_> = (1..=4)
+            .map(|i| record(&format!("o{i}"), &format!("u{i}"), now))
+            .collect();
+        let report = writer.write_batch(&records).await;
+        assert_eq!(report.failed, Vec::<String>::new(), "{report:?}");
+        assert_eq!((report.written, report.rejected), (4, 0), "{report:?}");
+        assert_eq!(report.conflicts_retried, 3);
+        assert_eq!(report.backoff, Duration::from_millis(70));
+        for i in 1..=4 {
+            let order = format!("o{i}");
+            assert_eq!(
+                status(&orders, &order).await,
+                Some(OrderStatus::PendingPayment)
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_that_never_ends_is_a_transient_failure() {
+        let (writer, orders) = writer();
+        orders.conflict_next(u32::MAX);
+        let now = clock::now_ms();
+        let records: Vec<_> = (1..=3)
+            .map(|i| record(&format!("o{i}"), &format!("u{i}"), now))
+            .collect();
+        let started = tokio::time::Instant::now();
+        let report = writer.write_batch(&records).await;
+        // The retries end well inside the function's 10 s timeout.
+        assert!(started.elapsed() <= Backoff::default().budget, "{report:?}");
+        assert!(report.conflicts_retried > 3, "{report:?}");
+        assert_eq!(report.failed.len(), 3, "{report:?}");
+        assert_eq!((report.transient, report.rejected), (3, 0), "{report:?}");
+        for i in 1..=3 {
+            assert_eq!(status(&orders, &format!("o{i}")).await, None);
+        }
+    }
+
+    /// The writer's clock in [`an_order_written_late_gets_its_whole_window`].
+    static LATE_NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+    fn late_now() -> i64 {
+        LATE_NOW.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[tokio::test]
+    async fn an_order_written_late_gets_its_whole_window() {
+        use std::sync::atomic::Ordering;
+        let (writer, orders) = writer();
+        let writer = writer.with_clock(late_now);
+        let window_ms = 900_000;
+        let written_at = clock::now_ms();
+        LATE_NOW.store(written_at, Ordering::Relaxed);
+        // Held back in the queue for twice the payment window.
+        let reserved_at = written_at - 2 * window_ms;
+        let batch = [record("o1", "u1", reserved_at)];
+        let report = writer.write_batch(&batch).await;
+        assert_eq!((report.written, report.failed.len()), (1, 0), "{report:?}");
+        let row = orders
+            .get(&OrderId::parse("o1").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.created_at_ms, reserved_at);
+        let expires = row.expires_at_ms.unwrap();
+        assert!(
+            expires >= written_at + window_ms,
+            "expiresAt {} is before the write ({}) plus the window",
+            clock::rfc3339_ms(expires),
+            clock::rfc3339_ms(written_at)
+        );
+        assert_eq!(row.status_at(written_at), OrderStatus::PendingPayment);
+
+        // Delivered again a minute later: its items differ (a later
+        // expiresAt), so the group's request token does not match them and
+        // the single writes find the row: a duplicate, the first window kept.
+        LATE_NOW.store(written_at + 60_000, Ordering::Relaxed);
+        let again = writer.write_batch(&batch).await;
+        assert_eq!((again.duplicates, again.failed.len()), (1, 0), "{again:?}");
+        let kept = orders
+            .get(&OrderId::parse("o1").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.expires_at_ms, Some(expires));
+    }
+
+    #[test]
+    fn contention_is_conflicts_and_throttling_and_nothing_else() {
+        let codes = |c: &[&str]| c.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        assert!(only_contention(&codes(&[
+            "None",
+            "None",
+            "TransactionConflict"
+        ])));
+        assert!(only_contention(&codes(&["ThrottlingError", "None"])));
+        assert!(!only_contention(&codes(&[
+            "ConditionalCheckFailed",
+            "TransactionConflict"
+        ])));
+        assert!(!only_contention(&codes(&["None", "None"])));
+        assert!(!only_contention(&codes(&["IdempotentParameterMismatch"])));
+        assert!(!only_contention(&codes(&["BuyerOverLimitInGroup"])));
+    }
+
     #[test]
     fn parse_refuses_poison() {
         assert!(parse(&body("o1", "s1")).is_ok());
@@ -454,6 +751,7 @@ mod tests {
                     shard: 0,
                     reserved_at: String::new(),
                 },
+                0,
                 0,
                 900,
             )

@@ -226,7 +226,7 @@ mod tests {
             shard: 0,
             reserved_at: clock::rfc3339_ms(reserved_at_ms),
         };
-        let order = NewOrder::new(message, reserved_at_ms, 60).priced(sale.price);
+        let order = NewOrder::new(message, reserved_at_ms, reserved_at_ms, 60).priced(sale.price);
         orders.write_single(&order, 5).await.unwrap();
         (orders, sale_id)
     }

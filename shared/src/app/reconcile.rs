@@ -551,7 +551,7 @@ where
             return;
         };
         let at_ms = resv.at_ms.parse::<i64>().unwrap_or(0);
-        let order = NewOrder::new(message, at_ms, sale.payment_window_seconds);
+        let order = NewOrder::new(message, at_ms, clock::now_ms(), sale.payment_window_seconds);
         // The row first: once it exists as REJECTED, a late redelivery of the
         // message is a duplicate and cannot take the units back. If a row
         // got there first (the writer wrote the order after this run read

@@ -139,22 +139,32 @@ impl Order {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewOrder {
     pub message: OrderMessage,
-    /// `createdAt` is the reservation time, not the write time: a retried
-    /// batch then sends byte-identical items, which is what makes the
-    /// transaction's `ClientRequestToken` idempotent, and the payment window
-    /// runs from the moment the buyer was told yes.
+    /// `createdAt` is the reservation time, not the write time: the moment
+    /// the buyer was told yes, the same for every delivery of the message.
     pub created_at_ms: i64,
+    /// The payment deadline: the whole window from the write (invariant
+    /// 11), however long the queue held the message. A reservation time
+    /// later than the writer's clock (clocks of two machines) starts it
+    /// there instead, so the window is never cut short.
     pub expires_at_ms: i64,
     /// The sale's price times the quantity; `None` without a price.
     pub amount: Option<Money>,
 }
 
 impl NewOrder {
-    pub fn new(message: OrderMessage, reserved_at_ms: i64, payment_window_secs: u32) -> Self {
+    /// The order of `message`, reserved at `reserved_at_ms` and written at
+    /// `written_at_ms` (the writer's clock).
+    pub fn new(
+        message: OrderMessage,
+        reserved_at_ms: i64,
+        written_at_ms: i64,
+        payment_window_secs: u32,
+    ) -> Self {
         Self {
             message,
             created_at_ms: reserved_at_ms,
-            expires_at_ms: reserved_at_ms + i64::from(payment_window_secs) * 1000,
+            expires_at_ms: reserved_at_ms.max(written_at_ms)
+                + i64::from(payment_window_secs) * 1000,
             amount: None,
         }
     }

@@ -133,10 +133,13 @@ pub enum Counter {
     SalesPrewarmed,
     /// New execution environments (every function).
     ColdStarts,
+    /// Order writes sent again after DynamoDB cancelled them for contention
+    /// on an item (another transaction in flight, throttling) (order-writer).
+    TransactionConflictsRetried,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 15] = [
+    pub const ALL: [Counter; 16] = [
         Self::SoldOutFastPath,
         Self::OrdersWritten,
         Self::OrderDuplicates,
@@ -152,6 +155,7 @@ impl Counter {
         Self::ReconcileRepairs,
         Self::SalesPrewarmed,
         Self::ColdStarts,
+        Self::TransactionConflictsRetried,
     ];
 
     pub fn name(self) -> &'static str {
@@ -171,6 +175,7 @@ impl Counter {
             Self::ReconcileRepairs => "ReconcileRepairs",
             Self::SalesPrewarmed => "SalesPrewarmed",
             Self::ColdStarts => "ColdStarts",
+            Self::TransactionConflictsRetried => "TransactionConflictsRetried",
         }
     }
 

@@ -530,7 +530,7 @@ mod tests {
             shard: 0,
             reserved_at: clock::rfc3339_ms(1_000_000),
         };
-        NewOrder::new(message, 1_000_000, 900)
+        NewOrder::new(message, 1_000_000, 1_000_000, 900)
     }
 
     #[test]

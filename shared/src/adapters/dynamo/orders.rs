@@ -25,6 +25,7 @@ use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{OrderId, SaleId, UserId};
 use crate::ports::{
     ExpireOutcome, GroupWrite, OrderStore, OrderStoreError, PayOutcome, RejectWrite, SingleWrite,
+    only_contention,
 };
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
@@ -382,6 +383,10 @@ impl OrderStore for DynamoOrders {
             } else {
                 Err(OrderStoreError::SaleMissing(m.sale_id.clone()))
             }
+        } else if only_contention(&reasons) {
+            Err(OrderStoreError::Contention(format!(
+                "transaction cancelled: {reasons:?}"
+            )))
         } else {
             Err(OrderStoreError::Transient(format!(
                 "transaction cancelled: {reasons:?}"
@@ -420,6 +425,17 @@ impl OrderStore for DynamoOrders {
             {
                 Ok(RejectWrite::Exists(
                     self.existing(&order.message.order_id).await?,
+                ))
+            }
+            // The order item is held by a transaction in flight (the
+            // writer's, or another give-up's): nothing was written.
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_transaction_conflict_exception()) =>
+            {
+                Err(OrderStoreError::Contention(
+                    DisplayErrorContext(err).to_string(),
                 ))
             }
             Err(err) => Err(transient(err)),

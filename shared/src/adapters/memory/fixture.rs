@@ -106,7 +106,8 @@ impl Stores {
         }
     }
 
-    /// The order of a reservation, as the order-writer builds it.
+    /// The order of a reservation, as the order-writer builds it (written
+    /// at `at_ms`, the moment it was reserved).
     pub(crate) fn order_of(&self, user: &str, r: &Reservation, at_ms: i64) -> NewOrder {
         let message = OrderMessage {
             v: OrderMessage::VERSION,
@@ -117,7 +118,7 @@ impl Stores {
             shard: 0,
             reserved_at: crate::clock::rfc3339_ms(at_ms),
         };
-        NewOrder::new(message, at_ms, self.sale.payment_window_seconds)
+        NewOrder::new(message, at_ms, at_ms, self.sale.payment_window_seconds)
     }
 
     /// Writes the reservation's order (created at `at_ms`) and marks the

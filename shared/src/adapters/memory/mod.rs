@@ -30,7 +30,9 @@
 //!   (`attribute_not_exists`), with its units off `available`
 //!   (`available >= q`) and onto its buyer's record (`held + q <= limit`),
 //!   all or nothing, a group as one transaction (a retried request token
-//!   is the same success); a rejection never overwrites a row; payment and
+//!   is the same success with the same orders, `IdempotentParameterMismatch`
+//!   with others; a test can have the next transactions cancelled for a
+//!   `TransactionConflict`); a rejection never overwrites a row; payment and
 //!   expiry are conditional on `PENDING_PAYMENT` (and the deadline), a
 //!   payment id is applied once (kept on the row: `paymentId`, or the
 //!   refunds of an order that could not be paid) and recorded; an

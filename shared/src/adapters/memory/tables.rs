@@ -27,12 +27,16 @@ struct Tables {
     orders: HashMap<OrderId, Order>,
     /// The per-buyer records: (sale, buyer) -> units held.
     held: HashMap<(SaleId, String), u64>,
-    /// Request tokens of the group writes that went through.
-    tokens: HashSet<String>,
+    /// Request tokens of the group writes that went through, with the
+    /// orders each carried.
+    tokens: HashMap<String, Vec<NewOrder>>,
     /// The payments' records, by payment id.
     payments: HashMap<PaymentId, PaymentRecord>,
     /// How long a read of a whole sale's orders takes (a big ledger).
     ledger_read_delay: std::time::Duration,
+    /// How many of the next order transactions (group or single) are
+    /// cancelled for a conflict on the sale item ([`MemoryOrders::conflict_next`]).
+    conflicts: u32,
 }
 
 type Shared = Arc<Mutex<Tables>>;
@@ -177,6 +181,16 @@ impl MemoryOrders {
         }
     }
 
+    /// Cancels the next `transactions` order writes (group or single) for
+    /// a `TransactionConflict` on the sale item, as DynamoDB cancels one
+    /// that meets another in flight on the hot item; `u32::MAX`: a conflict
+    /// that never ends.
+    pub fn conflict_next(&self, transactions: u32) {
+        if let Ok(mut t) = self.tables.lock() {
+            t.conflicts = transactions;
+        }
+    }
+
     /// Puts a row as it is, past every condition: the state a bug or a lost
     /// write could leave, for the checks that must report it.
     pub fn insert_row(&self, order: Order) {
@@ -207,6 +221,16 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
 
 const FAILED: &str = "ConditionalCheckFailed";
 const NONE: &str = "None";
+const CONFLICT: &str = "TransactionConflict";
+
+/// The buyer records a group's transaction updates: one per buyer.
+fn buyers(orders: &[NewOrder]) -> usize {
+    orders
+        .iter()
+        .map(|o| &o.message.user_id)
+        .collect::<HashSet<_>>()
+        .len()
+}
 
 impl OrderStore for MemoryOrders {
     async fn write_group(
@@ -217,8 +241,21 @@ impl OrderStore for MemoryOrders {
         request_token: &str,
     ) -> Result<GroupWrite, OrderStoreError> {
         let mut t = tables(&self.tables)?;
-        if t.tokens.contains(request_token) {
-            return Ok(GroupWrite::Written);
+        match t.tokens.get(request_token) {
+            Some(sent) if sent.as_slice() == orders => return Ok(GroupWrite::Written),
+            // DynamoDB's answer to a token sent again with other items.
+            Some(_) => {
+                return Ok(GroupWrite::Cancelled(vec![
+                    "IdempotentParameterMismatch".into(),
+                ]));
+            }
+            None => {}
+        }
+        if t.conflicts > 0 {
+            t.conflicts -= 1;
+            let mut codes = vec![NONE.to_owned(); orders.len() + buyers(orders)];
+            codes.push(CONFLICT.into());
+            return Ok(GroupWrite::Cancelled(codes));
         }
         let mut by_buyer: BTreeMap<String, u64> = BTreeMap::new();
         for o in orders {
@@ -269,7 +306,7 @@ impl OrderStore for MemoryOrders {
             item.counters.available -= total;
             item.counters.sold += total;
         }
-        t.tokens.insert(request_token.to_owned());
+        t.tokens.insert(request_token.to_owned(), orders.to_vec());
         Ok(GroupWrite::Written)
     }
 
@@ -279,6 +316,13 @@ impl OrderStore for MemoryOrders {
         per_user_limit: u32,
     ) -> Result<SingleWrite, OrderStoreError> {
         let mut t = tables(&self.tables)?;
+        if t.conflicts > 0 {
+            t.conflicts -= 1;
+            return Err(OrderStoreError::Contention(format!(
+                "transaction cancelled: {:?}",
+                [NONE, NONE, CONFLICT]
+            )));
+        }
         let m = &order.message;
         if let Some(existing) = t.orders.get(&m.order_id) {
             return Ok(SingleWrite::Duplicate(existing.clone()));

@@ -141,7 +141,7 @@ static OUTCOMES: LazyLock<Script> =
 /// 60-bit counter. Order ids without an Idempotency-Key are made of it, so
 /// they never repeat: not after a rebuild, not after a failover that rolled
 /// Redis back (a sequence kept in Redis would), and not between
-/// environments.
+/// environments. A borrow's transfer id carries one too, for the same reason.
 pub(super) fn request_id() -> String {
     // std's `RandomState` is keyed from the operating system's random
     // source once per thread: random enough that environments never share

@@ -5,7 +5,7 @@ use super::connection::{Conn, unavailable};
 use super::keys::SaleKeys;
 use super::replies::{Peeked, PendingTransfer};
 use super::replies::{master_of_slot, parse_i64, protocol};
-use super::scripts::{LendArgs, ReceiveArgs};
+use super::scripts::{LendArgs, ReceiveArgs, request_id};
 use super::{KEY_CACHE_SALES, Known, RedisStock};
 use crate::domain::SaleId;
 use crate::domain::borrowing::donors;
@@ -118,18 +118,13 @@ impl RedisStock {
         home: usize,
         need: u64,
     ) -> Result<u64, StoreError> {
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = groups.len();
         let home_keys = &groups[home];
         let now = crate::clock::now_ms();
         let mut got = 0u64;
         for donor in donors(home, n) {
             let donor = &groups[donor];
-            let id = format!(
-                "t{now}-{}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            );
+            let id = transfer_id(now);
             let lent: Vec<String> = self
                 .run(&LendArgs {
                     donor,
@@ -180,5 +175,77 @@ impl RedisStock {
             })
             .await?;
         Ok(reply.first().map(String::as_str) == Some("RECEIVED"))
+    }
+}
+
+/// The id of one transfer a borrow starts at `now_ms`: unique across
+/// execution environments, because `lend.lua` answers an id it has seen as
+/// a replay of that loan without deducting, and the home shard would then
+/// be credited units no shard gave. The random part is the purchase request
+/// id's (a prefix drawn once per environment, then a counter): a pid and a
+/// counter from 0 are not enough, as Lambda environments commonly run the
+/// function under the same pid.
+fn transfer_id(now_ms: i64) -> String {
+    format!("t{now_ms}-{}", request_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transfer_id;
+    use std::process::Command;
+
+    /// Set in the children of [`transfer_ids_differ_between_environments_that_share_a_pid`].
+    const CHILD: &str = "SECKILL_TRANSFER_ID_CHILD";
+    const CHILD_TEST: &str = "adapters::redis::shards::tests::transfer_id_of_a_child";
+    /// Both children borrow in the same millisecond.
+    const NOW_MS: i64 = 1_764_471_962_123;
+
+    /// In a child: prints its pid and the first transfer id it mints (as a
+    /// fresh execution environment does); elsewhere, nothing.
+    #[test]
+    fn transfer_id_of_a_child() {
+        if std::env::var_os(CHILD).is_some() {
+            println!("pid={} id={}", std::process::id(), transfer_id(NOW_MS));
+        }
+    }
+
+    /// Lambda environments commonly run the function with the same pid,
+    /// each from a fresh process: two children, each pid 1 of its own pid
+    /// namespace, mint their first transfer id in the same millisecond.
+    /// `lend.lua` answers a repeated id as a replay, so equal ids would
+    /// credit units never lent.
+    #[test]
+    fn transfer_ids_differ_between_environments_that_share_a_pid() {
+        let exe = std::env::current_exe().unwrap();
+        let child = || {
+            let out = Command::new("unshare")
+                .args(["--pid", "--fork", "--mount-proc"])
+                .arg(&exe)
+                .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads", "1"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("this test needs util-linux's `unshare` (run as root): {e}")
+                });
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "`unshare --pid --fork --mount-proc` failed (it needs root, or \
+                 unprivileged user namespaces): {}{stdout}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The harness prints the test's name on the same line.
+            let at = stdout
+                .find("pid=")
+                .unwrap_or_else(|| panic!("no id printed: {stdout}"));
+            stdout[at..].lines().next().unwrap_or_default().to_owned()
+        };
+        let (a, b) = (child(), child());
+        println!("{a}\n{b}");
+        assert!(
+            a.starts_with("pid=1 ") && b.starts_with("pid=1 "),
+            "{a} / {b}"
+        );
+        assert_ne!(a, b, "two environments minted the same transfer id");
     }
 }
