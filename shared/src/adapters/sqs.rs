@@ -5,11 +5,16 @@
 //! connection that broke after the request was sent, a 5xx): only the first
 //! lets the purchase give its stock back.
 //!
+//! A batch (`SendMessageBatch`, for a lottery draw's winners) reports each
+//! entry on its own: sent, refused (in the answer's `Failed` list: SQS did
+//! not take it), or ambiguous (the call timed out or broke after sending,
+//! or the answer does not name the entry).
+//!
 //! [`SqsInspector`] is the operations path's read of the queue and its DLQ
 //! (depths, and the order ids on them) through [`QueueInspector`].
 
 use crate::domain::OrderMessage;
-use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SendError};
+use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SEND_BATCH_MAX, SendError};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::error::SdkError;
@@ -101,6 +106,184 @@ impl OrderQueue for SqsQueue {
         }
         Err(verdict(&failures))
     }
+
+    async fn send_batch(&self, messages: &[OrderMessage]) -> Vec<Result<(), SendError>> {
+        let mut outcomes = Vec::with_capacity(messages.len());
+        for group in messages.chunks(SEND_BATCH_MAX) {
+            outcomes.extend(self.send_group(group).await);
+        }
+        outcomes
+    }
+}
+
+impl SqsQueue {
+    /// One `SendMessageBatch` of at most [`SEND_BATCH_MAX`] messages, with
+    /// the client's attempts made here as [`OrderQueue::send`] makes them.
+    /// Only entries that definitely failed and may succeed again (a refused
+    /// call, an entry failed by SQS's side) go in the next attempt: an entry
+    /// that may have landed is never sent twice from here.
+    async fn send_group(&self, group: &[OrderMessage]) -> Vec<Result<(), SendError>> {
+        let mut outcomes: Vec<Result<(), SendError>> = Vec::with_capacity(group.len());
+        let mut pending = Vec::new();
+        for (n, message) in group.iter().enumerate() {
+            match serde_json::to_string(message) {
+                Ok(body) => {
+                    outcomes.push(Err(SendError::Rejected("no attempt was made".into())));
+                    pending.push((n, body));
+                }
+                Err(e) => outcomes.push(Err(SendError::Rejected(format!(
+                    "unserialisable message: {e}"
+                )))),
+            }
+        }
+        let budget = Budget::of(self.client.config());
+        let started = Instant::now();
+        for attempt in 0..budget.attempts {
+            if pending.is_empty() {
+                break;
+            }
+            if attempt > 0 {
+                let pause = budget.backoff(attempt);
+                if !budget.fits_another(started.elapsed() + pause) {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            let entries = match batch_entries(&pending) {
+                Ok(entries) => entries,
+                Err(why) => {
+                    for (n, _) in &pending {
+                        outcomes[*n] = Err(SendError::Rejected(why.clone()));
+                    }
+                    break;
+                }
+            };
+            let request = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .customize()
+                .config_override(
+                    aws_sdk_sqs::Config::builder().retry_config(RetryConfig::disabled()),
+                );
+            let call = async {
+                match request.send().await {
+                    Ok(out) => {
+                        let sent: Vec<&str> = out.successful().iter().map(|e| e.id()).collect();
+                        let failed: Vec<(&str, bool, String)> = out
+                            .failed()
+                            .iter()
+                            .map(|e| {
+                                let why = match e.message() {
+                                    Some(m) => format!("{}: {m}", e.code()),
+                                    None => e.code().to_owned(),
+                                };
+                                (e.id(), e.sender_fault(), why)
+                            })
+                            .collect();
+                        Ok(read_batch(&pending, &sent, &failed))
+                    }
+                    Err(err @ SdkError::ConstructionFailure(_)) => Err((classify(err), false)),
+                    Err(err) => Err((classify(err), true)),
+                }
+            };
+            let answer = match budget.left(started.elapsed()) {
+                Some(left) => tokio::time::timeout(left, call).await.unwrap_or_else(|_| {
+                    Err((
+                        SendError::Ambiguous("operation timeout reached mid-attempt".into()),
+                        false,
+                    ))
+                }),
+                None => call.await,
+            };
+            match answer {
+                Ok(entries) => {
+                    let mut again = Vec::new();
+                    for ((n, body), entry) in pending.into_iter().zip(entries) {
+                        match entry {
+                            Entry::Sent => outcomes[n] = Ok(()),
+                            Entry::Failed { error, retry } => {
+                                outcomes[n] = Err(error);
+                                if retry {
+                                    again.push((n, body));
+                                }
+                            }
+                        }
+                    }
+                    pending = again;
+                }
+                Err((error, retry)) => {
+                    for (n, _) in &pending {
+                        outcomes[*n] = Err(error.clone());
+                    }
+                    // Only a refusal put nothing on the queue.
+                    if !retry || matches!(error, SendError::Ambiguous(_)) {
+                        break;
+                    }
+                }
+            }
+        }
+        outcomes
+    }
+}
+
+/// The request's entries, each named by its message's place in the group
+/// (unique within one call, as SQS requires).
+fn batch_entries(
+    pending: &[(usize, String)],
+) -> Result<Vec<aws_sdk_sqs::types::SendMessageBatchRequestEntry>, String> {
+    pending
+        .iter()
+        .map(|(n, body)| {
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id(n.to_string())
+                .message_body(body.clone())
+                .build()
+                .map_err(|e| format!("batch entry: {e}"))
+        })
+        .collect()
+}
+
+/// One entry's outcome in a batch's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Sent,
+    /// `retry`: it definitely failed and another attempt may succeed.
+    Failed {
+        error: SendError,
+        retry: bool,
+    },
+}
+
+/// Each pending entry's outcome from the answer's `Successful` ids and its
+/// `Failed` entries (id, sender's fault, why). A failed entry was not put
+/// on the queue; one the sender caused fails the same way again. An entry
+/// the answer does not name may or may not be on the queue.
+fn read_batch(
+    pending: &[(usize, String)],
+    sent: &[&str],
+    failed: &[(&str, bool, String)],
+) -> Vec<Entry> {
+    pending
+        .iter()
+        .map(|(n, _)| {
+            let id = n.to_string();
+            if sent.contains(&id.as_str()) {
+                return Entry::Sent;
+            }
+            match failed.iter().find(|(f, _, _)| *f == id) {
+                Some((_, sender_fault, why)) => Entry::Failed {
+                    error: SendError::Rejected(why.clone()),
+                    retry: !sender_fault,
+                },
+                None => Entry::Failed {
+                    error: SendError::Ambiguous("the batch answer does not name the entry".into()),
+                    retry: false,
+                },
+            }
+        })
+        .collect()
 }
 
 /// What a failed send amounts to, from every attempt's failure in order. It
@@ -405,6 +588,46 @@ mod tests {
             )
             .build();
         Budget::of(&config)
+    }
+
+    #[test]
+    fn each_batch_entry_is_reported_on_its_own() {
+        let pending: Vec<(usize, String)> =
+            [0, 2, 3, 5].iter().map(|n| (*n, format!("m{n}"))).collect();
+        let entries = read_batch(
+            &pending,
+            &["0", "5"],
+            &[
+                ("2", true, "InvalidParameterValue: too long".into()),
+                ("3", false, "InternalError".into()),
+            ],
+        );
+        assert_eq!(
+            entries,
+            vec![
+                Entry::Sent,
+                Entry::Failed {
+                    error: rejected("InvalidParameterValue: too long"),
+                    retry: false
+                },
+                Entry::Failed {
+                    error: rejected("InternalError"),
+                    retry: true
+                },
+                Entry::Sent,
+            ]
+        );
+        // An entry the answer leaves out may have landed.
+        assert_eq!(
+            read_batch(&pending[..1], &[], &[]),
+            vec![Entry::Failed {
+                error: ambiguous("the batch answer does not name the entry"),
+                retry: false
+            }]
+        );
+        let built = batch_entries(&pending).unwrap();
+        let ids: Vec<&str> = built.iter().map(|e| e.id()).collect();
+        assert_eq!(ids, ["0", "2", "3", "5"]);
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! stays on it (nothing receives them). Its DLQ is filled only by a test
 //! (`dead`), and a test can have the DLQ redriven into the queue right after
 //! the next read of the queue's depth, as an operator's redrive may land
-//! between two reads of a rebuild.
+//! between two reads of a rebuild. A batch send applies the mode to each of
+//! its messages, as SQS reports each entry of a batch on its own.
 
 use crate::domain::OrderMessage;
 use crate::ports::{OrderQueue, QueueDepth, QueueError, QueueInspector, SendError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a [`MemoryQueue`] does with the next sends.
@@ -23,6 +24,8 @@ pub struct MemoryQueue {
     pub sent: Arc<Mutex<Vec<OrderMessage>>>,
     pub mode: Arc<Mutex<QueueMode>>,
     pub dead: Arc<Mutex<Vec<OrderMessage>>>,
+    /// How many batch calls were made.
+    pub batch_calls: Arc<AtomicU64>,
     redrive_after_next_depth: Arc<AtomicBool>,
 }
 
@@ -70,6 +73,15 @@ impl OrderQueue for MemoryQueue {
                 Err(SendError::Ambiguous("memory queue timed out".into()))
             }
         }
+    }
+
+    async fn send_batch(&self, messages: &[OrderMessage]) -> Vec<Result<(), SendError>> {
+        self.batch_calls.fetch_add(1, Ordering::SeqCst);
+        let mut outcomes = Vec::with_capacity(messages.len());
+        for message in messages {
+            outcomes.push(self.send(message).await);
+        }
+        outcomes
     }
 }
 
