@@ -94,6 +94,29 @@ async fn lost_acknowledged_writes(url: &str, updates: usize) -> usize {
             .await
             .unwrap();
     }
+    // A table of some size: moto's copy of it, and with it the window in
+    // which a concurrent write is undone, takes longer.
+    let filler = "f".repeat(200);
+    for chunk in 0..40 {
+        let requests = (0..25)
+            .map(|i| {
+                aws_sdk_dynamodb::types::WriteRequest::builder()
+                    .put_request(
+                        aws_sdk_dynamodb::types::PutRequest::builder()
+                            .item("id", s(&format!("filler-{chunk}-{i}")))
+                            .item("pad", s(&filler))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        db.batch_write_item()
+            .request_items(&name, requests)
+            .send()
+            .await
+            .unwrap();
+    }
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Transactions whose condition always fails: each is cancelled, and
     // moto puts back the copy of the table it took when it started.

@@ -353,7 +353,9 @@ impl Conflicts {
                     let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
                     bucket.units = (bucket.units + elapsed * rate).min(rate);
                     bucket.at = now;
-                    bucket.units < **units
+                    // A write larger than a second's units needs a full
+                    // bucket, not more than it can ever hold.
+                    bucket.units < units.min(rate)
                 })
                 .map(|(p, _)| p.clone())
                 .collect();
