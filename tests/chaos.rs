@@ -484,6 +484,7 @@ impl Stores {
             sqs_timeout: Duration::from_millis(1_500),
             sale_cache_ttl: Duration::from_secs(60),
             prewarm_lead: Duration::from_secs(600),
+            queue_count_lag: Duration::ZERO,
             rate_limits: GENEROUS_LIMITS,
             gate_secret: None,
             payment_secret: None,

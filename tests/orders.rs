@@ -427,11 +427,19 @@ async fn pay_and_expire_race_has_one_winner() {
         }
         assert!(written, "round {round}: the order was never written");
         let order_id = OrderId::parse(&order).unwrap();
+        // The window runs from the write (a buyer gets all of it), so the
+        // deadline is the row's.
+        let due_at = store
+            .get(&order_id)
+            .await
+            .unwrap()
+            .and_then(|o| o.expires_at_ms)
+            .unwrap();
         let user_id = UserId::parse(&user).unwrap();
         let (s1, s2) = (store.clone(), store.clone());
         let (o1, o2) = (order_id.clone(), order_id.clone());
         // Paid from 10 ms before to 10 ms after the deadline.
-        let pay_at = reserved_at + 1_000 + (round % 21) - 10;
+        let pay_at = due_at + (round % 21) - 10;
         let pay = tokio::spawn(async move {
             while clock::now_ms() < pay_at {
                 tokio::task::yield_now().await;
@@ -442,11 +450,11 @@ async fn pay_and_expire_race_has_one_winner() {
             // The scheduler's view: expire as soon as it is due, and keep
             // trying while the order is still pending (on a loaded machine
             // one call can outlast the deadline); give up once it is not.
-            let give_up = reserved_at + 15_000;
+            let give_up = due_at + 15_000;
             loop {
                 match s2.expire(&o2, clock::now_ms()).await.unwrap() {
                     ExpireOutcome::NotExpirable if clock::now_ms() < give_up => {
-                        let due = clock::now_ms() >= reserved_at + 1_000;
+                        let due = clock::now_ms() >= due_at;
                         let pending = s2
                             .get(&o2)
                             .await

@@ -93,6 +93,22 @@ impl Shop {
         panic!("{order} was never written");
     }
 
+    /// Writes an order of a one-second window and waits until the window
+    /// has closed (it runs from the write: no order is born expired).
+    async fn write_past_window(&self, order: &str, user: &str, quantity: u32) -> Order {
+        let row = self.write(order, user, quantity, clock::now_ms()).await;
+        let due = row.expires_at_ms.unwrap();
+        assert!(
+            eventually(
+                Duration::from_secs(30),
+                || async move { clock::now_ms() > due }
+            )
+            .await,
+            "{order}: the window never closed"
+        );
+        row
+    }
+
     async fn order(&self, order: &str) -> Option<Order> {
         self.store
             .get(&OrderId::parse(order).unwrap())
@@ -312,9 +328,7 @@ async fn a_price_is_set_shown_frozen_and_recorded_as_each_orders_amount() {
 async fn an_order_past_its_window_is_expired_at_once_and_cannot_be_paid() {
     // A one-second window, written two seconds after the reservation.
     let shop = Shop::open(3, Some(eur(500)), 1).await;
-    let row = shop
-        .write("late-1", "bea", 1, clock::now_ms() - 2_000)
-        .await;
+    let row = shop.write_past_window("late-1", "bea", 1).await;
     assert_eq!(
         row.status,
         OrderStatus::PendingPayment,
@@ -581,8 +595,7 @@ async fn a_duplicate_callback_is_the_same_payment_and_a_second_payment_is_refund
 #[tokio::test]
 async fn a_late_payment_is_recorded_as_a_refund_and_the_unit_still_goes_back() {
     let shop = Shop::open(3, Some(eur(700)), 1).await;
-    shop.write("late-2", "hal", 1, clock::now_ms() - 2_000)
-        .await;
+    shop.write_past_window("late-2", "hal", 1).await;
     // Past its window, the row not flipped yet: the provider's payment
     // comes late. The order is not paid, the money is owed back.
     let body = payment("pay_late_1", "late-2", 700, "EUR");
@@ -716,7 +729,7 @@ async fn late_callbacks_racing_the_release_job_return_the_unit_once() {
     let shop = Arc::new(Shop::open(10, Some(eur(100)), 1).await);
     for round in 0..10 {
         let order = format!("late-{round}");
-        shop.write(&order, &format!("u{round}"), 1, clock::now_ms() - 1_050)
+        shop.write_past_window(&order, &format!("u{round}"), 1)
             .await;
         let gate = Arc::new(tokio::sync::Barrier::new(5));
         let payers: Vec<_> = (0..4)

@@ -118,6 +118,10 @@ pub struct Config {
     /// `PREWARM_LEAD_SECONDS` (default 600): how long before its start a
     /// sale is loaded into Redis.
     pub prewarm_lead: Duration,
+    /// `QUEUE_COUNT_LAG_SECONDS` (default 60, read with
+    /// `PREWARM_LEAD_SECONDS`): how long SQS's queue counts may lag behind
+    /// the messages (AWS documents about a minute).
+    pub queue_count_lag: Duration,
     pub rate_limits: RateLimits,
     /// The HMAC key of the sale gate's questions and passes, fetched from
     /// `GATE_SECRET_ARN` at cold start (no variable holds it). Without it,
@@ -152,6 +156,7 @@ impl std::fmt::Debug for Config {
             .field("sqs_timeout", &self.sqs_timeout)
             .field("sale_cache_ttl", &self.sale_cache_ttl)
             .field("prewarm_lead", &self.prewarm_lead)
+            .field("queue_count_lag", &self.queue_count_lag)
             .field("rate_limits", &self.rate_limits)
             .field(
                 "gate_secret",
@@ -260,6 +265,20 @@ impl Reads {
 }
 
 impl Config {
+    /// How long after a lost sale is noticed its rebuild may trust a zero
+    /// queue count: a purchase accepted just before the loss may still be
+    /// sending (`SQS_TIMEOUT_MS`), and its message may be missing from the
+    /// counts for `QUEUE_COUNT_LAG_SECONDS` after.
+    /// Zero with `QUEUE_COUNT_LAG_SECONDS=0`: counts declared exact (an
+    /// emulator without the strict layer's lag), nothing to wait for.
+    pub fn rebuild_settle(&self) -> Duration {
+        if self.queue_count_lag.is_zero() {
+            Duration::ZERO
+        } else {
+            self.queue_count_lag + self.sqs_timeout
+        }
+    }
+
     /// The queue URL, for the functions that cannot work without it.
     pub fn queue_url(&self) -> Result<&str, ConfigError> {
         self.orders_queue_url
@@ -318,6 +337,11 @@ impl Config {
                 env_if(reads.prewarm_lead),
                 "PREWARM_LEAD_SECONDS",
                 600,
+            )?),
+            queue_count_lag: Duration::from_secs(number(
+                env_if(reads.prewarm_lead),
+                "QUEUE_COUNT_LAG_SECONDS",
+                60,
             )?),
             rate_limits: rate_limits(env_if(reads.rate_limits))?,
             gate_secret: None,

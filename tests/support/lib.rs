@@ -241,6 +241,14 @@ impl App {
             sqs_timeout: Duration::from_secs(20),
             sale_cache_ttl: Duration::from_secs(5),
             prewarm_lead: Duration::from_secs(600),
+            // The suite's strict layer's lag (make test: none by default;
+            // the lag's own tests start layers of their own).
+            queue_count_lag: Duration::from_secs(
+                std::env::var("QUEUE_COUNT_LAG_SECONDS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            ),
             // These tests are about the stock decision: thousands of buyers
             // arrive from the event file's one address, and one buyer's
             // 500 clicks must reach the limit check. The limiter's own test

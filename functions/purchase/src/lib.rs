@@ -89,7 +89,8 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
             config.orders_dlq_url.clone(),
         )),
         config.prewarm_lead,
-    );
+    )
+    .with_settle(config.rebuild_settle());
     let service = PurchaseService::new(stock, queue, catalog)
         .with_metrics(metrics)
         .with_rebuild(std::sync::Arc::new(jobs));

@@ -109,6 +109,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         sqs_timeout: Duration::from_millis(1_500),
         sale_cache_ttl: Duration::from_secs(5),
         prewarm_lead: Duration::from_secs(600),
+        queue_count_lag: Duration::ZERO,
         rate_limits: RateLimits::default(),
         // Fetched by the function itself at cold start.
         gate_secret: None,

@@ -7,9 +7,9 @@
 //!   two concurrent conditional writes can both pass). Every write here is
 //!   applied alone ([`Gate`]: writes exclusive, reads shared), which is what
 //!   makes the emulator's answers true.
-//! - **Transaction conflicts.** An item is *held* from the moment a
-//!   transaction that names it arrives until it is answered (plus
-//!   [`DynamoLimits::transaction_hold`]). A transaction that names a held item
+//! - **Transaction conflicts.** An item is *held* while a transaction that
+//!   names it is applied and for [`DynamoLimits::transaction_hold`] after
+//!   (AWS's transactions take that long over their two phases). A transaction that names a held item
 //!   is cancelled with `TransactionConflict` at that item's position of
 //!   `CancellationReasons`; a single write to a held item fails with
 //!   `TransactionConflictException` ("Transaction conflict handling" in the
@@ -44,12 +44,16 @@ pub struct DynamoLimits {
 impl Default for DynamoLimits {
     fn default() -> Self {
         Self {
-            transaction_hold: Duration::ZERO,
+            transaction_hold: Duration::from_millis(DEFAULT_TRANSACTION_HOLD_MS),
             partition_write_units: Some(DEFAULT_PARTITION_WRITE_UNITS),
             max_item_bytes: MAX_ITEM_BYTES,
         }
     }
 }
+
+/// About as long as a transaction on AWS takes from its first phase to
+/// its last: long enough that concurrent writers of one hot item meet.
+pub const DEFAULT_TRANSACTION_HOLD_MS: u64 = 20;
 
 /// A partition takes 1,000 write units a second on AWS. The emulator
 /// commits about a hundred transactions a second, so a limit at AWS's

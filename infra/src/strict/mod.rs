@@ -149,7 +149,7 @@ struct Layer {
     /// Writes alone, reads together.
     gate: RwLock<()>,
     schemas: RwLock<HashMap<String, KeySchema>>,
-    conflicts: Conflicts,
+    conflicts: Arc<Conflicts>,
     queues: Queues,
     tally: Arc<Tally>,
     random: std::collections::hash_map::RandomState,
@@ -210,7 +210,7 @@ pub async fn start(
         client: Client::builder(TokioExecutor::new()).build(connector),
         gate: RwLock::new(()),
         schemas: RwLock::new(HashMap::new()),
-        conflicts: Conflicts::default(),
+        conflicts: Arc::new(Conflicts::default()),
         queues: Queues::default(),
         tally: tally.clone(),
         random: std::collections::hash_map::RandomState::new(),
@@ -403,6 +403,11 @@ impl Layer {
             let schemas = self.schemas.read().await;
             dynamo::touches(operation, &body, &*schemas)
         };
+        // Checked once this write's turn has come: a transaction holds its
+        // items while it is applied and for the hold after, as AWS's hold
+        // theirs for their two phases, not while it waits behind others
+        // here (that wait is the emulator's slowness, not AWS's).
+        let write = self.gate.write().await;
         let held = match touches {
             Some(touches) => {
                 match self.conflicts.check(
@@ -428,16 +433,18 @@ impl Layer {
             }
             None => Vec::new(),
         };
-        let response = {
-            let _write = self.gate.write().await;
-            self.forward(&whole.parts, whole.body).await
-        };
+        let response = self.forward(&whole.parts, whole.body).await;
+        drop(write);
         let hold = self.settings.dynamo.transaction_hold;
         if hold.is_zero() {
             self.conflicts.release(&held);
         } else if !held.is_empty() {
-            tokio::time::sleep(hold).await;
-            self.conflicts.release(&held);
+            // Held on after the answer, off the answer's path.
+            let conflicts = self.conflicts.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(hold).await;
+                conflicts.release(&held);
+            });
         }
         response
     }

@@ -79,6 +79,13 @@ pub enum PrewarmOutcome {
         in_flight: u64,
         dlq: u64,
     },
+    /// Running and missing from Redis, its loss noticed less than the
+    /// settling time ago: a zero queue count read now may still be the
+    /// count from before the last accepted orders were sent (SQS's counts
+    /// lag), so none is trusted before `until_ms`.
+    Settling {
+        until_ms: i64,
+    },
     /// Another run holds the lock.
     Busy,
 }
@@ -91,6 +98,9 @@ impl PrewarmOutcome {
             }
             Self::WaitingForQueue { in_flight, dlq } => {
                 serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight, "dlq": dlq})
+            }
+            Self::Settling { until_ms } => {
+                serde_json::json!({"outcome": "SETTLING", "until": crate::clock::rfc3339_ms(*until_ms)})
             }
             other => serde_json::json!({"outcome": match other {
                 Self::NotFound => "NOT_FOUND",
@@ -125,6 +135,9 @@ pub struct Jobs<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoO
     /// (a rebuild waits while either holds accepted orders not written yet).
     queue: Option<Q>,
     lead: Duration,
+    /// How long after a loss is noticed a zero queue count is trusted
+    /// ([`Jobs::with_settle`]).
+    settle: Duration,
     metrics: Metrics,
 }
 
@@ -136,8 +149,21 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             orders,
             queue,
             lead,
+            settle: Duration::ZERO,
             metrics: Metrics::off(),
         }
+    }
+
+    /// The rebuild of a lost sale trusts a zero count of the orders queue
+    /// and its DLQ only once `settle` has passed since the loss was first
+    /// noticed: the last purchases accepted before it may still be sending
+    /// (up to their SQS timeout), and what they sent may be missing from
+    /// the counts for as long as the counts lag (about a minute, AWS says).
+    /// [`crate::config::Config::rebuild_settle`] is both; zero (the
+    /// default, for in-memory tests) trusts the first zero.
+    pub fn with_settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
     }
 
     /// The same jobs counting into `metrics` (`SalesPrewarmed`, `Releases`,
@@ -247,7 +273,23 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         // once).
         let loaded_before =
             self.catalog.mark_loaded(&sale.sale_id, now_ms).await? || counters.sold > 0;
+        let mut noticed = None;
         if loaded_before && sale.phase_at(now_ms) == SalePhase::Live {
+            if !self.settle.is_zero() {
+                // Kept long enough to outlast a queue that takes a while to
+                // drain; a later notice only waits longer, never less.
+                let at = self
+                    .stock
+                    .note_loss(&sale.sale_id, now_ms, self.settle.saturating_mul(10))
+                    .await?;
+                let until_ms =
+                    at.saturating_add(i64::try_from(self.settle.as_millis()).unwrap_or(i64::MAX));
+                if now_ms < until_ms {
+                    tracing::warn!(sale_id = %sale.sale_id, until_ms, "live sale missing from Redis; no queue count is trusted until the sends and the counts have settled");
+                    return Ok(PrewarmOutcome::Settling { until_ms });
+                }
+                noticed = Some(at);
+            }
             let (in_flight, dlq) = self.in_flight().await?;
             if in_flight + dlq > 0 {
                 tracing::warn!(sale_id = %sale.sale_id, in_flight, dlq, "live sale missing from Redis; waiting for the queue and the DLQ to drain before rebuilding");
@@ -262,6 +304,16 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             .rebuild_sale(sale, now_ms, &ledger, &buyers, survivors.as_ref())
             .await?
         {
+            if let Some(at) = noticed
+                && let Err(err) = self
+                    .stock
+                    .unlock(&sale.sale_id, "loss", &at.to_string())
+                    .await
+            {
+                // It expires by itself; a later loss then waits from its
+                // own notice once the old one has gone.
+                tracing::warn!(sale_id = %sale.sale_id, %err, "could not clear the noticed loss");
+            }
             Ok(PrewarmOutcome::Loaded {
                 stock: ledger.available,
                 buyers: buyers.len(),
@@ -484,7 +536,8 @@ pub async fn wire(
         DynamoOrders::new(db, &config.orders_table, &config.sales_table),
         queue,
         config.prewarm_lead,
-    ))
+    )
+    .with_settle(config.rebuild_settle()))
 }
 
 #[cfg(test)]

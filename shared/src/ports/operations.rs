@@ -137,6 +137,16 @@ pub trait StockAdmin: StockStore {
         ttl: std::time::Duration,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// The moment a lost sale's loss was first noticed: `now_ms` if this
+    /// call is the first (kept for `ttl`), else the earlier one. Cleared
+    /// by [`StockAdmin::unlock`] of lock `loss` with that moment as token.
+    fn note_loss(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        ttl: std::time::Duration,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
+
     /// Releases a lock taken with `token`; someone else's is left alone.
     fn unlock(
         &self,

@@ -151,6 +151,7 @@ fn bench_config(
         sqs_timeout: SQS_TIMEOUT,
         sale_cache_ttl: SALE_CACHE_TTL,
         prewarm_lead: Duration::from_secs(600),
+        queue_count_lag: Duration::ZERO,
         rate_limits: seckill_infra::loadgen::UNLIMITED,
         gate_secret: None,
         payment_secret: None,

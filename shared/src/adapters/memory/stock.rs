@@ -133,6 +133,8 @@ type Locks = HashMap<(SaleId, String), (String, Instant)>;
 pub struct MemoryStock {
     sales: Arc<Mutex<HashMap<SaleId, MemorySale>>>,
     locks: Arc<Mutex<Locks>>,
+    /// Noticed losses: sale -> (noticed at, kept until), in the caller's ms.
+    losses: Arc<Mutex<HashMap<SaleId, (i64, i64)>>>,
     pub unavailable: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -606,7 +608,46 @@ impl StockAdmin for MemoryStock {
         Ok(true)
     }
 
+    /// Kept beside the locks, on the caller's clock (`now_ms`), so a test
+    /// can move time without waiting.
+    async fn note_loss(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        ttl: Duration,
+    ) -> Result<i64, StoreError> {
+        let mut losses = self
+            .losses
+            .lock()
+            .map_err(|_| StoreError::Unavailable("poisoned".into()))?;
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let noted = losses
+            .get(sale_id)
+            .filter(|(_, until)| *until > now_ms)
+            .map(|(at, _)| *at);
+        Ok(match noted {
+            Some(at) => at,
+            None => {
+                losses.insert(sale_id.clone(), (now_ms, now_ms.saturating_add(ttl_ms)));
+                now_ms
+            }
+        })
+    }
+
     async fn unlock(&self, sale_id: &SaleId, name: &str, token: &str) -> Result<(), StoreError> {
+        if name == "loss" {
+            let mut losses = self
+                .losses
+                .lock()
+                .map_err(|_| StoreError::Unavailable("poisoned".into()))?;
+            if losses
+                .get(sale_id)
+                .is_some_and(|(at, _)| at.to_string() == token)
+            {
+                losses.remove(sale_id);
+            }
+            return Ok(());
+        }
         let mut locks = self
             .locks
             .lock()

@@ -122,6 +122,35 @@ impl RedisStock {
         Ok(reply.is_some())
     }
 
+    /// The first noticed moment of a sale's loss (`SET NX`, then read
+    /// back), in the lock namespace so [`RedisStock::unlock`] clears it.
+    pub async fn note_loss(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        ttl: Duration,
+    ) -> Result<i64, StoreError> {
+        let key = format!("sale:{{{sale_id}}}:lock:loss");
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::pipe()
+                .cmd("SET")
+                .arg(&key)
+                .arg(now_ms)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .ignore()
+                .cmd("GET")
+                .arg(&key)
+                .query_async::<(Option<String>,)>(&mut conn)
+                .await
+        };
+        let (noted,) = self.bounded(call).await?;
+        Ok(noted.and_then(|v| v.parse().ok()).unwrap_or(now_ms))
+    }
+
     /// Releases a lock taken with `token`; someone else's is left alone.
     pub async fn unlock(
         &self,

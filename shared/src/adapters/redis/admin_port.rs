@@ -101,6 +101,15 @@ impl StockAdmin for RedisStock {
         RedisStock::unlock(self, sale_id, name, token)
     }
 
+    fn note_loss(
+        &self,
+        sale_id: &SaleId,
+        now_ms: i64,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send {
+        RedisStock::note_loss(self, sale_id, now_ms, ttl)
+    }
+
     fn snapshot(
         &self,
         sale_id: &SaleId,

@@ -280,3 +280,106 @@ async fn an_expiry_the_rebuild_already_counted_is_not_returned_again() {
     assert_eq!(late, Returned::Already);
     assert_eq!(w.view().await.unwrap().remaining, 10);
 }
+
+/// SQS's counts as AWS documents them: they may lag for about a minute.
+/// This one answers the count it took before the test's last send.
+struct LaggingCounts(crate::adapters::memory::MemoryQueue, QueueDepth);
+
+impl QueueInspector for LaggingCounts {
+    async fn depth(&self) -> Result<QueueDepth, crate::ports::QueueError> {
+        Ok(self.1.clone())
+    }
+    async fn dlq_depth(&self) -> Result<Option<QueueDepth>, crate::ports::QueueError> {
+        Ok(Some(QueueDepth::default()))
+    }
+    async fn order_ids(
+        &self,
+    ) -> Result<std::collections::HashSet<String>, crate::ports::QueueError> {
+        self.0.order_ids().await
+    }
+}
+
+// A purchase accepted just before Redis lost the sale sends its message
+// while (or just after) the rebuild reads the queue's count, which still
+// says 0: the old rebuild trusted that zero, sold the unit again, and the
+// accepted order ended REJECTED.
+#[tokio::test]
+async fn a_rebuild_does_not_trust_a_zero_count_read_before_the_counts_can_have_caught_up() {
+    let w = Stores::new(1, 1);
+    let settle = Duration::from_secs(61);
+    let lagging = |depth| {
+        Jobs::new(
+            w.stock.clone(),
+            w.catalog.clone(),
+            w.orders.clone(),
+            Some(LaggingCounts(w.queue.clone(), depth)),
+            Duration::from_secs(300),
+        )
+        .with_settle(settle)
+    };
+    let now = crate::clock::now_ms();
+    w.jobs().prewarm_sale(w.sale_id(), now).await.unwrap();
+    let r = w.reserve("u1", 1).await;
+    let order = w.order_of("u1", &r, r.reserved_at_ms);
+    w.queue.send(&order.message).await.unwrap();
+    w.stock.forget(w.sale_id());
+
+    // The counts still say nothing is on its way.
+    let jobs = lagging(QueueDepth::default());
+    let outcome = jobs.prewarm_sale(w.sale_id(), now + 1_000).await.unwrap();
+    assert_eq!(
+        outcome,
+        PrewarmOutcome::Settling {
+            until_ms: now + 1_000 + 61_000
+        },
+        "rebuilt on a zero count read a second after the loss"
+    );
+    assert!(w.view().await.is_none(), "still not loaded");
+    // A later notice does not move the moment on.
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now + 30_000).await.unwrap(),
+        PrewarmOutcome::Settling {
+            until_ms: now + 62_000
+        }
+    );
+    // Once the counts have caught up they show the message ...
+    let caught_up = lagging(QueueDepth {
+        visible: 1,
+        ..QueueDepth::default()
+    });
+    assert_eq!(
+        caught_up
+            .prewarm_sale(w.sale_id(), now + 62_000)
+            .await
+            .unwrap(),
+        PrewarmOutcome::WaitingForQueue {
+            in_flight: 1,
+            dlq: 0
+        }
+    );
+    // ... and after the writer wrote it, the rebuild counts its unit.
+    w.queue.sent.lock().unwrap().clear();
+    w.orders.write_single(&order, 1).await.unwrap();
+    let drained = lagging(QueueDepth::default());
+    assert_eq!(
+        drained
+            .prewarm_sale(w.sale_id(), now + 70_000)
+            .await
+            .unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 0,
+            buyers: 1
+        }
+    );
+    // The notice is cleared with the rebuild: a later loss waits from its own.
+    w.stock.forget(w.sale_id());
+    assert_eq!(
+        drained
+            .prewarm_sale(w.sale_id(), now + 200_000)
+            .await
+            .unwrap(),
+        PrewarmOutcome::Settling {
+            until_ms: now + 261_000
+        }
+    );
+}
