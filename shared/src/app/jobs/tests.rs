@@ -287,7 +287,7 @@ struct LaggingCounts(crate::adapters::memory::MemoryQueue, QueueDepth);
 
 impl QueueInspector for LaggingCounts {
     async fn depth(&self) -> Result<QueueDepth, crate::ports::QueueError> {
-        Ok(self.1.clone())
+        Ok(self.1)
     }
     async fn dlq_depth(&self) -> Result<Option<QueueDepth>, crate::ports::QueueError> {
         Ok(Some(QueueDepth::default()))
