@@ -49,6 +49,9 @@
 //! - `iam`: every AWS call of the suite against its function's role.
 //! - `strict`: the strict layer in front of the emulator: each AWS limit
 //!   it shows bites, and the emulator alone does not show it.
+//! - `lambda_limits`: the local stack's Lambda limits (each function's
+//!   `Timeout`, its concurrency) and API Gateway's account throttle bite,
+//!   and pass everything with their knobs off.
 
 mod authz;
 mod browser;
@@ -62,6 +65,7 @@ mod fuzz;
 mod gate;
 mod gateway;
 mod iam;
+mod lambda_limits;
 mod ledger;
 mod lifecycle;
 mod live;

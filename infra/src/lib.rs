@@ -10,6 +10,8 @@
 //! - [`backfill`]: `seckill-local backfill-order-buckets`, the order rows'
 //!   sale buckets for a table written before they existed.
 //! - [`event_source`]: the SQS event source mapping (poll, batch, invoke, delete).
+//! - [`lambda_limits`]: each function's `Timeout` and concurrency, and API
+//!   Gateway's account throttle, enforced on the in-process functions.
 //! - [`local`]: settings of the local stack and `up` (set-up, the gate key's
 //!   secret, demo sale, serve).
 //! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
@@ -46,6 +48,7 @@ pub mod fairness;
 pub mod gateway;
 pub mod iam;
 pub mod invoke;
+pub mod lambda_limits;
 pub mod loadgen;
 pub mod local;
 pub mod pages;

@@ -362,7 +362,7 @@ impl HttpRun {
 
 /// Starts the local stack's gateway in-process on 127.0.0.1:0 (its own
 /// queue and tables on `AWS_ENDPOINT_URL`, Redis at `settings.redis_url`,
-/// limits that never bite), opens a fresh sale of `settings.stock` units,
+/// rate limits that never bite, no account throttle), opens a fresh sale of `settings.stock` units,
 /// sends the workload over HTTP and checks the outcome in Redis.
 pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadError> {
     let name = &settings.name;
@@ -381,11 +381,15 @@ pub async fn http_decisions(settings: &HttpSettings) -> Result<HttpRun, LoadErro
     let stack = local::prepare(&local).await?;
     let config = stack.config.clone();
     let listener = stack.listener;
+    // The benchmark measures the gateway's own capacity: API Gateway's
+    // account throttle (scaled down locally) would be the figure instead.
+    // The functions' Lambda limits stay.
+    let gateway = Arc::try_unwrap(stack.gateway)
+        .map_err(|_| setup("the prepared gateway is shared"))?
+        .with_api_throttle(None);
     match settings.queue {
-        QueueStep::Sqs => drive_stack(settings, &config, listener, stack.gateway).await,
+        QueueStep::Sqs => drive_stack(settings, &config, listener, Arc::new(gateway)).await,
         QueueStep::Skipped => {
-            let gateway = Arc::try_unwrap(stack.gateway)
-                .map_err(|_| setup("the prepared gateway is shared"))?;
             let gateway = gateway.with_purchase(
                 null_purchase(&config)
                     .await?

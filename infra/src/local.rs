@@ -5,6 +5,7 @@
 use crate::emulator;
 use crate::event_source::{self, EventSource, EventSourceSettings};
 use crate::gateway::{self, Gateway};
+use crate::lambda_limits::{ApiThrottle, Function, LambdaLimits, LimitSettings};
 use crate::pages::PageSettings;
 use crate::token::TokenSettings;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -230,6 +231,9 @@ pub struct PreparedStack {
     pub queues: emulator::Queues,
     pub queue_arn: String,
     pub config: Config,
+    /// The functions' Lambda limits (`SECKILL_LAMBDA_*`), shared by the
+    /// gateway, the event source and the schedules as one account's.
+    pub limits: LambdaLimits,
 }
 
 impl PreparedStack {
@@ -259,11 +263,12 @@ impl PreparedStack {
 
     /// The SQS event source of `template.yaml`, invoking the order-writer.
     pub fn start_order_writer(&self) -> EventSource {
-        let settings = EventSourceSettings::template(
+        let mut settings = EventSourceSettings::template(
             &self.queues.orders_url,
             &self.queue_arn,
             std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
         );
+        settings.limit = Some(self.limits.function(Function::OrderWriter).clone());
         EventSource::spawn(
             self.sqs.clone(),
             settings,
@@ -354,6 +359,9 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
                 .map_err(other)?;
         tracing::info!(sale_id = %id, ?loaded, "demo sale ready");
     }
+    let limit_settings = LimitSettings::from_env();
+    let limits = LambdaLimits::new(&limit_settings);
+    tracing::info!(?limit_settings, "Lambda and API Gateway limits");
     let admin = Arc::new(admin_api::wire(&config).await.map_err(other)?);
     let gateway = Arc::new(
         Gateway::new(
@@ -365,10 +373,12 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         .with_pages(
             PageSettings::for_demo_sale(&settings.demo_sale)
                 .with_login_url(settings.login_url.clone()),
-        ),
+        )
+        .with_limits(limits.clone())
+        .with_api_throttle(ApiThrottle::new(&limit_settings)),
     );
     let writer = Arc::new(order_writer::wire(&config).await.map_err(other)?);
-    let scheduled = Arc::new(Scheduled::wire(&config).await?);
+    let scheduled = Arc::new(Scheduled::wire(&config).await?.with_limits(limits.clone()));
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await
         .map_err(|e| LocalError::Other(format!("cannot listen on {}: {e}", settings.listen)))?;
@@ -388,6 +398,7 @@ pub async fn prepare(settings: &LocalSettings) -> Result<PreparedStack, LocalErr
         queues,
         queue_arn,
         config,
+        limits,
     })
 }
 
@@ -416,6 +427,8 @@ pub struct Scheduled {
     pub prewarm: seckill_shared::app::jobs::Jobs,
     pub release_unpaid: seckill_shared::app::jobs::Jobs,
     pub reconcile: seckill_shared::app::reconcile::Reconciler,
+    /// Each job's `Timeout` (and concurrency), as Lambda enforces them.
+    limits: LambdaLimits,
 }
 
 impl Scheduled {
@@ -424,13 +437,35 @@ impl Scheduled {
             prewarm: prewarm::wire(config).await.map_err(other)?,
             release_unpaid: release_unpaid::wire(config).await.map_err(other)?,
             reconcile: reconcile::wire(config).await.map_err(other)?,
+            limits: LambdaLimits::from_env(),
         })
     }
 
+    /// The same jobs invoked under `limits`.
+    pub fn with_limits(self, limits: LambdaLimits) -> Self {
+        Self { limits, ..self }
+    }
+
     /// One scheduler event through the job's real handler, as EventBridge
-    /// Scheduler would send it (an empty invocation context); what it
-    /// returned, or its error.
+    /// Scheduler would send it (an empty invocation context), under the
+    /// function's `Timeout`; what it returned, or its error.
     pub async fn invoke(&self, job: Job) -> serde_json::Value {
+        let function = match job {
+            Job::Prewarm => Function::Prewarm,
+            Job::ReleaseUnpaid => Function::ReleaseUnpaid,
+            Job::Reconcile => Function::Reconcile,
+        };
+        let limit = self.limits.function(function);
+        match limit.invoke(self.invoke_unlimited(job)).await {
+            Ok(report) => report,
+            Err(err) => {
+                tracing::warn!(?job, %err, "scheduled job stopped; the next tick retries");
+                serde_json::json!({"error": err.to_string()})
+            }
+        }
+    }
+
+    async fn invoke_unlimited(&self, job: Job) -> serde_json::Value {
         let event = || {
             lambda_runtime::LambdaEvent::new(
                 serde_json::json!({}),

@@ -19,6 +19,10 @@ pub struct TemplateFunction {
     /// merged under the function's own.
     pub env: BTreeMap<String, Json>,
     pub triggers: Vec<Trigger>,
+    /// `Timeout` in seconds (the function's, else `Globals.Function`'s).
+    pub timeout_secs: Option<u64>,
+    /// `ReservedConcurrentExecutions`, when set as a number.
+    pub reserved_concurrency: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +93,9 @@ impl Template {
             .ok_or(TemplateError::NoResources)?;
         let globals = template.pointer("/Globals/Function");
         let global_env = variables(globals.and_then(|g| g.get("Environment")));
+        let global_timeout = globals
+            .and_then(|g| g.get("Timeout"))
+            .and_then(Json::as_u64);
         let default_http_auth = template
             .pointer("/Globals/HttpApi/Auth/DefaultAuthorizer")
             .is_some();
@@ -120,6 +127,13 @@ impl Template {
                     binary: text(resource.pointer("/Metadata/BuildProperties/Binary")),
                     env,
                     triggers,
+                    timeout_secs: props
+                        .and_then(|p| p.get("Timeout"))
+                        .and_then(Json::as_u64)
+                        .or(global_timeout),
+                    reserved_concurrency: props
+                        .and_then(|p| p.get("ReservedConcurrentExecutions"))
+                        .and_then(Json::as_u64),
                 },
             );
         }

@@ -2,6 +2,7 @@
 //! the handler with it.
 
 use super::{EventSourceStats, bump};
+use crate::lambda_limits::{FunctionLimit, InvokeError};
 use aws_lambda_events::encodings::Base64Data;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::Message;
@@ -46,13 +47,16 @@ pub fn to_record(message: &Message, queue_arn: &str, region: &str) -> SqsMessage
     record.aws_region = Some(region.to_owned());
     record
 }
-/// Invokes the handler once for the batch. It runs as its own task so a
-/// panicking handler fails its batch, as a crashed invocation does in
-/// Lambda, instead of taking the poller down.
+/// Invokes the handler once for the batch, under `limit`. It runs as its
+/// own task so a panicking handler fails its batch, as a crashed invocation
+/// does in Lambda, instead of taking the poller down; a timed-out one is
+/// aborted (its task would otherwise run on). A throttled invocation never
+/// starts the handler; like a timed-out one it fails the whole batch.
 pub(super) async fn invoke<H, Fut>(
     handler: &H,
     batch: &[SqsMessage],
     stats: &EventSourceStats,
+    limit: Option<&FunctionLimit>,
 ) -> Result<SqsBatchResponse, String>
 where
     H: Fn(SqsEvent) -> Fut,
@@ -60,10 +64,44 @@ where
 {
     let mut event = SqsEvent::default();
     event.records = batch.to_vec();
-    bump(&stats.invocations, 1);
-    bump(&stats.records_delivered, batch.len());
-    match tokio::spawn(handler(event)).await {
+    let run = |event: SqsEvent| {
+        bump(&stats.invocations, 1);
+        bump(&stats.records_delivered, batch.len());
+        let task = tokio::spawn(handler(event));
+        let abort = task.abort_handle();
+        // Aborts the task when the future is dropped at the timeout.
+        let guard = AbortOnDrop(abort);
+        async move {
+            let joined = task.await;
+            drop(guard);
+            match joined {
+                Ok(outcome) => outcome,
+                Err(err) => Err(format!("handler task failed: {err}")),
+            }
+        }
+    };
+    let Some(limit) = limit else {
+        return run(event).await;
+    };
+    // The slot is taken before the handler starts: a throttled batch never
+    // reaches it.
+    match limit.invoke(async { run(event).await }).await {
         Ok(outcome) => outcome,
-        Err(err) => Err(format!("handler task failed: {err}")),
+        Err(err) => {
+            match err {
+                InvokeError::TimedOut { .. } => bump(&stats.timed_out, 1),
+                InvokeError::Throttled { .. } => bump(&stats.throttled, 1),
+            }
+            Err(err.to_string())
+        }
+    }
+}
+
+/// Aborts a spawned invocation unless it finished first.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

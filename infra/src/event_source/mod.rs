@@ -17,7 +17,10 @@
 //! - [`polling`]: the pollers: receive, gather a batch within the batching
 //!   window, hand it over, settle, repeat.
 //! - [`batching`]: the `SqsEvent` Lambda would build (a record per message)
-//!   and the invocation of the handler with it.
+//!   and the invocation of the handler with it, under the function's
+//!   `Timeout` and concurrency ([`EventSourceSettings::limit`]): a timed-out
+//!   or throttled invocation fails its whole batch, which comes back after
+//!   the visibility timeout with its receive count one higher.
 //! - [`deletion`]: what the handler's answer means for the queue (delete,
 //!   keep, retry) and handing undelivered records back on a stop.
 //! - here: the settings, the counters, [`run`] and [`EventSource`].
@@ -31,6 +34,7 @@ mod tests;
 pub use batching::to_record;
 pub use deletion::{Settlement, settlement};
 
+use crate::lambda_limits::{Function, FunctionLimit};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_sqs::types::QueueAttributeName;
 use polling::poll;
@@ -78,11 +82,15 @@ pub struct EventSourceSettings {
     /// here so a stop is noticed soon even by a receive that cannot be cut
     /// short on the emulator side.
     pub wait_time_seconds: i32,
+    /// The function's `Timeout` and concurrency (`ReservedConcurrentExecutions`)
+    /// each invocation runs under; `None`: neither.
+    pub limit: Option<FunctionLimit>,
 }
 
 impl EventSourceSettings {
     /// The settings of the order-writer's mapping in `template.yaml`
-    /// (batch of 10, 1 s window, 5 concurrent), with a 1 s long poll.
+    /// (batch of 10, 1 s window, 5 concurrent), with a 1 s long poll, under
+    /// the order-writer's limits (10 s `Timeout`, 5 reserved).
     pub fn template(
         queue_url: impl Into<String>,
         queue_arn: impl Into<String>,
@@ -96,6 +104,7 @@ impl EventSourceSettings {
             batching_window: Duration::from_secs(1),
             maximum_concurrency: 5,
             wait_time_seconds: 1,
+            limit: Some(FunctionLimit::template(Function::OrderWriter)),
         }
     }
 
@@ -134,9 +143,15 @@ pub struct EventSourceStats {
     pub records_deleted: AtomicU64,
     /// Records the handler listed in `batchItemFailures` (left to reappear).
     pub records_failed: AtomicU64,
-    /// Invocations that failed as a whole: `Err`, a panic, or a response
-    /// Lambda would reject (unknown or empty item identifier).
+    /// Invocations that failed as a whole: `Err`, a panic, a response
+    /// Lambda would reject (unknown or empty item identifier), a timeout or
+    /// a throttle.
     pub batch_errors: AtomicU64,
+    /// Of those, invocations stopped at the function's `Timeout`.
+    pub timed_out: AtomicU64,
+    /// Of those, invocations refused for the function's concurrency (the
+    /// handler never ran).
+    pub throttled: AtomicU64,
     /// Receives that failed (emulator down, timeout).
     pub receive_errors: AtomicU64,
     /// Deletes that failed; those records come back and are redelivered,
@@ -154,6 +169,8 @@ impl EventSourceStats {
             records_deleted: get(&self.records_deleted),
             records_failed: get(&self.records_failed),
             batch_errors: get(&self.batch_errors),
+            timed_out: get(&self.timed_out),
+            throttled: get(&self.throttled),
             receive_errors: get(&self.receive_errors),
             delete_errors: get(&self.delete_errors),
         }
@@ -172,6 +189,8 @@ pub struct EventSourceCounts {
     pub records_deleted: u64,
     pub records_failed: u64,
     pub batch_errors: u64,
+    pub timed_out: u64,
+    pub throttled: u64,
     pub receive_errors: u64,
     pub delete_errors: u64,
 }
@@ -180,12 +199,14 @@ impl fmt::Display for EventSourceCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invocations={} delivered={} deleted={} failed={} batch_errors={} receive_errors={} delete_errors={}",
+            "invocations={} delivered={} deleted={} failed={} batch_errors={} timed_out={} throttled={} receive_errors={} delete_errors={}",
             self.invocations,
             self.records_delivered,
             self.records_deleted,
             self.records_failed,
             self.batch_errors,
+            self.timed_out,
+            self.throttled,
             self.receive_errors,
             self.delete_errors
         )

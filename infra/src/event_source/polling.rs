@@ -40,7 +40,7 @@ pub(super) async fn poll<H, Fut>(
         let Some(batch) = gather(&sqs, &settings, &stats, &mut stop).await else {
             return;
         };
-        let outcome = invoke(&handler, &batch, &stats).await;
+        let outcome = invoke(&handler, &batch, &stats, settings.limit.as_ref()).await;
         settle(&sqs, &settings, &stats, &batch, outcome).await;
         if *stop.borrow() {
             return;

@@ -201,10 +201,106 @@ async fn panicking_handler_fails_its_batch() {
         }
         Ok(SqsBatchResponse::default())
     };
-    let outcome = invoke(&handler, &batch(&["a"]), &stats).await;
+    let outcome = invoke(&handler, &batch(&["a"]), &stats, None).await;
     assert!(outcome.is_err());
     assert_eq!(stats.snapshot().invocations, 1);
     assert_eq!(stats.snapshot().records_delivered, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_past_its_timeout_is_stopped_and_fails_its_batch() {
+    use crate::lambda_limits::{Function, FunctionLimit};
+    use std::sync::atomic::AtomicBool;
+    let stats = EventSourceStats::default();
+    let finished = Arc::new(AtomicBool::new(false));
+    let handler = {
+        let finished = finished.clone();
+        move |_event: SqsEvent| {
+            let finished = finished.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                finished.store(true, Ordering::SeqCst);
+                Ok(SqsBatchResponse::default())
+            }
+        }
+    };
+    let limit = FunctionLimit::template(Function::OrderWriter);
+    let started = Instant::now();
+    let outcome = invoke(&handler, &batch(&["a", "b"]), &stats, Some(&limit)).await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(10),
+        "the template's Timeout"
+    );
+    assert!(
+        outcome
+            .as_ref()
+            .is_err_and(|e| e.contains("Task timed out after 10.00 seconds")),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        settlement(&batch(&["a", "b"]), outcome),
+        Settlement::Retry {
+            reason: "order-writer: Task timed out after 10.00 seconds".into()
+        }
+    );
+    let counts = stats.snapshot();
+    assert_eq!(
+        (counts.invocations, counts.timed_out, counts.throttled),
+        (1, 1, 0)
+    );
+    // The spawned invocation was aborted, not left to finish its work.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!finished.load(Ordering::SeqCst));
+    // Without the timeout the same handler's batch succeeds.
+    let lenient = limit.with_timeout(None);
+    let outcome = invoke(&handler, &batch(&["a"]), &stats, Some(&lenient)).await;
+    assert!(outcome.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invocation_over_the_reserved_concurrency_never_reaches_the_handler() {
+    use crate::lambda_limits::{Function, FunctionLimit};
+    use std::sync::atomic::AtomicU64;
+    let stats = Arc::new(EventSourceStats::default());
+    let calls = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let calls = calls.clone();
+        move |_event: SqsEvent| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(SqsBatchResponse::default())
+            }
+        }
+    };
+    let limit = FunctionLimit::template(Function::OrderWriter).with_concurrency(Some(1));
+    let first = tokio::spawn({
+        let (handler, stats, limit) = (handler.clone(), stats.clone(), limit.clone());
+        async move { invoke(&handler, &batch(&["a"]), &stats, Some(&limit)).await }
+    });
+    tokio::task::yield_now().await;
+    let second = invoke(&handler, &batch(&["b"]), &stats, Some(&limit)).await;
+    assert!(
+        second
+            .as_ref()
+            .is_err_and(|e| e.contains("TooManyRequestsException")),
+        "{second:?}"
+    );
+    assert!(first.await.unwrap().is_ok());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let counts = stats.snapshot();
+    assert_eq!((counts.invocations, counts.throttled), (1, 1));
+    // With no cap both run.
+    let open = limit.with_concurrency(None);
+    let (c, d) = (batch(&["c"]), batch(&["d"]));
+    let (a, b) = tokio::join!(
+        invoke(&handler, &c, &stats, Some(&open)),
+        invoke(&handler, &d, &stats, Some(&open))
+    );
+    assert!(a.is_ok() && b.is_ok());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
 /// A client for an endpoint where nothing listens.

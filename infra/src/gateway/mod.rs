@@ -11,7 +11,9 @@
 //! - [`routes`]: the route tables ([`ROUTES`], [`LOCAL_ROUTES`]) and the
 //!   matching of a request to a route and its path parameters.
 //! - [`event`]: the payload 2.0 event of a request, typed and as JSON.
-//! - here: the [`Gateway`] and its server: body limit, authorizer, dispatch.
+//! - here: the [`Gateway`] and its server: body limit, API Gateway's account
+//!   throttle, authorizer, dispatch under each function's Lambda limits
+//!   ([`crate::lambda_limits`]), answered as API Gateway answers them.
 
 mod event;
 mod routes;
@@ -21,6 +23,7 @@ pub use routes::{
     LOCAL_ROUTES, LocalOnlyRoute, ROUTES, Route, Target, match_local_only, match_route,
 };
 
+use crate::lambda_limits::{ApiThrottle, Function, LambdaLimits, LimitSettings};
 use crate::pages::{self, PageSettings};
 use crate::token::{TokenSettings, Verifier, bearer};
 use http_body_util::{BodyExt, Full, Limited};
@@ -68,6 +71,10 @@ pub struct Gateway<S = RedisStock, Q = SqsQueue, C = CachedCatalog<DynamoCatalog
     /// per-route `Count` metric (the template turns detailed metrics on).
     /// The browser test reads it to prove a double click sent one purchase.
     served: Box<[AtomicU64]>,
+    /// Each function's `Timeout` and concurrency, as Lambda enforces them.
+    limits: LambdaLimits,
+    /// API Gateway's account throttle (`None`: off).
+    api_throttle: Option<ApiThrottle>,
 }
 
 impl<S, Q, C> Gateway<S, Q, C> {
@@ -85,6 +92,24 @@ impl<S, Q, C> Gateway<S, Q, C> {
             .position(|r| r.method == method && r.path == path)
             .and_then(|i| self.served.get(i))
             .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// The same gateway invoking its functions under `limits`.
+    pub fn with_limits(self, limits: LambdaLimits) -> Self {
+        Self { limits, ..self }
+    }
+
+    /// The same gateway behind this account throttle (`None`: none).
+    pub fn with_api_throttle(self, api_throttle: Option<ApiThrottle>) -> Self {
+        Self {
+            api_throttle,
+            ..self
+        }
+    }
+
+    /// The limits its functions are invoked under.
+    pub fn limits(&self) -> &LambdaLimits {
+        &self.limits
     }
 
     /// The same gateway with these settings behind `GET /config.js`.
@@ -106,6 +131,10 @@ impl<S, Q, C> Gateway<S, Q, C> {
             admin,
             pages: PageSettings::default(),
             served: ROUTES.iter().map(|_| AtomicU64::new(0)).collect(),
+            // The defaults of the local stack; `local::prepare` reads the
+            // environment's.
+            limits: LambdaLimits::default(),
+            api_throttle: ApiThrottle::new(&LimitSettings::default()),
         }
     }
 
@@ -123,6 +152,8 @@ impl<S, Q, C> Gateway<S, Q, C> {
             admin: self.admin,
             pages: self.pages,
             served: self.served,
+            limits: self.limits,
+            api_throttle: self.api_throttle,
         }
     }
 }
@@ -193,9 +224,16 @@ where
                 &gateway.tokens,
                 &gateway.pages,
             )),
+            None if !gateway.take_api_token() => too_many_requests(),
             None => to_hyper(seckill_shared::http::error(&ApiError::RouteNotFound)),
         };
     };
+    // The account throttle comes before the authorizer and the function, as
+    // in API Gateway: a throttled request reaches neither. The local-only
+    // routes above are not API Gateway's (the pages are files on AWS).
+    if !gateway.take_api_token() {
+        return too_many_requests();
+    }
     let route = &ROUTES[index];
     if let Some(count) = gateway.served.get(index) {
         count.fetch_add(1, Ordering::Relaxed);
@@ -238,17 +276,63 @@ where
             return to_hyper(seckill_shared::http::error(&ApiError::Internal));
         }
     };
-    let response = match route.target {
-        Target::Purchase => purchase::handler::handle(&gateway.purchase, request).await,
-        Target::OrdersApi => orders_api::handler::handle(&gateway.orders, request).await,
-        Target::AdminApi => admin_api::handler::handle(&gateway.admin, request).await,
+    let function = match route.target {
+        Target::Purchase => Function::Purchase,
+        Target::OrdersApi => Function::OrdersApi,
+        Target::AdminApi => Function::AdminApi,
     };
-    let response = match response {
-        Ok(response) => response,
-        Err(never) => match never {},
-    };
-    to_hyper(response)
+    let invocation = gateway.limits.function(function).invoke(async {
+        match route.target {
+            Target::Purchase => purchase::handler::handle(&gateway.purchase, request).await,
+            Target::OrdersApi => orders_api::handler::handle(&gateway.orders, request).await,
+            Target::AdminApi => admin_api::handler::handle(&gateway.admin, request).await,
+        }
+    });
+    match invocation.await {
+        Ok(Ok(response)) => to_hyper(response),
+        Ok(Err(never)) => match never {},
+        Err(err) => {
+            tracing::warn!(%err, route = %route.path, "invocation failed; API Gateway answers 500");
+            lambda_failed()
+        }
+    }
 }
+
+impl<S, Q, C> Gateway<S, Q, C> {
+    /// True when the account throttle lets one more request through.
+    fn take_api_token(&self) -> bool {
+        self.api_throttle.as_ref().is_none_or(ApiThrottle::try_take)
+    }
+}
+
+/// API Gateway's own JSON answer: `{"message": ...}`, no `code`.
+fn gateway_answer(status: u16, message: &str) -> HyperResponse {
+    let body = serde_json::json!({ "message": message }).to_string();
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// What an HTTP API answers past the account throttle ("Throttling requests
+/// to your HTTP API": `429 Too Many Requests`).
+fn too_many_requests() -> HyperResponse {
+    gateway_answer(429, "Too Many Requests")
+}
+
+/// What an HTTP API answers for a Lambda invocation that failed: a function
+/// that timed out (a function error) or that Lambda throttled (an
+/// invocation error). API Gateway treats both as internal errors ("Handling
+/// Lambda errors with an API Gateway API"); an HTTP API's body is
+/// `{"message":"Internal Server Error"}` ("Troubleshooting issues with HTTP
+/// API Lambda integrations").
+fn lambda_failed() -> HyperResponse {
+    gateway_answer(500, "Internal Server Error")
+}
+
 fn to_hyper(response: lambda_http::Response<Body>) -> HyperResponse {
     let (parts, body) = response.into_parts();
     let bytes = match body {
