@@ -296,11 +296,12 @@ async fn order_transaction(
 
 #[tokio::test]
 async fn a_transaction_on_an_item_another_holds_is_cancelled_with_transaction_conflict() {
-    // The first transaction holds its items for a while after its answer,
-    // as AWS's do for their two phases: the second meets it for certain,
-    // however fast or slow the machine.
+    // The first transaction takes long (AWS's latency, stretched): the
+    // second arrives while it is in flight, for certain, however fast or
+    // slow the machine.
     let strict = layer(knobs(|k| {
-        k.dynamo.transaction_hold = Duration::from_secs(10);
+        k.dynamo.transaction_hold = Duration::from_secs(60);
+        k.dynamo.transaction_latency = Duration::from_secs(10);
     }))
     .await;
     let strict_db = dynamo(&strict.url()).await;
@@ -312,21 +313,19 @@ async fn a_transaction_on_an_item_another_holds_is_cancelled_with_transaction_co
         let (db, name) = (strict_db.clone(), name.clone());
         async move { order_transaction(&db, &name, "o1").await }
     });
-    // The first is in (its put is applied) before the second is sent.
-    let name2 = name.clone();
-    let applied = seckill_tests::eventually(Duration::from_secs(30), || {
-        let (db, name) = (plain_db.clone(), name2.clone());
+    // The first is in flight before the second is sent.
+    let tally = strict.tally.clone();
+    let in_flight = seckill_tests::eventually(Duration::from_secs(30), || {
+        let tally = tally.clone();
         async move {
-            db.get_item()
-                .table_name(&name)
-                .key("id", s("o1"))
-                .send()
-                .await
-                .is_ok_and(|r| r.item.is_some())
+            tally
+                .transactions_in_flight
+                .load(std::sync::atomic::Ordering::SeqCst)
+                == 1
         }
     })
     .await;
-    assert!(applied, "the first transaction was never applied");
+    assert!(in_flight, "the first transaction never reached the layer");
     assert_eq!(
         order_transaction(&strict_db, &name, "o2").await,
         Err(vec!["None".to_owned(), "TransactionConflict".to_owned()]),

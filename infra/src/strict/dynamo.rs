@@ -7,13 +7,17 @@
 //!   two concurrent conditional writes can both pass). Every write here is
 //!   applied alone ([`Gate`]: writes exclusive, reads shared), which is what
 //!   makes the emulator's answers true.
-//! - **Transaction conflicts.** An item is *held* while a transaction that
-//!   names it is applied and for [`DynamoLimits::transaction_hold`] after
-//!   (AWS's transactions take that long over their two phases). A transaction that names a held item
-//!   is cancelled with `TransactionConflict` at that item's position of
+//! - **Transaction conflicts.** An item is *held* from the moment a
+//!   transaction that names it arrives until it is answered, for at most
+//!   [`DynamoLimits::transaction_hold`] (about as long as a transaction
+//!   takes on AWS: two transactions that arrive that close together are
+//!   concurrent there; a wait behind the emulator's slowness here is not).
+//!   A transaction that names a held item is cancelled with
+//!   `TransactionConflict` at that item's position of
 //!   `CancellationReasons`; a single write to a held item fails with
 //!   `TransactionConflictException` ("Transaction conflict handling" in the
-//!   DynamoDB developer guide).
+//!   DynamoDB developer guide). [`DynamoLimits::transaction_latency`] adds
+//!   AWS's own latency to every transaction (tests use it to hold one open).
 //! - **Partition throughput.** Each partition key has a bucket of write
 //!   units (one per KB written, two for a transactional write), refilled at
 //!   [`DynamoLimits::partition_write_units`] a second; a write that finds it
@@ -31,10 +35,11 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct DynamoLimits {
-    /// How long a transaction's items stay held after its answer (AWS's
-    /// transactions hold items for their two phases; the emulator's are
-    /// over at once). Zero: held only while in flight here.
+    /// The longest a transaction holds its items (from its arrival, and
+    /// never past its answer). Zero: transactions never conflict.
     pub transaction_hold: Duration,
+    /// Added to every transaction before it is applied, its items held.
+    pub transaction_latency: Duration,
     /// Write units a second one partition key takes; `None`: no limit.
     pub partition_write_units: Option<u32>,
     /// Items larger than this are refused.
@@ -45,6 +50,7 @@ impl Default for DynamoLimits {
     fn default() -> Self {
         Self {
             transaction_hold: Duration::from_millis(DEFAULT_TRANSACTION_HOLD_MS),
+            transaction_latency: Duration::ZERO,
             partition_write_units: Some(DEFAULT_PARTITION_WRITE_UNITS),
             max_item_bytes: MAX_ITEM_BYTES,
         }
@@ -269,8 +275,9 @@ fn value_size(typed: &Value) -> usize {
 /// What the checks decided before a write is applied.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Apply it; the items named are held until [`Conflicts::release`].
-    Go(Vec<ItemKey>),
+    /// Apply it; the items named are held (by the token) until
+    /// [`Conflicts::release`] or the hold's end.
+    Go(Vec<ItemKey>, u64),
     /// Answer this instead (status, body); nothing was applied.
     Refuse(u16, Value),
 }
@@ -283,7 +290,9 @@ pub struct Conflicts {
 
 #[derive(Debug, Default)]
 struct State {
-    held: HashMap<ItemKey, u32>,
+    /// Item -> the holding transaction's token and the hold's end.
+    held: HashMap<ItemKey, (u64, Instant)>,
+    tokens: u64,
     buckets: HashMap<(String, String), Bucket>,
 }
 
@@ -319,7 +328,12 @@ impl Conflicts {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let held: Vec<bool> = touches
             .iter()
-            .map(|t| state.held.contains_key(&t.item))
+            .map(|t| {
+                state
+                    .held
+                    .get(&t.item)
+                    .is_some_and(|(_, until)| *until > now)
+            })
             .collect();
         if held.iter().any(|h| *h) {
             tracing::info!(operation, "strict: transaction conflict");
@@ -393,25 +407,26 @@ impl Conflicts {
                 }
             }
         }
-        if !transaction {
-            return Verdict::Go(Vec::new());
+        if !transaction || limits.transaction_hold.is_zero() {
+            return Verdict::Go(Vec::new(), 0);
         }
+        state.tokens += 1;
+        let token = state.tokens;
+        let until = now + limits.transaction_hold;
+        state.held.retain(|_, (_, end)| *end > now);
         let items: Vec<ItemKey> = touches.iter().map(|t| t.item.clone()).collect();
         for item in &items {
-            *state.held.entry(item.clone()).or_default() += 1;
+            state.held.insert(item.clone(), (token, until));
         }
-        Verdict::Go(items)
+        Verdict::Go(items, token)
     }
 
-    /// The transaction holding `items` is over.
-    pub fn release(&self, items: &[ItemKey]) {
+    /// The transaction `token` holding `items` was answered.
+    pub fn release(&self, items: &[ItemKey], token: u64) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         for item in items {
-            if let Some(n) = state.held.get_mut(item) {
-                *n -= 1;
-                if *n == 0 {
-                    state.held.remove(item);
-                }
+            if state.held.get(item).is_some_and(|(t, _)| *t == token) {
+                state.held.remove(item);
             }
         }
     }
@@ -474,7 +489,8 @@ mod tests {
         let conflicts = Conflicts::default();
         let now = Instant::now();
         let first = touches("TransactWriteItems", &transaction("s1", "o1"), &schemas()).unwrap();
-        let Verdict::Go(held) = conflicts.check("TransactWriteItems", &first, &unlimited(), now)
+        let Verdict::Go(held, token) =
+            conflicts.check("TransactWriteItems", &first, &unlimited(), now)
         else {
             panic!("the first transaction is refused");
         };
@@ -512,12 +528,19 @@ mod tests {
         let other = touches("TransactWriteItems", &transaction("s2", "o3"), &schemas()).unwrap();
         assert!(matches!(
             conflicts.check("TransactWriteItems", &other, &unlimited(), now),
-            Verdict::Go(_)
+            Verdict::Go(..)
         ));
-        conflicts.release(&held);
+        conflicts.release(&held, token);
         assert!(matches!(
             conflicts.check("TransactWriteItems", &second, &unlimited(), now),
-            Verdict::Go(_)
+            Verdict::Go(..)
+        ));
+        // A hold ends by itself after its time, answered or not.
+        let later = now + unlimited().transaction_hold;
+        let third = touches("TransactWriteItems", &transaction("s1", "o4"), &schemas()).unwrap();
+        assert!(matches!(
+            conflicts.check("TransactWriteItems", &third, &unlimited(), later),
+            Verdict::Go(..)
         ));
     }
 
@@ -541,7 +564,7 @@ mod tests {
             .filter(|i| {
                 matches!(
                     conflicts.check("PutItem", &put(&i.to_string()), &limits, start),
-                    Verdict::Go(_)
+                    Verdict::Go(..)
                 )
             })
             .count();
@@ -561,7 +584,7 @@ mod tests {
             .filter(|i| {
                 matches!(
                     conflicts.check("PutItem", &put(&i.to_string()), &limits, later),
-                    Verdict::Go(_)
+                    Verdict::Go(..)
                 )
             })
             .count();

@@ -75,7 +75,8 @@ fn setting<T: std::str::FromStr>(
 
 impl StrictSettings {
     /// The defaults, each replaced by its variable when set:
-    /// `STRICT_DYNAMO_TRANSACTION_HOLD_MS`, `STRICT_DYNAMO_PARTITION_WCU`
+    /// `STRICT_DYNAMO_TRANSACTION_HOLD_MS` (0: no conflicts),
+    /// `STRICT_DYNAMO_TRANSACTION_LATENCY_MS`, `STRICT_DYNAMO_PARTITION_WCU`
     /// (0: no limit), `STRICT_DYNAMO_MAX_ITEM_BYTES`,
     /// `STRICT_SQS_COUNT_LAG_SECONDS`, `STRICT_SQS_DUPLICATE_RATE`.
     pub fn from_env() -> Result<Self, StrictError> {
@@ -85,6 +86,12 @@ impl StrictSettings {
             "a whole number of milliseconds",
         )? {
             s.dynamo.transaction_hold = Duration::from_millis(ms);
+        }
+        if let Some(ms) = setting::<u64>(
+            "STRICT_DYNAMO_TRANSACTION_LATENCY_MS",
+            "a whole number of milliseconds",
+        )? {
+            s.dynamo.transaction_latency = Duration::from_millis(ms);
         }
         if let Some(units) = setting::<u32>("STRICT_DYNAMO_PARTITION_WCU", "a whole number")? {
             s.dynamo.partition_write_units = (units > 0).then_some(units);
@@ -121,6 +128,7 @@ impl StrictSettings {
         Self {
             dynamo: DynamoLimits {
                 transaction_hold: Duration::ZERO,
+                transaction_latency: Duration::ZERO,
                 partition_write_units: None,
                 max_item_bytes: usize::MAX,
             },
@@ -140,6 +148,8 @@ pub struct Tally {
     pub oversized: std::sync::atomic::AtomicU64,
     pub lagged_counts: std::sync::atomic::AtomicU64,
     pub duplicates: std::sync::atomic::AtomicU64,
+    /// Transactions arrived and not answered yet.
+    pub transactions_in_flight: std::sync::atomic::AtomicI64,
 }
 
 struct Layer {
@@ -403,12 +413,7 @@ impl Layer {
             let schemas = self.schemas.read().await;
             dynamo::touches(operation, &body, &*schemas)
         };
-        // Checked once this write's turn has come: a transaction holds its
-        // items while it is applied and for the hold after, as AWS's hold
-        // theirs for their two phases, not while it waits behind others
-        // here (that wait is the emulator's slowness, not AWS's).
-        let write = self.gate.write().await;
-        let held = match touches {
+        let (held, token) = match touches {
             Some(touches) => {
                 match self.conflicts.check(
                     operation,
@@ -416,7 +421,7 @@ impl Layer {
                     &self.settings.dynamo,
                     Instant::now(),
                 ) {
-                    Verdict::Go(held) => held,
+                    Verdict::Go(held, token) => (held, token),
                     Verdict::Refuse(status, answer) => {
                         let counter = match answer["__type"].as_str().unwrap_or_default() {
                             t if t.contains("Validation") => &self.tally.oversized,
@@ -431,20 +436,27 @@ impl Layer {
                     }
                 }
             }
-            None => Vec::new(),
+            None => (Vec::new(), 0),
         };
-        let response = self.forward(&whole.parts, whole.body).await;
-        drop(write);
-        let hold = self.settings.dynamo.transaction_hold;
-        if hold.is_zero() {
-            self.conflicts.release(&held);
-        } else if !held.is_empty() {
-            // Held on after the answer, off the answer's path.
-            let conflicts = self.conflicts.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(hold).await;
-                conflicts.release(&held);
-            });
+        let latency = self.settings.dynamo.transaction_latency;
+        let in_flight = operation == "TransactWriteItems";
+        if in_flight {
+            self.tally
+                .transactions_in_flight
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+        }
+        let response = {
+            let _write = self.gate.write().await;
+            self.forward(&whole.parts, whole.body).await
+        };
+        self.conflicts.release(&held, token);
+        if in_flight {
+            self.tally
+                .transactions_in_flight
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
         response
     }

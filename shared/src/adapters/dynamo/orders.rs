@@ -65,8 +65,9 @@ pub fn is_order_item(item: &Item) -> bool {
     matches!(item.get("orderId"), Some(AttributeValue::S(k)) if !k.contains('#'))
 }
 
-/// Attempts of an expiry whose ledger position another expiry took first.
-const EXPIRE_ATTEMPTS: u32 = 5;
+/// Attempts of an expiry whose ledger position another expiry took first,
+/// or that met a writer's transaction on the sale item.
+const EXPIRE_ATTEMPTS: u32 = 8;
 
 #[derive(Clone)]
 pub struct DynamoOrders {
@@ -506,7 +507,17 @@ impl OrderStore for DynamoOrders {
         if order.status != OrderStatus::PendingPayment || !due {
             return Ok(ExpireOutcome::NotExpirable);
         }
-        for _ in 0..EXPIRE_ATTEMPTS {
+        for attempt in 0..EXPIRE_ATTEMPTS {
+            if attempt > 0 {
+                // Another expiry, or a writer's transaction on the hot sale
+                // item (TransactionConflict), got there first: retried
+                // after a fully jittered wait, so colliding expiries and
+                // writers spread out instead of meeting again at once.
+                use std::hash::BuildHasher;
+                let ceiling_ms = (10u64 << attempt.min(5)).min(200);
+                let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
+                tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
+            }
             let Some(seq) = self.return_seq(&order.sale_id).await? else {
                 return Err(OrderStoreError::SaleMissing(order.sale_id));
             };
