@@ -36,7 +36,9 @@ fn knobs(tweak: impl FnOnce(&mut StrictSettings)) -> StrictSettings {
 
 /// Clients of `url` with no retries: each answer is the endpoint's own.
 async fn clients(url: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(30))
+    // Generous: the suite loads the emulator, and one test holds a
+    // transaction open on purpose.
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(60))
         .endpoint_url(url)
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
         .load()
@@ -301,7 +303,7 @@ async fn a_transaction_on_an_item_another_holds_is_cancelled_with_transaction_co
     // slow the machine.
     let strict = layer(knobs(|k| {
         k.dynamo.transaction_hold = Duration::from_secs(60);
-        k.dynamo.transaction_latency = Duration::from_secs(10);
+        k.dynamo.transaction_latency = Duration::from_secs(5);
     }))
     .await;
     let strict_db = dynamo(&strict.url()).await;

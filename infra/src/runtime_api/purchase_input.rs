@@ -13,11 +13,15 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
         ("REDIS_URL".to_owned(), config.redis_url.clone()),
         ("SALES_TABLE".to_owned(), config.sales_table.clone()),
         // A purchase that finds its sale's keys lost starts the rebuild,
-        // which reads the orders and the prewarm lead.
+        // which reads the orders, the prewarm lead and the counts' lag.
         ("ORDERS_TABLE".to_owned(), config.orders_table.clone()),
         (
             "PREWARM_LEAD_SECONDS".to_owned(),
             config.prewarm_lead.as_secs().to_string(),
+        ),
+        (
+            "QUEUE_COUNT_LAG_SECONDS".to_owned(),
+            config.queue_count_lag.as_secs().to_string(),
         ),
         ("RUST_LOG".to_owned(), "info".to_owned()),
         ("LOG_FORMAT".to_owned(), "json".to_owned()),

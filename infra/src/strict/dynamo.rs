@@ -5,8 +5,9 @@
 //!   when it is cancelled, undoing what other requests wrote meanwhile (and
 //!   it checks a single write's condition and applies it in two steps, so
 //!   two concurrent conditional writes can both pass). Every write here is
-//!   applied alone ([`Gate`]: writes exclusive, reads shared), which is what
-//!   makes the emulator's answers true.
+//!   applied alone on its tables (writes exclusive, reads shared, each
+//!   table apart: moto copies only the tables a transaction touches), which
+//!   is what makes the emulator's answers true.
 //! - **Transaction conflicts.** An item is *held* from the moment a
 //!   transaction that names it arrives until it is answered, for at most
 //!   [`DynamoLimits::transaction_hold`] (about as long as a transaction
@@ -127,6 +128,36 @@ impl Schemas for HashMap<String, KeySchema> {
     fn schema(&self, table: &str) -> Option<&KeySchema> {
         self.get(table)
     }
+}
+
+/// The tables a read names (its gates).
+pub fn read_tables(body: &Value) -> Vec<String> {
+    let mut out: Vec<String> = body["TableName"]
+        .as_str()
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    if let Some(items) = body["RequestItems"].as_object() {
+        out.extend(items.keys().cloned());
+    }
+    for entry in body["TransactItems"].as_array().into_iter().flatten() {
+        if let Some(t) = entry["Get"]["TableName"].as_str() {
+            out.push(t.to_owned());
+        }
+    }
+    out
+}
+
+/// The tables a write names (its gates): those of [`tables`], or the
+/// table a control-plane call names.
+pub fn write_tables(operation: &str, body: &Value) -> Vec<String> {
+    let mut out = tables(operation, body);
+    if out.is_empty()
+        && let Some(t) = body["TableName"].as_str()
+    {
+        out.push(t.to_owned());
+    }
+    out
 }
 
 /// The tables a write request names (to fetch their schemas first).

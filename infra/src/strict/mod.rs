@@ -157,7 +157,10 @@ struct Layer {
     upstream: hyper::Uri,
     client: Client<HttpConnector, Full<Bytes>>,
     /// Writes alone, reads together.
-    gate: RwLock<()>,
+    /// moto copies the tables a transaction touches and puts the copies
+    /// back if it is cancelled: a table's writes are applied alone, its
+    /// reads together; tables apart from each other.
+    gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
     schemas: RwLock<HashMap<String, KeySchema>>,
     conflicts: Arc<Conflicts>,
     queues: Queues,
@@ -218,7 +221,7 @@ pub async fn start(
         settings,
         upstream,
         client: Client::builder(TokioExecutor::new()).build(connector),
-        gate: RwLock::new(()),
+        gates: std::sync::Mutex::new(HashMap::new()),
         schemas: RwLock::new(HashMap::new()),
         conflicts: Arc::new(Conflicts::default()),
         queues: Queues::default(),
@@ -253,6 +256,14 @@ async fn serve(listener: TcpListener, layer: Arc<Layer>) {
 }
 
 type Response = hyper::Response<Full<Bytes>>;
+
+/// Held while a request is applied; dropped, the table is free again
+/// (never read: holding it is the point).
+#[allow(dead_code)]
+enum TableGuard {
+    Read(tokio::sync::OwnedRwLockReadGuard<()>),
+    Write(tokio::sync::OwnedRwLockWriteGuard<()>),
+}
 
 /// A request as read whole.
 struct Whole {
@@ -398,9 +409,35 @@ impl Layer {
         }
     }
 
+    /// The gates of `tables`, taken in name order (so two requests naming
+    /// the same tables never wait for each other crosswise).
+    async fn lock_tables(&self, tables: &[String], kind: Kind) -> Vec<TableGuard> {
+        let gates: Vec<Arc<RwLock<()>>> = {
+            let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+            let mut names = tables.to_vec();
+            names.sort();
+            names.dedup();
+            names
+                .iter()
+                .map(|t| gates.entry(t.clone()).or_default().clone())
+                .collect()
+        };
+        let mut guards = Vec::with_capacity(gates.len());
+        for gate in gates {
+            guards.push(match kind {
+                Kind::Read => TableGuard::Read(gate.read_owned().await),
+                Kind::Write => TableGuard::Write(gate.write_owned().await),
+            });
+        }
+        guards
+    }
+
     async fn dynamo(&self, operation: &str, whole: Whole) -> Response {
         if dynamo::kind(operation) == Kind::Read {
-            let _read = self.gate.read().await;
+            let body: Value = serde_json::from_slice(&whole.body).unwrap_or(Value::Null);
+            let _read = self
+                .lock_tables(&dynamo::read_tables(&body), Kind::Read)
+                .await;
             return self.forward(&whole.parts, whole.body).await;
         }
         if matches!(operation, "DeleteTable" | "UpdateTable" | "CreateTable") {
@@ -449,7 +486,9 @@ impl Layer {
             }
         }
         let response = {
-            let _write = self.gate.write().await;
+            let _write = self
+                .lock_tables(&dynamo::write_tables(operation, &body), Kind::Write)
+                .await;
             self.forward(&whole.parts, whole.body).await
         };
         self.conflicts.release(&held, token);
