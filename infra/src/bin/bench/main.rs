@@ -72,9 +72,17 @@
 //! drained order is in its orders table, and every fairness run kept the
 //! invariants.
 //!
+//! Next to it, the same writer at the template's concurrency on one sale
+//! (`writers.rs`): `--drain-orders` messages (10,000) of one sale drained by
+//! five pollers, once through the strict layer (started in-process in front
+//! of `SECKILL_EMULATOR_URL`, default knobs) and once on the emulator
+//! itself: orders/s, p99 from `reservedAt` to written, transaction
+//! conflicts retried, DLQ messages and `REJECTED` orders (both must be 0),
+//! and the sale item's size.
+//!
 //! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
-//! (256), `--skip-sqs`, `--skip-drain`, `--skip-fairness`,
-//! `--only-fairness`, `--only-ceiling`.
+//! (256), `--drain-orders N` (10000), `--skip-sqs`, `--skip-drain`,
+//! `--skip-fairness`, `--only-drain`, `--only-fairness`, `--only-ceiling`.
 //!
 //! # Layout
 //!
@@ -87,6 +95,8 @@
 //! - `handler.rs`: the handler driven in-process, and what a run produced.
 //! - `cluster.rs`: the cluster rows' sales and per-master script calls.
 //! - `drain.rs`: the order-writer drain and its table.
+//! - `writers.rs`: the drain at the template's concurrency, strict layer
+//!   and emulator side by side.
 //! - `fairness.rs`: the fairness table (the runs themselves are
 //!   `seckill_infra::fairness`).
 
@@ -97,6 +107,7 @@ mod fairness;
 mod handler;
 mod rows;
 mod table;
+mod writers;
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, value_parser};
@@ -181,9 +192,17 @@ struct Args {
     /// Skip the handler row with SQS on the emulator.
     #[arg(long)]
     skip_sqs: bool,
-    /// Skip the order-writer drain.
-    #[arg(long)]
+    /// Skip the order-writer drain (both of its tables).
+    #[arg(long, conflicts_with = "only_drain")]
     skip_drain: bool,
+    /// Orders of the one sale the template's five writers drain, through
+    /// the strict layer and on the emulator itself.
+    #[arg(long, value_name = "N", default_value_t = writers::DEFAULT_ORDERS, value_parser = value_parser!(u32).range(1..))]
+    drain_orders: u32,
+    /// Only the order-writer drain's tables: needs `REDIS_URL` and the
+    /// emulator.
+    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
+    only_drain: bool,
     /// Only the ceiling rows (redis-benchmark on the seed's script and on
     /// the purchase script): what a change to the script costs, in seconds
     /// and with nothing but `REDIS_URL` and `redis-benchmark`.
@@ -214,6 +233,11 @@ async fn main() -> Result<ExitCode, BoxError> {
     let mut bench = Bench::start(args).await?;
     if bench.args.only_fairness {
         fairness::fairness_table(&mut bench).await?;
+        return Ok(bench.finish());
+    }
+    if bench.args.only_drain {
+        let emulator = Emulator::setup(&bench).await?;
+        rows::drain_rows(&mut bench, &emulator).await?;
         return Ok(bench.finish());
     }
     let ceilings = rows::ceiling_rows(&mut bench).await?;

@@ -7,6 +7,7 @@ use crate::cluster::{CLUSTER_ROUNDS, cluster_sale, evalsha_calls, node_conn};
 use crate::drain::{DRAIN_BATCHED, DRAIN_SINGLE, DrainEnv, drain, print_drain};
 use crate::handler::{Stats, Workload, check_run, queue_depth, run_variant, sold_out_service};
 use crate::table::Row;
+use crate::writers::{WritersEnv, writers_rows};
 use crate::{
     Bench, BoxError, CEILING_PIPELINE, Emulator, REDIS_TIMEOUT, SALE_CACHE_TTL, bench_config,
 };
@@ -481,7 +482,8 @@ pub(crate) fn cold_start(bench: &mut Bench) -> Result<(), BoxError> {
 
 /// The order-writer drain, after the purchase rows so it does not share
 /// the emulator with them: the template's batch of 10, then one order per
-/// call.
+/// call; then one sale drained at the template's concurrency, through the
+/// strict layer and on the emulator itself.
 pub(crate) async fn drain_rows(bench: &mut Bench, emulator: &Emulator) -> Result<(), BoxError> {
     if bench.args.skip_drain {
         println!();
@@ -498,5 +500,19 @@ pub(crate) async fn drain_rows(bench: &mut Bench, emulator: &Emulator) -> Result
     let batched = drain(&env, &DRAIN_BATCHED, &mut bench.failures).await?;
     let single = drain(&env, &DRAIN_SINGLE, &mut bench.failures).await?;
     print_drain(&[batched, single]);
+    // The strict layer's upstream is the emulator itself: `make bench`
+    // points AWS_ENDPOINT_URL at a layer of its own and names the emulator
+    // in SECKILL_EMULATOR_URL; without a layer both are the emulator.
+    let emulator_url = std::env::var("SECKILL_EMULATOR_URL")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .map_err(|_| "neither SECKILL_EMULATOR_URL nor AWS_ENDPOINT_URL is set")?;
+    let writers = WritersEnv {
+        tag: &bench.tag,
+        redis_url: &bench.redis_url,
+        region: env.region.clone(),
+        emulator_url,
+        orders: bench.args.drain_orders,
+    };
+    writers_rows(&writers, &mut bench.failures).await?;
     Ok(())
 }
