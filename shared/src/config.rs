@@ -515,7 +515,7 @@ mod tests {
 
         asked.borrow_mut().clear();
         Config::from_lookup(&record).unwrap();
-        assert_eq!(asked.borrow().len(), 18, "{:?}", asked.borrow());
+        assert_eq!(asked.borrow().len(), 19, "{:?}", asked.borrow());
         // No loader reads a secret value, only where to fetch it.
         assert!(
             !asked.borrow().iter().any(|name| name == "GATE_SECRET"),
