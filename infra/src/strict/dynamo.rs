@@ -74,6 +74,9 @@ pub const DEFAULT_PARTITION_WRITE_UNITS: u32 = 150;
 pub enum Kind {
     Read,
     Write,
+    /// A write that may be undone, or that changes a table whole (a
+    /// transaction, a control-plane call): never beside a read either.
+    Transaction,
 }
 
 /// Operations that only read: they run beside each other, never beside a

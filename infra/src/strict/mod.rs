@@ -157,10 +157,13 @@ struct Layer {
     upstream: hyper::Uri,
     client: Client<HttpConnector, Full<Bytes>>,
     /// Writes alone, reads together.
-    /// moto copies the tables a transaction touches and puts the copies
-    /// back if it is cancelled: a table's writes are applied alone, its
-    /// reads together; tables apart from each other.
-    gates: std::sync::Mutex<HashMap<String, Arc<RwLock<()>>>>,
+    /// Per table. moto copies the tables a transaction touches and puts the
+    /// copies back if it is cancelled, and checks a conditional write's
+    /// condition apart from applying it: a table's writes are applied one
+    /// at a time, and its reads never beside a transaction (which could be
+    /// undone under them); reads do not wait for single writes, which moto
+    /// applies to one item at once. Tables apart from each other.
+    gates: std::sync::Mutex<HashMap<String, Gate>>,
     schemas: RwLock<HashMap<String, KeySchema>>,
     conflicts: Arc<Conflicts>,
     queues: Queues,
@@ -257,12 +260,21 @@ async fn serve(listener: TcpListener, layer: Arc<Layer>) {
 
 type Response = hyper::Response<Full<Bytes>>;
 
+/// A table's two locks: one write at a time, and transactions apart from
+/// reads.
+#[derive(Default, Clone)]
+struct Gate {
+    writes: Arc<tokio::sync::Mutex<()>>,
+    transaction: Arc<RwLock<()>>,
+}
+
 /// Held while a request is applied; dropped, the table is free again
 /// (never read: holding it is the point).
 #[allow(dead_code)]
 enum TableGuard {
     Read(tokio::sync::OwnedRwLockReadGuard<()>),
-    Write(tokio::sync::OwnedRwLockWriteGuard<()>),
+    Writes(tokio::sync::OwnedMutexGuard<()>),
+    Transaction(tokio::sync::OwnedRwLockWriteGuard<()>),
 }
 
 /// A request as read whole.
@@ -412,7 +424,7 @@ impl Layer {
     /// The gates of `tables`, taken in name order (so two requests naming
     /// the same tables never wait for each other crosswise).
     async fn lock_tables(&self, tables: &[String], kind: Kind) -> Vec<TableGuard> {
-        let gates: Vec<Arc<RwLock<()>>> = {
+        let gates: Vec<Gate> = {
             let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
             let mut names = tables.to_vec();
             names.sort();
@@ -422,12 +434,32 @@ impl Layer {
                 .map(|t| gates.entry(t.clone()).or_default().clone())
                 .collect()
         };
-        let mut guards = Vec::with_capacity(gates.len());
-        for gate in gates {
-            guards.push(match kind {
-                Kind::Read => TableGuard::Read(gate.read_owned().await),
-                Kind::Write => TableGuard::Write(gate.write_owned().await),
-            });
+        // Always the writes' locks before the transactions', each in name
+        // order: no two requests can wait for each other crosswise.
+        let mut guards = Vec::with_capacity(gates.len() * 2);
+        match kind {
+            Kind::Read => {
+                for gate in &gates {
+                    guards.push(TableGuard::Read(
+                        gate.transaction.clone().read_owned().await,
+                    ));
+                }
+            }
+            Kind::Write => {
+                for gate in &gates {
+                    guards.push(TableGuard::Writes(gate.writes.clone().lock_owned().await));
+                }
+            }
+            Kind::Transaction => {
+                for gate in &gates {
+                    guards.push(TableGuard::Writes(gate.writes.clone().lock_owned().await));
+                }
+                for gate in &gates {
+                    guards.push(TableGuard::Transaction(
+                        gate.transaction.clone().write_owned().await,
+                    ));
+                }
+            }
         }
         guards
     }
@@ -487,7 +519,19 @@ impl Layer {
         }
         let response = {
             let _write = self
-                .lock_tables(&dynamo::write_tables(operation, &body), Kind::Write)
+                .lock_tables(
+                    &dynamo::write_tables(operation, &body),
+                    if operation == "TransactWriteItems"
+                        || !matches!(
+                            operation,
+                            "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem"
+                        )
+                    {
+                        Kind::Transaction
+                    } else {
+                        Kind::Write
+                    },
+                )
                 .await;
             self.forward(&whole.parts, whole.body).await
         };

@@ -121,8 +121,19 @@ fn failed_condition<E: aws_sdk_dynamodb::error::ProvideErrorMetadata>(
         == Some("ConditionalCheckFailedException")
 }
 
+/// A write refused because a transaction (the release job's expiry of
+/// this very order) held the item at that moment: nothing was written.
+fn conflicted<E: aws_sdk_dynamodb::error::ProvideErrorMetadata>(
+    err: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> bool {
+    err.as_service_error()
+        .and_then(aws_sdk_dynamodb::error::ProvideErrorMetadata::code)
+        == Some("TransactionConflictException")
+}
+
 /// The order as a conditional update left it (`ReturnValues: ALL_NEW`), or
-/// `None` when its condition failed.
+/// `None` when its condition failed or a transaction held the order (the
+/// caller reads it again and decides anew).
 fn updated(
     result: Result<
         aws_sdk_dynamodb::operation::update_item::UpdateItemOutput,
@@ -137,7 +148,7 @@ fn updated(
             Some(item) => Ok(Some(order_from_item(&item)?)),
             None => Err(OrderStoreError::Malformed("no attributes returned".into())),
         },
-        Err(err) if failed_condition(&err) => Ok(None),
+        Err(err) if failed_condition(&err) || conflicted(&err) => Ok(None),
         Err(err) => Err(transient(err)),
     }
 }
@@ -324,7 +335,15 @@ impl PaymentStore for DynamoOrders {
             return Ok(Settlement::ForeignPayment(record));
         }
         let mut current = order.clone();
-        for _ in 0..SETTLE_ATTEMPTS {
+        for attempt in 0..SETTLE_ATTEMPTS {
+            if attempt > 0 {
+                // The expiry's transaction may still hold the order: a
+                // fully jittered wait spreads the payments racing it.
+                use std::hash::BuildHasher;
+                let ceiling_ms = (5u64 << attempt.min(5)).min(100);
+                let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
+                tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
+            }
             // The order row is the payment's idempotency record: the id
             // that paid it, and those owed back, are on it.
             if let Some(outcome) = applied(&current, &payment.payment_id) {
