@@ -667,6 +667,8 @@ impl Ui {
 
     /// Sets the `datetime-local` field `css` to the instant `ms` as the
     /// browser's own time zone writes it (what an operator picks there).
+    /// A whole minute reads back without its seconds (`…T10:20`), which is
+    /// the same time.
     pub(super) async fn set_time(&self, css: &str, ms: i64) {
         let set = self
             .c
@@ -675,7 +677,8 @@ impl Ui {
                  const v = d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + \
                    p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds()); \
                  const e = document.querySelector(arguments[0]); e.value = v; \
-                 e.dispatchEvent(new Event('input', {bubbles: true})); return e.value === v",
+                 e.dispatchEvent(new Event('input', {bubbles: true})); \
+                 return e.value === v || (d.getSeconds() === 0 && e.value === v.slice(0, 16))",
                 vec![json!(css), json!(ms)],
             )
             .await
