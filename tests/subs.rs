@@ -128,9 +128,19 @@ async fn buy(
 }
 
 async fn get(stack: &LocalStack, path: &str, buyer: &Buyer) -> (u16, serde_json::Value) {
-    stack
-        .request("GET", path, &[("authorization", &buyer.auth)], "")
-        .await
+    // A 503 says "retry shortly" (the contract: a store that did not
+    // answer in time on a loaded machine); a client retries, as here.
+    let answer = std::cell::RefCell::new((503, serde_json::Value::Null));
+    eventually(Duration::from_secs(30), || async {
+        let got = stack
+            .request("GET", path, &[("authorization", &buyer.auth)], "")
+            .await;
+        let done = got.0 != 503;
+        *answer.borrow_mut() = got;
+        done
+    })
+    .await;
+    answer.into_inner()
 }
 
 /// The order ids of a buyer's `GET /sales/{saleId}/orders`, each checked
