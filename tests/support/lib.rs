@@ -344,6 +344,9 @@ impl App {
     /// Every message on the queue (received, left to reappear later).
     pub async fn drain_queue(&self) -> Vec<OrderMessage> {
         let mut out = Vec::new();
+        // The messages sent, each once: a standard queue (and the strict
+        // layer) may deliver one twice, under its own MessageId.
+        let mut seen = std::collections::HashSet::new();
         let mut empty_in_a_row = 0;
         while empty_in_a_row < 2 {
             let got = self
@@ -363,7 +366,9 @@ impl App {
                 empty_in_a_row = 0;
             }
             for m in messages {
-                out.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+                if seen.insert(m.message_id.clone().unwrap_or_default()) {
+                    out.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+                }
             }
         }
         out
@@ -372,7 +377,7 @@ impl App {
     /// Receives every message on the queue and deletes it, as the
     /// event source does after a successful batch.
     pub async fn take_messages(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+        let mut out: Vec<(String, String)> = Vec::new();
         loop {
             let got = self
                 .sqs
@@ -396,7 +401,12 @@ impl App {
                     .send()
                     .await
                     .unwrap();
-                out.push((m.message_id.unwrap(), m.body.unwrap()));
+                // A second delivery of one message (at least once) is
+                // taken off the queue, not counted again.
+                let id = m.message_id.unwrap();
+                if !out.iter().any(|(seen, _)| *seen == id) {
+                    out.push((id, m.body.unwrap()));
+                }
             }
         }
     }
