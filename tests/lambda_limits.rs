@@ -151,6 +151,19 @@ struct SlowQueue {
     open: Arc<Semaphore>,
     entered: Arc<AtomicUsize>,
     sent: Arc<AtomicUsize>,
+    /// Sends whose future was dropped before they finished.
+    cut: Arc<AtomicUsize>,
+}
+
+/// Counts a send dropped midway (an invocation killed at its timeout).
+struct CutGuard(Arc<AtomicUsize>, bool);
+
+impl Drop for CutGuard {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl SlowQueue {
@@ -167,6 +180,7 @@ impl SlowQueue {
             open: Arc::new(Semaphore::new(0)),
             entered: Arc::default(),
             sent: Arc::default(),
+            cut: Arc::default(),
         }
     }
 
@@ -181,17 +195,23 @@ impl SlowQueue {
     fn sent(&self) -> usize {
         self.sent.load(Ordering::SeqCst)
     }
+
+    fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
 }
 
 impl OrderQueue for SlowQueue {
     async fn send(&self, _message: &OrderMessage) -> Result<(), SendError> {
         self.entered.fetch_add(1, Ordering::SeqCst);
+        let mut guard = CutGuard(self.cut.clone(), false);
         match self.delay {
             Some(delay) => tokio::time::sleep(delay).await,
             // The permit goes back on drop: once open, open for every send.
             None => drop(self.open.acquire().await),
         }
         self.sent.fetch_add(1, Ordering::SeqCst);
+        guard.1 = true;
         Ok(())
     }
 }
@@ -218,8 +238,13 @@ async fn a_purchase_slower_than_its_timeout_is_cut_and_answered_as_api_gateway_d
         "{body}"
     );
     assert_eq!(queue.entered(), 1, "the handler ran as far as the send");
-    // Dropped, not left running: the send never completes.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Dropped, not left running: the send was cut, never completed.
+    let cut = seckill_tests::eventually(Duration::from_secs(30), || {
+        let queue = queue.clone();
+        async move { queue.cut() == 1 }
+    })
+    .await;
+    assert!(cut, "the timed-out invocation's send was left running");
     assert_eq!(queue.sent(), 0);
 
     // The knob off: the same slow handler finishes and is answered.
