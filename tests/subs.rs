@@ -128,12 +128,21 @@ async fn buy(
 }
 
 async fn get(stack: &LocalStack, path: &str, buyer: &Buyer) -> (u16, serde_json::Value) {
+    ask(stack, "GET", path, buyer).await
+}
+
+async fn ask(
+    stack: &LocalStack,
+    method: &str,
+    path: &str,
+    buyer: &Buyer,
+) -> (u16, serde_json::Value) {
     // A 503 says "retry shortly" (the contract: a store that did not
     // answer in time on a loaded machine); a client retries, as here.
     let answer = std::cell::RefCell::new((503, serde_json::Value::Null));
     eventually(Duration::from_secs(30), || async {
         let got = stack
-            .request("GET", path, &[("authorization", &buyer.auth)], "")
+            .request(method, path, &[("authorization", &buyer.auth)], "")
             .await;
         let done = got.0 != 503;
         *answer.borrow_mut() = got;
@@ -228,14 +237,7 @@ async fn each_sees_only_their_own(
                 buyer.sub,
                 buyers[j].sub
             );
-            let (status, body) = stack
-                .request(
-                    "POST",
-                    &format!("/orders/{other}/pay"),
-                    &[("authorization", &buyer.auth)],
-                    "",
-                )
-                .await;
+            let (status, body) = ask(stack, "POST", &format!("/orders/{other}/pay"), buyer).await;
             assert_eq!(
                 status, 404,
                 "{:?} pays the order of {:?}: {body}",
