@@ -3,13 +3,17 @@
 //! `Timeout` (an invocation that outlives it is dropped), its concurrency
 //! (`ReservedConcurrentExecutions`, or a share of the account's pool; an
 //! invocation over it is refused, never queued), and API Gateway's account
-//! throttle (a token bucket in front of the HTTP API).
+//! throttle (a token bucket in front of the HTTP API). Each function also
+//! scales as Lambda does: a new execution environment is needed only when
+//! every warm one is busy, and a function gains at most
+//! [`SCALING_PER_10_SECONDS`] of them every ten seconds; an invocation that
+//! needs one beyond that is refused like one over the concurrency.
 //!
 //! [`Function`] is the one table of each function's `Timeout` and reserved
 //! concurrency; the `lambda_limits` test checks it against `template.yaml`
 //! (through [`crate::consistency::Template`]). [`LimitSettings`] are the
 //! knobs (`SECKILL_LAMBDA_TIMEOUTS`, `SECKILL_LAMBDA_CONCURRENCY`,
-//! `SECKILL_API_RATE`, `SECKILL_API_BURST`), [`LambdaLimits`] what the
+//! `SECKILL_LAMBDA_SCALING`, `SECKILL_API_RATE`, `SECKILL_API_BURST`), [`LambdaLimits`] what the
 //! gateway, the event source and the schedules invoke through.
 
 use std::fmt;
@@ -108,6 +112,10 @@ impl fmt::Display for Function {
 
 /// Lambda's default concurrency quota of an account and Region.
 pub const ACCOUNT_CONCURRENCY: u32 = 1_000;
+/// Lambda's scaling rate: each function gains at most this many execution
+/// environments every ten seconds (and may have that many at once from
+/// cold).
+pub const SCALING_PER_10_SECONDS: u32 = 1_000;
 /// API Gateway's account throttle at AWS's default (10,000 requests a
 /// second, a burst of 5,000): above what the suite's bursts and the demo
 /// send, within reach of a load test against one process; the knobs scale
@@ -124,6 +132,9 @@ pub struct LimitSettings {
     /// all, reserved ones included): the account's pool, which the
     /// functions without reserved concurrency share.
     pub account_concurrency: u32,
+    /// `SECKILL_LAMBDA_SCALING` ([`SCALING_PER_10_SECONDS`]; `0` off): the
+    /// new execution environments a function may gain every ten seconds.
+    pub scaling_per_10_seconds: u32,
     /// `SECKILL_API_RATE` ([`API_RATE_PER_SEC`]; `0` no throttle) and
     /// `SECKILL_API_BURST` ([`API_BURST`]): the account throttle's token
     /// bucket.
@@ -136,6 +147,7 @@ impl Default for LimitSettings {
         Self {
             timeouts: true,
             account_concurrency: ACCOUNT_CONCURRENCY,
+            scaling_per_10_seconds: SCALING_PER_10_SECONDS,
             api_rate_per_sec: API_RATE_PER_SEC,
             api_burst: API_BURST,
         }
@@ -148,6 +160,7 @@ impl LimitSettings {
         Self {
             timeouts: false,
             account_concurrency: 0,
+            scaling_per_10_seconds: 0,
             api_rate_per_sec: 0.0,
             api_burst: 0,
         }
@@ -182,6 +195,11 @@ impl LimitSettings {
                 "SECKILL_LAMBDA_CONCURRENCY",
                 defaults.account_concurrency,
             ),
+            scaling_per_10_seconds: read(
+                env,
+                "SECKILL_LAMBDA_SCALING",
+                defaults.scaling_per_10_seconds,
+            ),
             api_rate_per_sec: read(env, "SECKILL_API_RATE", defaults.api_rate_per_sec),
             api_burst: read(env, "SECKILL_API_BURST", defaults.api_burst),
         }
@@ -195,6 +213,16 @@ pub enum InvokeError {
     /// (`TooManyRequestsException`, "Rate Exceeded.").
     #[error("{function}: TooManyRequestsException: Rate Exceeded. ({limit} concurrent executions)")]
     Throttled { function: Function, limit: u32 },
+    /// Every warm environment is busy and the function has gained as many
+    /// new ones as its scaling rate allows in the last ten seconds.
+    #[error(
+        "{function}: TooManyRequestsException: Rate Exceeded. ({environments} environments, scaling {per_10_seconds} per 10 s)"
+    )]
+    ScalingThrottled {
+        function: Function,
+        environments: u32,
+        per_10_seconds: u32,
+    },
     /// The invocation outlived the function's `Timeout` and was stopped.
     #[error("{function}: Task timed out after {:.2} seconds", .after.as_secs_f64())]
     TimedOut { function: Function, after: Duration },
@@ -213,6 +241,7 @@ pub struct FunctionLimit {
     function: Function,
     timeout: Option<Duration>,
     slots: Option<Slots>,
+    scaling: Option<Scaling>,
 }
 
 impl FunctionLimit {
@@ -224,6 +253,7 @@ impl FunctionLimit {
             function,
             timeout: Some(Duration::from_secs(function.timeout_secs())),
             slots: function.reserved_concurrency().map(Slots::new),
+            scaling: Some(Scaling::new(SCALING_PER_10_SECONDS)),
         }
     }
 
@@ -233,6 +263,7 @@ impl FunctionLimit {
             function,
             timeout: None,
             slots: None,
+            scaling: None,
         }
     }
 
@@ -257,11 +288,25 @@ impl FunctionLimit {
         }
     }
 
+    /// The same function gaining at most `per_10_seconds` environments
+    /// every ten seconds (`None`: as many as it asks for).
+    pub fn with_scaling(self, per_10_seconds: Option<u32>) -> Self {
+        Self {
+            scaling: per_10_seconds.map(Scaling::new),
+            ..self
+        }
+    }
+
     /// Runs `work` as one invocation: refused at once when every slot is
-    /// taken (Lambda does not queue a synchronous invocation), dropped when
-    /// it outlives the timeout (what Lambda does to a timed-out runtime: the
+    /// taken or it needs an environment the scaling rate does not allow yet
+    /// (Lambda does not queue a synchronous invocation), dropped when it
+    /// outlives the timeout (what Lambda does to a timed-out runtime: the
     /// work stops where it was).
     pub async fn invoke<F: Future>(&self, work: F) -> Result<F::Output, InvokeError> {
+        let _environment = match &self.scaling {
+            Some(scaling) => Some(scaling.enter(self.function)?),
+            None => None,
+        };
         let _slot = match &self.slots {
             Some(slots) => Some(slots.semaphore.clone().try_acquire_owned().map_err(|_| {
                 InvokeError::Throttled {
@@ -291,6 +336,80 @@ impl Slots {
             semaphore: Arc::new(Semaphore::new(limit as usize)),
             limit,
         }
+    }
+}
+
+/// A function's execution environments: the warm ones, how many are busy,
+/// and a bucket of the new ones it may still gain, refilled at its scaling
+/// rate over ten seconds. Environments are never retired here: an idle one
+/// stays warm, as Lambda keeps them for a while.
+#[derive(Debug, Clone)]
+struct Scaling {
+    per_10_seconds: u32,
+    state: Arc<Mutex<Environments>>,
+}
+
+#[derive(Debug)]
+struct Environments {
+    warm: u32,
+    busy: u32,
+    new_allowed: f64,
+    at: Instant,
+}
+
+/// One busy environment, given back when the invocation ends.
+struct Busy(Arc<Mutex<Environments>>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0);
+        state.busy = state.busy.saturating_sub(1);
+    }
+}
+
+/// A panic elsewhere while holding the lock leaves numbers, not a broken
+/// invariant: keep using them.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Scaling {
+    fn new(per_10_seconds: u32) -> Self {
+        Self {
+            per_10_seconds,
+            state: Arc::new(Mutex::new(Environments {
+                warm: 0,
+                busy: 0,
+                new_allowed: f64::from(per_10_seconds),
+                at: Instant::now(),
+            })),
+        }
+    }
+
+    /// A warm idle environment if there is one, else a new one if the
+    /// scaling rate allows it.
+    fn enter(&self, function: Function) -> Result<Busy, InvokeError> {
+        let mut state = lock(&self.state);
+        if state.busy >= state.warm {
+            let now = Instant::now();
+            let rate = f64::from(self.per_10_seconds);
+            let refill = now.saturating_duration_since(state.at).as_secs_f64() * rate / 10.0;
+            state.new_allowed = (state.new_allowed + refill).min(rate);
+            state.at = now;
+            if state.new_allowed < 1.0 {
+                return Err(InvokeError::ScalingThrottled {
+                    function,
+                    environments: state.warm,
+                    per_10_seconds: self.per_10_seconds,
+                });
+            }
+            state.new_allowed -= 1.0;
+            state.warm += 1;
+        }
+        state.busy += 1;
+        Ok(Busy(self.state.clone()))
     }
 }
 
@@ -331,6 +450,8 @@ impl LambdaLimits {
                     (_, Some(own)) => Some(Slots::new(own)),
                     (_, None) => pool.clone(),
                 },
+                scaling: (settings.scaling_per_10_seconds > 0)
+                    .then(|| Scaling::new(settings.scaling_per_10_seconds)),
             })
             .collect();
         Self { functions }
@@ -393,12 +514,7 @@ impl ApiThrottle {
 
     /// Takes a token; false when the bucket is empty (answer `429`).
     pub fn try_take(&self) -> bool {
-        // A panic elsewhere while holding the lock leaves numbers, not a
-        // broken invariant: keep using them.
-        let mut bucket = self
-            .bucket
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut bucket = lock(&self.bucket);
         let now = Instant::now();
         let refill = now.saturating_duration_since(bucket.at).as_secs_f64() * self.rate_per_sec;
         bucket.tokens = (bucket.tokens + refill).min(self.burst);
@@ -477,6 +593,64 @@ mod tests {
         assert_eq!((a, b), (Ok(()), Ok(())));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_function_gains_environments_no_faster_than_its_scaling_rate() {
+        let limit = FunctionLimit::template(Function::Purchase).with_scaling(Some(3));
+        // Three at once from cold; a fourth at the same moment needs a
+        // fourth environment the rate has not given yet.
+        let (release, released) = tokio::sync::watch::channel(false);
+        let hold = |limit: FunctionLimit| {
+            let mut released = released.clone();
+            tokio::spawn(async move {
+                limit
+                    .invoke(async move {
+                        let _ = released.wait_for(|done| *done).await;
+                    })
+                    .await
+            })
+        };
+        let held: Vec<_> = (0..3).map(|_| hold(limit.clone())).collect();
+        tokio::task::yield_now().await;
+        assert_eq!(
+            limit.invoke(async {}).await,
+            Err(InvokeError::ScalingThrottled {
+                function: Function::Purchase,
+                environments: 3,
+                per_10_seconds: 3
+            })
+        );
+        // A tenth of the window later one more environment may start.
+        tokio::time::advance(Duration::from_millis(3_400)).await;
+        assert_eq!(limit.invoke(async { 4 }).await, Ok(4));
+        release.send(true).unwrap();
+        for invocation in held {
+            assert!(invocation.await.unwrap().is_ok());
+        }
+        // Warm environments are reused: a hundred invocations one after the
+        // other, and four at once, need no new one.
+        for _ in 0..100 {
+            assert_eq!(limit.invoke(async {}).await, Ok(()));
+        }
+        let four = futures_join4(&limit).await;
+        assert!(four.iter().all(Result::is_ok), "{four:?}");
+        // Off: a fresh function at a rate of one takes four at once.
+        let one = limit.clone().with_scaling(Some(1));
+        assert!(futures_join4(&one).await.iter().any(Result::is_err));
+        let open = limit.with_scaling(None);
+        assert!(futures_join4(&open).await.iter().all(Result::is_ok));
+    }
+
+    async fn futures_join4(limit: &FunctionLimit) -> Vec<Result<(), InvokeError>> {
+        let pause = || tokio::time::sleep(Duration::from_millis(10));
+        let (a, b, c, d) = tokio::join!(
+            limit.invoke(pause()),
+            limit.invoke(pause()),
+            limit.invoke(pause()),
+            limit.invoke(pause())
+        );
+        vec![a, b, c, d]
+    }
+
     #[test]
     fn reserved_concurrency_is_its_own_and_the_rest_share_the_account() {
         let limits = LambdaLimits::new(&LimitSettings {
@@ -532,8 +706,16 @@ mod tests {
             ("SECKILL_LAMBDA_TIMEOUTS", "0"),
             ("SECKILL_LAMBDA_CONCURRENCY", "0"),
             ("SECKILL_API_RATE", "0"),
+            ("SECKILL_LAMBDA_SCALING", "0"),
         ]));
         assert!(!off.timeouts && off.account_concurrency == 0);
+        assert_eq!(off.scaling_per_10_seconds, 0);
+        assert!(
+            LambdaLimits::new(&off)
+                .function(Function::Purchase)
+                .scaling
+                .is_none()
+        );
         assert!(ApiThrottle::new(&off).is_none());
         let set = LimitSettings::from_lookup(&env(&[
             ("SECKILL_API_RATE", "20"),

@@ -90,7 +90,9 @@ where
         Err(err) => {
             match err {
                 InvokeError::TimedOut { .. } => bump(&stats.timed_out, 1),
-                InvokeError::Throttled { .. } => bump(&stats.throttled, 1),
+                InvokeError::Throttled { .. } | InvokeError::ScalingThrottled { .. } => {
+                    bump(&stats.throttled, 1)
+                }
             }
             Err(err.to_string())
         }
