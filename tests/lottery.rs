@@ -880,3 +880,92 @@ async fn winners_a_crashed_drawer_never_sent_are_relayed_by_reconcile() {
     }
     assert_eq!(orders.len(), 3);
 }
+
+/// Issue: an operator's end during the window did not stop the draw: a
+/// holder's poll after the window still reserved stock for every ticket.
+#[tokio::test]
+async fn an_ended_sale_does_not_draw() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 1_500;
+    let sale = unique("lot");
+    let (status, made) = client
+        .put_sale(
+            &sale,
+            &sale_body(start, serde_json::json!({"window": 3}), 1),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    until(start).await;
+    take_tickets_over_http(&client, &sale, &["ann", "bob"]).await;
+    let (status, ended) = client
+        .admin("POST", &format!("/admin/sales/{sale}/end"), "")
+        .await;
+    assert_eq!(status, 200, "{ended}");
+    until(start + 3_000).await;
+
+    // Neither a holder's poll, nor a purchase, nor reconcile decides a
+    // ticket: the holders are told the sale ended.
+    for user in ["ann", "bob"] {
+        let (ticket, orders) = ticket_of(&client, &sale, user).await;
+        assert_eq!(ticket["status"], "ENDED", "{user}: {ticket}");
+        assert!(orders.is_empty(), "{user} has orders {orders:?}");
+    }
+    let (status, bought) = client.buy(&sale, "cat").await;
+    assert_eq!(
+        (status, bought["code"].as_str()),
+        (410, Some("SALE_ENDED")),
+        "{bought}"
+    );
+    let (status, report) = client
+        .admin("POST", &format!("/admin/sales/{sale}/reconcile"), "")
+        .await;
+    assert_eq!(status, 200, "{report}");
+    let (stock, resv, buyers, tickets) = held(&stack, &sale).await;
+    assert_eq!(
+        (stock, resv, buyers),
+        (5, 0, 0),
+        "the ended sale drew: {tickets:?}"
+    );
+    assert!(
+        tickets.values().all(|t| !t.contains("\"r\"")),
+        "a ticket was decided: {tickets:?}"
+    );
+    assert_eq!(admin_sale(&client, &sale).await["draw"]["decided"], 0);
+    assert_eq!(
+        report["violations"],
+        serde_json::json!([]),
+        "the invariant checker after the end: {report}"
+    );
+}
+
+/// Issue: a sale could be created whose `endAt` comes before its lottery
+/// window closes (the draw would run after the end).
+#[tokio::test]
+async fn a_sale_cannot_end_before_its_window_closes() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 60_000;
+    let sale = unique("lot");
+    let mut body = sale_body(start, serde_json::json!({"window": 3}), 1);
+    body["endAt"] = clock::rfc3339_ms(start + 2_000).into();
+    let (status, reply) = client.put_sale(&sale, &body).await;
+    assert_eq!(
+        (status, reply["code"].as_str()),
+        (400, Some("INVALID_REQUEST")),
+        "{reply}"
+    );
+    assert!(
+        reply["message"].as_str().unwrap().contains("endAt"),
+        "{reply}"
+    );
+    let (status, _) = client
+        .admin("GET", &format!("/admin/sales/{sale}"), "")
+        .await;
+    assert_eq!(status, 404, "{sale} was written");
+    assert!(meta(&stack, &sale).await.is_empty());
+    // Ending exactly as the window closes is allowed.
+    body["endAt"] = clock::rfc3339_ms(start + 3_000).into();
+    let (status, reply) = client.put_sale(&sale, &body).await;
+    assert_eq!(status, 201, "{reply}");
+}

@@ -26,11 +26,13 @@
 --          {"DONE", total}  the draw is over
 --          {"NO_ORDER"}     the order is not recorded (draw_order.lua first)
 --          {"PAUSED"}       an operator paused the sale: nothing done
+--          {"ENDED"}        the sale has ended (endMs): nothing is decided
+--                           after the end, as no purchase is
 
 local meta_key, stock_key, buyers_key, resv_key, uorders_key, tickets_key, order_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local m = redis.call('HMGET', meta_key, 'drawPos', 'drawDone', 'perUserLimit', 'status',
-  'expireAtMs')
+  'expireAtMs', 'endMs')
 local total = redis.call('LLEN', order_key)
 if m[2] == '1' then
   return {'DONE', tostring(total)}
@@ -45,10 +47,14 @@ end
 if m[4] == 'PAUSED' then
   return {'PAUSED'}
 end
-local n = tonumber(ARGV[2]) or 100
-local sale = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local end_ms = tonumber(m[6])
+if end_ms and now >= end_ms then
+  return {'ENDED'}
+end
+local n = tonumber(ARGV[2]) or 100
+local sale = ARGV[3]
 local expire_at = tonumber(m[5])
 
 local out = {'DECIDED', '', tostring(total)}

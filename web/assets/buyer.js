@@ -114,7 +114,7 @@
     wasUpcoming: false, // this page saw the sale before its start
     failures: 0, // sale polls failed in a row
     // The lottery window (a sale with `admission`): the buyer's ticket
-    // {status TICKET|WON|LOST, quantity, orderId, drawAt} or null; whether
+    // {status TICKET|WON|LOST|ENDED, quantity, orderId, drawAt} or null; whether
     // anything has shown the draw to be over; until when a 503 DRAWING
     // says it runs; how many purchases it has sent back in a row.
     ticket: null,
@@ -884,6 +884,7 @@
     LATE: "No result yet",
     WON: "Drawn: you won",
     LOST: "Not drawn this time",
+    ENDED: "The sale ended before the draw",
   };
 
   function ticketNote(shown) {
@@ -895,6 +896,8 @@
         return "The draw's result has not come in time. Reload the page to ask again.";
       case "WON":
         return "Your order is below: pay for it within its window to keep it.";
+      case "ENDED":
+        return "The sale was ended before your ticket was drawn. Nothing was charged.";
       case "LOST":
         return (
           "The units went to tickets drawn before yours (or you already held your limit). " +
@@ -943,6 +946,9 @@
       case "WON":
         say("You won the draw: confirming your order…", "ok", null, "WON");
         if (idle && !first) ui.order.focus();
+        break;
+      case "ENDED":
+        say("The sale ended before the draw. Nothing was charged.", "warn", null, "ENDED");
         break;
       case "LOST":
         say("Not drawn this time. Nothing was charged.", "warn", null, "LOST");

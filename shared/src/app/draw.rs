@@ -65,6 +65,8 @@ pub enum DrawError {
     WindowOpen,
     #[error("the sale is paused")]
     Paused,
+    #[error("the sale has ended")]
+    Ended,
     #[error("the recorded draw seed is malformed")]
     Seed,
     #[error("the tickets kept changing while the order was recorded")]
@@ -167,6 +169,7 @@ pub async fn run_until<S: DrawStore, Q: OrderQueue>(
             }
             ChunkStep::NoOrder => return Err(DrawError::NotLottery),
             ChunkStep::Paused => return Err(DrawError::Paused),
+            ChunkStep::Ended => return Err(DrawError::Ended),
         }
     }
 }

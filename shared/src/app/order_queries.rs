@@ -164,11 +164,16 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         };
         let mut ticket = lottery.ticket(sale_id, caller).await?;
         let held = |t: &Option<crate::ports::TicketView>| matches!(t, Some(v) if v.status == TicketStatus::Held);
-        if held(&ticket) && clock::now_ms() >= draw_at && lottery.drive(sale_id).await {
+        let now = clock::now_ms();
+        // Nothing is decided after the end, as no purchase is: a ticket
+        // still held then is told the sale ended, and never drives a draw.
+        let ended = now >= sale.end_ms;
+        if held(&ticket) && !ended && now >= draw_at && lottery.drive(sale_id).await {
             ticket = lottery.ticket(sale_id, caller).await?;
         }
         Ok(ticket.map(|t| {
             let (status, order_id) = match &t.status {
+                TicketStatus::Held if ended => ("ENDED", None),
                 TicketStatus::Held => ("TICKET", None),
                 TicketStatus::Won(order_id) => ("WON", Some(order_id.to_string())),
                 TicketStatus::Lost => ("LOST", None),

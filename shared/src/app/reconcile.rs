@@ -190,7 +190,8 @@ where
         Ok(reports)
     }
 
-    /// Finishes a closed lottery window's draw that is not done; whether it
+    /// Finishes a closed lottery window's draw that is not done, unless the
+    /// sale has ended (nothing is decided after the end); whether it
     /// ran (the sale is then read again, so the run judges it as the draw
     /// left it). A sale without a window, or whose draw is over, costs
     /// nothing more: the sale was read already.
@@ -198,7 +199,7 @@ where
         let Some(lottery) = &self.lottery else {
             return false;
         };
-        if sale.window_end_ms().is_none_or(|closes| now_ms < closes) {
+        if sale.window_end_ms().is_none_or(|closes| now_ms < closes) || now_ms >= sale.end_ms {
             return false;
         }
         if matches!(lottery.progress(&sale.sale_id).await, Ok(Some(p)) if p.done) {

@@ -108,6 +108,16 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
     }
     let gate = gate || pow_bits.is_some();
     let admission = parse_admission(obj.get("admission"), shards)?;
+    if let Some(window) = &admission {
+        // The draw runs when the window closes; after the end nothing is
+        // decided, so a window that outlives the sale could never draw.
+        if start_ms + i64::from(window.window_secs) * 1_000 > end_ms {
+            return Err(format!(
+                "endAt must not come before the lottery window closes (startAt + admission.window = {})",
+                clock::rfc3339_ms(start_ms + i64::from(window.window_secs) * 1_000)
+            ));
+        }
+    }
     // The ranges above are all within u32.
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     Ok(Sale {

@@ -83,6 +83,8 @@ pub enum ChunkStep {
     NoOrder,
     /// The sale is paused: nothing done.
     Paused,
+    /// The sale has ended: nothing is decided after the end.
+    Ended,
 }
 
 /// The draw's reads and steps, each one atomic.

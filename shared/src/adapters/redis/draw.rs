@@ -190,6 +190,7 @@ impl DrawStore for RedisStock {
             ["DONE", _] => Ok(ChunkStep::Done),
             ["NO_ORDER"] => Ok(ChunkStep::NoOrder),
             ["PAUSED"] => Ok(ChunkStep::Paused),
+            ["ENDED"] => Ok(ChunkStep::Ended),
             _ => Err(protocol(&reply)),
         }
     }
