@@ -127,6 +127,10 @@ pub struct ReleaseReport {
     pub stopped_early: bool,
 }
 
+/// How often prewarm writes a sale again that changed in the table while
+/// it was writing it ([`Jobs::follow_the_table`]).
+const FOLLOW_ATTEMPTS: usize = 5;
+
 pub struct Jobs<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoOrders> {
     stock: S,
     catalog: C,
@@ -226,6 +230,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             // once: the script answers 410 SALE_ENDED from the next request.
             if self.stock.view(sale_id, None).await?.is_some() {
                 self.stock.load_sale(&sale, now_ms).await?;
+                self.follow_the_table(sale, now_ms).await?;
             }
             return Ok(PrewarmOutcome::Ended);
         }
@@ -239,6 +244,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
                 self.metrics
                     .stock_left(sale_id.as_str(), view.remaining, sale.total_stock);
             }
+            self.follow_the_table(sale, now_ms).await?;
             return Ok(PrewarmOutcome::Refreshed);
         }
         let token = format!("prewarm-{now_ms}-{}", std::process::id());
@@ -249,15 +255,46 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         {
             return Ok(PrewarmOutcome::Busy);
         }
-        let outcome = self.load_from_truth(&sale, counters, now_ms).await;
+        let mut outcome = self.load_from_truth(&sale, counters, now_ms).await;
         if let Ok(PrewarmOutcome::Loaded { .. }) = outcome {
             self.metrics.count(Counter::SalesPrewarmed, 1);
+            if let Err(err) = self.follow_the_table(sale, now_ms).await {
+                outcome = Err(err);
+            }
         }
         if let Err(err) = self.stock.unlock(sale_id, "prewarm", &token).await {
             // It expires by itself; the next run just waits a little.
             tracing::warn!(%sale_id, %err, "could not release the prewarm lock");
         }
         outcome
+    }
+
+    /// Prewarm writes the sale as it read it; an operator's pause, resume,
+    /// end or edit that reached the table after that read would be undone
+    /// by the write (its own Redis step either found no keys, during a
+    /// rebuild, or came before this write). So the table is read again,
+    /// consistently, after the write, and the sale written again until
+    /// what Redis was given is what the table holds: a command that lands
+    /// after the last read applies its own Redis step after this write.
+    async fn follow_the_table(
+        &self,
+        mut written: crate::domain::Sale,
+        now_ms: i64,
+    ) -> Result<(), JobError> {
+        for _ in 0..FOLLOW_ATTEMPTS {
+            let Some((table, _)) = self.catalog.get_record(&written.sale_id).await? else {
+                return Ok(());
+            };
+            if table == written {
+                return Ok(());
+            }
+            self.stock.load_sale(&table, now_ms).await?;
+            written = table;
+        }
+        // Commands faster than a read and a write, for this long: the
+        // next run (and every command's own Redis step) carries on.
+        tracing::warn!(sale_id = %written.sale_id, "the sale kept changing while prewarm wrote it");
+        Ok(())
     }
 
     async fn load_from_truth(

@@ -383,3 +383,149 @@ async fn a_rebuild_does_not_trust_a_zero_count_read_before_the_counts_can_have_c
         }
     );
 }
+
+/// The sales table as a prewarm that read it just before an operator's
+/// command sees it: its first consistent read answers `stale`, every later
+/// one the table as it is.
+struct ReadBeforeTheCommand {
+    table: crate::adapters::memory::MemoryCatalog,
+    stale: std::sync::Mutex<Option<(crate::domain::Sale, SaleCounters)>>,
+}
+
+impl crate::ports::SaleCatalog for ReadBeforeTheCommand {
+    async fn get_sale(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<crate::domain::Sale>, CatalogError> {
+        self.table.get_sale(sale_id).await
+    }
+    async fn list_sales(&self) -> Result<Vec<crate::domain::Sale>, CatalogError> {
+        self.table.list_sales().await
+    }
+}
+
+impl CatalogAdmin for ReadBeforeTheCommand {
+    async fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(crate::domain::Sale, SaleCounters)>, CatalogError> {
+        let stale = self
+            .stale
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match stale {
+            Some(record) => Ok(Some(record)),
+            None => self.table.get_record(sale_id).await,
+        }
+    }
+    async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
+        self.table.mark_loaded(sale_id, now_ms).await
+    }
+    async fn store_report(&self, sale_id: &SaleId, json: &str) -> Result<(), CatalogError> {
+        self.table.store_report(sale_id, json).await
+    }
+    async fn sale_with_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(crate::domain::Sale, Option<String>)>, CatalogError> {
+        self.table.sale_with_report(sale_id).await
+    }
+}
+
+impl Stores {
+    /// Jobs whose prewarm reads the sale as it was before `command` was
+    /// applied to the table (and, through `apply_status`, to Redis).
+    async fn jobs_reading_before(
+        &self,
+        command: impl FnOnce(&mut crate::domain::Sale),
+    ) -> Jobs<
+        crate::adapters::memory::MemoryQueue,
+        crate::adapters::memory::MemoryStock,
+        ReadBeforeTheCommand,
+        crate::adapters::memory::MemoryOrders,
+    > {
+        let before = self
+            .catalog
+            .get_record(self.sale_id())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut after = before.0.clone();
+        command(&mut after);
+        self.catalog.insert(after.clone());
+        self.jobs().apply_status(&after).await.unwrap();
+        Jobs::new(
+            self.stock.clone(),
+            ReadBeforeTheCommand {
+                table: self.catalog.clone(),
+                stale: std::sync::Mutex::new(Some(before)),
+            },
+            self.orders.clone(),
+            Some(self.queue.clone()),
+            Duration::from_secs(300),
+        )
+    }
+}
+
+// A pause that lands between a prewarm's read of the sale and its write to
+// Redis (while the keys are lost, set_status finds none and answers 0) was
+// undone: the rebuild wrote the LIVE it had read.
+#[tokio::test]
+async fn a_pause_during_a_rebuild_is_not_undone() {
+    let w = Stores::new(10, 2);
+    let now = crate::clock::now_ms();
+    let jobs = w.jobs_reading_before(|sale| sale.paused = true).await;
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now).await.unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 10,
+            buyers: 0
+        }
+    );
+    assert!(
+        w.view().await.unwrap().paused,
+        "the rebuild undid the pause"
+    );
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Paused);
+}
+
+// The same for a loaded sale: a refresh that read the sale before a pause
+// (whose own Redis step did apply) wrote the old status back over it.
+#[tokio::test]
+async fn a_pause_during_a_refresh_is_not_undone() {
+    let w = Stores::new(10, 2);
+    let now = crate::clock::now_ms();
+    w.jobs().prewarm_sale(w.sale_id(), now).await.unwrap();
+    let jobs = w.jobs_reading_before(|sale| sale.paused = true).await;
+    assert!(w.view().await.unwrap().paused, "the pause reached Redis");
+    assert_eq!(
+        jobs.prewarm_sale(w.sale_id(), now + 60_000).await.unwrap(),
+        PrewarmOutcome::Refreshed
+    );
+    assert!(
+        w.view().await.unwrap().paused,
+        "the refresh undid the pause"
+    );
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Paused);
+}
+
+// An operator's end, then a scheduled prewarm that had read the sale before
+// it: the old endAt went back to Redis, and the ended sale sold again.
+#[tokio::test]
+async fn an_end_is_not_moved_back_by_a_prewarm_that_read_the_sale_before_it() {
+    let w = Stores::new(10, 2);
+    let now = crate::clock::now_ms();
+    w.jobs().prewarm_sale(w.sale_id(), now).await.unwrap();
+    let ended_at = now - 1;
+    let jobs = w.jobs_reading_before(|sale| sale.end_ms = ended_at).await;
+    // The end's own prewarm.
+    w.jobs().prewarm_sale(w.sale_id(), now + 2).await.unwrap();
+    assert_eq!(w.try_reserve("u1", 1).await, ReserveOutcome::Ended);
+    jobs.prewarm_sale(w.sale_id(), now + 2).await.unwrap();
+    assert_eq!(
+        w.try_reserve("u1", 1).await,
+        ReserveOutcome::Ended,
+        "the ended sale sells again"
+    );
+}
