@@ -106,6 +106,18 @@ else
 end
 local existing = redis.call('HGET', resv_key, order_id)
 if existing then
+  if idem ~= '' then
+    local resv = cjson.decode(existing)
+    if resv.state == 'QUEUED' and not resv.replayed then
+      -- This retry is answered 202 while the first request may still be
+      -- sending: if that send is refused, its release must not take back
+      -- what this answer promised (release.lua refuses a replayed
+      -- reservation; reconcile relays it).
+      resv.replayed = 1
+      existing = cjson.encode(resv)
+      redis.call('HSET', resv_key, order_id, existing)
+    end
+  end
   return {'REPLAY', order_id, existing}
 end
 

@@ -3,7 +3,8 @@
 -- KEYS as in purchase.lua (meta, stock, buyers, resv, userorders).
 -- ARGV[1] orderId
 --
--- Only a reservation still in state QUEUED is released: once its order is
+-- Only a reservation still in state QUEUED, and never answered to a keyed
+-- retry (`replayed`), is released: once its order is
 -- written, its units belong to the order and only the unpaid-release path
 -- may return them. The stock goes back capped at the sale's total, so a
 -- double release can never create units.
@@ -30,6 +31,11 @@ end
 local resv = cjson.decode(raw)
 if resv.state ~= 'QUEUED' then
   return {'NOT_RELEASABLE', tostring(resv.state)}
+end
+if resv.replayed then
+  -- A keyed retry was answered 202 with it (purchase.lua): it is an
+  -- accepted order now, whatever this caller's send did.
+  return {'NOT_RELEASABLE', 'REPLAYED'}
 end
 local qty = tonumber(resv.quantity) or 0
 local user = tostring(resv.userId)

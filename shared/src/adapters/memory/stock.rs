@@ -19,46 +19,17 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// A reservation's state, as the scripts write it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Queued,
-    Written,
-    Rejected,
-    Expired,
-}
-
-impl State {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "QUEUED",
-            Self::Written => "WRITTEN",
-            Self::Rejected => "REJECTED",
-            Self::Expired => "EXPIRED",
-        }
-    }
-
-    fn parse(raw: &str) -> Result<Self, StoreError> {
-        Ok(match raw {
-            "QUEUED" => Self::Queued,
-            "WRITTEN" => Self::Written,
-            "REJECTED" => Self::Rejected,
-            "EXPIRED" => Self::Expired,
-            other => return Err(StoreError::Protocol(format!("reservation state {other:?}"))),
-        })
-    }
-
-    /// On the buyer's list: what `holding.lua` reads.
-    fn live(self) -> bool {
-        matches!(self, Self::Queued | Self::Written)
-    }
-}
+mod state;
+use state::State;
 
 #[derive(Debug, Clone)]
 struct Held {
     user: String,
     reservation: Reservation,
     state: State,
+    /// A keyed retry was answered with it while `Queued` (purchase.lua's
+    /// `replayed`): release.lua no longer gives it back.
+    replayed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -231,8 +202,9 @@ impl StockStore for MemoryStock {
             .idempotency_key
             .map(|k| derived_order_id('k', req.sale_id, req.user_id, k.as_str()));
         if let Some(Ok(id)) = &keyed_id
-            && let Some(held) = s.resv.get(id)
+            && let Some(held) = s.resv.get_mut(id)
         {
+            held.replayed |= held.state == State::Queued;
             return Ok(ReserveOutcome::Replayed(held.reservation.clone()));
         }
         if s.paused {
@@ -292,6 +264,7 @@ impl StockStore for MemoryStock {
                 user,
                 reservation: reservation.clone(),
                 state: State::Queued,
+                replayed: false,
             },
         );
         Ok(ReserveOutcome::Reserved(reservation))
@@ -308,7 +281,7 @@ impl StockStore for MemoryStock {
         };
         match s.resv.get(order_id) {
             None => return Ok(ReleaseOutcome::NotFound),
-            Some(held) if held.state != State::Queued => {
+            Some(held) if held.state != State::Queued || held.replayed => {
                 return Ok(ReleaseOutcome::NotReleasable);
             }
             Some(_) => {}
@@ -474,6 +447,7 @@ impl StockAdmin for MemoryStock {
                     user,
                     reservation,
                     state,
+                    replayed: false,
                 },
             );
         }
@@ -511,6 +485,7 @@ impl StockAdmin for MemoryStock {
                         user: user_id.to_owned(),
                         reservation,
                         state: State::Expired,
+                        replayed: false,
                     },
                 );
             }

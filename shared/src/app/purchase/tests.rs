@@ -267,3 +267,61 @@ async fn after_a_sell_out_keyed_requests_are_answered_from_memory_unless_their_k
     assert_eq!((again.order_id, again.replayed), (won.order_id, true));
     assert_eq!(w.service.sold_out_fast_path_hits(), hits + 5);
 }
+
+/// A queue whose first send waits for the test, then is refused for good
+/// (`SendError::Rejected`); later sends go through.
+#[derive(Clone, Default)]
+struct RefusedAfterAWait {
+    entered: std::sync::Arc<tokio::sync::Notify>,
+    go: std::sync::Arc<tokio::sync::Notify>,
+    sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl OrderQueue for RefusedAfterAWait {
+    async fn send(&self, _message: &OrderMessage) -> Result<(), SendError> {
+        if self.sends.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.entered.notify_one();
+            self.go.notified().await;
+            return Err(SendError::Rejected("queue refuses".into()));
+        }
+        Ok(())
+    }
+}
+
+// A keyed retry that arrived while the first request's send was being
+// refused was answered 202 (REPLAY); the first request's refusal then
+// deleted the reservation and answered 503: an accepted order that would
+// never exist.
+#[tokio::test]
+async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
+    let stock = MemoryStock::default();
+    stock.load(test_sale("s", 10, 1).unwrap());
+    let queue = RefusedAfterAWait::default();
+    let service = std::sync::Arc::new(PurchaseService::new(
+        stock.clone(),
+        queue.clone(),
+        MemoryCatalog::default(),
+    ));
+    let first = tokio::spawn({
+        let service = service.clone();
+        async move { service.purchase(&request("s", "u", 1, Some("k1"))).await }
+    });
+    queue.entered.notified().await;
+    let retry = service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .expect("the retry is answered 202");
+    assert!(retry.replayed);
+    queue.go.notify_one();
+    let first = first.await.unwrap();
+    let sale = SaleId::parse("s").unwrap();
+    // What the retry promised holds: the reservation stays for reconcile
+    // to relay, its unit still taken, and the first request says so too.
+    assert_eq!(
+        stock.reservations_of(&sale),
+        1,
+        "the replayed reservation was released (first answered {first:?})"
+    );
+    assert_eq!(stock.stock_of(&sale), Some(9));
+    assert_eq!(first.map(|a| a.order_id).ok(), Some(retry.order_id));
+}
