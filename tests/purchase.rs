@@ -709,7 +709,6 @@ async fn defect4_a_send_is_definite_only_if_no_attempt_could_have_reached_the_qu
 
 #[tokio::test]
 async fn sold_out_is_answered_from_memory_and_rearmed_when_stock_comes_back() {
-    use seckill_shared::ports::StockStore;
     let app = App::spawn().await;
     let sale = live_sale(2, 1);
     app.open_sale(&sale).await;
