@@ -395,3 +395,271 @@ async fn a_lost_sale_sells_again_within_seconds() {
     println!("lost sale: first 202 after {:?}", lost.elapsed());
     assert_eq!(client.buy(&id, "a").await.1["code"], "LIMIT_EXCEEDED");
 }
+
+/// On AWS a single write to an item a transaction holds is refused
+/// (`TransactionConflictException`), and during a sale the order-writer's
+/// transactions hold the sale item most of the time: an operator's pause,
+/// the audit entry, prewarm's mark and reconcile's report all meet one.
+/// Each must wait the transaction out, not fail (a pause answered 503 is a
+/// pause not obeyed). The layer holds one transaction open for seconds, for
+/// certain, however fast or slow the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_command_meeting_a_writers_transaction_waits_it_out() {
+    use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+    use seckill_infra::strict::{self, StrictSettings};
+    use seckill_shared::adapters::aws;
+    use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+
+    let app = seckill_tests::App::spawn().await;
+    let sale = seckill_tests::live_sale(10, 1);
+    assert!(app.catalog.create_sale(&sale).await.unwrap());
+    let emulator = std::env::var("SECKILL_EMULATOR_URL")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .expect("make test exports SECKILL_EMULATOR_URL");
+    let mut settings = StrictSettings::lenient();
+    settings.dynamo.transaction_hold = Duration::from_secs(60);
+    settings.dynamo.transaction_latency = Duration::from_secs(2);
+    let layer = strict::start("127.0.0.1:0", &emulator, settings)
+        .await
+        .expect("the strict layer starts");
+    // A function's own client: the SDK's retries as deployed.
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(30))
+        .endpoint_url(layer.url())
+        .load()
+        .await;
+    let db = aws::dynamodb(&sdk);
+    let catalog = DynamoCatalog::new(db.clone(), &app.config.sales_table);
+
+    let hold = || {
+        let (db, table, id) = (
+            db.clone(),
+            app.config.sales_table.clone(),
+            sale.sale_id.to_string(),
+        );
+        tokio::spawn(async move {
+            db.transact_write_items()
+                .transact_items(
+                    TransactWriteItem::builder()
+                        .update(
+                            Update::builder()
+                                .table_name(table)
+                                .key("saleId", AttributeValue::S(id))
+                                .update_expression("ADD sold :zero")
+                                .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+                                .build()
+                                .unwrap(),
+                        )
+                        .build(),
+                )
+                .send()
+                .await
+                .map(|_| ())
+        })
+    };
+    let in_flight = || async {
+        let tally = layer.tally.clone();
+        let seen = eventually(Duration::from_secs(30), || {
+            let tally = tally.clone();
+            async move {
+                tally
+                    .transactions_in_flight
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    == 1
+            }
+        })
+        .await;
+        assert!(seen, "the writer's transaction never reached the layer");
+    };
+
+    let writer = hold();
+    in_flight().await;
+    let before = catalog.set_paused(&sale.sale_id, true).await;
+    assert!(
+        matches!(before, Ok(Some(_))),
+        "the pause met the writer's transaction: {before:?}"
+    );
+    writer.await.unwrap().unwrap();
+
+    let writer = hold();
+    in_flight().await;
+    let appended = catalog
+        .append_audit(&sale.sale_id, &json!({"action": "pause"}))
+        .await;
+    assert!(appended.is_ok(), "the audit entry: {appended:?}");
+    writer.await.unwrap().unwrap();
+
+    let writer = hold();
+    in_flight().await;
+    let marked = catalog.mark_loaded(&sale.sale_id, clock::now_ms()).await;
+    assert!(marked.is_ok(), "prewarm's mark: {marked:?}");
+    writer.await.unwrap().unwrap();
+
+    let writer = hold();
+    in_flight().await;
+    let stored = catalog.store_report(sale.sale_id.as_str(), "{}").await;
+    assert!(stored.is_ok(), "reconcile's report: {stored:?}");
+    writer.await.unwrap().unwrap();
+
+    let (now, _) = app
+        .catalog
+        .get_record(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(now.paused, "the pause was not kept");
+}
+
+/// Approximately DynamoDB's size of an item: names and values, as its
+/// documentation counts them (numbers as their digits, close enough here).
+fn item_bytes(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> usize {
+    use aws_sdk_dynamodb::types::AttributeValue as V;
+    fn value(v: &V) -> usize {
+        match v {
+            V::S(s) | V::N(s) => s.len(),
+            V::B(b) => b.as_ref().len(),
+            V::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            V::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+            V::Ss(l) | V::Ns(l) => l.iter().map(String::len).sum(),
+            _ => 1,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
+/// Every order transaction updates the sale item, DynamoDB charges a
+/// write unit per KB of it and refuses items over 400 KB: the item must
+/// not grow with the sale's history. Forty admin actions and reports
+/// later it is the size it was at its creation, and the whole trail is
+/// still there, paged, oldest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_sale_item_does_not_grow_with_its_history() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("small");
+    let now = clock::now_ms();
+    let (status, reply) = client
+        .put_sale(&id, &sale_json(20, 1, now - 1_000, now + 3_600_000))
+        .await;
+    assert_eq!(status, 201, "{reply}");
+    let sdk = seckill_shared::adapters::aws::loader(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(30),
+    )
+    .load()
+    .await;
+    let db = seckill_shared::adapters::aws::dynamodb(&sdk);
+    let size = || async {
+        let item = db
+            .get_item()
+            .table_name(&stack.config.sales_table)
+            .key(
+                "saleId",
+                aws_sdk_dynamodb::types::AttributeValue::S(id.clone()),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the sale item");
+        item_bytes(&item)
+    };
+    assert_eq!(client.buy(&id, "a").await.0, 202);
+    until_written(&client, &id, "a").await;
+    let at_start = size().await;
+
+    for _ in 0..18 {
+        for action in ["pause", "resume"] {
+            let (status, reply) = client
+                .admin("POST", &format!("/admin/sales/{id}/{action}"), "")
+                .await;
+            assert_eq!(status, 200, "{action}: {reply}");
+        }
+    }
+    for _ in 0..3 {
+        let (status, reply) = client
+            .admin("POST", &format!("/admin/sales/{id}/reconcile"), "")
+            .await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    let after = size().await;
+    // The counters' digits and the version may move; nothing grows.
+    assert!(
+        after <= at_start + 16,
+        "the sale item grew from {at_start} to {after} bytes"
+    );
+
+    // The whole trail, seven at a time.
+    let mut actions = Vec::new();
+    let mut seqs = Vec::new();
+    let mut path = format!("/admin/sales/{id}/audit?limit=7");
+    loop {
+        let (status, page) = client.admin("GET", &path, "").await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page["entries"].as_array().unwrap().len() <= 7, "{page}");
+        for e in page["entries"].as_array().unwrap() {
+            actions.push(e["action"].as_str().unwrap().to_owned());
+            seqs.push(e["seq"].as_u64().unwrap());
+        }
+        match page["next"].as_u64() {
+            Some(next) => path = format!("/admin/sales/{id}/audit?after={next}&limit=7"),
+            None => {
+                assert_eq!(page["total"].as_u64(), Some(40), "{page}");
+                break;
+            }
+        }
+    }
+    assert_eq!(seqs, (1..=40).collect::<Vec<u64>>());
+    assert_eq!(actions[0], "create");
+    assert_eq!(actions[1..37].iter().filter(|a| *a == "pause").count(), 18);
+    assert_eq!(actions[37..], ["reconcile", "reconcile", "reconcile"]);
+    let (_, newest) = client
+        .admin("GET", &format!("/admin/sales/{id}/audit?last=3"), "")
+        .await;
+    let newest: Vec<u64> = newest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(newest, [38, 39, 40]);
+    // The last report is still one read away, and the listing is only sales.
+    let (status, report) = client
+        .admin("GET", &format!("/admin/sales/{id}/report"), "")
+        .await;
+    assert_eq!(
+        (status, report["saleId"].as_str()),
+        (200, Some(id.as_str()))
+    );
+    let (_, listing) = client.admin("GET", "/admin/sales", "").await;
+    let listed: Vec<&str> = listing["sales"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["saleId"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&id.as_str()), "{listing}");
+    assert!(listed.iter().all(|s| !s.contains('#')), "{listing}");
+
+    // Bad input: a clear 400, nothing else.
+    for query in [
+        "limit=0",
+        "limit=101",
+        "after=x",
+        "last=3&after=1",
+        "last=-1",
+    ] {
+        let (status, reply) = client
+            .admin("GET", &format!("/admin/sales/{id}/audit?{query}"), "")
+            .await;
+        assert_eq!(
+            (status, code(&reply)),
+            (400, "INVALID_REQUEST"),
+            "{query}: {reply}"
+        );
+    }
+    let (status, _) = client.admin("GET", "/admin/sales/nope/audit", "").await;
+    assert_eq!(status, 404);
+}

@@ -575,7 +575,7 @@
   async function loadAudit() {
     if (!state.session) return;
     const watching = state.watch;
-    const reply = await call(salePath("/audit"));
+    const reply = await call(salePath("/audit?last=20"));
     if (watching !== state.watch || !reply.ok || !reply.body) return;
     const entries = (reply.body.entries || []).slice().reverse();
     ui.audit.textContent = "";

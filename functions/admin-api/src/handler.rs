@@ -4,7 +4,7 @@
 
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
-use seckill_shared::adapters::dynamo::catalog::Upsert;
+use seckill_shared::adapters::dynamo::catalog::{AUDIT_PAGE_MAX, AuditRange, Upsert};
 use seckill_shared::app::jobs::PrewarmOutcome;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
@@ -190,13 +190,21 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             Ok(http::json(200, &body))
         }
         "GET /admin/sales/{saleId}/audit" => {
-            let entries = jobs
+            let range = audit_range(req.uri().query().unwrap_or_default())?;
+            let page = jobs
                 .catalog()
-                .audit(&sale_id)
+                .audit(&sale_id, range)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            Ok(http::json(200, &serde_json::json!({ "entries": entries })))
+            Ok(http::json(
+                200,
+                &serde_json::json!({
+                    "entries": page.entries,
+                    "total": page.total,
+                    "next": page.next,
+                }),
+            ))
         }
         // Payments owed back to buyers (seckill_shared::app::payments).
         "GET /admin/sales/{saleId}/refunds" => {
@@ -326,6 +334,42 @@ pub(crate) async fn audit(
     tracing::info!(target: "audit", %sale_id, actor = actor.as_str(), action, entry = %entry, "admin action");
     if let Err(err) = jobs.catalog().append_audit(sale_id, &entry).await {
         tracing::warn!(%sale_id, %err, "could not keep the audit entry with the sale");
+    }
+}
+
+/// `?after=N&limit=M` (a page after entry N, default from the first) or
+/// `?last=M` (the newest M), M from 1 to [`AUDIT_PAGE_MAX`] (default the
+/// most).
+fn audit_range(query: &str) -> Result<AuditRange, ApiError> {
+    let bad = |why: String| ApiError::InvalidRequest(why);
+    let (mut after, mut limit, mut last) = (None, None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let slot = match name {
+            "after" => &mut after,
+            "limit" => &mut limit,
+            "last" => &mut last,
+            _ => continue,
+        };
+        *slot = Some(
+            value
+                .parse::<u64>()
+                .map_err(|_| bad(format!("{name} must be a whole number, not {value:?}")))?,
+        );
+    }
+    let page_size = |name: &str, n: u64| {
+        u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=AUDIT_PAGE_MAX).contains(n))
+            .ok_or_else(|| bad(format!("{name} must be from 1 to {AUDIT_PAGE_MAX}")))
+    };
+    match (after, limit, last) {
+        (None, None, Some(n)) => Ok(AuditRange::Last(page_size("last", n)?)),
+        (_, _, Some(_)) => Err(bad("last cannot be combined with after or limit".into())),
+        (after, limit, None) => Ok(AuditRange::After {
+            after: after.unwrap_or(0),
+            limit: page_size("limit", limit.unwrap_or(u64::from(AUDIT_PAGE_MAX)))?,
+        }),
     }
 }
 

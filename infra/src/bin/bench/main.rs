@@ -78,7 +78,7 @@
 //! of `SECKILL_EMULATOR_URL`, default knobs) and once on the emulator
 //! itself: orders/s, p99 from `reservedAt` to written, transaction
 //! conflicts retried, DLQ messages and `REJECTED` orders (both must be 0),
-//! and the sale item's size.
+//! and the sale item's size after a long admin history (it must not grow).
 //!
 //! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
 //! (256), `--drain-orders N` (10000), `--skip-sqs`, `--skip-drain`,

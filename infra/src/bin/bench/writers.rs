@@ -50,6 +50,11 @@ const VISIBILITY_SECS: u32 = 20;
 /// after the timeout, so one empty read between two is not the end.
 const EMPTY_POLLS: u32 = 3;
 const POLL: Duration = Duration::from_millis(200);
+/// Admin actions (audit entries) and reconcile reports written for the sale
+/// before its drain: a long operator history, which must not make the hot
+/// sale item any larger (each order transaction pays per KB of it).
+const ADMIN_HISTORY: u32 = 300;
+const REPORTS: u32 = 10;
 
 /// Where a run's writers send their calls.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -100,6 +105,9 @@ struct WritersRow {
     statuses: BTreeMap<String, u64>,
     available: i64,
     sold: i64,
+    /// The sale item's size at its creation, and after the history and
+    /// the drain.
+    sale_item_bytes_created: usize,
     sale_item_bytes: usize,
     write_requests: u64,
     counts: EventSourceCounts,
@@ -186,9 +194,10 @@ async fn run(
     .await?;
     let queue_arn = event_source::queue_arn(&sqs, &queues.orders_url).await?;
     let sale = test_sale(&name, env.orders, 1)?;
-    DynamoCatalog::new(db.clone(), &sales_table)
-        .create_sale(&sale)
-        .await?;
+    let catalog = DynamoCatalog::new(db.clone(), &sales_table);
+    catalog.create_sale(&sale).await?;
+    let sale_item_bytes_created = item_size(&sale_item(&direct_db, &sales_table, &sale).await?);
+    admin_history(&catalog, &sale).await?;
     // Live in Redis as in a real sale; the messages skip the purchase, so
     // there are no reservations for the writer to mark.
     RedisStock::connect_lazy(env.redis_url, REDIS_TIMEOUT)?
@@ -282,6 +291,7 @@ async fn run(
         statuses,
         available,
         sold,
+        sale_item_bytes_created,
         sale_item_bytes: item_size(&sale_item),
         write_requests: writer
             .orders()
@@ -295,6 +305,13 @@ async fn run(
         failures.push(format!(
             "{label}: {left} messages still queued after {} s ({counts}){last_error}",
             (deadline - started).as_secs()
+        ));
+    }
+    // The counters' digits and the version may move; nothing may grow.
+    if row.sale_item_bytes > row.sale_item_bytes_created + 32 {
+        failures.push(format!(
+            "{label}: the sale item grew from {} to {} bytes with its history",
+            row.sale_item_bytes_created, row.sale_item_bytes
         ));
     }
     if dlq != 0 {
@@ -493,6 +510,32 @@ async fn statuses(
     }
 }
 
+/// [`ADMIN_HISTORY`] audit entries (pauses and resumes, as the console
+/// writes them) and [`REPORTS`] reconcile reports of a few KB each.
+async fn admin_history(catalog: &DynamoCatalog, sale: &Sale) -> Result<(), BoxError> {
+    for n in 0..ADMIN_HISTORY {
+        let action = if n % 2 == 0 { "pause" } else { "resume" };
+        let entry = serde_json::json!({
+            "at": clock::now_ms(),
+            "by": "bench-operator",
+            "action": action,
+            "before": {"status": "LIVE"},
+            "after": {"status": if n % 2 == 0 { "PAUSED" } else { "LIVE" }},
+        });
+        catalog.append_audit(&sale.sale_id, &entry).await?;
+    }
+    let violations: Vec<_> = (0..40)
+        .map(|n| serde_json::json!({"kind": "STALE_RESERVATION", "orderId": format!("o{n:030}")}))
+        .collect();
+    for _ in 0..REPORTS {
+        let report = serde_json::json!({"saleId": sale.sale_id.as_str(), "violations": violations});
+        catalog
+            .store_report(sale.sale_id.as_str(), &report.to_string())
+            .await?;
+    }
+    Ok(())
+}
+
 async fn sale_item(
     db: &aws_sdk_dynamodb::Client,
     table: &str,
@@ -542,7 +585,7 @@ fn print(rows: &[WritersRow]) {
     let ms = |v: Option<i64>| v.map_or_else(|| "-".into(), |v| v.to_string());
     println!();
     println!(
-        "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13} {:>5} {:>9} {:>10}",
+        "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13} {:>5} {:>9} {:>16}",
         "order-writer, 5 writers, 1 sale",
         "orders",
         "orders/s",
@@ -561,7 +604,7 @@ fn print(rows: &[WritersRow]) {
             |l| format!("{}/{}/{}", l.conflicts, l.throttles, l.duplicates),
         );
         println!(
-            "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13.2} {:>5} {:>9} {:>10}",
+            "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13.2} {:>5} {:>9} {:>16}",
             row.target.label(),
             row.orders,
             row.wall.map_or_else(
@@ -575,7 +618,7 @@ fn print(rows: &[WritersRow]) {
             row.write_requests as f64 / f64::from(row.orders),
             row.dlq,
             row.status("REJECTED"),
-            row.sale_item_bytes,
+            format!("{} -> {}", row.sale_item_bytes_created, row.sale_item_bytes),
         );
     }
     println!();
@@ -583,7 +626,7 @@ fn print(rows: &[WritersRow]) {
         "Each row: that many order messages of one sale (one unit each, distinct users, reservedAt the moment its SendMessageBatch left) sent by one sender to a fresh queue while the template's order-writer mapping drains it: 5 pollers (ScalingConfig.MaximumConcurrency and ReservedConcurrentExecutions), batches of 10, 1 s window; fresh tables, a sale of exactly that many units."
     );
     println!(
-        "orders/s: orders from the first send to the last order written; p50/p99: reservedAt (the purchase's 202) to the end of the writer's invocation that wrote the order, queueing included; conflicts: the writer's TransactionConflictsRetried (writes sent again after a conflict or throttle); layer: what the strict layer cancelled for a conflict / throttled / delivered twice; writes/order: the writer's DynamoDB write requests per order (0.10 would be one transaction per batch of 10); sale bytes: the sale item's size after the drain (attribute names plus values, as DynamoDB counts it against 400 KB)."
+        "orders/s: orders from the first send to the last order written; p50/p99: reservedAt (the purchase's 202) to the end of the writer's invocation that wrote the order, queueing included; conflicts: the writer's TransactionConflictsRetried (writes sent again after a conflict or throttle); layer: what the strict layer cancelled for a conflict / throttled / delivered twice; writes/order: the writer's DynamoDB write requests per order (0.10 would be one transaction per batch of 10); sale bytes: the sale item's size at its creation -> after {ADMIN_HISTORY} audit entries, {REPORTS} reconcile reports and the drain (attribute names plus values, as DynamoDB counts it against 400 KB and per KB of every write); only the counters' digits may move."
     );
     println!(
         "DLQ and REJECTED must be 0 on both (the run fails otherwise): contention must cost time, never an order."

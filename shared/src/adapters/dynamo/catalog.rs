@@ -6,8 +6,11 @@
 //! without a price), `admissionWindow` (seconds) and `drawSeed` (64 hex
 //! digits) for a sale with a lottery window (NULL or absent without one),
 //! and the counters `available` and `sold`, which only conditional updates
-//! change (`available >= :q`).
+//! change (`available >= :q`). The item stays that size whatever happens
+//! to the sale: its audit trail and last report are items of their own
+//! beside it ([`history`]).
 
+use super::contention::through_contention;
 use crate::clock;
 use crate::domain::draw::DrawSeed;
 use crate::domain::money::{Currency, Money};
@@ -16,7 +19,11 @@ use crate::domain::{Admission, Sale, SaleId};
 use crate::ports::{CatalogError, SaleCatalog};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
+use history::is_sale_key;
+pub use history::{AUDIT_PAGE_MAX, AuditPage, AuditRange};
 use std::collections::HashMap;
+
+mod history;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -37,14 +44,13 @@ impl DynamoCatalog {
     /// Creates the sale item if it does not exist; returns false when it did
     /// (its counters are never reset by a second create).
     pub async fn create_sale(&self, sale: &Sale) -> Result<bool, CatalogError> {
-        let result = self
+        let request = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(sale_to_item(sale)))
-            .condition_expression("attribute_not_exists(saleId)")
-            .send()
-            .await;
+            .condition_expression("attribute_not_exists(saleId)");
+        let result = through_contention(|| request.clone().send()).await;
         match result {
             Ok(_) => Ok(true),
             Err(err)
@@ -111,7 +117,8 @@ impl DynamoCatalog {
                 .client
                 .scan()
                 .table_name(&self.table)
-                // Not the audit trail or the last report: they can be large.
+                // What a listing shows; the history items beside the sales
+                // (see `history`) are filtered out below.
                 .projection_expression(LISTED.map(|(alias, _)| alias).join(", "))
                 .set_expression_attribute_names(Some(
                     LISTED
@@ -123,7 +130,7 @@ impl DynamoCatalog {
                 .send()
                 .await
                 .map_err(unavailable)?;
-            for item in out.items() {
+            for item in out.items().iter().filter(|i| is_sale_key(i)) {
                 match sale_from_item(item).and_then(|s| Ok((s, counters_from_item(item)?))) {
                     Ok(record) => records.push(record),
                     Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
@@ -163,7 +170,7 @@ impl DynamoCatalog {
         }
         let item = sale_to_item(sale);
         let get = |k: &str| item.get(k).cloned().unwrap_or(AttributeValue::Null(true));
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -193,9 +200,8 @@ impl DynamoCatalog {
             .expression_attribute_values(
                 ":version",
                 AttributeValue::N(counters.version.to_string()),
-            )
-            .send()
-            .await;
+            );
+        let result = through_contention(|| request.clone().send()).await;
         match result {
             Ok(_) => Ok((Upsert::Updated, Some(current))),
             Err(err)
@@ -216,7 +222,7 @@ impl DynamoCatalog {
         sale_id: &SaleId,
         paused: bool,
     ) -> Result<Option<Sale>, CatalogError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -224,9 +230,8 @@ impl DynamoCatalog {
             .update_expression("SET paused = :p")
             .condition_expression("attribute_exists(saleId)")
             .expression_attribute_values(":p", AttributeValue::Bool(paused))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-            .send()
-            .await;
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
+        let result = through_contention(|| request.clone().send()).await;
         match result {
             Ok(out) => out.attributes.as_ref().map(sale_from_item).transpose(),
             Err(err)
@@ -239,61 +244,6 @@ impl DynamoCatalog {
             Err(err) => Err(unavailable(err)),
         }
     }
-
-    /// Appends one entry (a JSON object) to the sale's audit trail
-    /// (`audit`, a list on the sale item: an item holds up to 400 KB, about
-    /// a thousand entries).
-    pub async fn append_audit(
-        &self,
-        sale_id: &SaleId,
-        entry: &serde_json::Value,
-    ) -> Result<(), CatalogError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .update_expression("SET audit = list_append(if_not_exists(audit, :none), :entry)")
-            .condition_expression("attribute_exists(saleId)")
-            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
-            .expression_attribute_values(
-                ":entry",
-                AttributeValue::L(vec![AttributeValue::S(entry.to_string())]),
-            )
-            .send()
-            .await
-            .map_err(unavailable)?;
-        Ok(())
-    }
-
-    /// The sale's audit trail, oldest first; `None` when there is no sale.
-    pub async fn audit(
-        &self,
-        sale_id: &SaleId,
-    ) -> Result<Option<Vec<serde_json::Value>>, CatalogError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .projection_expression("saleId, audit")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        let Some(item) = out.item else {
-            return Ok(None);
-        };
-        Ok(Some(match item.get("audit") {
-            Some(AttributeValue::L(entries)) => entries
-                .iter()
-                .filter_map(|e| match e {
-                    AttributeValue::S(raw) => serde_json::from_str(raw).ok(),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }))
-    }
 }
 
 impl DynamoCatalog {
@@ -302,7 +252,7 @@ impl DynamoCatalog {
     /// before. Written before the keys exist: a purchase needs the keys, so
     /// a sale never marked can have no accepted purchase on its way.
     pub async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
-        let out = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -312,8 +262,8 @@ impl DynamoCatalog {
             .expression_attribute_values(":now", AttributeValue::N(now_ms.to_string()))
             // The whole old item: UPDATED_OLD may leave out an attribute set
             // to the value it already had (the emulator does).
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-            .send()
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
+        let out = through_contention(|| request.clone().send())
             .await
             .map_err(unavailable)?;
         Ok(out
@@ -321,23 +271,8 @@ impl DynamoCatalog {
             .is_some_and(|old| old.contains_key("loadedAtMs")))
     }
 
-    /// Keeps the last reconciliation report (JSON) on the sale item.
-    pub async fn store_report(&self, sale_id: &str, json: &str) -> Result<(), CatalogError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("saleId", AttributeValue::S(sale_id.to_owned()))
-            .update_expression("SET lastReport = :r")
-            .condition_expression("attribute_exists(saleId)")
-            .expression_attribute_values(":r", AttributeValue::S(json.to_owned()))
-            .send()
-            .await
-            .map_err(unavailable)?;
-        Ok(())
-    }
-
-    /// A sale and its last reconciliation report (JSON, if any) in one
-    /// read; `None` when the sale does not exist.
+    /// A sale and its last reconciliation report (JSON, if any); `None`
+    /// when the sale does not exist.
     pub async fn sale_with_report(
         &self,
         sale_id: &SaleId,
@@ -353,28 +288,8 @@ impl DynamoCatalog {
         let Some(item) = out.item else {
             return Ok(None);
         };
-        let report = match item.get("lastReport") {
-            Some(AttributeValue::S(json)) => Some(json.clone()),
-            _ => None,
-        };
-        Ok(Some((sale_from_item(&item)?, report)))
-    }
-
-    /// The last reconciliation report, if any.
-    pub async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .projection_expression("lastReport")
-            .send()
-            .await
-            .map_err(unavailable)?;
-        Ok(out.item.and_then(|item| match item.get("lastReport") {
-            Some(AttributeValue::S(json)) => Some(json.clone()),
-            _ => None,
-        }))
+        let sale = sale_from_item(&item)?;
+        Ok(Some((sale, self.last_report(sale_id).await?)))
     }
 }
 
@@ -415,7 +330,7 @@ impl SaleCatalog for DynamoCatalog {
                         aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
                     )
                 })?;
-            for item in out.items() {
+            for item in out.items().iter().filter(|i| is_sale_key(i)) {
                 match sale_from_item(item) {
                     Ok(sale) => sales.push(sale),
                     Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),

@@ -10,6 +10,7 @@
 //!   write of their order, and their records; the refunds of a sale.
 
 pub mod catalog;
+mod contention;
 pub mod order_index;
 pub mod orders;
 pub mod payments;
