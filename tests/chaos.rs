@@ -498,6 +498,8 @@ impl Stores {
             secrets: Default::default(),
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
+            // No payment provider here: the stand-in pays any order.
+            stand_in_payments: seckill_shared::config::StandInPayments::Any,
         };
         let mut sale = live_sale(stock, 1);
         tweak(&mut sale);

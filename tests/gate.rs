@@ -541,3 +541,132 @@ async fn a_proof_of_work_lottery_sale_gives_a_ticket_only_for_a_solution() {
     let (_, mine) = client.my_orders(&sale, "alice").await;
     assert_eq!(mine["ticket"]["status"], "TICKET", "{mine}");
 }
+
+/// Issue 27, item 9: a pass buys once (`sale:{S}:gateused`), but the
+/// rebuild of a lost sale did not restore which passes were used: after
+/// Redis lost the sale and prewarm rebuilt it from the ledger, the same
+/// pass bought a second unit. A pass issued before the rebuild is refused
+/// now (`403 GATE_REQUIRED`: the buyer answers a new question), and a pass
+/// issued after it buys once.
+#[tokio::test]
+async fn a_used_pass_does_not_buy_again_after_a_rebuild() {
+    let stack = LocalStack::start().await;
+    let tokens = TokenSettings::from_env();
+    let admin = format!("Bearer {}", tokens.mint("ops", true, 300).unwrap());
+    let alice = format!("Bearer {}", tokens.mint("alice", false, 300).unwrap());
+    let now = clock::now_ms();
+    let sale = unique("gated");
+    let body = serde_json::json!({
+        "name": "Gated", "totalStock": 10, "startAt": clock::rfc3339_ms(now - 1_000),
+        "endAt": clock::rfc3339_ms(now + 3_600_000), "perUserLimit": 2, "gate": true,
+    });
+    let (status, reply) = stack
+        .request(
+            "PUT",
+            &format!("/admin/sales/{sale}"),
+            &[("authorization", &admin)],
+            &body.to_string(),
+        )
+        .await;
+    assert_eq!(status, 201, "{reply}");
+    let pass = || {
+        let (stack, sale, alice) = (&stack, &sale, &alice);
+        async move {
+            let (status, question) = stack
+                .request(
+                    "GET",
+                    &format!("/sales/{sale}/challenge"),
+                    &[("authorization", alice)],
+                    "",
+                )
+                .await;
+            assert_eq!(status, 200, "{question}");
+            let right = solve(question["question"].as_str().unwrap());
+            let (status, pass) = stack
+                .request(
+                    "POST",
+                    &format!("/sales/{sale}/challenge"),
+                    &[("authorization", alice)],
+                    &format!(
+                        "{{\"answer\": {right}, \"challengeId\": \"{}\"}}",
+                        question["challengeId"].as_str().unwrap()
+                    ),
+                )
+                .await;
+            assert_eq!(status, 200, "{pass}");
+            pass["token"].as_str().unwrap().to_owned()
+        }
+    };
+    let buy = |token: String| {
+        let (stack, sale, alice) = (&stack, &sale, &alice);
+        async move {
+            stack
+                .request(
+                    "POST",
+                    &format!("/sales/{sale}/purchase"),
+                    &[("authorization", alice), ("x-sale-token", &token)],
+                    "",
+                )
+                .await
+        }
+    };
+    let used = pass().await;
+    let (status, first) = buy(used.clone()).await;
+    assert_eq!(status, 202, "{first}");
+    let mut accepted = vec![first["orderId"].as_str().unwrap().to_owned()];
+    // Written, so nothing of the sale is in flight.
+    let written = eventually(Duration::from_secs(30), || async {
+        let (_, mine) = stack
+            .request(
+                "GET",
+                &format!("/sales/{sale}/orders"),
+                &[("authorization", &alice)],
+                "",
+            )
+            .await;
+        mine["orders"][0]["status"] == "PENDING_PAYMENT"
+    })
+    .await;
+    assert!(written);
+
+    // Redis loses the sale; prewarm rebuilds it from the ledger.
+    let mut conn = redis::Client::open(stack.config.redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    seckill_tests::lose_key_group(
+        &mut conn,
+        &seckill_shared::adapters::redis::SaleKeys::new(
+            &seckill_shared::domain::SaleId::parse(&sale).unwrap(),
+        ),
+    )
+    .await;
+    let rebuilt = eventually(Duration::from_secs(30), || async {
+        let (status, reply) = stack
+            .request(
+                "POST",
+                &format!("/admin/sales/{sale}/prewarm"),
+                &[("authorization", &admin)],
+                "",
+            )
+            .await;
+        status == 200 && reply["outcome"] == "LOADED"
+    })
+    .await;
+    assert!(rebuilt, "the sale was not rebuilt");
+
+    let (status, again) = buy(used).await;
+    if status == 202 {
+        accepted.push(again["orderId"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (403, Some("GATE_REQUIRED")),
+        "the used pass bought again after the rebuild: {again}"
+    );
+    let (status, fresh) = buy(pass().await).await;
+    assert_eq!(status, 202, "{fresh}");
+    accepted.push(fresh["orderId"].as_str().unwrap().to_owned());
+    seckill_tests::assert_clean(&stack.checker().await, &sale, &accepted).await;
+}

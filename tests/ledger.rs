@@ -639,8 +639,13 @@ async fn defect8b_a_key_retry_after_a_give_up_takes_no_unit() {
         })
         .await
     );
+    // The retry names the given-up order (and says it was rejected).
     let retry = buy_with_key(&app, id, "u", "key-1").await;
-    assert_eq!(order_id(&retry), first);
+    assert_eq!(
+        (retry.status, retry.body["orderId"].as_str()),
+        (409, Some(first.as_str())),
+        "{retry:?}"
+    );
     app.write_queued_orders().await;
     assert_redis_matches_ledger(&app, id).await;
     assert_eq!(app.orders().await[&first].status, OrderStatus::Rejected);
@@ -730,4 +735,127 @@ async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger()
         "Redis offers {offered} units, the ledger has {}",
         counters.available
     );
+}
+
+// Issue 27, item 4: STOCK_RESET took the units owed back to Redis from the
+// orders index (eventually consistent) and `available` from a consistent
+// read, and recorded no ledger position. With the index behind an expiry
+// whose Redis step had failed, the reset added the unit (it is in
+// `available`, and the index did not show it owed), and the next return of
+// that expiry added it again. The lagging index is the read reconcile took
+// before the expiry, with the counters read after it.
+#[tokio::test]
+async fn a_stock_reset_while_the_index_lags_never_returns_an_expired_unit_twice() {
+    let app = App::spawn().await;
+    let sale = quick_expiring_sale(3, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let x = order_id(&app.purchase(id, "u1", "").await);
+    let y = order_id(&app.purchase(id, "u2", "").await);
+    app.write_queued_orders().await;
+    let due = app.orders().await[&x].expires_at_ms.unwrap();
+    assert!(eventually(Duration::from_secs(5), || async { clock::now_ms() > due }).await);
+
+    let reconciler = reconciler(&app, Duration::from_secs(60), Duration::from_secs(3_600)).await;
+    let lagging = reconciler
+        .checker()
+        .observe(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // The release's DynamoDB step only: its Redis step failed.
+    let expired = app
+        .checker()
+        .orders()
+        .expire(&OrderId::parse(&x).unwrap(), clock::now_ms())
+        .await
+        .unwrap();
+    assert!(
+        matches!(expired, seckill_shared::ports::ExpireOutcome::Expired(_)),
+        "{expired:?}"
+    );
+    assert_eq!(app.sale_counters(id).await.0, 2);
+    assert_eq!(app.stock(id).await, Some(1), "Redis has not had it back");
+
+    // A settled read whose counters have the expiry and whose index does not.
+    let mut state = reconciler
+        .checker()
+        .observe(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(state.settled);
+    state.rows = lagging.rows.clone();
+    let (repairs, violations) = reconciler.repair_observed(&state, clock::now_ms()).await;
+    println!("with the index behind: {repairs:?} {violations:?}");
+    // The index catches up; the expiry's return is made (reconcile's, as
+    // the release job's retry would).
+    let report = reconcile(&app, &sale).await;
+    assert_eq!(
+        app.stock(id).await,
+        Some(2),
+        "X's unit went back twice: {repairs:?} then {:?}",
+        report.repairs
+    );
+    assert_eq!(app.buyers(id).await.get("u1"), None, "u1 holds nothing");
+    assert_eq!(app.buyers(id).await.get("u2"), Some(&1));
+    assert_redis_matches_ledger(&app, id).await;
+    seckill_tests::assert_clean(&app.checker(), id, &[x, y]).await;
+}
+
+// Issue 27, item 5: a retry with the same Idempotency-Key replayed the
+// first answer, `202 QUEUED`, even when its order had since been given up
+// (`REJECTED`) or had expired unpaid: a buyer was told their purchase was
+// accepted and on its way for an order that would never be payable. The
+// replay now says what became of it: 409 with the order id and its status.
+#[tokio::test]
+async fn a_keyed_retry_of_an_expired_or_rejected_order_says_so_instead_of_queued() {
+    let app = App::spawn().await;
+    let sale = quick_expiring_sale(5, 2);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+
+    // Expired unpaid.
+    let x = order_id(&buy_with_key(&app, id, "u1", "key-x").await);
+    app.write_queued_orders().await;
+    expire_unpaid(&app, &x).await;
+    let again = buy_with_key(&app, id, "u1", "key-x").await;
+    assert_eq!(
+        (again.status, again.code(), again.body["orderId"].as_str()),
+        (409, "ORDER_EXPIRED", Some(x.as_str())),
+        "{again:?}"
+    );
+    assert_eq!(again.body["status"], "EXPIRED", "{again:?}");
+
+    // Given up: its message was lost and reconcile recorded it REJECTED.
+    let y = order_id(&buy_with_key(&app, id, "u2", "key-y").await);
+    assert_eq!(app.take_messages().await.len(), 1);
+    let report = reconciler(&app, Duration::ZERO, Duration::ZERO)
+        .await
+        .reconcile_sale(&sale.sale_id, clock::now_ms() + 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "RELEASED_FAILED"),
+        "{report:?}"
+    );
+    let again = buy_with_key(&app, id, "u2", "key-y").await;
+    assert_eq!(
+        (again.status, again.code(), again.body["orderId"].as_str()),
+        (409, "ORDER_NOT_PAYABLE", Some(y.as_str())),
+        "{again:?}"
+    );
+    assert_eq!(again.body["status"], "REJECTED", "{again:?}");
+
+    // A written order's retry is still the same 202.
+    let z = order_id(&buy_with_key(&app, id, "u3", "key-z").await);
+    app.write_queued_orders().await;
+    let again = buy_with_key(&app, id, "u3", "key-z").await;
+    assert_eq!(
+        (again.status, again.body["orderId"].as_str()),
+        (202, Some(z.as_str())),
+        "{again:?}"
+    );
+    seckill_tests::assert_clean(&app.checker(), id, &[x, y, z]).await;
 }

@@ -969,3 +969,58 @@ async fn a_sale_cannot_end_before_its_window_closes() {
     let (status, reply) = client.put_sale(&sale, &body).await;
     assert_eq!(status, 201, "{reply}");
 }
+
+/// Issue 27, item 9: a draw's order (`drawq`) that outlived the sale's
+/// meta (the meta and the stock lost without it, or expired apart) was
+/// taken by `draw_order.lua` for the rebuilt sale's own (`ORDERED`) while
+/// the rebuilt meta had no `drawPos`: `draw_chunk.lua` answered `NO_ORDER`
+/// on every drive and every purchase was `503 DRAWING` for good. The
+/// rebuild knows no tickets (the ledger has the winners' orders); the sale
+/// opens first come, first served.
+#[tokio::test]
+async fn a_draw_order_that_outlived_its_meta_does_not_leave_purchases_drawing() {
+    let stack = LocalStack::start().await;
+    let client = StackClient::new(&stack);
+    let (sale, start) = one_second_lottery(&client).await;
+    until(start).await;
+    take_tickets_over_http(&client, &sale, &["ann", "bob"]).await;
+    until(start + 1_000).await;
+    // Ann's poll drives the draw; its order stays in drawq.
+    let drawn = eventually(Duration::from_secs(20), || async {
+        ticket_of(&client, &sale, "ann").await.0["status"] == "WON"
+    })
+    .await;
+    assert!(drawn, "the draw never ran");
+    let mut accepted = Vec::new();
+    for user in ["ann", "bob"] {
+        let written = eventually(Duration::from_secs(30), || async {
+            let (_, mine) = client.my_orders(&sale, user).await;
+            mine["orders"][0]["status"] == "PENDING_PAYMENT"
+        })
+        .await;
+        assert!(written, "{user}'s order");
+        accepted.extend(ticket_of(&client, &sale, user).await.1);
+    }
+    let k = keys(&sale);
+    let mut c = conn(&stack).await;
+    let queue: usize = c.llen(&k.draw_order).await.unwrap();
+    assert_eq!(queue, 2);
+    // The meta and the stock are lost; the draw's order and the tickets
+    // are not.
+    let _: () = c.del(&[&k.meta, &k.stock]).await.unwrap();
+
+    let last = std::sync::Mutex::new(serde_json::Value::Null);
+    let bought = eventually(Duration::from_secs(20), || async {
+        let (status, reply) = client.buy(&sale, "cat").await;
+        let done = status == 202 && reply["status"] == "QUEUED";
+        *last.lock().unwrap() = reply;
+        done
+    })
+    .await;
+    let last = last.into_inner().unwrap();
+    assert!(bought, "the rebuilt sale never sold again: {last}");
+    accepted.push(last["orderId"].as_str().unwrap().to_owned());
+    let (stock, _, _, _) = held(&stack, &sale).await;
+    assert_eq!(stock, 2, "5 units, 2 won in the draw, 1 bought after");
+    seckill_tests::assert_clean(&stack.checker().await, &sale, &accepted).await;
+}

@@ -663,3 +663,81 @@ async fn the_hot_sale_item_does_not_grow_with_its_history() {
     let (status, _) = client.admin("GET", "/admin/sales/nope/audit", "").await;
     assert_eq!(status, 404);
 }
+
+/// Issue 27, item 3: the per-user limit is frozen from the start, as the
+/// stock is. It used to be editable on a live sale: the new limit reached
+/// Redis at once while the order-writer went on with the sale it had
+/// cached, so a buyer's second unit under a raised limit was accepted
+/// (`202`) and written `REJECTED LIMIT_EXCEEDED` for good; a lowered one
+/// made reconcile page `USER_OVER_LIMIT` for every buyer already above it.
+/// Now both edits are refused (`409 SALE_STARTED`), every `202` ends as an
+/// order, and the invariant checker finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raising_the_per_user_limit_of_a_live_sale_never_rejects_an_accepted_order() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("limit");
+    let now = clock::now_ms();
+    let mut sale = sale_json(20, 1, now - 1_000, now + 3_600_000);
+    sale["perUserLimit"] = json!(2);
+    assert_eq!(client.put_sale(&id, &sale).await.0, 201);
+    let mut accepted = Vec::new();
+    for _ in 0..2 {
+        let (status, reply) = client.buy(&id, "a").await;
+        assert_eq!(status, 202, "{reply}");
+        accepted.push(reply["orderId"].as_str().unwrap().to_owned());
+    }
+    until_written(&client, &id, "a").await;
+
+    // Raised: the writer has this sale cached from a's orders.
+    sale["perUserLimit"] = json!(3);
+    let (raised, raise_reply) = client.put_sale(&id, &sale).await;
+    let (third, reply) = client.buy(&id, "a").await;
+    if third == 202 {
+        accepted.push(reply["orderId"].as_str().unwrap().to_owned());
+    }
+    until_written(&client, &id, "a").await;
+    let (_, mine) = client.my_orders(&id, "a").await;
+    let statuses: Vec<&str> = mine["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["status"].as_str().unwrap())
+        .collect();
+    assert!(
+        statuses.iter().all(|s| *s == "PENDING_PAYMENT"),
+        "every 202 ends as an order: {statuses:?} ({mine})"
+    );
+    assert_eq!(
+        (raised, code(&raise_reply)),
+        (409, "SALE_STARTED"),
+        "{raise_reply}"
+    );
+    assert_eq!((third, code(&reply)), (409, "LIMIT_EXCEEDED"), "{reply}");
+
+    // Lowered below what a holds: refused too.
+    sale["perUserLimit"] = json!(1);
+    let (lowered, reply) = client.put_sale(&id, &sale).await;
+    assert_eq!((lowered, code(&reply)), (409, "SALE_STARTED"), "{reply}");
+    let (_, view) = client.admin("GET", &format!("/admin/sales/{id}"), "").await;
+    assert_eq!(view["perUserLimit"], 2, "{view}");
+
+    // Before the start it may still change, and Redis follows.
+    let later = unique("limit");
+    let mut upcoming = sale_json(20, 1, now + 300_000, now + 3_600_000);
+    assert_eq!(client.put_sale(&later, &upcoming).await.0, 201);
+    upcoming["perUserLimit"] = json!(4);
+    assert_eq!(client.put_sale(&later, &upcoming).await.0, 200);
+    let limit: Option<i64> = redis()
+        .await
+        .hget(
+            SaleKeys::new(&SaleId::parse(&later).unwrap()).meta,
+            "perUserLimit",
+        )
+        .await
+        .unwrap();
+    assert_eq!(limit, Some(4));
+
+    let report = stack.checker().await;
+    seckill_tests::assert_clean(&report, &id, &accepted).await;
+}

@@ -365,10 +365,11 @@ async fn an_order_past_its_window_is_expired_at_once_and_cannot_be_paid() {
         before,
         "the stand-in records nothing"
     );
-    assert_eq!(before.0.unwrap().status, OrderStatus::PendingPayment);
-    assert_eq!(before.1, (2, 1));
-
-    // The release job still flips the row and gives the unit back.
+    // The read that first said EXPIRED released it (issue 27, item 8): the
+    // row flipped and the unit is back, so the release job has nothing left.
+    assert_eq!(before.0.unwrap().status, OrderStatus::Expired);
+    assert_eq!(before.1, (3, 0));
+    assert_eq!(shop.app.stock(shop.sale_id()).await, Some(3));
     let report = shop
         .app
         .jobs()
@@ -378,12 +379,8 @@ async fn an_order_past_its_window_is_expired_at_once_and_cannot_be_paid() {
         .unwrap();
     assert_eq!(
         (report.expired, report.units_returned),
-        (1, 1),
+        (0, 0),
         "{report:?}"
-    );
-    assert_eq!(
-        shop.order("late-1").await.unwrap().status,
-        OrderStatus::Expired
     );
     assert_eq!(shop.app.sale_counters(shop.sale_id()).await, (3, 0));
     assert_eq!(shop.app.stock(shop.sale_id()).await, Some(3));
@@ -961,4 +958,223 @@ async fn the_callback_is_public_sign_payment_prints_calls_and_refunds_are_listed
         .admin("GET", "/admin/sales/bad%20id/refunds", "")
         .await;
     assert_eq!(status, 400);
+}
+
+// ---------------------------------------------------------------------------
+// The buyer's stand-in for the provider, as AWS runs it.
+
+/// The environment `template.yaml` deploys `function` with: the Globals'
+/// variables and its own, each literal as the template writes it. The
+/// resources the template creates (Redis, the tables, the queues) are this
+/// test's own; the secrets' ARNs are left out (nothing here reads them).
+fn deployed_env(
+    function: &str,
+    config: &seckill_shared::config::Config,
+) -> std::collections::HashMap<String, String> {
+    let template = crate::cfn::template_json();
+    let ours = |name: &str| match name {
+        "REDIS_URL" => Some(config.redis_url.clone()),
+        "SALES_TABLE" => Some(config.sales_table.clone()),
+        "ORDERS_TABLE" => Some(config.orders_table.clone()),
+        "ORDERS_QUEUE_URL" => config.orders_queue_url.clone(),
+        "ORDERS_DLQ_URL" => config.orders_dlq_url.clone(),
+        _ => None,
+    };
+    let mut env = std::collections::HashMap::new();
+    for vars in [
+        &template["Globals"]["Function"]["Environment"]["Variables"],
+        &template["Resources"][function]["Properties"]["Environment"]["Variables"],
+    ] {
+        for (name, value) in vars.as_object().unwrap() {
+            let value = match value.as_str() {
+                Some(literal) => Some(literal.to_owned()),
+                None => ours(name),
+            };
+            if let Some(value) = value {
+                env.insert(name.clone(), value);
+            }
+        }
+    }
+    env
+}
+
+/// Issue 27, item 6: `POST /orders/{id}/pay`, the buyer's stand-in for the
+/// payment provider, marked any `PENDING_PAYMENT` order of theirs `PAID`,
+/// price or not, and `template.yaml` deploys it: on AWS a buyer of a priced
+/// sale got the goods for nothing. The orders-api function wired from the
+/// template's environment, called with the event API Gateway sends, now
+/// refuses a priced order (`409 ORDER_NOT_PAYABLE`, nothing changed), the
+/// provider's signed callback still pays it, and an order with no amount
+/// (nothing is owed) is still paid by it.
+/// One unit bought by `user` through the purchase function, and its
+/// order written by the order-writer from the message it sent.
+async fn buy_and_write(shop: &Shop, user: &str) -> String {
+    let reply = shop.app.purchase(shop.sale_id(), user, "").await;
+    assert_eq!(reply.status, 202, "{reply:?}");
+    let order = reply.body["orderId"].as_str().unwrap().to_owned();
+    let message = shop
+        .app
+        .drain_queue()
+        .await
+        .into_iter()
+        .find(|m| m.order_id.as_str() == order)
+        .expect("the purchase's message");
+    let body = serde_json::to_string(&message).unwrap();
+    for _ in 0..5 {
+        if invoke_writer(&shop.writer, sqs_event(&[("m", &body)]))
+            .await
+            .is_ok_and(|failures| failures.is_empty())
+        {
+            return order;
+        }
+    }
+    panic!("{order} was never written");
+}
+
+#[tokio::test]
+async fn the_stand_in_pay_route_never_pays_a_priced_order_as_the_template_deploys_it() {
+    let shop = Shop::open(5, Some(eur(1999)), 900).await;
+    let order = buy_and_write(&shop, "u1").await;
+    let order = order.as_str();
+    let env = deployed_env("OrdersApiFunction", &shop.app.config);
+    let config = orders_api::config(&|name: &str| env.get(name).cloned()).unwrap();
+    let deployed = orders_api::wire(&config).await.unwrap();
+
+    let before = shop.state(order).await;
+    let reply = Reply::from(
+        orders_api::handler::handle(&deployed, pay(order, "u1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (reply.status, reply.code()),
+        (409, "ORDER_NOT_PAYABLE"),
+        "{reply:?}"
+    );
+    assert_eq!(shop.state(order).await, before, "nothing changed");
+
+    // The provider's callback pays it, for its amount.
+    let body = payment("pay-stand-in", order, 1999, "EUR");
+    let paid = shop.ask(callback(&body, Some(&signed(&body)))).await;
+    assert_eq!(paid.status, 200, "{paid:?}");
+    assert_eq!(shop.order(order).await.unwrap().status, OrderStatus::Paid);
+
+    // An order with no amount owes nothing: the stand-in pays it.
+    let free = Shop::open(5, None, 900).await;
+    let free_order = buy_and_write(&free, "u1").await;
+    let env = deployed_env("OrdersApiFunction", &free.app.config);
+    let config = orders_api::config(&|name: &str| env.get(name).cloned()).unwrap();
+    let deployed = orders_api::wire(&config).await.unwrap();
+    let reply = Reply::from(
+        orders_api::handler::handle(&deployed, pay(&free_order, "u1"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (reply.status, reply.body["status"].as_str()),
+        (200, Some("PAID")),
+        "{reply:?}"
+    );
+    seckill_tests::assert_clean(&shop.app.checker(), shop.sale_id(), &[order.to_owned()]).await;
+    seckill_tests::assert_clean(&free.app.checker(), free.sale_id(), &[free_order]).await;
+}
+
+/// Issue 27, item 8: from the instant an unpaid order's window closes the
+/// API calls it `EXPIRED`, but its unit and its buyer's count came back only
+/// when the release job next ran (every minute): the buyer, told
+/// `EXPIRED`, was refused `409 LIMIT_EXCEEDED` naming that very order, and
+/// the sale still showed the unit taken (`SOLD_OUT` for everyone else). A
+/// read or payment that finds the window closed now releases the order
+/// first, exactly once, as the release job would: `EXPIRED` always means
+/// the unit and the buyer's count are back. Through each of the three
+/// routes that can say it.
+#[tokio::test]
+async fn an_order_the_api_calls_expired_no_longer_counts_against_its_buyer() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(1, 1);
+    sale.payment_window_seconds = 1;
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str().to_owned();
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    let ask = |request: lambda_http::Request| {
+        let queries = &queries;
+        async move { Reply::from(orders_api::handler::handle(queries, request).await.unwrap()) }
+    };
+    let buy = |user: &str| {
+        let (app, id, user) = (&app, id.clone(), user.to_owned());
+        async move {
+            let reply = app.purchase(&id, &user, "").await;
+            assert_eq!(reply.status, 202, "{user}: {reply:?}");
+            app.write_queued_orders().await;
+            let order = reply.body["orderId"].as_str().unwrap().to_owned();
+            let due = app.orders().await[&order].expires_at_ms.unwrap();
+            assert!(
+                eventually(Duration::from_secs(30), || async { clock::now_ms() > due }).await,
+                "the window never closed"
+            );
+            order
+        }
+    };
+    let mut accepted = Vec::new();
+
+    // GET /orders/{id}.
+    let a = buy("u1").await;
+    accepted.push(a.clone());
+    let read = ask(get_order(&a, "u1")).await;
+    assert_eq!(read.body["status"], "EXPIRED", "{read:?}");
+    let again = app.purchase(&id, "u1", "").await;
+    assert_eq!(
+        (again.status, again.code()),
+        (202, ""),
+        "told EXPIRED, then refused: {again:?}"
+    );
+    app.write_queued_orders().await;
+    accepted.push(again.body["orderId"].as_str().unwrap().to_owned());
+    let b = again.body["orderId"].as_str().unwrap().to_owned();
+    let due = app.orders().await[&b].expires_at_ms.unwrap();
+    assert!(eventually(Duration::from_secs(30), || async { clock::now_ms() > due }).await);
+
+    // GET /sales/{id}/orders: then the unit is back for anyone.
+    let mine = ask(buyer_event(MY_ORDERS_EVENT, ("saleId", &id), "u1")).await;
+    assert_eq!(mine.status, 200, "{mine:?}");
+    let listed: Vec<&str> = mine.body["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["EXPIRED", "EXPIRED"], "{mine:?}");
+    assert_eq!(app.stock(&id).await, Some(1), "the unit is back");
+    let c = buy("u2").await;
+    accepted.push(c.clone());
+
+    // POST /orders/{id}/pay.
+    let paid = ask(pay(&c, "u2")).await;
+    assert_eq!(
+        (paid.status, paid.code()),
+        (409, "ORDER_EXPIRED"),
+        "{paid:?}"
+    );
+    let before_u3 = clock::now_ms();
+    let reply = app.purchase(&id, "u3", "").await;
+    assert_eq!(reply.status, 202, "the unit u2 let expire: {reply:?}");
+    app.write_queued_orders().await;
+    accepted.push(reply.body["orderId"].as_str().unwrap().to_owned());
+
+    // Each was released once: the release job finds nothing left to do,
+    // and the ledger has one unit sold, to u3.
+    let report = app
+        .jobs()
+        .await
+        .release_unpaid(before_u3, Instant::now() + Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.expired, report.units_returned),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(app.sale_counters(&id).await, (0, 1));
+    assert_eq!(app.buyers(&id).await, [("u3".to_owned(), 1)].into());
+    seckill_tests::assert_clean(&app.checker(), &id, &accepted).await;
 }

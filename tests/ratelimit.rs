@@ -174,6 +174,7 @@ async fn refusals_are_reads_only_and_come_before_the_limiter() {
                     quantity: Quantity::ONE,
                     idempotency_key: None,
                     gate_nonce: None,
+                    gate_issued_ms: None,
                     source_ip: Some("198.51.100.9"),
                 })
                 .await

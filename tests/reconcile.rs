@@ -53,6 +53,7 @@ async fn reserve_only(app: &App, sale: &str, user: &str) -> (String, i64) {
             quantity: Quantity::ONE,
             idempotency_key: None,
             gate_nonce: None,
+            gate_issued_ms: None,
             source_ip: None,
         })
         .await

@@ -58,6 +58,7 @@ fn rediss_with_auth_sells_through_the_store() {
                         quantity: Quantity::new(2).unwrap(),
                         idempotency_key: None,
                         gate_nonce: None,
+                        gate_issued_ms: None,
                         source_ip: Some("203.0.113.7"),
                     })
                     .await

@@ -591,3 +591,77 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     );
     assert_invariants(&app, &sale, &accepted).await;
 }
+
+/// Issue 27, item 9: reconcile relayed a sharded sale's reservation with
+/// `shard: 0` in its message whatever shard held it, and the order row was
+/// written with it. The order id names its shard; the relay now says it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_order_of_a_sharded_sale_carries_its_shard() {
+    use seckill_shared::domain::OrderMessage;
+    let app = App::spawn().await;
+    let sale = sharded_sale(8, 1, 4);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let buyer = buyers_homed_on(3, 4, 1).remove(0);
+    let reply = app.purchase(id, &buyer, "").await;
+    assert_eq!(reply.status, 202, "{reply:?}");
+    let order = reply.body["orderId"].as_str().unwrap().to_owned();
+    // Its message never arrived (a lost send): taken off the queue.
+    let lost = app.take_messages().await;
+    let sent: OrderMessage = serde_json::from_str(&lost[0].1).unwrap();
+    assert_eq!(sent.shard, 3, "the purchase's own message");
+
+    let report = Reconciler::new(
+        app.checker().stock().clone(),
+        app.checker().catalog().clone(),
+        app.checker().orders().clone(),
+        SqsQueue::new(app.sqs.clone(), &app.queue_url),
+        SqsInspector::new(app.sqs.clone(), &app.queue_url, Some(app.dlq_url.clone())),
+        ReconcileSettings {
+            grace: Duration::ZERO,
+            ..ReconcileSettings::default()
+        },
+    )
+    .reconcile_sale(&sale.sale_id, clock::now_ms() + 1)
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "RELAYED"),
+        "{report:?}"
+    );
+    let relayed = app.take_messages().await;
+    let message: OrderMessage = serde_json::from_str(&relayed[0].1).unwrap();
+    assert_eq!(
+        (message.order_id.as_str(), message.shard),
+        (order.as_str(), 3),
+        "the relay names the shard"
+    );
+    let records: Vec<(&str, &str)> = relayed
+        .iter()
+        .map(|(m, b)| (m.as_str(), b.as_str()))
+        .collect();
+    let failures = invoke_writer(&*app.writer().await, sqs_event(&records))
+        .await
+        .unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+    let row = app
+        .db
+        .get_item()
+        .table_name(&app.config.orders_table)
+        .key(
+            "orderId",
+            aws_sdk_dynamodb::types::AttributeValue::S(order.clone()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    assert_eq!(
+        row.get("shard"),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::N("3".into()))
+    );
+    assert_invariants(&app, &sale, &[order]).await;
+}

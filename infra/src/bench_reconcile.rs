@@ -310,6 +310,7 @@ async fn drive(
                         quantity: Quantity::ONE,
                         idempotency_key: None,
                         gate_nonce: None,
+                        gate_issued_ms: None,
                         source_ip: None,
                     })
                     .await?;

@@ -537,6 +537,9 @@ fn local_default(name: &str, settings: &LocalSettings, queue_url: &str) -> Optio
         // The redrive of the queues `up` creates; the template feeds both
         // from one parameter too.
         "MAX_RECEIVE_COUNT" => Some(emulator::MAX_RECEIVE_COUNT.to_string()),
+        // No payment provider here: the buyer's pay button pays any order
+        // (on AWS, only orders without an amount).
+        "STAND_IN_PAYS_PRICED" => Some("true".into()),
         _ => None,
     })
 }

@@ -6,7 +6,8 @@
 -- ARGV[1..n] every ticket holder, in the order of the draw (the caller
 --            sorts them by HMAC-SHA256(seed, userId): domain/draw.rs)
 --
--- Written only when absent, so every drawer decides the same order; only
+-- Written only when absent (with its position, meta drawPos, beside it),
+-- so every drawer decides the same order; only
 -- after the window closed (by Redis's clock, the one purchase.lua uses, so
 -- no ticket can come after), and only when the caller saw every ticket.
 -- Replies: {"OPEN", windowEndMs}  the window is still open: nothing done
@@ -25,8 +26,17 @@ if now < window_end then
   return {'OPEN', tostring(window_end)}
 end
 local have = redis.call('LLEN', order_key)
-if have > 0 or redis.call('HGET', meta_key, 'drawDone') == '1' then
+local progress = redis.call('HMGET', meta_key, 'drawPos', 'drawDone')
+if progress[2] == '1' or (have > 0 and progress[1]) then
   return {'ORDERED', tostring(have)}
+end
+if have > 0 then
+  -- An order without its position in meta outlived the meta it was
+  -- recorded with (the sale was rebuilt since): it is not this meta's
+  -- draw, and draw_chunk.lua would find no position to decide from.
+  -- Recorded again from the tickets there are (a ticket decided before
+  -- keeps its result: draw_chunk.lua skips it).
+  redis.call('DEL', order_key)
 end
 local tickets = redis.call('HLEN', tickets_key)
 if tickets ~= #ARGV then

@@ -23,6 +23,9 @@
 --         that rolled writes back), and a run of the same call again (a
 --         client that resent it after a dropped connection) finds its own
 --         reservation and answers REPLAY instead of reserving twice.
+-- ARGV[13] when the gate pass of ARGV[5] was issued (ms), or "": a pass
+--         issued before meta loadedAtMs (the keys' load from the ledger)
+--         is refused, since which passes bought before is not rebuilt
 -- With shards, every key above is the shard's own (`{S:k}`): a buyer always
 -- buys on their home shard, so their count and limit live in one place.
 -- KEYS[7] sale:{S}:ratelimit and ARGV[6..10] source address ("" when
@@ -164,9 +167,17 @@ if window_end and tickets_key and m[8] ~= '1' then
 end
 
 -- A gated sale sells only to a verified pass, and each pass buys once.
+-- Which passes bought is known to Redis alone (gateused): keys rebuilt
+-- from the ledger (meta loadedAtMs) do not know them, so a pass issued
+-- before they were loaded is refused too (the buyer answers again).
 local gated = m[6] == '1'
-if gated and (nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1) then
-  return {'GATE'}
+if gated then
+  local issued = tonumber(ARGV[13] or '')
+  local loaded = tonumber(redis.call('HGET', meta_key, 'loadedAtMs'))
+  if nonce == '' or redis.call('HEXISTS', gate_key, nonce) == 1
+      or (loaded and (not issued or issued < loaded)) then
+    return {'GATE'}
+  end
 end
 
 local held = tonumber(redis.call('HGET', buyers_key, user)) or 0

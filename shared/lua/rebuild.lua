@@ -43,7 +43,12 @@ if ARGV[11] == '1' then
   redis.call('PEXPIREAT', meta_key, expire_at)
   return {'LOADED', ARGV[12] or ''}
 end
-redis.call('HSET', meta_key, 'ledgerSeq', tonumber(ARGV[12]) or 0)
+-- loadedAtMs: when these keys were made from the ledger. Which gate
+-- passes bought (gateused) is not in the ledger: purchase.lua refuses a
+-- pass issued before this moment.
+local t = redis.call('TIME')
+redis.call('HSET', meta_key, 'ledgerSeq', tonumber(ARGV[12]) or 0,
+  'loadedAtMs', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 if ARGV[11] ~= '' then
   local window_end, seed = string.match(ARGV[11], '^(%d+)|(%x+)$')
   if not window_end or string.len(seed) ~= 64 then

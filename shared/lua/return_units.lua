@@ -12,7 +12,10 @@
 --   if there was none), so a second run returns nothing;
 -- - a sale loaded from the ledger records the `returnSeq` it read
 --   (meta `ledgerSeq`): an expiry at or before it is already in the stock
---   and the buyers' counts it loaded, so only the marker is written.
+--   and the buyers' counts it loaded, so only the marker is written;
+-- - a stock reset to the ledger's figure records the `returnSeq` that
+--   figure is at (meta `stockSeq`, set_stock.lua): an expiry at or before
+--   it is already in the stock, so only the buyer's count goes down.
 -- Stock goes back capped at the total.
 -- Replies: {"RETURNED", stockNow} {"SAME"} {"MISSING"}
 --
@@ -54,6 +57,10 @@ if seq and ledger and seq <= ledger then
 end
 
 drop_holding(buyers_key, uorders_key, user, qty, order_id)
+local reset = tonumber(redis.call('HGET', meta_key, 'stockSeq'))
+if seq and reset and seq <= reset then
+  return {'SAME'}
+end
 local back = math.min(stock + qty, total)
 redis.call('SET', stock_key, back, 'KEEPTTL')
 return {'RETURNED', tostring(back)}

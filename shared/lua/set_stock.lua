@@ -5,6 +5,12 @@
 -- total.
 -- KEYS[1] meta  KEYS[2] stock  ARGV[1] the stock reconcile read
 -- ARGV[2] the stock the ledger proves
+-- ARGV[3] the ledger position that figure is at: the sale item's
+--         `returnSeq` read with `available`. Every expiry up to it is in
+--         the stock set here, so meta stockSeq records it and
+--         return_units.lua gives no stock back for those (only the buyer's
+--         count): the index that tells which expiries Redis still owes may
+--         lag the consistent read of `available`.
 -- Reply: the stock now, or "MISSING".
 -- Every change bumps meta `epoch` (reconcile's chunked read; see snapshot_head.lua).
 local total = tonumber(redis.call('HGET', KEYS[1], 'total'))
@@ -17,5 +23,10 @@ if now ~= tonumber(ARGV[1]) or want < 0 then
   return tostring(now)
 end
 redis.call('SET', KEYS[2], want, 'KEEPTTL')
+local seq = tonumber(ARGV[3] or '')
+local had = tonumber(redis.call('HGET', KEYS[1], 'stockSeq'))
+if seq and (not had or seq > had) then
+  redis.call('HSET', KEYS[1], 'stockSeq', seq)
+end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 return tostring(want)

@@ -142,6 +142,24 @@ pub struct Config {
     /// The order-writer counts a failure on this receive as a DLQ move; only
     /// it has the variable.
     pub max_receive_count: Option<u32>,
+    /// `STAND_IN_PAYS_PRICED` (orders-api; default `false`): which orders
+    /// `POST /orders/{orderId}/pay`, the buyer's stand-in for the payment
+    /// provider, may mark paid (`true`: any).
+    pub stand_in_payments: StandInPayments,
+}
+
+/// Which orders the buyer's stand-in for the payment provider
+/// (`POST /orders/{orderId}/pay`) may mark paid: it takes no money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StandInPayments {
+    /// `false`: only orders without an amount (nothing is owed); a priced
+    /// order is paid through the provider's signed callback. What
+    /// `template.yaml` deploys, and the default.
+    #[default]
+    Unpriced,
+    /// `true`: every order, priced or not: the local stack, which has no
+    /// payment provider.
+    Any,
 }
 
 impl std::fmt::Debug for Config {
@@ -169,6 +187,7 @@ impl std::fmt::Debug for Config {
             .field("secrets", &self.secrets)
             .field("metrics_namespace", &self.metrics_namespace)
             .field("max_receive_count", &self.max_receive_count)
+            .field("stand_in_payments", &self.stand_in_payments)
             .finish()
     }
 }
@@ -232,6 +251,8 @@ pub struct Reads {
     pub payment_secret: bool,
     /// `MAX_RECEIVE_COUNT` (the order-writer's: when a failure is final).
     pub max_receive_count: bool,
+    /// `STAND_IN_PAYS_PRICED` (orders-api's pay route).
+    pub stand_in_payments: bool,
 }
 
 impl Reads {
@@ -247,6 +268,7 @@ impl Reads {
         gate_secret: false,
         payment_secret: false,
         max_receive_count: false,
+        stand_in_payments: false,
     };
 
     /// Every setting: the local stack runs every function in one process.
@@ -261,6 +283,7 @@ impl Reads {
         gate_secret: true,
         payment_secret: true,
         max_receive_count: true,
+        stand_in_payments: true,
     };
 }
 
@@ -355,6 +378,19 @@ impl Config {
                 None => None,
                 // Parsed from the value already read: one lookup per name.
                 Some(raw) => Some(positive(&|_| Some(raw.clone()), "MAX_RECEIVE_COUNT")?),
+            },
+            stand_in_payments: match env_if(reads.stand_in_payments)("STAND_IN_PAYS_PRICED")
+                .as_deref()
+                .map(str::trim)
+            {
+                None | Some("false" | "0") => StandInPayments::Unpriced,
+                Some("true" | "1") => StandInPayments::Any,
+                Some(_) => {
+                    return Err(ConfigError::Invalid {
+                        name: "STAND_IN_PAYS_PRICED",
+                        why: "must be true or false".into(),
+                    });
+                }
             },
         })
     }
@@ -480,7 +516,15 @@ mod tests {
         let asked = std::cell::RefCell::new(Vec::new());
         let record = |name: &str| {
             asked.borrow_mut().push(name.to_owned());
-            Some("7".to_owned())
+            // A number for every setting but the one that is a yes or no.
+            Some(
+                if name == "STAND_IN_PAYS_PRICED" {
+                    "true"
+                } else {
+                    "7"
+                }
+                .to_owned(),
+            )
         };
         let cfg = Config::reading(&record, Reads::COMMON).unwrap();
         asked.borrow_mut().sort();
@@ -515,7 +559,7 @@ mod tests {
 
         asked.borrow_mut().clear();
         Config::from_lookup(&record).unwrap();
-        assert_eq!(asked.borrow().len(), 19, "{:?}", asked.borrow());
+        assert_eq!(asked.borrow().len(), 20, "{:?}", asked.borrow());
         // No loader reads a secret value, only where to fetch it.
         assert!(
             !asked.borrow().iter().any(|name| name == "GATE_SECRET"),
@@ -553,6 +597,39 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+    }
+
+    #[test]
+    fn the_stand_in_pays_unpriced_orders_unless_told_any_and_refuses_other_values() {
+        let base = [
+            ("REDIS_URL", "redis://h:6379"),
+            ("SALES_TABLE", "s"),
+            ("ORDERS_TABLE", "o"),
+        ];
+        let with = |value: Option<&str>| {
+            let mut pairs = base.to_vec();
+            pairs.extend(value.map(|v| ("STAND_IN_PAYS_PRICED", v)));
+            let map = env(&pairs);
+            Config::from_lookup(&|k| map.get(k).cloned()).map(|c| c.stand_in_payments)
+        };
+        assert_eq!(with(None).unwrap(), StandInPayments::Unpriced);
+        assert_eq!(with(Some("false")).unwrap(), StandInPayments::Unpriced);
+        assert_eq!(with(Some("true")).unwrap(), StandInPayments::Any);
+        assert!(matches!(
+            with(Some("yes")),
+            Err(ConfigError::Invalid {
+                name: "STAND_IN_PAYS_PRICED",
+                ..
+            })
+        ));
+        // Only the function that has the route reads it.
+        let map = env(&[
+            ("STAND_IN_PAYS_PRICED", "true"),
+            ("REDIS_URL", "redis://h"),
+            ("SALES_TABLE", "s"),
+        ]);
+        let common = Config::reading(&|k| map.get(k).cloned(), Reads::COMMON).unwrap();
+        assert_eq!(common.stand_in_payments, StandInPayments::Unpriced);
     }
 
     #[test]

@@ -47,7 +47,16 @@ pub enum ApiError {
     OrderExpired,
     #[error("{0}")]
     OrderNotPayable(String),
-    #[error("the sale has started: its stock, shards, start and price can no longer change")]
+    /// A purchase retried with its `Idempotency-Key` after its order ended
+    /// unpaid: `ORDER_EXPIRED` or (rejected) `ORDER_NOT_PAYABLE`, naming it.
+    #[error("{}", ended_message(*.status))]
+    OrderEnded {
+        order_id: OrderId,
+        status: crate::domain::orders::OrderStatus,
+    },
+    #[error(
+        "the sale has started: its stock, shards, start, per-user limit, price and lottery window can no longer change"
+    )]
     SaleStarted,
     #[error("{0}")]
     SaleLoaded(&'static str),
@@ -77,6 +86,7 @@ impl ApiError {
             Self::LimitExceeded { .. }
             | Self::OrderExpired
             | Self::OrderNotPayable(_)
+            | Self::OrderEnded { .. }
             | Self::SaleStarted
             | Self::SaleLoaded(_)
             | Self::Conflict => 409,
@@ -109,6 +119,10 @@ impl ApiError {
             Self::OrderNotFound => "ORDER_NOT_FOUND",
             Self::OrderExpired => "ORDER_EXPIRED",
             Self::OrderNotPayable(_) => "ORDER_NOT_PAYABLE",
+            Self::OrderEnded { status, .. } => match status {
+                crate::domain::orders::OrderStatus::Expired => "ORDER_EXPIRED",
+                _ => "ORDER_NOT_PAYABLE",
+            },
             Self::SaleStarted => "SALE_STARTED",
             Self::SaleLoaded(_) => "SALE_LOADED",
             Self::Conflict => "CONFLICT",
@@ -146,6 +160,10 @@ impl ApiError {
         if let Self::LimitExceeded { order_ids } = self {
             body["orderIds"] = serde_json::json!(order_ids);
         }
+        if let Self::OrderEnded { order_id, status } = self {
+            body["orderId"] = serde_json::json!(order_id);
+            body["status"] = status.as_str().into();
+        }
         body
     }
 
@@ -162,6 +180,7 @@ impl ApiError {
         }
         let order_ids = match self {
             Self::LimitExceeded { order_ids } => Some(order_ids.as_slice()),
+            Self::OrderEnded { .. } => return self.body().to_string(),
             _ => None,
         };
         serde_json::to_string(&Body {
@@ -176,6 +195,17 @@ impl ApiError {
         Self::SalePaused {
             message: message.into(),
             retry_after_secs: 2,
+        }
+    }
+}
+
+fn ended_message(status: crate::domain::orders::OrderStatus) -> &'static str {
+    match status {
+        crate::domain::orders::OrderStatus::Expired => {
+            "this purchase's order expired unpaid: its unit went back on sale; buy again with a new Idempotency-Key"
+        }
+        _ => {
+            "this purchase's order was rejected: no unit was left for it; buy again with a new Idempotency-Key"
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct ReserveRequest<'a> {
     /// The nonce of a gate pass whose signature, binding and expiry were
     /// verified; the script checks it was not used before.
     pub gate_nonce: Option<&'a str>,
+    /// When that pass was issued: one from before the sale's keys were
+    /// last loaded from the ledger is refused.
+    pub gate_issued_ms: Option<i64>,
     /// The caller's address, for the per-address token bucket.
     pub source_ip: Option<&'a str>,
 }
@@ -57,6 +60,13 @@ pub enum ReserveOutcome {
     Reserved(Reservation),
     /// The same `Idempotency-Key` was reserved before: nothing changed.
     Replayed(Reservation),
+    /// The same `Idempotency-Key` was reserved before, and its order has
+    /// since ended without being paid (`EXPIRED`, or `REJECTED`: given up,
+    /// or refused by the ledger): nothing changed, and no order is coming.
+    ReplayedEnded {
+        order_id: OrderId,
+        status: crate::domain::orders::OrderStatus,
+    },
     /// No keys for this sale: unknown, not loaded yet, or lost.
     SaleMissing,
     /// An operator paused the sale.

@@ -260,6 +260,8 @@ impl App {
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             // The test queues' redrive, as the template feeds both from one value.
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),
+            // No payment provider here: the stand-in pays any order.
+            stand_in_payments: seckill_shared::config::StandInPayments::Any,
         };
         tweak(&mut config);
         let service = Arc::new(purchase::wire(&config).await.unwrap());
@@ -775,6 +777,25 @@ impl LocalStack {
         }
     }
 
+    /// The invariant checker over this stack's Redis, tables, queue and DLQ.
+    pub async fn checker(&self) -> seckill_shared::app::invariants::InvariantChecker {
+        use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+        use seckill_shared::adapters::redis::RedisStock;
+        use seckill_shared::adapters::sqs::SqsInspector;
+        let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
+        let db = aws::dynamodb(&sdk);
+        seckill_shared::app::invariants::InvariantChecker::new(
+            RedisStock::connect_lazy(&self.config.redis_url, Duration::from_secs(2)).unwrap(),
+            DynamoCatalog::new(db.clone(), &self.config.sales_table),
+            DynamoOrders::new(db, &self.config.orders_table, &self.config.sales_table),
+            SqsInspector::new(
+                aws::sqs(&sdk),
+                self.queues.orders_url.clone(),
+                Some(self.queues.dlq_url.clone()),
+            ),
+        )
+    }
+
     /// One HTTP/1.1 request over a fresh connection; returns status and JSON body.
     pub async fn request(
         &self,
@@ -923,6 +944,25 @@ impl Drop for LocalStack {
         }
         self.outcomes.abort();
     }
+}
+
+/// Asserts the invariant checker finds nothing wrong with `sale`,
+/// `accepted` being every order id a buyer was answered `202` for.
+pub async fn assert_clean(
+    checker: &seckill_shared::app::invariants::InvariantChecker,
+    sale: &str,
+    accepted: &[String],
+) {
+    let accepted: Vec<seckill_shared::domain::OrderId> = accepted
+        .iter()
+        .map(|o| seckill_shared::domain::OrderId::parse(o).unwrap())
+        .collect();
+    let violations = checker
+        .check_sale(&SaleId::parse(sale).unwrap(), &accepted)
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(violations, vec![], "the invariant checker on {sale}");
 }
 
 /// An order message body for `sale`, reserved at `reserved_at_ms`.

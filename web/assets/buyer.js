@@ -711,6 +711,19 @@
           text: "The shop refused the request: " + ((reply.body && reply.body.message) || "invalid request") + ".",
           tone: "error",
         };
+      // A retry (same key) of a purchase whose order has since ended: the
+      // answer names it; a new press is a new purchase.
+      case "ORDER_EXPIRED":
+        return {
+          text:
+            "Your earlier order of this purchase expired unpaid and its unit went back on sale. Press Buy now again to buy anew.",
+          tone: "warn",
+        };
+      case "ORDER_NOT_PAYABLE":
+        return {
+          text: "Your earlier order of this purchase was not accepted: no unit was left for it. Nothing was charged.",
+          tone: "error",
+        };
       case "NETWORK":
         return {
           text:
@@ -790,6 +803,12 @@
         return;
       case "INVALID_REQUEST":
         state.key = null;
+        break;
+      case "ORDER_EXPIRED":
+      case "ORDER_NOT_PAYABLE":
+        // That purchase is over: the next press is a new one.
+        state.key = null;
+        loadOrders();
         break;
       case "NETWORK":
         // Unknown outcome: keep the key, so the retry is the same purchase.
@@ -978,7 +997,8 @@
 
   // The status the buyer is shown: an order awaiting payment whose window
   // has closed on the clock is expired from that instant (the API says so
-  // too; the release job returns the unit a little later).
+  // too, and the read that first says so puts the unit back on sale: the
+  // page asks again a second later).
   function statusOf(order) {
     if (order.status === "PENDING_PAYMENT" && order.expiresAt && Date.parse(order.expiresAt) <= now()) {
       return "EXPIRED";
@@ -1140,8 +1160,8 @@
         state.refused = state.refused === "LIMIT_EXCEEDED" ? null : state.refused;
         if (focus === ui.payButton || focus === document.body) ui.order.focus();
         // Closed on this page's clock: the API's word a moment later (it
-        // answers EXPIRED from the same instant, or PAID if a payment made
-        // elsewhere got in first).
+        // answers EXPIRED from the same instant, releasing the order as it
+        // does, or PAID if a payment made elsewhere got in first).
         if (order.status === "PENDING_PAYMENT") setTimeout(pollOrder, 1000);
         break;
       case "REJECTED":

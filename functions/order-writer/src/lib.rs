@@ -57,9 +57,14 @@ pub async fn wire(config: &Config) -> Result<LiveWriter, WireError> {
     let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
     let orders = DynamoOrders::new(db.clone(), &config.orders_table, &config.sales_table);
     // A missing sale is asked for again each time: an order redriven from
-    // the DLQ once its sale exists must not wait out the cache.
-    let catalog = CachedCatalog::new(DynamoCatalog::new(db, &config.sales_table), SALE_CACHE)
-        .forgetting_missing();
+    // the DLQ once its sale exists must not wait out the cache. Read
+    // consistently: the per-user limit and the window an order is written
+    // under are the sale's as Redis had them (frozen from the start).
+    let catalog = CachedCatalog::new(
+        DynamoCatalog::new(db, &config.sales_table).consistent_reads(),
+        SALE_CACHE,
+    )
+    .forgetting_missing();
     let metrics = Metrics::new(Function::OrderWriter, &config.metrics_namespace);
     metrics.cold_start();
     if config.max_receive_count.is_none() {

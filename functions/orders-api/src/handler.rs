@@ -9,7 +9,7 @@ use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockStore};
+use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
@@ -30,7 +30,7 @@ pub async fn handle<O, S, C>(
 ) -> Result<Response<Body>, Infallible>
 where
     O: OrderStore + PaymentStore,
-    S: StockStore,
+    S: StockStore + StockAdmin,
     C: SaleCatalog,
 {
     let response = match route(queries, &req).await {
@@ -54,7 +54,7 @@ async fn route<O, S, C>(
 ) -> Result<Response<Body>, ApiError>
 where
     O: OrderStore + PaymentStore,
-    S: StockStore,
+    S: StockStore + StockAdmin,
     C: SaleCatalog,
 {
     let route_key = match req.request_context() {

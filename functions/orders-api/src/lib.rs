@@ -37,6 +37,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             gate_secret: true,
             payment_secret: true,
             orders_queue: true,
+            stand_in_payments: true,
             ..Reads::COMMON
         },
     )
@@ -70,7 +71,8 @@ pub async fn wire(config: &Config) -> Result<LiveQueries, WireError> {
     metrics.cold_start();
     let mut queries = OrderQueries::new(orders, stock, catalog, config.sale_cache_ttl)
         .with_metrics(metrics)
-        .with_lottery(std::sync::Arc::new(lottery));
+        .with_lottery(std::sync::Arc::new(lottery))
+        .with_stand_in(config.stand_in_payments);
     if let Some(secret) = &config.payment_secret {
         queries = queries.with_payment_key(seckill_shared::domain::payment::PaymentKey::new(
             secret.as_bytes(),

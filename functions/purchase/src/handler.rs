@@ -141,7 +141,12 @@ where
             let err = ApiError::from(err);
             Answer {
                 response: http::error(&err),
-                outcome: err.code(),
+                // A keyed retry of an order that ended is a replay: its
+                // code is not a purchase outcome of its own.
+                outcome: match err {
+                    ApiError::OrderEnded { .. } => Outcome::Replayed.as_str(),
+                    _ => err.code(),
+                },
                 sale_id: Some(parsed.sale_id),
                 order_id: None,
             }

@@ -121,6 +121,7 @@ async fn main() -> Result<ExitCode, BoxError> {
         },
         metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,
+        stand_in_payments: seckill_shared::config::StandInPayments::Unpriced,
     };
     let env = runtime_api::function_env(&config);
     let sale_id = sale.sale_id.to_string();

@@ -92,12 +92,18 @@ impl SaleState {
     }
 
     /// Units of `EXPIRED` rows that Redis has not been given back yet (the
-    /// release crashed between its two steps; reconcile returns them).
+    /// release crashed between its two steps; reconcile returns them). An
+    /// expiry at or before the last stock reset's ledger position is in
+    /// the stock already (`stock_seq`), its marker or not.
     pub fn owed_to_redis(&self) -> i64 {
         let Some(snap) = &self.redis else { return 0 };
         self.rows
             .values()
             .filter(|o| o.status == OrderStatus::Expired)
+            .filter(|o| match (o.return_seq, snap.stock_seq) {
+                (Some(seq), Some(reset)) => seq > reset,
+                _ => true,
+            })
             .filter(|o| {
                 snap.reservations
                     .get(o.order_id.as_str())

@@ -11,14 +11,15 @@ use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::SqsInspector;
+use crate::app::release::Released;
 use crate::domain::ledger::{DecidedOrder, HeldUnits, LedgerRead, SaleCounters};
 use crate::domain::orders::OrderStatus;
 use crate::domain::stock_state::{LoadOutcome, Returned};
 use crate::domain::{SaleId, SalePhase};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
-    CatalogAdmin, CatalogError, ExpireOutcome, OrderLedger, OrderStoreError, QueueDepth,
-    QueueInspector, StockAdmin, StoreError,
+    CatalogAdmin, CatalogError, OrderLedger, OrderStoreError, QueueDepth, QueueInspector,
+    StockAdmin, StoreError,
 };
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -487,33 +488,26 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
                 }
                 let mut progressed = false;
                 for order_id in due {
-                    match self.orders.expire(&order_id, now_ms).await {
-                        Ok(ExpireOutcome::Expired(order)) => {
+                    match crate::app::release::release(&self.orders, &self.stock, &order_id, now_ms)
+                        .await
+                    {
+                        Ok(Released::Now { order, returned }) => {
                             progressed = true;
                             report.expired += 1;
                             report.units_returned += u64::from(order.quantity.get());
                             self.metrics.count(Counter::Releases, 1);
                             self.metrics
                                 .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));
-                            match self
-                                .stock
-                                .return_units(
-                                    &order.sale_id,
-                                    &order.order_id,
-                                    order.user_id.as_str(),
-                                    order.quantity.get(),
-                                    order.return_seq,
-                                )
-                                .await
-                            {
+                            match returned {
                                 Ok(Returned::SaleMissing) => report.redis_missing += 1,
                                 Ok(_) => {}
                                 Err(err) => report.errors.push(format!("{order_id}: {err}")),
                             }
                             tracing::info!(%order_id, sale_id = %order.sale_id, "unpaid order expired; units returned");
                         }
-                        // Paid meanwhile, or expired by a concurrent run.
-                        Ok(_) => {}
+                        // Paid meanwhile, or expired by a concurrent run
+                        // (or by the orders API reading it).
+                        Ok(Released::Not(_)) => {}
                         Err(err) => report.errors.push(format!("{order_id}: {err}")),
                     }
                 }

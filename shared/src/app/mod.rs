@@ -9,6 +9,8 @@
 //!   once per payment id) and the payment metrics.
 //! - [`catalog_cache`]: the per-environment cache in front of the catalog.
 //! - [`jobs`]: prewarm and the unpaid release.
+//! - [`release`]: one unpaid order released (the job's step, and the
+//!   orders API's the moment it would say `EXPIRED`).
 //! - [`draw`]: a lottery window's draw (order once, then chunks).
 //! - [`reconcile`]: compare the stores, repair what is provably safe.
 //! - [`invariants`]: the invariants of `docs/design.md` over one sale's state.
@@ -34,3 +36,4 @@ pub mod order_writer;
 pub mod payments;
 pub mod purchase;
 pub mod reconcile;
+pub mod release;

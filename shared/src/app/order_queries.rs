@@ -8,6 +8,7 @@
 //! or ended within the key TTL), a short list cached per environment.
 
 use crate::adapters::redis::KEY_TTL_AFTER_END_MS;
+use crate::app::release::{Released, release};
 use crate::clock;
 use crate::domain::money::Money;
 use crate::domain::orders::{Order, OrderStatus};
@@ -15,8 +16,8 @@ use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::observe::metrics::Metrics;
 use crate::ports::{
-    CatalogError, OrderStore, OrderStoreError, PayOutcome, PaymentStore, SaleCatalog, StockStore,
-    StockView, StoreError,
+    CatalogError, OrderStore, OrderStoreError, PayOutcome, PaymentStore, SaleCatalog, StockAdmin,
+    StockStore, StockView, StoreError,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -112,9 +113,13 @@ pub struct OrderQueries<O, S, C> {
     /// The lottery's tickets and a due draw's drive (`None`: no ticket is
     /// ever shown, as in services that never read one).
     lottery: Option<std::sync::Arc<dyn crate::app::draw::Lottery>>,
+    /// Which orders the buyer's stand-in for the provider may mark paid.
+    stand_in: crate::config::StandInPayments,
 }
 
-impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O, S, C> {
+impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
+    OrderQueries<O, S, C>
+{
     pub fn new(orders: O, stock: S, catalog: C, sale_list_ttl: Duration) -> Self {
         Self {
             orders,
@@ -126,7 +131,14 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             payment_key: None,
             metrics: Metrics::off(),
             lottery: None,
+            stand_in: crate::config::StandInPayments::default(),
         }
+    }
+
+    /// The same service, its pay route paying the orders `stand_in` says.
+    pub fn with_stand_in(mut self, stand_in: crate::config::StandInPayments) -> Self {
+        self.stand_in = stand_in;
+        self
     }
 
     /// The same service showing buyers their lottery tickets, and driving a
@@ -351,7 +363,10 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         let Some(sale) = self.catalog.get_sale(sale_id).await? else {
             return Err(QueryError::NotFound);
         };
-        let mut orders = self.orders.orders_of_buyer(sale_id, caller).await?;
+        let mut orders = Vec::new();
+        for order in self.orders.orders_of_buyer(sale_id, caller).await? {
+            orders.push(self.released_if_due(order).await);
+        }
         let reservations = self.stock.buyer_reservations(sale_id, caller).await?;
         for (order_id, resv) in reservations {
             if orders.iter().any(|o| o.order_id == order_id) {
@@ -369,7 +384,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
                     if let Some(row) = self.orders.get(&order_id).await?
                         && &row.user_id == caller
                     {
-                        orders.push(row);
+                        orders.push(self.released_if_due(row).await);
                     }
                 }
             }
@@ -421,7 +436,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
     pub async fn order(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
         if let Some(order) = self.orders.get(order_id).await? {
             return if &order.user_id == caller {
-                Ok(order)
+                Ok(self.released_if_due(order).await)
             } else {
                 Err(QueryError::NotFound)
             };
@@ -429,6 +444,34 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
         self.queued(order_id, Some(caller))
             .await?
             .ok_or(QueryError::NotFound)
+    }
+
+    /// `order` as the API answers it now. One whose payment window has
+    /// closed is released first, as the release job would (the ledger's
+    /// conditional expiry, then its units and its buyer's count back in
+    /// Redis; exactly once, whoever gets there first): from the instant the
+    /// API says `EXPIRED`, the unit is back on sale and its buyer may buy
+    /// again. A release that cannot be made now (a fault) still answers
+    /// `EXPIRED` (it can no longer be paid); the job releases it.
+    async fn released_if_due(&self, order: Order) -> Order {
+        let now = clock::now_ms();
+        if order.status != OrderStatus::PendingPayment
+            || order.status_at(now) != OrderStatus::Expired
+        {
+            return order;
+        }
+        match release(&self.orders, &self.stock, &order.order_id, now).await {
+            Ok(Released::Now { order, .. }) => order,
+            // Paid or released by someone else meanwhile: the row says which.
+            Ok(Released::Not(_)) => match self.orders.get(&order.order_id).await {
+                Ok(Some(row)) => row,
+                _ => order,
+            },
+            Err(err) => {
+                tracing::warn!(order_id = %order.order_id, %err, "could not release an order past its window now; the release job will");
+                order
+            }
+        }
     }
 
     /// `GET /admin/orders/{orderId}`: any buyer's order, as its buyer sees
@@ -448,6 +491,18 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
     /// order past its window is `ORDER_EXPIRED` at once, and nothing is
     /// recorded (no money moved).
     pub async fn pay(&self, order_id: &OrderId, caller: &UserId) -> Result<Order, QueryError> {
+        // The stand-in takes no money: an order with an amount is paid
+        // through the provider (an order's amount is written with it and
+        // never changes, so reading it first decides for good).
+        if self.stand_in == crate::config::StandInPayments::Unpriced
+            && let Some(order) = self.orders.get(order_id).await?
+            && &order.user_id == caller
+            && order.amount.is_some()
+        {
+            return Err(QueryError::NotPayable(
+                "this order has a price: it is paid through the payment provider",
+            ));
+        }
         match self.orders.pay(order_id, caller, clock::now_ms()).await? {
             PayOutcome::Paid(order) => {
                 crate::app::payments::paid_metrics(&self.metrics, &order);
@@ -455,7 +510,13 @@ impl<O: OrderStore + PaymentStore, S: StockStore, C: SaleCatalog> OrderQueries<O
             }
             // A second click is the same payment, counted once.
             PayOutcome::AlreadyPaid(order) => Ok(order),
-            PayOutcome::Expired => Err(QueryError::Expired),
+            PayOutcome::Expired => {
+                // Said `EXPIRED`: released now, as a read would.
+                if let Some(row) = self.orders.get(order_id).await? {
+                    self.released_if_due(row).await;
+                }
+                Err(QueryError::Expired)
+            }
             PayOutcome::NotPayable(OrderStatus::Rejected) => Err(QueryError::NotPayable(
                 "this order was rejected: no stock was left for it",
             )),
@@ -666,6 +727,7 @@ mod tests {
                 quantity: Quantity::new(1).unwrap(),
                 idempotency_key: None,
                 gate_nonce: None,
+                gate_issued_ms: None,
                 source_ip: None,
             })
             .await

@@ -126,6 +126,13 @@ pub enum PurchaseError {
     TicketInstead,
     #[error("the lottery draw is running")]
     Drawing,
+    /// A retry with the same `Idempotency-Key` as a purchase whose order
+    /// has since expired unpaid or been rejected.
+    #[error("order {order_id} ended {}", status.as_str())]
+    OrderEnded {
+        order_id: OrderId,
+        status: crate::domain::orders::OrderStatus,
+    },
 }
 
 impl From<PurchaseError> for ApiError {
@@ -161,6 +168,9 @@ impl From<PurchaseError> for ApiError {
             // Never reaches a buyer: the handler calls `admit`.
             PurchaseError::TicketInstead => ApiError::Internal,
             PurchaseError::Drawing => ApiError::Drawing,
+            PurchaseError::OrderEnded { order_id, status } => {
+                ApiError::OrderEnded { order_id, status }
+            }
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
             ),
@@ -413,7 +423,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
         // A pass that fails verification counts as no pass: the script
         // refuses only when the sale is gated, so ungated sales ignore it.
-        let nonce = match (&self.gate, &req.sale_token) {
+        let pass = match (&self.gate, &req.sale_token) {
             (Some(gate), Some(token)) => gate
                 .verify(&req.sale_id, &req.user_id, token, clock::now_ms())
                 .map_err(|why| tracing::debug!(%why, "gate pass refused"))
@@ -428,7 +438,8 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 user_id: &req.user_id,
                 quantity: req.quantity,
                 idempotency_key: req.idempotency_key.as_ref(),
-                gate_nonce: nonce.as_deref(),
+                gate_nonce: pass.as_ref().map(|p| p.nonce.as_str()),
+                gate_issued_ms: pass.as_ref().map(|p| p.issued_at_ms),
                 source_ip: req.source_ip.as_deref(),
             })
             .await?;
@@ -462,6 +473,11 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 quantity: resv.quantity,
                 replayed: true,
             }),
+            // The first answer was a 202; what became of its order is the
+            // honest answer now (no order is coming for it).
+            ReserveOutcome::ReplayedEnded { order_id, status } => {
+                Err(PurchaseError::OrderEnded { order_id, status })
+            }
             ReserveOutcome::SaleMissing => Err(self.explain_missing(&req.sale_id).await),
             ReserveOutcome::Paused => Err(PurchaseError::Paused),
             ReserveOutcome::NotStarted { start_ms } => Err(PurchaseError::NotStarted { start_ms }),

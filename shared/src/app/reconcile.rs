@@ -456,8 +456,12 @@ where
     }
 
     /// Redis's stock is derived from the ledger: `available`, less what
-    /// Redis holds reserved without a row, less the units of expiries it
-    /// has not been given back yet. With nothing in flight (the queue and
+    /// Redis holds reserved without a row. `available` was read
+    /// consistently at ledger position `returnSeq`, and the reset records
+    /// that position: a later return of an expiry at or before it gives
+    /// back no stock (only the buyer's count), so the units of expiries
+    /// Redis was not given back yet are in the figure once, whatever the
+    /// eventually consistent index says of them. With nothing in flight (the queue and
     /// the DLQ empty, no transfer between shards half done), a settled
     /// read and a stock read as at one instant with the reservations (not
     /// `moving`), a stock that differs (a failover lost deductions, or units
@@ -470,12 +474,15 @@ where
         snap: &RedisSnapshot,
         report: &mut ReconcileReport,
     ) {
+        // Expiries this run just gave back (the index shows them owed) move
+        // the stock it read: the next run compares again.
         if !state.settled
             || snap.moving
             || !state.queue_quiet()
             || state.dlq_visible > 0
             || snap.shards > 1
             || !snap.pending_transfers.is_empty()
+            || state.owed_to_redis() > 0
         {
             return;
         }
@@ -483,14 +490,19 @@ where
             .queued_without_row()
             .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
             .sum();
-        let target = state.counters.available - queued - state.owed_to_redis();
+        let target = state.counters.available - queued;
         if target == snap.stock || target < 0 {
             return;
         }
         match self
             .checker
             .stock()
-            .set_stock(&state.sale.sale_id, snap.stock, target)
+            .set_stock(
+                &state.sale.sale_id,
+                snap.stock,
+                target,
+                state.counters.return_seq,
+            )
             .await
         {
             Ok(Some(now)) if now == target => {
@@ -499,10 +511,8 @@ where
                     kind: "STOCK_RESET",
                     order_id: None,
                     detail: format!(
-                        "Redis stock {} -> {target} (available {} - queued {queued} - owed back {})",
-                        snap.stock,
-                        state.counters.available,
-                        state.owed_to_redis()
+                        "Redis stock {} -> {target} (available {} at returnSeq {} - queued {queued})",
+                        snap.stock, state.counters.available, state.counters.return_seq,
                     ),
                 });
             }
@@ -644,7 +654,8 @@ fn message_of(sale: &Sale, order_id: &str, resv: &StoredReservation) -> Option<O
         sale_id: sale.sale_id.clone(),
         user_id: UserId::parse(&resv.user_id).ok()?,
         quantity: Quantity::new(resv.quantity).ok()?,
-        shard: 0,
+        // The order id names the shard that holds the reservation.
+        shard: crate::domain::shard_layout::shard_of_order(order_id).unwrap_or(0),
         reserved_at: clock::rfc3339_ms(resv.at_ms.parse().ok()?),
     })
 }

@@ -156,24 +156,40 @@ impl Gate {
         })
     }
 
-    /// The nonce of a valid pass for this user and sale.
+    /// The nonce of a valid pass for this user and sale, and when it was
+    /// issued.
     pub fn verify(
         &self,
         sale: &SaleId,
         user: &UserId,
         token: &str,
         now_ms: i64,
-    ) -> Result<String, GateError> {
+    ) -> Result<VerifiedPass, GateError> {
         let payload = self.open(token)?;
         let (s, u, exp, nonce) = parse_pass(&payload).ok_or(GateError::Invalid)?;
         if s != sale.as_str() || u != user.as_str() {
             return Err(GateError::Foreign);
         }
-        if exp.parse::<i64>().map_err(|_| GateError::Invalid)? <= now_ms {
+        let expires_at_ms = exp.parse::<i64>().map_err(|_| GateError::Invalid)?;
+        if expires_at_ms <= now_ms {
             return Err(GateError::Expired);
         }
-        Ok(nonce.to_owned())
+        Ok(VerifiedPass {
+            nonce: nonce.to_owned(),
+            issued_at_ms: expires_at_ms - PASS_TTL_MS,
+        })
     }
+}
+
+/// A pass whose signature, buyer, sale and expiry were checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedPass {
+    /// What makes it one pass: the purchase script records it once used.
+    pub nonce: String,
+    /// When it was issued (its expiry less [`PASS_TTL_MS`]): a pass from
+    /// before the sale's keys were rebuilt is refused, since which passes
+    /// bought before is not in the ledger.
+    pub issued_at_ms: i64,
 }
 
 /// A pass's signed payload: `p|<sale>|<user>|<expiresAtMs>|<nonce>`. The
@@ -264,8 +280,9 @@ mod tests {
                 .answer(&sale, user, solve(&c.question), None, 2_000, 7)
                 .unwrap();
             assert_eq!(
-                gate.verify(&sale, user, &pass.token, 3_000),
-                Ok(format!("{:016x}", 7)),
+                gate.verify(&sale, user, &pass.token, 3_000)
+                    .map(|p| (p.nonce, p.issued_at_ms)),
+                Ok((format!("{:016x}", 7), 2_000)),
                 "{user}"
             );
             for (j, other) in users.iter().enumerate().filter(|(j, _)| *j != i) {

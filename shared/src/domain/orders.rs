@@ -9,9 +9,9 @@
 //! the reservation up.
 //!
 //! What the API shows is [`Order::body`]: an order `PENDING_PAYMENT` past
-//! its `expiresAt` is shown `EXPIRED` at once ([`Order::status_at`]),
-//! although its row stays as it is until the release job expires it and
-//! gives its units back.
+//! its `expiresAt` is shown `EXPIRED` at once ([`Order::status_at`]); the
+//! orders API releases it first (`app::release`), whoever reads it, so the
+//! row, the unit and the buyer's count agree with what it says.
 
 use crate::clock;
 use crate::domain::money::Money;
@@ -110,7 +110,8 @@ pub struct Order {
 impl Order {
     /// The status the API answers at `now_ms`: a `PENDING_PAYMENT` order
     /// whose payment window has closed is `EXPIRED` from that instant (it
-    /// can no longer be paid), before the release job flips its row.
+    /// can no longer be paid). The orders API releases such an order before
+    /// it answers (`app::release`), so its unit is back by then.
     pub fn status_at(&self, now_ms: i64) -> OrderStatus {
         match (self.status, self.expires_at_ms) {
             (OrderStatus::PendingPayment, Some(at)) if at <= now_ms => OrderStatus::Expired,

@@ -184,8 +184,9 @@ mod tests {
             .unwrap();
         assert_ne!(again.token, pass.token);
         assert_eq!(
-            gate.verify(&sale, &user, &again.token, 3_000),
-            Ok(used.clone())
+            gate.verify(&sale, &user, &again.token, 3_000)
+                .map(|p| p.nonce),
+            Ok(used.nonce.clone())
         );
         let other_nonce = ((nonce.parse::<u64>().unwrap() + 1)..)
             .map(|n| n.to_string())
@@ -196,8 +197,9 @@ mod tests {
             .unwrap();
         // Another solution is another solve's work, and buys once too.
         assert_ne!(
-            gate.verify(&sale, &user, &third.token, 3_000),
-            Ok(used.clone())
+            gate.verify(&sale, &user, &third.token, 3_000)
+                .map(|p| p.nonce),
+            Ok(used.nonce.clone())
         );
         // The next window's challenge is another one, with another nonce.
         let next = gate.pow_challenge(&sale, &user, 12, CHALLENGE_TTL_MS + 1);
@@ -213,8 +215,9 @@ mod tests {
             )
             .unwrap();
         assert_ne!(
-            gate.verify(&sale, &user, &next_pass.token, CHALLENGE_TTL_MS + 3),
-            Ok(used)
+            gate.verify(&sale, &user, &next_pass.token, CHALLENGE_TTL_MS + 3)
+                .map(|p| p.nonce),
+            Ok(used.nonce)
         );
     }
 

@@ -215,11 +215,17 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
     let price_changed = current.price != edit.price || current.pow_bits != edit.pow_bits;
     // The window (and so its seed) is part of how buyers were admitted.
     let admission_changed = current.admission != edit.admission;
+    // The per-user limit too: Redis decides a purchase under the limit it
+    // has at that moment, the order-writer writes it under the one it read
+    // (cached), and reconcile judges holdings by today's: changed mid-sale,
+    // they disagree, and an accepted order would be written REJECTED.
+    let limit_changed = current.per_user_limit != edit.per_user_limit;
     if started
         && (stock_changed
             || shards_changed
             || price_changed
             || admission_changed
+            || limit_changed
             || current.start_ms != edit.start_ms)
     {
         Some(EditRefusal::Started)
@@ -270,6 +276,13 @@ mod tests {
         renamed.name = "Desk lamp".into();
         assert_eq!(edit_refusal(&current, &renamed, during, true), None);
         assert_eq!(edit_refusal(&current, &more, during - 1, false), None);
+        let mut limit = current.clone();
+        limit.per_user_limit += 1;
+        assert_eq!(
+            edit_refusal(&current, &limit, during, true),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(edit_refusal(&current, &limit, during - 1, true), None);
     }
 
     #[test]

@@ -19,6 +19,17 @@
 
 use std::sync::Arc;
 
+/// The shard an order id names: ids the purchase script makes on shard k
+/// end in `-s<k>` after its 32 characters; ids of one-shard sales carry no
+/// suffix (shard 0). A relay or a rebuild finds an order's shard here.
+pub fn shard_of_order(order_id: &str) -> Option<u32> {
+    let (head, tail) = order_id.split_at_checked(32)?;
+    if !(head.starts_with('n') || head.starts_with('k')) {
+        return None;
+    }
+    tail.strip_prefix("-s")?.parse().ok()
+}
+
 /// Buckets of a home table: divisible by every count from 1 to 8, so the
 /// usual layouts (up to 8 masters, up to 8 shards on one) split exactly.
 pub const HOME_BUCKETS: usize = 840;

@@ -42,6 +42,10 @@ pub struct PendingTransfer {
 pub struct RedisSnapshot {
     /// Units left, over every shard.
     pub stock: i64,
+    /// The ledger position (`returnSeq`) a stock reset last set the stock
+    /// at: expiries at or before it are in the stock, whether or not their
+    /// marker says `EXPIRED` yet.
+    pub stock_seq: Option<u64>,
     pub total: i64,
     pub buyers: std::collections::HashMap<String, i64>,
     pub reservations: std::collections::HashMap<String, StoredReservation>,

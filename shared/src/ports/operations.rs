@@ -110,13 +110,16 @@ pub trait StockAdmin: StockStore {
     ) -> impl Future<Output = Result<i64, StoreError>> + Send;
 
     /// Sets the stock of a sale of one shard to `units` (never above the
-    /// total) if it is still `read`. Returns the stock now; `None` when the
-    /// sale has no keys.
+    /// total) if it is still `read`, `units` being the ledger's figure at
+    /// position `ledger_seq` (its `returnSeq`): a later return of an expiry
+    /// at or before it gives back no stock, only the buyer's count.
+    /// Returns the stock now; `None` when the sale has no keys.
     fn set_stock(
         &self,
         sale_id: &SaleId,
         read: i64,
         units: i64,
+        ledger_seq: u64,
     ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
 
     /// Credits a transfer between shards that its receiver never got.

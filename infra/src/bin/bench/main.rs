@@ -169,6 +169,7 @@ fn bench_config(
         secrets: Default::default(),
         metrics_namespace: metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count,
+        stand_in_payments: seckill_shared::config::StandInPayments::Any,
     }
 }
 

@@ -214,7 +214,7 @@ async fn run(
             DynamoOrders::new(writer_db.clone(), &orders_table, &sales_table),
             RedisStock::connect_lazy(env.redis_url, REDIS_TIMEOUT)?,
             CachedCatalog::new(
-                DynamoCatalog::new(writer_db, &sales_table),
+                DynamoCatalog::new(writer_db, &sales_table).consistent_reads(),
                 WRITER_SALE_CACHE,
             )
             .forgetting_missing(),

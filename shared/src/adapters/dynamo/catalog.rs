@@ -31,6 +31,8 @@ type Item = HashMap<String, AttributeValue>;
 pub struct DynamoCatalog {
     client: Client,
     table: String,
+    /// [`SaleCatalog::get_sale`] reads consistently.
+    consistent: bool,
 }
 
 impl DynamoCatalog {
@@ -38,7 +40,17 @@ impl DynamoCatalog {
         Self {
             client,
             table: table.into(),
+            consistent: false,
         }
+    }
+
+    /// The same catalog, its `get_sale` reading consistently: for the
+    /// order-writer, whose orders must be decided under the sale as it was
+    /// when Redis took them (an edit just before the start reaches Redis at
+    /// once; an eventually consistent read could miss it).
+    pub fn consistent_reads(mut self) -> Self {
+        self.consistent = true;
+        self
     }
 
     /// Creates the sale item if it does not exist; returns false when it did
@@ -304,6 +316,7 @@ impl SaleCatalog for DynamoCatalog {
             .get_item()
             .table_name(&self.table)
             .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .consistent_read(self.consistent)
             .send()
             .await
             .map_err(|e| {

@@ -93,6 +93,7 @@ impl Stores {
                 quantity: Quantity::new(units).unwrap(),
                 idempotency_key: None,
                 gate_nonce: None,
+                gate_issued_ms: None,
                 source_ip: None,
             })
             .await

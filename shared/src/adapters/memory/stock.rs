@@ -40,6 +40,8 @@ struct MemorySale {
     seq: u64,
     /// The ledger position (`returnSeq`) a rebuild loaded the sale at.
     ledger_seq: Option<u64>,
+    /// The ledger position a stock reset set the stock at (`stockSeq`).
+    stock_seq: Option<u64>,
     buyers: HashMap<String, i64>,
     resv: HashMap<OrderId, Held>,
     /// What each resolved reservation was resolved as, for the tests.
@@ -56,6 +58,7 @@ impl MemorySale {
             paused,
             seq: 0,
             ledger_seq: None,
+            stock_seq: None,
             buyers: HashMap::new(),
             resv: HashMap::new(),
             resolved: HashMap::new(),
@@ -205,7 +208,18 @@ impl StockStore for MemoryStock {
             && let Some(held) = s.resv.get_mut(id)
         {
             held.replayed |= held.state == State::Queued;
-            return Ok(ReserveOutcome::Replayed(held.reservation.clone()));
+            let ended = match held.state {
+                State::Expired => Some(crate::domain::orders::OrderStatus::Expired),
+                State::Rejected => Some(crate::domain::orders::OrderStatus::Rejected),
+                State::Queued | State::Written => None,
+            };
+            return Ok(match ended {
+                Some(status) => ReserveOutcome::ReplayedEnded {
+                    order_id: held.reservation.order_id.clone(),
+                    status,
+                },
+                None => ReserveOutcome::Replayed(held.reservation.clone()),
+            });
         }
         if s.paused {
             return Ok(ReserveOutcome::Paused);
@@ -498,6 +512,12 @@ impl StockAdmin for MemoryStock {
         }
         let q = i64::from(quantity);
         s.drop_holding(user_id, q);
+        if let (Some(seq), Some(reset)) = (return_seq, s.stock_seq)
+            && seq <= reset
+        {
+            // A stock reset at a later ledger position has it in the stock.
+            return Ok(Returned::Already);
+        }
         Ok(Returned::Returned {
             stock: s.give_back(q),
         })
@@ -542,6 +562,7 @@ impl StockAdmin for MemoryStock {
         sale_id: &SaleId,
         read: i64,
         units: i64,
+        ledger_seq: u64,
     ) -> Result<Option<i64>, StoreError> {
         let mut sales = self.lock()?;
         let Some(s) = sales.get_mut(sale_id) else {
@@ -552,6 +573,7 @@ impl StockAdmin for MemoryStock {
             return Ok(Some(s.stock));
         }
         s.stock = want;
+        s.stock_seq = Some(s.stock_seq.map_or(ledger_seq, |had| had.max(ledger_seq)));
         Ok(Some(want))
     }
 
@@ -642,6 +664,7 @@ impl StockAdmin for MemoryStock {
         };
         Ok(Some(RedisSnapshot {
             stock: s.stock,
+            stock_seq: s.stock_seq,
             total: s.total(),
             buyers: s.buyers.clone(),
             reservations: s

@@ -81,6 +81,7 @@ impl RedisStock {
         sale_id: &SaleId,
         read: i64,
         units: i64,
+        ledger_seq: u64,
     ) -> Result<Option<i64>, StoreError> {
         let keys = SaleKeys::new(sale_id);
         let reply: String = self
@@ -88,6 +89,7 @@ impl RedisStock {
                 keys: &keys,
                 read,
                 units,
+                ledger_seq,
             })
             .await?;
         if reply == "MISSING" {

@@ -70,8 +70,9 @@ impl StockAdmin for RedisStock {
         sale_id: &SaleId,
         read: i64,
         units: i64,
+        ledger_seq: u64,
     ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send {
-        RedisStock::set_stock(self, sale_id, read, units)
+        RedisStock::set_stock(self, sale_id, read, units, ledger_seq)
     }
 
     fn complete_transfer(

@@ -95,15 +95,7 @@ pub fn home_shard(user_id: &str, shards: u32) -> u32 {
     ShardLayout::uniform(shards).home(user_id)
 }
 
-/// The shard an order id names: ids made on shard k end in `-s<k>` after the
-/// script's 32 characters; ids of one-shard sales carry no suffix.
-pub fn shard_of_order(order_id: &str) -> Option<u32> {
-    let (head, tail) = order_id.split_at_checked(32)?;
-    if !(head.starts_with('n') || head.starts_with('k')) {
-        return None;
-    }
-    tail.strip_prefix("-s")?.parse().ok()
-}
+pub use crate::domain::shard_layout::shard_of_order;
 
 #[cfg(test)]
 mod tests {

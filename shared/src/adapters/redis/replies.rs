@@ -23,6 +23,8 @@ pub struct StoredTicket {
 /// One key group's stock, buyers, reservations and the transfers it received.
 pub(super) struct SnapshotPart {
     pub(super) stock: i64,
+    /// The ledger position of the group's last stock reset (`stockSeq`).
+    pub(super) stock_seq: Option<u64>,
     pub(super) total: i64,
     pub(super) buyers: std::collections::HashMap<String, i64>,
     pub(super) reservations: std::collections::HashMap<String, StoredReservation>,
@@ -45,6 +47,17 @@ pub(super) fn parse_reserve_reply(
         ["REPLAY", order_id, stored] => {
             let stored: StoredReservation =
                 serde_json::from_str(stored).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            let ended = match stored.state.as_str() {
+                "EXPIRED" => Some(crate::domain::orders::OrderStatus::Expired),
+                "REJECTED" => Some(crate::domain::orders::OrderStatus::Rejected),
+                _ => None,
+            };
+            if let Some(status) = ended {
+                return Ok(ReserveOutcome::ReplayedEnded {
+                    order_id: parse_order_id(order_id)?,
+                    status,
+                });
+            }
             Ok(ReserveOutcome::Replayed(Reservation {
                 order_id: parse_order_id(order_id)?,
                 quantity: Quantity::new(stored.quantity)
@@ -115,6 +128,7 @@ pub(super) fn parse_snapshot(
     };
     let mut part = SnapshotPart {
         stock: parse_i64(&text(stock)?)?,
+        stock_seq: None,
         total: parse_i64(&text(total)?)?,
         buyers: std::collections::HashMap::new(),
         reservations: std::collections::HashMap::new(),

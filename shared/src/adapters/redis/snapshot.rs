@@ -46,6 +46,8 @@ pub(super) struct Head {
     total: i64,
     version: String,
     epoch: String,
+    /// The ledger position of the last stock reset (`stockSeq`).
+    stock_seq: Option<u64>,
     /// Fields of `resv` (and for a shard of `lent`, `received`).
     lens: Vec<usize>,
 }
@@ -98,6 +100,7 @@ impl RedisStock {
             let part = group.part;
             merged.moving |= group.moving;
             merged.stock += part.stock;
+            merged.stock_seq = merged.stock_seq.max(part.stock_seq);
             merged.total = part.total;
             if merged.buyers.is_empty() {
                 // The first group's maps are taken whole: copying a million
@@ -184,6 +187,7 @@ impl RedisStock {
                 return Ok(Some(GroupRead {
                     part: SnapshotPart {
                         stock: after.stock,
+                        stock_seq: after.stock_seq,
                         total: after.total,
                         buyers,
                         reservations,
@@ -208,11 +212,15 @@ impl RedisStock {
         let fields: Vec<&str> = reply.iter().map(String::as_str).collect();
         match fields.as_slice() {
             ["MISSING"] => Ok(None),
-            ["OK", stock, total, version, epoch, lens @ ..] => Ok(Some(Head {
+            ["OK", stock, total, version, epoch, stock_seq, lens @ ..] => Ok(Some(Head {
                 stock: parse_i64(stock)?,
                 total: parse_i64(total)?,
                 version: (*version).to_owned(),
                 epoch: (*epoch).to_owned(),
+                stock_seq: match *stock_seq {
+                    "" => None,
+                    n => Some(n.parse::<u64>().map_err(|_| protocol(&reply))?),
+                },
                 lens: lens
                     .iter()
                     .map(|n| n.parse::<usize>().map_err(|_| protocol(&reply)))

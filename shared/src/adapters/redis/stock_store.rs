@@ -35,6 +35,8 @@ impl RedisStock {
         request: &str,
         shard: u32,
     ) -> Result<Decided, StoreError> {
+        // Only a gated purchase carries a pass: the others allocate nothing.
+        let issued = req.gate_issued_ms.map(|ms| ms.to_string());
         let call = PurchaseArgs {
             keys,
             sale_id: req.sale_id.as_str(),
@@ -45,6 +47,7 @@ impl RedisStock {
             source_ip: req.source_ip.unwrap_or(""),
             limits: &self.limit_args,
             request_id: request,
+            gate_issued_ms: issued.as_deref().unwrap_or(""),
         };
         let reply: Vec<String> = self.run(&call).await?;
         let reply = match reply.split_first() {

@@ -188,6 +188,7 @@ impl DrawStore for TestDraw {
                     quantity,
                     idempotency_key: None,
                     gate_nonce: None,
+                    gate_issued_ms: None,
                     source_ip: None,
                 })
                 .await?;

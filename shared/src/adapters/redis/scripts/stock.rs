@@ -35,6 +35,8 @@ pub(in super::super) struct PurchaseArgs<'a> {
     pub limits: &'a [String; 4],
     /// ARGV[12] the request id ([`super::request_id`]).
     pub request_id: &'a str,
+    /// ARGV[13] when the gate pass was issued (ms), or "".
+    pub gate_issued_ms: &'a str,
 }
 
 impl ScriptCall for PurchaseArgs<'_> {
@@ -59,20 +61,27 @@ impl ScriptCall for PurchaseArgs<'_> {
 
     fn argv(&self) -> impl ToRedisArgs {
         let [user_rate, user_burst, ip_rate, ip_burst] = self.limits;
-        // A tuple, not a `Vec`: nothing is allocated before the command.
+        // Tuples, not a `Vec`: nothing is allocated before the command
+        // (two of them: the trait stops at twelve elements; they are
+        // written one after the other).
         (
-            self.sale_id,
-            self.user_id,
-            self.quantity,
-            self.idempotency_key,
-            self.gate_nonce,
-            self.source_ip,
-            user_rate.as_str(),
-            user_burst.as_str(),
-            ip_rate.as_str(),
-            ip_burst.as_str(),
-            self.keys.id_suffix.as_str(),
-            self.request_id,
+            (
+                self.sale_id,
+                self.user_id,
+                self.quantity,
+                self.idempotency_key,
+                self.gate_nonce,
+                self.source_ip,
+                user_rate.as_str(),
+                user_burst.as_str(),
+                ip_rate.as_str(),
+                ip_burst.as_str(),
+            ),
+            (
+                self.keys.id_suffix.as_str(),
+                self.request_id,
+                self.gate_issued_ms,
+            ),
         )
     }
 }

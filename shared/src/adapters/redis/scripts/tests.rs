@@ -155,6 +155,7 @@ fn purchase() {
         source_ip: "10.0.0.1",
         limits: &limits,
         request_id: "req",
+        gate_issued_ms: "1000",
     };
     check(
         &call,
@@ -172,6 +173,7 @@ fn purchase() {
         ],
         &[
             "s", "u", "2", "idem", "nonce", "10.0.0.1", "10", "20", "30", "40", "-s3", "req",
+            "1000",
         ],
         true,
     );
@@ -515,10 +517,11 @@ fn repairs_pause_and_locks() {
             keys: &keys,
             read: 7,
             units: 6,
+            ledger_seq: 3,
         },
         include_str!("../../../../lua/set_stock.lua"),
         &["meta", "stock"],
-        &["7", "6"],
+        &["7", "6", "3"],
         true,
     );
     check(

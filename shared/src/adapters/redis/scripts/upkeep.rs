@@ -401,6 +401,8 @@ pub(in super::super) struct SetStockArgs<'a> {
     pub read: i64,
     /// ARGV[2] the stock the ledger proves.
     pub units: i64,
+    /// ARGV[3] the ledger position (`returnSeq`) that figure is at.
+    pub ledger_seq: u64,
 }
 
 impl ScriptCall for SetStockArgs<'_> {
@@ -413,7 +415,7 @@ impl ScriptCall for SetStockArgs<'_> {
     }
 
     fn argv(&self) -> impl ToRedisArgs {
-        (self.read, self.units)
+        (self.read, self.units, self.ledger_seq)
     }
 }
 
