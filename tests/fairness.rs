@@ -42,12 +42,13 @@ async fn with_a_window_people_win_their_share_of_the_tickets_and_without_it_scri
         .unwrap_or_else(|err| panic!("window run: {err}"));
     println!("{}", said(&window));
     assert_eq!(window.people_units + window.script_units, 1_000);
-    // Everyone arrived inside the window and holds a ticket, but for the
-    // people of its last milliseconds whose call reached Redis after it
-    // closed (answered DRAWING, then SOLD_OUT): about 10 on a quiet
-    // machine, more when the suite loads it.
-    assert_eq!(window.scripts_in, 2_000, "{}", said(&window));
-    assert!(window.people_in >= 19_000, "{}", said(&window));
+    // Who holds a ticket depends on the machine's pace (Redis's clock
+    // closes the window: on a quiet machine about 10 people of its last
+    // milliseconds miss it, on a loaded one thousands, and they are
+    // answered DRAWING, then SOLD_OUT). What must hold at any pace: each
+    // holder has one ticket, and people win their share of the holders.
+    // The run tells a slow machine (too few holders to draw from) from a
+    // wrong draw.
     assert_eq!(
         window.answers.tickets,
         window.people_in + window.scripts_in,
@@ -55,8 +56,16 @@ async fn with_a_window_people_win_their_share_of_the_tickets_and_without_it_scri
         said(&window)
     );
     assert!(
+        window.people_in >= u64::from(scenario.units) && window.scripts_in > 0,
+        "too slow a machine for this scenario, not a wrong answer: only {} people and {} scripts \
+         reached Redis inside the 3 s window ({})",
+        window.people_in,
+        window.scripts_in,
+        said(&window)
+    );
+    assert!(
         window.gap_points().abs() <= TARGET_POINTS,
-        "{}",
+        "the draw is not fair to the holders: {}",
         said(&window)
     );
 

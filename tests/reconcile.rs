@@ -433,6 +433,23 @@ async fn a_whole_sale_run_reconciles_clean() {
         .await;
         assert!(paid, "{order}");
     }
+    // Every payment acknowledged is still there: a write the store undid
+    // (an emulator's cancelled transaction putting back its copy of the
+    // table) fails here as that, not as a miscount of the release below.
+    for (_, auth, order) in winners.iter().take(150) {
+        let (_, row) = stack
+            .request(
+                "GET",
+                &format!("/orders/{order}"),
+                &[("authorization", auth)],
+                "",
+            )
+            .await;
+        assert_eq!(
+            row["status"], "PAID",
+            "an acknowledged payment was undone: {row}"
+        );
+    }
 
     // The payment window passes (time injected): the release job expires the 50.
     let later = clock::now_ms() + 61_000;

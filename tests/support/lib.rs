@@ -667,6 +667,49 @@ where
     }
 }
 
+/// Polls `progress` (a count that only grows, such as orders written)
+/// until it reaches `target`. Slow is not wrong: the wait goes on as long
+/// as the count moves, and ends in an error only when it has not moved for
+/// `stall` (stuck: a wrong answer) or after `cap` in all (a machine too
+/// slow for the test); the error says which, with the count reached.
+pub async fn until_reached<F, Fut>(
+    target: u64,
+    stall: Duration,
+    cap: Duration,
+    mut progress: F,
+) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
+    let started = tokio::time::Instant::now();
+    let (mut last, mut moved_at) = (0, started);
+    let mut every = tokio::time::interval(Duration::from_millis(200));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let now_at = progress().await;
+        let now = tokio::time::Instant::now();
+        if now_at >= target {
+            return Ok(());
+        }
+        if now_at > last {
+            (last, moved_at) = (now_at, now);
+        }
+        if now - moved_at >= stall {
+            return Err(format!(
+                "stuck, not slow: {now_at} of {target} after {:?}, none more in the last {stall:?}",
+                now - started
+            ));
+        }
+        if now - started >= cap {
+            return Err(format!(
+                "too slow a machine, not stuck: {now_at} of {target} after {cap:?}, still moving"
+            ));
+        }
+    }
+}
+
 /// The local stack of `seckill-local up`, started in-process on a free port
 /// with its own queue, tables and demo sale, the order-writer polling its
 /// queue like Lambda's event source mapping.
