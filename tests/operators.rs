@@ -741,3 +741,80 @@ async fn raising_the_per_user_limit_of_a_live_sale_never_rejects_an_accepted_ord
     let report = stack.checker().await;
     seckill_tests::assert_clean(&report, &id, &accepted).await;
 }
+
+/// An end is obeyed whatever came before it: a sale paused, then ended,
+/// answered `503 SALE_PAUSED` (retry shortly) until its keys expired an
+/// hour after the end, where the contract and the sale's view say
+/// `410 SALE_ENDED` (`purchase.lua` checked the pause before the clock, and
+/// an ended sale cannot be resumed).
+#[tokio::test]
+async fn a_paused_sale_that_is_ended_answers_sale_ended() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("pause-end");
+    let now = clock::now_ms();
+    assert_eq!(
+        client
+            .put_sale(&id, &sale_json(20, 1, now - 1_000, now + 3_600_000))
+            .await
+            .0,
+        201
+    );
+    let (status, first) = client.buy(&id, "a").await;
+    assert_eq!(status, 202, "{first}");
+    for action in ["pause", "end"] {
+        let (status, reply) = client
+            .admin("POST", &format!("/admin/sales/{id}/{action}"), "")
+            .await;
+        assert_eq!(status, 200, "{action}: {reply}");
+    }
+    let (status, reply) = client.buy(&id, "b").await;
+    assert_eq!((status, code(&reply)), (410, "SALE_ENDED"), "{reply}");
+    let (_, view) = stack.request("GET", &format!("/sales/{id}"), &[], "").await;
+    assert_eq!(view["status"], "ENDED", "{view}");
+    until_written(&client, &id, "a").await;
+    let accepted = vec![first["orderId"].as_str().unwrap().to_owned()];
+    seckill_tests::assert_clean(&stack.checker().await, &id, &accepted).await;
+}
+
+/// A loaded sale whose start is moved later than the prewarm lead kept its
+/// old start in Redis (the edit's prewarm answered NOT_DUE before it looked
+/// at Redis), so it sold from the old start until the next prewarm within
+/// the new start's lead. The edit reaches Redis at once, as every edit of a
+/// loaded sale does.
+#[tokio::test]
+async fn moving_a_loaded_sales_start_later_keeps_it_closed_until_then() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("later");
+    let now = clock::now_ms();
+    let old_start = now + 2_000;
+    let (status, reply) = client
+        .put_sale(&id, &sale_json(20, 1, old_start, now + 7_200_000))
+        .await;
+    assert_eq!(
+        (status, reply["prewarm"]["outcome"].as_str()),
+        (201, Some("LOADED")),
+        "{reply}"
+    );
+    let new_start = now + 3_600_000;
+    let (status, reply) = client
+        .put_sale(&id, &sale_json(20, 1, new_start, now + 7_200_000))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let start: Option<i64> = redis()
+        .await
+        .hget(SaleKeys::new(&SaleId::parse(&id).unwrap()).meta, "startMs")
+        .await
+        .unwrap();
+    assert_eq!(start, Some(new_start), "Redis has the new start");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            clock::now_ms() > old_start + 100
+        })
+        .await
+    );
+    let (status, reply) = client.buy(&id, "a").await;
+    assert_eq!((status, code(&reply)), (425, "SALE_NOT_STARTED"), "{reply}");
+    seckill_tests::assert_clean(&stack.checker().await, &id, &[]).await;
+}

@@ -639,3 +639,78 @@ async fn the_sample_event_file_feeds_the_handler() {
     assert_eq!(app.orders().await.len(), 2);
     assert_eq!(app.sale_counters("demo").await, (98, 2));
 }
+
+/// A command never undoes what was accepted: an order whose message is
+/// still on the queue when an operator pauses the sale, or ends it, is
+/// written all the same (the writer reads the sale for its limit, window
+/// and price, never its status), and the purchases after the command are
+/// refused as it says.
+#[tokio::test]
+async fn an_order_queued_before_a_pause_or_an_end_is_written_after_it() {
+    let app = App::spawn().await;
+    let sale = live_sale(10, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let jobs = app.jobs().await;
+    let mut accepted = Vec::new();
+    for (user, command) in [("before-pause", "pause"), ("before-end", "end")] {
+        if command == "end" {
+            // Resumed first: the end is what this round is about.
+            app.catalog.set_paused(&sale.sale_id, false).await.unwrap();
+            jobs.prewarm_sale(&sale.sale_id, clock::now_ms())
+                .await
+                .unwrap();
+        }
+        let reply = app.purchase(id, user, "").await;
+        assert_eq!(reply.status, 202, "{reply:?}");
+        let order = reply.body["orderId"].as_str().unwrap().to_owned();
+        accepted.push(order.clone());
+        // Held: the message is on its way while the command lands.
+        let held = app.take_messages().await;
+        match command {
+            "pause" => {
+                app.catalog.set_paused(&sale.sale_id, true).await.unwrap();
+            }
+            _ => {
+                let mut ended = app
+                    .catalog
+                    .get_record(&sale.sale_id)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .0;
+                ended.end_ms = clock::now_ms() - 1;
+                app.catalog
+                    .upsert_sale(&ended, clock::now_ms())
+                    .await
+                    .unwrap();
+            }
+        }
+        jobs.prewarm_sale(&sale.sale_id, clock::now_ms())
+            .await
+            .unwrap();
+        let refused = app.purchase(id, "after", "").await;
+        let expected = if command == "pause" {
+            (503, "SALE_PAUSED")
+        } else {
+            (410, "SALE_ENDED")
+        };
+        assert_eq!(
+            (refused.status, refused.code()),
+            expected,
+            "{command}: {refused:?}"
+        );
+        let records: Vec<(&str, &str)> =
+            held.iter().map(|(m, b)| (m.as_str(), b.as_str())).collect();
+        let failures = invoke_writer(&*app.writer().await, sqs_event(&records))
+            .await
+            .unwrap();
+        assert!(failures.is_empty(), "{command}: {failures:?}");
+        assert_eq!(
+            app.orders().await[&order].status,
+            OrderStatus::PendingPayment,
+            "the order accepted before the {command}"
+        );
+    }
+    seckill_tests::assert_clean(&app.checker(), id, &accepted).await;
+}

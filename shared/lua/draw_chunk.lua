@@ -44,14 +44,16 @@ end
 if pos ~= tonumber(ARGV[1]) then
   return {'MOVED', tostring(pos)}
 end
-if m[4] == 'PAUSED' then
-  return {'PAUSED'}
-end
+-- The end before the pause: an ended sale is never resumed, so a paused
+-- and then ended one must read ENDED, not wait for a resume.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local end_ms = tonumber(m[6])
 if end_ms and now >= end_ms then
   return {'ENDED'}
+end
+if m[4] == 'PAUSED' then
+  return {'PAUSED'}
 end
 local n = tonumber(ARGV[2]) or 100
 local sale = ARGV[3]

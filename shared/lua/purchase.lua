@@ -125,6 +125,12 @@ if existing then
 end
 
 if m[4] == 'PAUSED' then
+  -- An end is obeyed over a pause (an ended sale is never resumed): the
+  -- clock is read here only for a paused sale.
+  local pt = redis.call('TIME')
+  if tonumber(pt[1]) * 1000 + math.floor(tonumber(pt[2]) / 1000) >= end_ms then
+    return {'ENDED'}
+  end
   return {'PAUSED'}
 end
 

@@ -24,9 +24,11 @@ use crate::ports::{
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Payment windows are at most 24 h, so no order of a sale that ended longer
-/// ago than that can still be pending.
-const PENDING_HORIZON_MS: i64 = 24 * 3_600_000;
+/// How long after its end a sale may still have an order pending payment:
+/// a reservation may become an order until reconcile gives it up (an hour
+/// after it was made: `ReconcileSettings::max_age`), and the payment window
+/// (at most 24 h) starts at that write. An hour more for the slack.
+const PENDING_HORIZON_MS: i64 = (24 + 1 + 1) * 3_600_000;
 /// Orders expired per query; the job loops until none are due or time is up.
 const RELEASE_CHUNK: usize = 25;
 
@@ -235,10 +237,14 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             }
             return Ok(PrewarmOutcome::Ended);
         }
-        if now_ms < sale.start_ms.saturating_sub(lead_ms) {
+        // A sale Redis holds is refreshed whenever it changes, however far
+        // its start (an edit that moved a loaded sale's start beyond the
+        // lead used to leave the old start in Redis, selling from it).
+        let loaded = self.stock.view(sale_id, None).await?;
+        if loaded.is_none() && now_ms < sale.start_ms.saturating_sub(lead_ms) {
             return Ok(PrewarmOutcome::NotDue);
         }
-        if let Some(view) = self.stock.view(sale_id, None).await? {
+        if let Some(view) = loaded {
             // Also marks sales loaded before the mark existed.
             mark_and_load(&self.catalog, &self.stock, &sale, now_ms).await?;
             if sale.phase_at(now_ms) == SalePhase::Live {

@@ -12,6 +12,9 @@ pub const MAX_SHARDS: u64 = 64;
 pub const PAYMENT_WINDOW_SECS: std::ops::RangeInclusive<u64> = 60..=86_400;
 pub const DEFAULT_PAYMENT_WINDOW_SECS: u32 = 900;
 
+/// The least time a lottery sale runs after its window closes: its draw.
+pub const DRAW_TIME_MS: i64 = 60_000;
+
 /// Bounds of a lottery window (`admission.window`), seconds after the start.
 pub const ADMISSION_WINDOW_SECS: std::ops::RangeInclusive<u64> = 1..=10;
 
@@ -109,12 +112,15 @@ pub fn parse_sale(sale_id: &SaleId, body: &[u8]) -> Result<Sale, String> {
     let gate = gate || pow_bits.is_some();
     let admission = parse_admission(obj.get("admission"), shards)?;
     if let Some(window) = &admission {
-        // The draw runs when the window closes; after the end nothing is
-        // decided, so a window that outlives the sale could never draw.
-        if start_ms + i64::from(window.window_secs) * 1_000 > end_ms {
+        // The draw runs when the window closes, and nothing is decided
+        // from the end on: a sale that ends as its window closes, or just
+        // after, never draws (every ticket would read ENDED).
+        let closes = start_ms + i64::from(window.window_secs) * 1_000;
+        if end_ms < closes + DRAW_TIME_MS {
             return Err(format!(
-                "endAt must not come before the lottery window closes (startAt + admission.window = {})",
-                clock::rfc3339_ms(start_ms + i64::from(window.window_secs) * 1_000)
+                "endAt must be at least {} s after the lottery window closes (startAt + admission.window = {}), so the draw can run",
+                DRAW_TIME_MS / 1_000,
+                clock::rfc3339_ms(closes)
             ));
         }
     }
@@ -212,7 +218,11 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
     let shards_changed = current.shards != edit.shards;
     // The proof of work's difficulty is frozen too: challenges served
     // from the start were computed with it.
-    let price_changed = current.price != edit.price || current.pow_bits != edit.pow_bits;
+    // And whether there is a gate at all: a pass was, or was not, needed
+    // from the start.
+    let price_changed = current.price != edit.price
+        || current.pow_bits != edit.pow_bits
+        || current.gate != edit.gate;
     // The window (and so its seed) is part of how buyers were admitted.
     let admission_changed = current.admission != edit.admission;
     // The per-user limit too: Redis decides a purchase under the limit it
@@ -276,6 +286,21 @@ mod tests {
         renamed.name = "Desk lamp".into();
         assert_eq!(edit_refusal(&current, &renamed, during, true), None);
         assert_eq!(edit_refusal(&current, &more, during - 1, false), None);
+        let mut sharded = current.clone();
+        sharded.shards += 1;
+        assert_eq!(
+            edit_refusal(&current, &sharded, during, false),
+            Some(EditRefusal::Started)
+        );
+        // The gate too: a pass was, or was not, needed from the start (an
+        // edit used to turn it on or off mid-sale).
+        let mut gated = current.clone();
+        gated.gate = !gated.gate;
+        assert_eq!(
+            edit_refusal(&current, &gated, during, false),
+            Some(EditRefusal::Started)
+        );
+        assert_eq!(edit_refusal(&current, &gated, during - 1, true), None);
         let mut limit = current.clone();
         limit.per_user_limit += 1;
         assert_eq!(

@@ -222,6 +222,10 @@ impl StockStore for MemoryStock {
             });
         }
         if s.paused {
+            // An end overrides a pause, as in purchase.lua.
+            if s.sale.phase_at(clock::now_ms()) == SalePhase::Ended {
+                return Ok(ReserveOutcome::Ended);
+            }
             return Ok(ReserveOutcome::Paused);
         }
         // The order of purchase.lua: sold out before the clock, the gate

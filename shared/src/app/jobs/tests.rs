@@ -193,6 +193,31 @@ async fn a_rebuild_slower_than_ten_seconds_still_brings_the_sale_back() {
     assert_eq!(w.view().await.unwrap().remaining, 9);
 }
 
+/// A reservation can become an order up to reconcile's maximum age after
+/// it was made (a message redriven from the DLQ, say), and the order's
+/// payment window, up to a day, starts at that write. The job took a sale
+/// only until a day after its end, so such an order stayed pending for
+/// good (found by reading the operator commands against the code).
+#[tokio::test]
+async fn an_order_written_late_after_the_end_is_still_released_by_the_job() {
+    let mut sale = crate::adapters::memory::test_sale("s1", 10, 2).unwrap();
+    sale.payment_window_seconds = 86_400;
+    let w = Stores::with(sale);
+    let jobs = w.jobs();
+    w.load().await;
+    let r = w.reserve("u1", 1).await;
+    // Written 50 minutes after the end: within the maximum age.
+    let written_at = w.sale.end_ms + 50 * 60_000;
+    w.write("u1", &r, written_at).await;
+    let now = written_at + 86_400_000 + 1;
+    let report = jobs.release_unpaid(now, deadline()).await.unwrap();
+    assert_eq!(
+        (report.expired, report.units_returned),
+        (1, 1),
+        "{report:?}"
+    );
+}
+
 #[tokio::test]
 async fn release_unpaid_returns_a_due_orders_units_exactly_once() {
     let w = Stores::new(10, 2);
