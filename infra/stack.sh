@@ -172,6 +172,9 @@ start_strict() {
     say "SECKILL_STRICT=0: the emulator as it is (no conflicts, throttles, lagging counts or duplicates)"
     return
   fi
+  # MOTO_RECORD=1 (make test): the SQS calls the layer serves itself are
+  # recorded beside the emulator's (the IAM test reads both).
+  if [ "${MOTO_RECORD:-}" = 1 ]; then export STRICT_RECORD_FILE="$STATE/aws-calls-sqs.jsonl"; fi
   "$STRICT_BIN" strict --upstream "$SECKILL_EMULATOR_URL" --listen "127.0.0.1:$1" \
     >"$STATE/strict.log" 2>&1 &
   PIDS+=($!)
@@ -274,7 +277,7 @@ cmd_test() {
   MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
   # Every AWS call any function made in the suite, against its role.
   say "IAM: the suite's AWS calls against the template's roles"
-  SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl" \
+  SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl,$STATE/aws-calls-sqs.jsonl" \
     cargo test -p seckill-tests --test suite -- --ignored --nocapture iam::whole_suite_recording
 }
 

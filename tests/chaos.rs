@@ -294,6 +294,12 @@ struct Buyers {
     phase: Mutex<&'static str>,
     outcomes: Mutex<Vec<Outcome>>,
     sold_out: AtomicBool,
+    /// From this many answered on, no buyer starts until [`Self::release`]
+    /// (`usize::MAX`: never): a fault lands after exactly so many, however
+    /// fast the stack answers (a polling wait, when SQS answered in
+    /// microseconds, saw the whole batch sell out before the fault).
+    hold_at: AtomicUsize,
+    released: tokio::sync::Notify,
 }
 
 impl Buyers {
@@ -316,7 +322,30 @@ impl Buyers {
             phase: Mutex::new("before"),
             outcomes: Mutex::new(Vec::new()),
             sold_out: AtomicBool::new(false),
+            hold_at: AtomicUsize::new(usize::MAX),
+            released: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Buyers stop starting once `n` more than now have been answered.
+    fn hold_after(&self, n: usize) {
+        self.hold_at
+            .store(self.tried.load(Ordering::SeqCst) + n, Ordering::SeqCst);
+    }
+
+    /// Waits until the hold is reached (those started before it may still
+    /// be in flight).
+    async fn until_held(&self) {
+        let reached = eventually(Duration::from_secs(60), || async {
+            self.tried.load(Ordering::SeqCst) >= self.hold_at.load(Ordering::SeqCst)
+        })
+        .await;
+        assert!(reached, "buyers stalled");
+    }
+
+    fn release(&self) {
+        self.hold_at.store(usize::MAX, Ordering::SeqCst);
+        self.released.notify_waiters();
     }
 
     fn service(service: Arc<LivePurchase>) -> Call {
@@ -340,6 +369,13 @@ impl Buyers {
                 let me = self.clone();
                 tokio::spawn(async move {
                     loop {
+                        loop {
+                            let released = me.released.notified();
+                            if me.tried.load(Ordering::SeqCst) < me.hold_at.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            released.await;
+                        }
                         let n = me.next.fetch_add(1, Ordering::SeqCst);
                         if n >= end {
                             return;
@@ -391,16 +427,6 @@ impl Buyers {
             );
             self.run(concurrency * 2, concurrency).await;
         }
-    }
-
-    /// Polls until `n` more purchases have been answered than when called.
-    async fn wait_for_more(&self, n: usize) {
-        let target = self.tried.load(Ordering::SeqCst) + n;
-        let reached = eventually(Duration::from_secs(60), || async move {
-            self.tried.load(Ordering::SeqCst) >= target
-        })
-        .await;
-        assert!(reached, "buyers stalled");
     }
 
     fn outcomes(&self) -> Vec<Outcome> {
@@ -776,12 +802,14 @@ async fn redis_killed_mid_sale_answers_503_at_once_and_the_sale_completes_after_
     // Killed while a batch of buyers is in flight (early enough that stock
     // is left for after the rebuild).
     buyers.set_phase("outage");
+    buyers.hold_after(s.concurrency / 2);
     let batch = {
         let buyers = buyers.clone();
         tokio::spawn(async move { buyers.run(s.stock as usize * 2, s.concurrency).await })
     };
-    buyers.wait_for_more(s.concurrency / 2).await;
+    buyers.until_held().await;
     redis.kill();
+    buyers.release();
     batch.await.unwrap();
     // Restarted empty: the sale is not there until it is rebuilt, which the
     // purchases themselves start (no scheduled prewarm runs here), once the
@@ -893,16 +921,18 @@ async fn script_flush_and_client_pause_keep_the_latency_budget() {
     // The script cache emptied under the buyers: EVALSHA gets NOSCRIPT and
     // the client loads the script again.
     buyers.set_phase("flush");
+    buyers.hold_after(s.concurrency / 2);
     let batch = {
         let buyers = buyers.clone();
         tokio::spawn(async move { buyers.run(s.stock as usize / 4, s.concurrency).await })
     };
-    buyers.wait_for_more(s.concurrency / 2).await;
+    buyers.until_held().await;
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut admin)
         .await
         .unwrap();
+    buyers.release();
     batch.await.unwrap();
     // Every client paused for 2 s as the next buyers arrive: a purchase
     // gives up at its Redis timeout.

@@ -1037,3 +1037,167 @@ async fn a_draw_order_that_outlived_its_meta_does_not_leave_purchases_drawing() 
     assert_eq!(stock, 2, "5 units, 2 won in the draw, 1 bought after");
     seckill_tests::assert_clean(&stack.checker().await, &sale, &accepted).await;
 }
+
+/// Issue 26: a draw of 1,000 tickets through the functions as the local
+/// stack runs them, each function's `Timeout` enforced (an invocation that
+/// outlives it is answered `500`, as API Gateway answers a killed one).
+/// Every drive, a ticket holder's poll, answers in time, the draw decides
+/// every ticket, and every winner's order is written exactly once. (A
+/// drive killed midway and finished by the next one, on the paused clock:
+/// `app::draw::tests::a_drive_killed_midway_…`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_ticket_draw_fits_every_invocation_and_writes_each_winner_once() {
+    if !seckill_tests::in_own_strict_emulator(
+        "lottery::a_thousand_ticket_draw_fits_every_invocation_and_writes_each_winner_once",
+    )
+    .await
+    {
+        return;
+    }
+    const HOLDERS: usize = 1_000;
+    // The template's visibility timeout outlasts the writer's timeout six
+    // times over; the suite's one second would send a batch the loaded
+    // machine takes longer than that to write back to the queue, and
+    // after five receives to the DLQ. One poller: what is measured here is
+    // the draw; the template's five contend for the sale item at the
+    // emulator's pace (a transaction there copies every table), and each
+    // batch that outlasts its retries waits out the visibility timeout
+    // (the writer's contention: `strict::` and `make bench`).
+    let stack = LocalStack::start_with(61, Some(1)).await;
+    let client = StackClient::new(&stack);
+    let start = clock::now_ms() + 3_000;
+    let sale = unique("lot1k");
+    let mut body = sale_body(start, serde_json::json!({"window": 10}), 1);
+    // A unit for every ticket: every ticket wins, the most orders to send.
+    body["totalStock"] = serde_json::json!(HOLDERS);
+    body["perUserLimit"] = serde_json::json!(1);
+    let (status, made) = client.put_sale(&sale, &body).await;
+    assert_eq!(status, 201, "{made}");
+    until(start).await;
+
+    // The tickets, 32 buyers at a time, while the window is open.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let holders = std::sync::Mutex::new(Vec::new());
+    let take = || async {
+        loop {
+            let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n >= HOLDERS || clock::now_ms() > start + 9_000 {
+                return;
+            }
+            let user = format!("h{n}");
+            let (status, reply) = client.buy(&sale, &user).await;
+            assert!(status != 500, "{user}: {status} {reply}");
+            if status == 202 && reply["status"] == "TICKET" {
+                holders.lock().unwrap().push(user);
+            }
+        }
+    };
+    futures_join_all((0..32).map(|_| take())).await;
+    let holders = holders.into_inner().unwrap();
+    let began = std::time::Instant::now();
+    println!("{} tickets", holders.len());
+    assert!(
+        holders.len() >= 100,
+        "too slow a machine for this test, not a wrong answer: {} tickets in the window",
+        holders.len()
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            clock::now_ms() >= start + 10_000
+        })
+        .await
+    );
+
+    // Every holder polls until decided: the polls drive the draw.
+    let fives = std::sync::atomic::AtomicUsize::new(0);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let order_ids = std::sync::Mutex::new(Vec::new());
+    let poll = || async {
+        loop {
+            let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Some(user) = holders.get(n) else { return };
+            let decided = eventually(Duration::from_secs(120), || async {
+                let (status, reply) = client.my_orders(&sale, user).await;
+                // 500: what API Gateway answers for an invocation its
+                // function's timeout killed (or Lambda throttled); a 503
+                // is the API's own "retry shortly".
+                if status == 500 {
+                    fives.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return false;
+                }
+                if status == 503 {
+                    return false;
+                }
+                match reply["ticket"]["status"].as_str() {
+                    Some("WON") => {
+                        order_ids
+                            .lock()
+                            .unwrap()
+                            .push(reply["ticket"]["orderId"].as_str().unwrap().to_owned());
+                        true
+                    }
+                    Some("TICKET") => false,
+                    other => panic!("{user}: {other:?} {reply}"),
+                }
+            })
+            .await;
+            assert!(decided, "{user}'s ticket was never decided");
+        }
+    };
+    futures_join_all((0..32).map(|_| poll())).await;
+    assert_eq!(
+        fives.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a drive outlived its function's timeout (or was throttled)"
+    );
+    println!("every ticket decided after {:?}", began.elapsed());
+    let mut order_ids = order_ids.into_inner().unwrap();
+    order_ids.sort();
+    order_ids.dedup();
+    assert_eq!(order_ids.len(), holders.len(), "one order per winner");
+    let progress = admin_sale(&client, &sale).await;
+    let n = holders.len();
+    assert_eq!(
+        progress["draw"],
+        serde_json::json!({"tickets": n, "decided": n, "total": n, "done": true})
+    );
+
+    // Every winner's order written once: the sale sold exactly the winners.
+    let written = seckill_tests::until_reached(
+        n as u64,
+        Duration::from_secs(120),
+        Duration::from_secs(900),
+        || async {
+            let (_, view) = client
+                .admin("GET", &format!("/admin/sales/{sale}"), "")
+                .await;
+            view["sold"].as_u64().unwrap_or(0)
+        },
+    )
+    .await;
+    if let Err(why) = written {
+        let checker = stack.checker().await;
+        let state = checker.observe(&SaleId::parse(&sale).unwrap()).await;
+        panic!("the winners' orders: {why}; {state:?}");
+    }
+    println!("every winner's order written after {:?}", began.elapsed());
+    let (_, view) = client
+        .admin("GET", &format!("/admin/sales/{sale}"), "")
+        .await;
+    assert_eq!(view["sold"], n, "{view}");
+    seckill_tests::assert_clean(&stack.checker().await, &sale, &order_ids).await;
+}
+
+/// Runs the futures at once, on this task.
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl Iterator<Item = F>) {
+    let mut set: Vec<std::pin::Pin<Box<F>>> = futures.map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if set.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}

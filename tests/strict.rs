@@ -455,37 +455,50 @@ async fn visible(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
 
 #[tokio::test]
 async fn queue_counts_lag_behind_a_send_as_aws_says_they_may() {
-    let strict = layer(knobs(|k| k.sqs.count_lag = Duration::from_secs(600))).await;
+    let strict = layer(knobs(|k| {
+        k.sqs.count_lag = Duration::from_secs(600);
+        k.sqs.native = true;
+    }))
+    .await;
     let strict_sqs = sqs_of(&strict.url()).await;
     let plain_sqs = sqs_of(&emulator()).await;
-    let url = queue(&plain_sqs).await;
-    assert_eq!(visible(&strict_sqs, &url).await, "0");
-    plain_sqs
-        .send_message()
-        .queue_url(&url)
-        .message_body("accepted order")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        visible(&plain_sqs, &url).await,
-        "1",
-        "the emulator counts at once"
-    );
-    assert_eq!(
-        visible(&strict_sqs, &url).await,
-        "0",
-        "the strict layer's count still lags"
-    );
+    for (sqs, lags) in [(&strict_sqs, true), (&plain_sqs, false)] {
+        let url = queue(sqs).await;
+        assert_eq!(visible(sqs, &url).await, "0");
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body("accepted order")
+            .send()
+            .await
+            .unwrap();
+        if lags {
+            assert_eq!(
+                strict.exact_queue_counts(&url),
+                Some((1, 0, 0)),
+                "the message is there"
+            );
+            assert_eq!(
+                visible(sqs, &url).await,
+                "0",
+                "the strict layer's count still lags"
+            );
+        } else {
+            assert_eq!(visible(sqs, &url).await, "1", "the emulator counts at once");
+        }
+    }
 }
 
 #[tokio::test]
 async fn a_standard_queue_delivers_a_message_twice() {
-    let strict = layer(knobs(|k| k.sqs.duplicate_rate = 1.0)).await;
+    let strict = layer(knobs(|k| {
+        k.sqs.duplicate_rate = 1.0;
+        k.sqs.native = true;
+    }))
+    .await;
     let strict_sqs = sqs_of(&strict.url()).await;
     let plain_sqs = sqs_of(&emulator()).await;
     for (sqs, copies) in [(&strict_sqs, 1), (&plain_sqs, 0)] {
-        let url = queue(&plain_sqs).await;
+        let url = queue(sqs).await;
         let sent = sqs
             .send_message()
             .queue_url(&url)

@@ -98,7 +98,8 @@ enum Command {
     },
     /// Serve the strict layer in front of the AWS emulator: DynamoDB and
     /// SQS as AWS answers at its limits (the `STRICT_*` variables set its
-    /// knobs); point `AWS_ENDPOINT_URL` at it.
+    /// knobs), SQS served by the layer itself unless `STRICT_SQS_NATIVE=0`;
+    /// point `AWS_ENDPOINT_URL` at it.
     Strict {
         /// The emulator's URL (`http://127.0.0.1:PORT`).
         #[arg(long, value_name = "URL")]

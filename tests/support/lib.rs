@@ -124,6 +124,20 @@ const OWN_EMULATOR: &str = "SECKILL_TEST_OWN_EMULATOR";
 /// the suite (`module::name`). `true` in the child (run the test there),
 /// `false` in the parent (done).
 pub async fn in_own_emulator(test: &str) -> bool {
+    own_emulator(test, false).await
+}
+
+/// As [`in_own_emulator`], with a strict layer of its own (the suite's
+/// settings, `STRICT_*`) in front of that emulator, served by this
+/// process: for a test that needs the strict stack's queues and limits
+/// and whose volume would starve the shared emulator (moto copies every
+/// table in each transaction: the suite's accumulated tables make each
+/// one slow, and concurrent ones held copies until it ran out of memory).
+pub async fn in_own_strict_emulator(test: &str) -> bool {
+    own_emulator(test, true).await
+}
+
+async fn own_emulator(test: &str, strict: bool) -> bool {
     if std::env::var_os(OWN_EMULATOR).is_some() {
         return true;
     }
@@ -149,14 +163,26 @@ pub async fn in_own_emulator(test: &str) -> bool {
     })
     .await;
     assert!(up, "moto_server did not start on {port}");
+    let emulator = format!("http://127.0.0.1:{port}");
+    let layer = if strict {
+        let mut settings = seckill_infra::strict::StrictSettings::from_env().unwrap();
+        // The suite's recording is the shared stack's; this one is apart.
+        settings.record_file = None;
+        Some(
+            seckill_infra::strict::start("127.0.0.1:0", &emulator, settings)
+                .await
+                .unwrap(),
+        )
+    } else {
+        None
+    };
+    let endpoint = layer.as_ref().map_or(emulator, |l| l.url());
     let output = run_alone(
         test,
-        &[
-            (OWN_EMULATOR, "1".into()),
-            ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
-        ],
+        &[(OWN_EMULATOR, "1".into()), ("AWS_ENDPOINT_URL", endpoint)],
     )
     .await;
+    drop(layer);
     let _ = moto.kill().await;
     assert!(output, "{test} failed on its own emulator");
     false
@@ -413,20 +439,52 @@ impl App {
         }
     }
 
-    /// Drains the queue through the order-writer: every message written.
+    /// Drains the queue through the order-writer: every message written,
+    /// then deleted, as the event source does (a message deleted before its
+    /// order is written would let a rebuild running meanwhile see neither).
     pub async fn write_queued_orders(&self) {
-        let messages = self.take_messages().await;
-        if messages.is_empty() {
-            return;
-        }
-        let records: Vec<(&str, &str)> = messages
-            .iter()
-            .map(|(id, body)| (id.as_str(), body.as_str()))
-            .collect();
         let writer = self.writer().await;
-        for chunk in records.chunks(10) {
-            let failures = invoke_writer(&writer, sqs_event(chunk)).await.unwrap();
-            assert!(failures.is_empty(), "{failures:?}");
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .visibility_timeout(300)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            if got.is_empty() {
+                return;
+            }
+            // A second delivery of one message (at least once) is written
+            // once more (a duplicate) and deleted like the first.
+            let records: Vec<(String, String)> = got
+                .iter()
+                .map(|m| (m.message_id.clone().unwrap(), m.body.clone().unwrap()))
+                .collect();
+            let fresh: Vec<(&str, &str)> = records
+                .iter()
+                .filter(|(id, _)| seen.insert(id.clone()))
+                .map(|(id, body)| (id.as_str(), body.as_str()))
+                .collect();
+            if !fresh.is_empty() {
+                let failures = invoke_writer(&writer, sqs_event(&fresh)).await.unwrap();
+                assert!(failures.is_empty(), "{failures:?}");
+            }
+            for m in got {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle.unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
         }
     }
 

@@ -874,7 +874,10 @@
   // started sale's start must not move by the milliseconds it drops).
   function instant(input, original) {
     const v = input.value;
-    if (original && v === localInput(original)) return original;
+    // Unchanged: the original, to the millisecond. (A time on a whole
+    // minute reads back without its ":00", so the two are compared as
+    // times, not as text: an unchanged start was sent as a change.)
+    if (original && v && Date.parse(v) === Date.parse(localInput(original))) return original;
     const ms = Date.parse(v);
     return v && !Number.isNaN(ms) ? new Date(ms).toISOString() : v;
   }

@@ -11,10 +11,16 @@
 //! - [`dynamo`]: writes applied one at a time, transaction conflicts,
 //!   partition throughput, item size.
 //! - [`sqs`]: queue counts that lag, duplicate deliveries.
+//! - [`sqs_server`]: SQS itself, served here (the emulator's is too slow
+//!   to stand in for AWS's), unless `STRICT_SQS_NATIVE=0`.
+//! - [`recording`]: the SQS calls served here, added to the emulator's
+//!   recording of calls (the IAM test reads it).
 //! - here: the settings, the server and the forwarding.
 
 pub mod dynamo;
+mod recording;
 pub mod sqs;
+pub mod sqs_server;
 
 use dynamo::{Conflicts, DynamoLimits, KeySchema, Kind, Verdict};
 use http_body_util::{BodyExt, Full};
@@ -25,8 +31,10 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use recording::Recorder;
 use serde_json::Value;
 use sqs::{Queues, SqsLimits};
+use sqs_server::SqsServer;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -40,6 +48,9 @@ use tokio::sync::RwLock;
 pub struct StrictSettings {
     pub dynamo: DynamoLimits,
     pub sqs: SqsLimits,
+    /// `STRICT_RECORD_FILE`: where the SQS calls served here are recorded
+    /// (JSON lines, as the emulator records its own) from the start.
+    pub record_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +120,12 @@ impl StrictSettings {
             }
             s.sqs.count_lag = Duration::from_secs_f64(secs);
         }
+        if let Some(native) = setting::<u8>("STRICT_SQS_NATIVE", "0 or 1")? {
+            s.sqs.native = native != 0;
+        }
+        if let Some(path) = std::env::var_os("STRICT_RECORD_FILE").filter(|p| !p.is_empty()) {
+            s.record_file = Some(path.into());
+        }
         if let Some(rate) = setting::<f64>("STRICT_SQS_DUPLICATE_RATE", "a number from 0 to 1")? {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(StrictError::Setting {
@@ -135,7 +152,9 @@ impl StrictSettings {
             sqs: SqsLimits {
                 count_lag: Duration::ZERO,
                 duplicate_rate: 0.0,
+                native: false,
             },
+            record_file: None,
         }
     }
 }
@@ -167,6 +186,9 @@ struct Layer {
     schemas: RwLock<HashMap<String, KeySchema>>,
     conflicts: Arc<Conflicts>,
     queues: Queues,
+    /// SQS served here (`None`: the emulator's, forwarded).
+    sqs_server: Option<SqsServer>,
+    recorder: Recorder,
     tally: Arc<Tally>,
     random: std::collections::hash_map::RandomState,
     draws: std::sync::atomic::AtomicU64,
@@ -176,6 +198,7 @@ struct Layer {
 pub struct Strict {
     pub addr: SocketAddr,
     pub tally: Arc<Tally>,
+    layer: Arc<Layer>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -183,6 +206,13 @@ impl Strict {
     /// `http://addr`, for `AWS_ENDPOINT_URL`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The visible, in-flight and delayed messages of the queue at `url`
+    /// as they are now (what `GetQueueAttributes` answers lags behind);
+    /// `None` when SQS is the emulator's or there is no such queue.
+    pub fn exact_queue_counts(&self, url: &str) -> Option<(usize, usize, usize)> {
+        self.layer.sqs_server.as_ref()?.exact_counts(url)
     }
 }
 
@@ -220,7 +250,14 @@ pub async fn start(
     let tally = Arc::new(Tally::default());
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
+    let sqs_server = settings
+        .sqs
+        .native
+        .then(|| SqsServer::new(addr.to_string()));
+    let recorder = Recorder::new(settings.record_file.clone());
     let layer = Arc::new(Layer {
+        sqs_server,
+        recorder,
         settings,
         upstream,
         client: Client::builder(TokioExecutor::new()).build(connector),
@@ -232,8 +269,13 @@ pub async fn start(
         random: std::collections::hash_map::RandomState::new(),
         draws: std::sync::atomic::AtomicU64::new(0),
     });
-    let task = tokio::spawn(serve(listener, layer));
-    Ok(Strict { addr, tally, task })
+    let task = tokio::spawn(serve(listener, layer.clone()));
+    Ok(Strict {
+        addr,
+        tally,
+        layer,
+        task,
+    })
 }
 
 async fn serve(listener: TcpListener, layer: Arc<Layer>) {
@@ -301,6 +343,24 @@ fn json_response(status: u16, body: &Value) -> Response {
     response
 }
 
+/// An SQS error as SQS answers it over its JSON protocol, with the
+/// query-compatible code the SDKs read.
+fn fault_response(fault: &sqs_server::Fault) -> Response {
+    let mut response = json_response(fault.status, &fault.body());
+    if let Ok(value) = HeaderValue::from_str(&format!("{};Sender", fault.query_code)) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-amzn-query-error"), value);
+    }
+    response
+}
+
+/// The access key id a signed request names (`Credential=AKID/...`).
+fn access_key(headers: &hyper::HeaderMap) -> Option<&str> {
+    let auth = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
+    auth.split("Credential=").nth(1)?.split('/').next()
+}
+
 fn bad_gateway(why: &str) -> Response {
     let mut response = hyper::Response::new(Full::new(Bytes::from(format!(
         "strict layer: the emulator did not answer: {why}"
@@ -328,8 +388,67 @@ impl Layer {
             self.dynamo(operation, whole).await
         } else if let Some(operation) = target.strip_prefix("AmazonSQS.") {
             self.sqs(operation, whole).await
+        } else if whole.parts.uri.path().starts_with("/moto-api/recorder/") {
+            self.recorder_call(whole).await
         } else {
             self.forward(&whole.parts, whole.body.clone()).await
+        }
+    }
+
+    /// The emulator's recorder, with the SQS calls served here: started,
+    /// stopped and reset together; its download has them too.
+    async fn recorder_call(&self, whole: Whole) -> Response {
+        let action = whole
+            .parts
+            .uri
+            .path()
+            .trim_start_matches("/moto-api/recorder/")
+            .to_owned();
+        match self.send(&whole.parts, whole.body).await {
+            Ok((parts, body)) => {
+                let body = if parts.status.is_success() {
+                    self.recorder.apply(&action, body)
+                } else {
+                    body
+                };
+                hyper::Response::from_parts(parts, Full::new(body))
+            }
+            Err(why) => bad_gateway(&why),
+        }
+    }
+
+    /// An SQS call answered by the queues served here, or else by the
+    /// emulator.
+    async fn sqs_send(
+        &self,
+        operation: &str,
+        parts: &hyper::http::request::Parts,
+        body: Bytes,
+    ) -> Result<(hyper::http::response::Parts, Bytes), String> {
+        let Some(server) = &self.sqs_server else {
+            return self.send(parts, body).await;
+        };
+        self.recorder.record(parts, &body);
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let sender = access_key(&parts.headers).unwrap_or("AIDAEXAMPLE");
+        let response = match server.call(operation, &request, sender).await {
+            Ok(answer) => json_response(200, &answer),
+            Err(fault) => fault_response(&fault),
+        };
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((parts, body))
+    }
+
+    async fn sqs_forward(
+        &self,
+        operation: &str,
+        parts: &hyper::http::request::Parts,
+        body: Bytes,
+    ) -> Response {
+        match self.sqs_send(operation, parts, body).await {
+            Ok((parts, body)) => hyper::Response::from_parts(parts, Full::new(body)),
+            Err(why) => bad_gateway(&why),
         }
     }
 
@@ -564,7 +683,7 @@ impl Layer {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return json_response(200, &answer);
                 }
-                match self.send(&whole.parts, whole.body).await {
+                match self.sqs_send(operation, &whole.parts, whole.body).await {
                     Ok((parts, answer)) => {
                         if parts.status.is_success()
                             && let Ok(json) = serde_json::from_slice::<Value>(&answer)
@@ -577,7 +696,7 @@ impl Layer {
                 }
             }
             "ReceiveMessage" if limits.duplicate_rate > 0.0 => {
-                match self.send(&whole.parts, whole.body).await {
+                match self.sqs_send(operation, &whole.parts, whole.body).await {
                     Ok((parts, answer)) if parts.status.is_success() => {
                         let Ok(json) = serde_json::from_slice::<Value>(&answer) else {
                             return hyper::Response::from_parts(parts, Full::new(answer));
@@ -609,12 +728,15 @@ impl Layer {
             "DeleteMessageBatch" | "ChangeMessageVisibilityBatch" => {
                 let (rest, copies) = sqs::split_batch(&body);
                 if copies.is_empty() {
-                    return self.forward(&whole.parts, whole.body).await;
+                    return self.sqs_forward(operation, &whole.parts, whole.body).await;
                 }
                 let upstream = match rest {
                     None => None,
                     Some(rest) => {
-                        match self.send(&whole.parts, Bytes::from(rest.to_string())).await {
+                        match self
+                            .sqs_send(operation, &whole.parts, Bytes::from(rest.to_string()))
+                            .await
+                        {
                             Ok((parts, answer)) if parts.status.is_success() => {
                                 serde_json::from_slice::<Value>(&answer).ok()
                             }
@@ -627,7 +749,7 @@ impl Layer {
                 };
                 json_response(200, &sqs::merge_batch(upstream, &copies))
             }
-            _ => self.forward(&whole.parts, whole.body).await,
+            _ => self.sqs_forward(operation, &whole.parts, whole.body).await,
         }
     }
 }

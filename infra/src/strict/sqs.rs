@@ -22,6 +22,9 @@ pub struct SqsLimits {
     pub count_lag: Duration,
     /// 0 to 1: the share of received messages delivered twice.
     pub duplicate_rate: f64,
+    /// SQS served by the layer itself ([`super::sqs_server`]), not the
+    /// emulator's (`STRICT_SQS_NATIVE`, on by default).
+    pub native: bool,
 }
 
 impl Default for SqsLimits {
@@ -29,6 +32,7 @@ impl Default for SqsLimits {
         Self {
             count_lag: Duration::from_secs(DEFAULT_COUNT_LAG_SECS),
             duplicate_rate: DEFAULT_DUPLICATE_RATE,
+            native: true,
         }
     }
 }

@@ -18,7 +18,9 @@
 //!    stock or a buyer at the limit (written `REJECTED` with the reason: the
 //!    database stopped an oversell, or a buyer Redis lost count of) from a
 //!    transient fault or contention that outlasted its retries (reported
-//!    failed).
+//!    failed). A group write the service failed at once (an internal
+//!    error, after the SDK's own retry) is sent once more, with the same
+//!    token, before the batch is given back to the queue.
 //! 5. Every decided order marks its reservation in Redis the way its row
 //!    says ([`Resolution::of_row`]).
 //! 6. The batch's outcome is counted once, at its end: `OrdersWritten`,
@@ -47,6 +49,10 @@ use tracing::Instrument;
 /// DynamoDB takes at most 100 items per transaction: each order, at most one
 /// buyer record per order, and the sale update.
 const MAX_ORDERS_PER_TRANSACTION: usize = 49;
+
+/// A failed group write that took less than this was an answer (an error
+/// of the service), not a timeout, and is worth one more send.
+const FAST_ERROR: Duration = Duration::from_secs(1);
 
 pub use backoff::Backoff;
 
@@ -287,7 +293,9 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
             .collect();
         let token = request_token(&orders);
         let mut attempt = 0;
+        let mut resent_after_error = false;
         let written = loop {
+            let sent_at = tokio::time::Instant::now();
             let written = self
                 .orders
                 .write_group(sale_id, &orders, sale.per_user_limit, &token)
@@ -297,6 +305,21 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
                     if only_contention(reasons) && self.pause(attempt, report).await =>
                 {
                     tracing::debug!(%sale_id, ?reasons, attempt, "group transaction met contention; sent again");
+                    attempt += 1;
+                }
+                // An error the service answered at once (a 5xx its own retry
+                // met again) is sent once more, the same items under the
+                // same token, so a first send that did go through is the
+                // same success: the alternative is the whole batch waiting
+                // out the queue's visibility timeout. A timeout is not: it
+                // has already spent the time the function has.
+                Err(OrderStoreError::Transient(why))
+                    if !resent_after_error
+                        && sent_at.elapsed() < FAST_ERROR
+                        && self.pause(attempt, report).await =>
+                {
+                    tracing::debug!(%sale_id, %why, "group transaction failed at once; sent again");
+                    resent_after_error = true;
                     attempt += 1;
                 }
                 _ => break written,

@@ -178,7 +178,8 @@ async fn run(
         .map_or_else(|| env.emulator_url.clone(), strict::Strict::url);
     // The run's own calls (set-up, sends) go where its writers' go; its
     // reads of the outcome go to the emulator itself, whose queue counts
-    // are exact and at once (the layer's lag by design).
+    // are exact and at once (the layer's lag by design), or, for the
+    // queues the layer serves itself, to the layer's exact counts.
     let (sqs, db) = clients(&endpoint, aws::Caller::Tool, SQS_TIMEOUT).await;
     let (direct_sqs, direct_db) = clients(&env.emulator_url, aws::Caller::Tool, SQS_TIMEOUT).await;
 
@@ -247,8 +248,19 @@ async fn run(
     let deadline = Instant::now() + Duration::from_secs(120 + u64::from(env.orders) / 8);
     let mut empty = 0;
     let mut last_error = None;
+    let depth = |url: String| {
+        let (layer, direct_sqs) = (&layer, &direct_sqs);
+        async move {
+            match layer.as_ref().and_then(|l| l.exact_queue_counts(&url)) {
+                Some((visible, in_flight, delayed)) => {
+                    Ok(u64::try_from(visible + in_flight + delayed).unwrap_or(u64::MAX))
+                }
+                None => queue_depth(direct_sqs, &url).await,
+            }
+        }
+    };
     while pushed.is_ok() && empty < EMPTY_POLLS && Instant::now() < deadline {
-        match queue_depth(&direct_sqs, &queues.orders_url).await {
+        match depth(queues.orders_url.clone()).await {
             Ok(0) => empty += 1,
             Ok(_) => empty = 0,
             Err(err) => last_error = Some(err.to_string()),
@@ -261,13 +273,13 @@ async fn run(
         throttles: l.tally.throttles.load(Ordering::Relaxed),
         duplicates: l.tally.duplicates.load(Ordering::Relaxed),
     });
-    drop(layer);
     pushed?;
 
     let label = target.label();
     let target_n = i64::from(env.orders);
-    let left = queue_depth(&direct_sqs, &queues.orders_url).await?;
-    let dlq = queue_depth(&direct_sqs, &queues.dlq_url).await?;
+    let left = depth(queues.orders_url.clone()).await?;
+    let dlq = depth(queues.dlq_url.clone()).await?;
+    drop(layer);
     let statuses = statuses(&direct_db, &orders_table).await?;
     let sale_item = sale_item(&direct_db, &sales_table, &sale).await?;
     let number = |name: &str| match sale_item.get(name) {

@@ -37,6 +37,7 @@ struct Tables {
     /// How many of the next order transactions (group or single) are
     /// cancelled for a conflict on the sale item ([`MemoryOrders::conflict_next`]).
     conflicts: u32,
+    errors: u32,
 }
 
 type Shared = Arc<Mutex<Tables>>;
@@ -191,6 +192,15 @@ impl MemoryOrders {
         }
     }
 
+    /// Fails the next `writes` group writes with an error of the service,
+    /// as DynamoDB's rare `InternalServerError` does, before anything is
+    /// written.
+    pub fn fail_next_groups(&self, writes: u32) {
+        if let Ok(mut t) = self.tables.lock() {
+            t.errors = writes;
+        }
+    }
+
     /// Puts a row as it is, past every condition: the state a bug or a lost
     /// write could leave, for the checks that must report it.
     pub fn insert_row(&self, order: Order) {
@@ -250,6 +260,12 @@ impl OrderStore for MemoryOrders {
                 ]));
             }
             None => {}
+        }
+        if t.errors > 0 {
+            t.errors -= 1;
+            return Err(OrderStoreError::Transient(
+                "InternalServerError: the service failed".into(),
+            ));
         }
         if t.conflicts > 0 {
             t.conflicts -= 1;

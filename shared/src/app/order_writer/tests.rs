@@ -89,6 +89,42 @@ async fn a_conflict_that_never_ends_is_a_transient_failure() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_group_the_service_fails_once_is_sent_again_and_written() {
+    let (writer, orders) = writer();
+    orders.fail_next_groups(1);
+    let now = clock::now_ms();
+    let records: Vec<_> = (1..=3)
+        .map(|i| record(&format!("o{i}"), &format!("u{i}"), now))
+        .collect();
+    let report = writer.write_batch(&records).await;
+    assert_eq!(report.failed, Vec::<String>::new(), "{report:?}");
+    assert_eq!(report.written, 3, "{report:?}");
+    for i in 1..=3 {
+        let order = format!("o{i}");
+        assert_eq!(
+            status(&orders, &order).await,
+            Some(OrderStatus::PendingPayment)
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_the_service_fails_twice_goes_back_to_the_queue() {
+    let (writer, orders) = writer();
+    orders.fail_next_groups(2);
+    let now = clock::now_ms();
+    let records: Vec<_> = (1..=3)
+        .map(|i| record(&format!("o{i}"), &format!("u{i}"), now))
+        .collect();
+    let report = writer.write_batch(&records).await;
+    assert_eq!((report.failed.len(), report.written), (3, 0), "{report:?}");
+    assert_eq!(status(&orders, "o1").await, None);
+    // Sent again by the queue: written.
+    let again = writer.write_batch(&records).await;
+    assert_eq!(again.written, 3, "{again:?}");
+}
+
 /// The writer's clock in [`an_order_written_late_gets_its_whole_window`].
 static LATE_NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
