@@ -130,11 +130,19 @@ stop_services() {
   done
   rm -rf "$STATE"
 }
+# What the script does on its way out: `make test`'s phase times, then stop
+# what it started.
+TEST_START=""
+on_exit() {
+  local rc=$?
+  if [ -n "$TEST_START" ]; then print_phases "$rc"; fi
+  stop_services
+}
 
 # start_redis REDIS_PORT: redis-server alone, stopped on exit.
 start_redis() {
   mkdir -p "$STATE"
-  trap stop_services EXIT
+  trap on_exit EXIT
   trap 'exit 130' INT TERM
   redis-server --bind 127.0.0.1 --port "$1" --save '' --appendonly no \
     --maxmemory-policy noeviction --dir "$STATE" >"$STATE/redis.log" 2>&1 &
@@ -249,9 +257,38 @@ MSG
   wait "${PIDS[-1]}"
 }
 
+# Phase timing for `make test`: each phase's seconds, printed at the end
+# (also when a phase fails), so a slow fresh machine shows where its time went.
+PHASE_TIMES=()
+PHASE_NAME=""
+PHASE_T0=0
+phase() {
+  phase_done
+  PHASE_NAME="$1"; PHASE_T0=$SECONDS
+}
+phase_done() {
+  if [ -n "$PHASE_NAME" ]; then
+    PHASE_TIMES+=("$(printf '%-9s %6d s' "$PHASE_NAME" $((SECONDS - PHASE_T0)))")
+  fi
+  PHASE_NAME=""
+}
+print_phases() {
+  local rc=$1 line
+  phase_done
+  if [ "${#PHASE_TIMES[@]}" -gt 0 ]; then
+    say "time by phase (exit $rc)"
+    for line in "${PHASE_TIMES[@]}"; do printf '  %s\n' "$line" >&2; done
+    printf '  %-9s %6d s\n' total $((SECONDS - TEST_START)) >&2
+  fi
+}
+
 cmd_test() {
+  TEST_START=$SECONDS
+  trap on_exit EXIT
+  phase install
   ensure_tools --browser
   ensure_checkov
+  phase lint
   say "cargo fmt --check"; cargo fmt --all -- --check
   say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
   # The nested Redis stack too (cfn-lint also follows template.yaml's local
@@ -262,19 +299,28 @@ cmd_test() {
   # Both templates; fails on a finding not accepted, with its reason, in
   # infra/checkov/skips.yaml.
   say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
+  phase build
   cargo build -p seckill-infra --bin seckill-local
+  cargo test --workspace --no-run
   STRICT_BIN="$CARGO_TARGET_DIR/debug/seckill-local"
   # The suite's shared layer answers queue counts at once: a lag would hold
   # every test's rebuild for its length. The lag has tests of its own
   # (strict::, app::jobs::tests), each on a layer of its own.
   export STRICT_SQS_COUNT_LAG_SECONDS="${STRICT_SQS_COUNT_LAG_SECONDS:-0}"
+  phase services
   MOTO_RECORD=1 start_services "$(free_port)" "$(free_port)"
   start_cluster
+  phase suite
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
-  # tests/browser.rs fails (instead of skipping) without Chromium.
-  export SECKILL_REQUIRE_BROWSER=1
-  MOTO_SERVER="$VENV/bin/moto_server" cargo test --workspace
+  export MOTO_SERVER="$VENV/bin/moto_server"
+  cargo test --workspace -- --skip browser::
+  # The pages in headless Chromium, timed apart; tests/browser.rs fails
+  # (instead of skipping) without Chromium.
+  phase browser
+  say "cargo test: browser"
+  SECKILL_REQUIRE_BROWSER=1 cargo test -p seckill-tests --test suite -- browser::
+  phase iam
   # Every AWS call any function made in the suite, against its role.
   say "IAM: the suite's AWS calls against the template's roles"
   SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl,$STATE/aws-calls-sqs.jsonl" \

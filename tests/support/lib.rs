@@ -443,6 +443,17 @@ impl App {
     /// then deleted, as the event source does (a message deleted before its
     /// order is written would let a rebuild running meanwhile see neither).
     pub async fn write_queued_orders(&self) {
+        self.write_queued_orders_pausing(|| async {}).await
+    }
+
+    /// [`Self::write_queued_orders`], awaiting `between` after each batch
+    /// is written, so a test can interleave its own steps with the writes
+    /// whatever the machine's pace.
+    pub async fn write_queued_orders_pausing<F, Fut>(&self, mut between: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
         let writer = self.writer().await;
         let mut seen = std::collections::HashSet::new();
         loop {
@@ -485,6 +496,7 @@ impl App {
                     .await
                     .unwrap();
             }
+            between().await;
         }
     }
 
