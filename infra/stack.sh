@@ -227,8 +227,16 @@ cmd_run() {
     say "port $moto_port is taken; set AWS_ENDPOINT_URL's port free and retry"; exit 1
   fi
   if port_busy 3000; then say "port 3000 is taken (is another 'make run' up?)"; exit 1; fi
-  cargo build --profile local -p seckill-infra --bin seckill-local
-  local bin="$CARGO_TARGET_DIR/local/seckill-local"
+  # A debug build unless RUN_PROFILE says otherwise: on a fresh machine it
+  # is built in minutes (and shared with `make test`), where the optimised
+  # `local` profile's link takes several times longer before anyone has
+  # seen a page; the demo's load is far below what either serves.
+  # `RUN_PROFILE=local make run` runs the optimised build `make bench` uses.
+  local profile="${RUN_PROFILE:-dev}" dir
+  case "$profile" in dev) dir=debug ;; *) dir="$profile" ;; esac
+  say "building seckill-local ($profile profile; RUN_PROFILE=local for the optimised build)"
+  cargo build --profile "$profile" -p seckill-infra --bin seckill-local
+  local bin="$CARGO_TARGET_DIR/$dir/seckill-local"
   STRICT_BIN="$bin"
   # The strict layer on the documented 4566, the emulator behind it on a
   # free port (or the emulator itself on 4566 with SECKILL_STRICT=0).
