@@ -341,7 +341,7 @@ cmd_test() {
   # Every AWS call any function made in the suite, against its role.
   say "IAM: the suite's AWS calls against the template's roles"
   SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl,$STATE/aws-calls-sqs.jsonl" \
-    cargo test -p seckill-tests --test suite -- --ignored --nocapture iam::whole_suite_recording
+    cargo test --workspace -- --ignored --nocapture iam::whole_suite_recording
 }
 
 # The chaos scenarios at full size, one at a time so each prints its figures
