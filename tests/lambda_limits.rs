@@ -143,11 +143,9 @@ impl Served {
     }
 }
 
-/// An orders queue that takes `delay` to accept a message, or, without
-/// one, holds each send until the test opens it.
+/// An orders queue that holds each send until the test opens it.
 #[derive(Clone)]
 struct SlowQueue {
-    delay: Option<Duration>,
     open: Arc<Semaphore>,
     entered: Arc<AtomicUsize>,
     sent: Arc<AtomicUsize>,
@@ -167,16 +165,8 @@ impl Drop for CutGuard {
 }
 
 impl SlowQueue {
-    fn taking(delay: Duration) -> Self {
-        Self {
-            delay: Some(delay),
-            ..Self::held()
-        }
-    }
-
     fn held() -> Self {
         Self {
-            delay: None,
             open: Arc::new(Semaphore::new(0)),
             entered: Arc::default(),
             sent: Arc::default(),
@@ -205,11 +195,8 @@ impl OrderQueue for SlowQueue {
     async fn send(&self, _message: &OrderMessage) -> Result<(), SendError> {
         self.entered.fetch_add(1, Ordering::SeqCst);
         let mut guard = CutGuard(self.cut.clone(), false);
-        match self.delay {
-            Some(delay) => tokio::time::sleep(delay).await,
-            // The permit goes back on drop: once open, open for every send.
-            None => drop(self.open.acquire().await),
-        }
+        // The permit goes back on drop: once open, open for every send.
+        drop(self.open.acquire().await);
         self.sent.fetch_add(1, Ordering::SeqCst);
         guard.1 = true;
         Ok(())
@@ -221,10 +208,11 @@ const INTERNAL_ERROR: &str = "Internal Server Error";
 #[tokio::test]
 async fn a_purchase_slower_than_its_timeout_is_cut_and_answered_as_api_gateway_does() {
     let (stack, sale) = prepared().await;
-    let queue = SlowQueue::taking(Duration::from_secs(1));
-    let limits = LambdaLimits::default().with(
-        FunctionLimit::template(Function::Purchase).with_timeout(Some(Duration::from_millis(200))),
-    );
+    // The send is held: the invocation outlives its timeout whatever the
+    // machine's pace, and is cut there. The template's 5 s, which a loaded
+    // machine's handler reaches its send well within.
+    let queue = SlowQueue::held();
+    let limits = LambdaLimits::default().with(FunctionLimit::template(Function::Purchase));
     let strict = serve(
         gateway_with(&stack, queue.clone())
             .await
@@ -258,7 +246,10 @@ async fn a_purchase_slower_than_its_timeout_is_cut_and_answered_as_api_gateway_d
             .with_limits(lenient_limits),
     )
     .await;
-    let (status, body) = lenient.buy(&sale, "slow-2").await;
+    let buying = tokio::spawn(async move { lenient.buy(&sale, "slow-2").await });
+    assert!(eventually(Duration::from_secs(20), || async { queue.entered() == 2 }).await);
+    queue.open();
+    let (status, body) = buying.await.unwrap();
     assert_eq!(status, 202, "{body}");
     assert_eq!(queue.sent(), 1);
 }
@@ -367,10 +358,11 @@ async fn the_api_answers_429_past_the_account_throttles_burst() {
     }
 }
 
-/// A handler that notes each record's `ApproximateReceiveCount` and takes
-/// `delay` before it answers that the whole batch succeeded.
+/// A handler that notes each record's `ApproximateReceiveCount` and, once
+/// `gate` is open (a permit, given back on drop), answers that the whole
+/// batch succeeded.
 fn noting_handler(
-    delay: Duration,
+    gate: Arc<Semaphore>,
     seen: Arc<Mutex<Vec<String>>>,
 ) -> impl Fn(
     aws_lambda_events::event::sqs::SqsEvent,
@@ -385,13 +377,13 @@ fn noting_handler(
 + Sync
 + 'static {
     move |event| {
-        let seen = seen.clone();
+        let (seen, gate) = (seen.clone(), gate.clone());
         Box::pin(async move {
             for record in &event.records {
                 let count = record.attributes.get("ApproximateReceiveCount").cloned();
                 seen.lock().unwrap().push(count.unwrap_or_default());
             }
-            tokio::time::sleep(delay).await;
+            drop(gate.acquire().await);
             Ok(Default::default())
         })
     }
@@ -421,7 +413,6 @@ async fn queue_with_one_message(
 async fn a_writer_batch_past_its_timeout_fails_whole_and_comes_back() {
     let sdk = aws::sdk_config(aws::Caller::Tool, Duration::from_secs(20)).await;
     let sqs = aws::sqs(&sdk);
-    let slow = Duration::from_millis(1_500);
 
     // A short visibility timeout, so the failed batch is back soon.
     let (url, arn) = queue_with_one_message(&sqs, 1).await;
@@ -433,7 +424,9 @@ async fn a_writer_batch_past_its_timeout_fails_whole_and_comes_back() {
             .with_timeout(Some(Duration::from_millis(200))),
     );
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let source = EventSource::spawn(sqs.clone(), settings, noting_handler(slow, seen.clone()));
+    // Never opened: the handler outlives its 200 ms whatever the pace.
+    let held = Arc::new(Semaphore::new(0));
+    let source = EventSource::spawn(sqs.clone(), settings, noting_handler(held, seen.clone()));
     // Redelivered after the visibility timeout, its receive count risen.
     let came_back = eventually(Duration::from_secs(30), || async {
         seen.lock().unwrap().iter().any(|count| count == "2")
@@ -453,7 +446,20 @@ async fn a_writer_batch_past_its_timeout_fails_whole_and_comes_back() {
     settings.batching_window = Duration::ZERO;
     settings.limit = Some(FunctionLimit::template(Function::OrderWriter).with_timeout(None));
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let source = EventSource::spawn(sqs.clone(), settings, noting_handler(slow, seen.clone()));
+    let gate = Arc::new(Semaphore::new(0));
+    let source = EventSource::spawn(
+        sqs.clone(),
+        settings,
+        noting_handler(gate.clone(), seen.clone()),
+    );
+    // Held while running, then let go: nothing cuts it.
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            !seen.lock().unwrap().is_empty()
+        })
+        .await
+    );
+    gate.add_permits(1);
     let stats = source.stats().clone();
     let deleted = eventually(Duration::from_secs(30), || async {
         stats.snapshot().records_deleted == 1

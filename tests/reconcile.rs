@@ -260,9 +260,10 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
         assert_eq!(reply.status, 202, "{}", reply.body);
     }
     // The writer waits after each batch until another reconcile has
-    // started, so reconciles overlap the writes at any pace (a fast writer
-    // once finished all 60 before a slow machine's first reconcile).
-    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // started (a permit of `started`), so reconciles overlap the writes at
+    // any pace (a fast writer once finished all 60 before a slow machine's
+    // first reconcile).
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
     let writing = tokio::spawn({
         let app = app.clone();
         let started = started.clone();
@@ -270,15 +271,9 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
             app.write_queued_orders_pausing(|| {
                 let started = started.clone();
                 async move {
-                    let before = started.load(std::sync::atomic::Ordering::SeqCst);
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-                    while started.load(std::sync::atomic::Ordering::SeqCst) == before {
-                        assert!(
-                            std::time::Instant::now() < deadline,
-                            "no reconcile started in 300 s"
-                        );
-                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    }
+                    tokio::time::timeout(std::time::Duration::from_secs(300), started.notified())
+                        .await
+                        .expect("no reconcile started in 300 s");
                 }
             })
             .await
@@ -288,7 +283,7 @@ async fn reconciling_while_orders_are_written_reports_nothing_false() {
     let mut during = 0;
     let mut uncompared = 0;
     while !writing.is_finished() {
-        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        started.notify_one();
         let report = reconcile_now(&reconciler, &sale).await;
         assert!(
             report.violations.is_empty(),
