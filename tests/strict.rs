@@ -247,31 +247,10 @@ async fn the_emulator_undoes_acknowledged_writes_and_the_strict_layer_never_does
 }
 
 /// The emulator as `make run` and `make bench` start it: moto's server
-/// through `infra/moto/server.py` (`MOTO_ITEM_UNDO=1`), with the Python of
-/// the `moto_server` the suite runs.
+/// through `infra/moto/server.py` (`MOTO_ITEM_UNDO=1`).
 #[tokio::test]
 async fn the_item_undo_emulator_never_undoes_an_acknowledged_write() {
-    let moto_server = std::env::var("MOTO_SERVER").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server").into()
-    });
-    let python = std::path::Path::new(&moto_server).with_file_name("python3");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/moto/server.py");
-    let port = seckill_tests::free_port();
-    let mut moto = tokio::process::Command::new(&python)
-        .args([script, "-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
-    let up = seckill_tests::eventually(Duration::from_secs(30), || async move {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-    })
-    .await;
-    assert!(up, "infra/moto/server.py did not start on {port}");
-    let url = format!("http://127.0.0.1:{port}");
+    let (mut moto, url) = seckill_tests::spawn_moto(true).await;
     // The load that makes moto's own server lose writes (the test above),
     // with no layer in front.
     for round in 1..=3 {

@@ -137,6 +137,45 @@ pub async fn in_own_strict_emulator(test: &str) -> bool {
     own_emulator(test, true).await
 }
 
+/// An emulator of the caller's own on a free port, and its URL: moto's
+/// server (`MOTO_SERVER`, or the one `make test` installs into `.venv`),
+/// or with `item_undo` the same moto through `infra/moto/server.py`, as
+/// `make run` and `make bench` start it. Killed when dropped.
+pub async fn spawn_moto(item_undo: bool) -> (tokio::process::Child, String) {
+    let port = free_port();
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
+    let moto_server = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
+    let mut command = if item_undo {
+        let python = std::path::Path::new(&moto_server).with_file_name("python3");
+        let mut command = tokio::process::Command::new(python);
+        command.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../infra/moto/server.py"
+        ));
+        command
+    } else {
+        tokio::process::Command::new(&moto_server)
+    };
+    let moto = command
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{moto_server} (make test installs it into .venv): {e}"));
+    let up = eventually(Duration::from_secs(30), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(
+        up,
+        "the emulator did not start on {port} (item_undo: {item_undo})"
+    );
+    (moto, format!("http://127.0.0.1:{port}"))
+}
+
 async fn own_emulator(test: &str, strict: bool) -> bool {
     if std::env::var_os(OWN_EMULATOR).is_some() {
         return true;
@@ -146,24 +185,7 @@ async fn own_emulator(test: &str, strict: bool) -> bool {
     // emulators into timeouts and 500s, which is not what they measure.
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _turn = ONE_AT_A_TIME.lock().await;
-    let port = free_port();
-    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
-    let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
-    let mut moto = tokio::process::Command::new(program)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("moto_server (make test installs it into .venv)");
-    let up = eventually(Duration::from_secs(30), || async move {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-    })
-    .await;
-    assert!(up, "moto_server did not start on {port}");
-    let emulator = format!("http://127.0.0.1:{port}");
+    let (mut moto, emulator) = spawn_moto(false).await;
     let layer = if strict {
         let mut settings = seckill_infra::strict::StrictSettings::from_env().unwrap();
         // The suite's recording is the shared stack's; this one is apart.
@@ -377,17 +399,7 @@ impl App {
         let mut seen = std::collections::HashSet::new();
         let mut empty_in_a_row = 0;
         while empty_in_a_row < 2 {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .visibility_timeout(300)
-                .wait_time_seconds(0)
-                .send()
-                .await
-                .unwrap();
-            let messages = got.messages.unwrap_or_default();
+            let messages = self.receive_ten(Some(300)).await;
             if messages.is_empty() {
                 empty_in_a_row += 1;
             } else {
@@ -407,28 +419,12 @@ impl App {
     pub async fn take_messages(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         loop {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(0)
-                .send()
-                .await
-                .unwrap()
-                .messages
-                .unwrap_or_default();
+            let got = self.receive_ten(None).await;
             if got.is_empty() {
                 return out;
             }
             for m in got {
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.queue_url)
-                    .receipt_handle(m.receipt_handle.clone().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
+                self.delete_received(&m).await;
                 // A second delivery of one message (at least once) is
                 // taken off the queue, not counted again.
                 let id = m.message_id.unwrap();
@@ -457,18 +453,7 @@ impl App {
         let writer = self.writer().await;
         let mut seen = std::collections::HashSet::new();
         loop {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.queue_url)
-                .max_number_of_messages(10)
-                .visibility_timeout(300)
-                .wait_time_seconds(0)
-                .send()
-                .await
-                .unwrap()
-                .messages
-                .unwrap_or_default();
+            let got = self.receive_ten(Some(300)).await;
             if got.is_empty() {
                 return;
             }
@@ -487,17 +472,37 @@ impl App {
                 let failures = invoke_writer(&writer, sqs_event(&fresh)).await.unwrap();
                 assert!(failures.is_empty(), "{failures:?}");
             }
-            for m in got {
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.queue_url)
-                    .receipt_handle(m.receipt_handle.unwrap())
-                    .send()
-                    .await
-                    .unwrap();
+            for m in &got {
+                self.delete_received(m).await;
             }
             between().await;
         }
+    }
+
+    /// Up to ten messages of this test's queue, without waiting (held for
+    /// `visibility` seconds, or the queue's own timeout).
+    async fn receive_ten(&self, visibility: Option<i32>) -> Vec<aws_sdk_sqs::types::Message> {
+        self.sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(10)
+            .set_visibility_timeout(visibility)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default()
+    }
+
+    async fn delete_received(&self, m: &aws_sdk_sqs::types::Message) {
+        self.sqs
+            .delete_message()
+            .queue_url(&self.queue_url)
+            .receipt_handle(m.receipt_handle.clone().unwrap())
+            .send()
+            .await
+            .unwrap();
     }
 
     /// The scheduled jobs on this test's tables and queue.
