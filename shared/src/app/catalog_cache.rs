@@ -63,6 +63,19 @@ enum Known {
     Expired,
 }
 
+impl Known {
+    /// The answer without a read, if there is one.
+    fn answer(self) -> Option<Result<Option<Sale>, CatalogError>> {
+        match self {
+            Self::Fresh(sale) | Self::Failing(Some(sale)) => Some(Ok(sale)),
+            Self::Failing(None) => Some(Err(CatalogError::Unavailable(
+                "the sales table failed a moment ago; retry shortly".into(),
+            ))),
+            Self::Expired => None,
+        }
+    }
+}
+
 pub struct CachedCatalog<C> {
     inner: C,
     ttl: Duration,
@@ -139,28 +152,16 @@ impl<C: SaleCatalog> CachedCatalog<C> {
 impl<C: SaleCatalog> SaleCatalog for CachedCatalog<C> {
     async fn get_sale(&self, sale_id: &SaleId) -> Result<Option<Sale>, CatalogError> {
         let (known, reading) = self.known(sale_id);
-        match known {
-            Known::Fresh(sale) | Known::Failing(Some(sale)) => return Ok(sale),
-            Known::Failing(None) => {
-                return Err(CatalogError::Unavailable(
-                    "the sales table failed a moment ago; retry shortly".into(),
-                ));
-            }
-            Known::Expired => {}
+        if let Some(answer) = known.answer() {
+            return answer;
         }
         // One read at a time per sale: who waited for it takes its answer.
         let _reading = match &reading {
             Some(lock) => Some(lock.lock().await),
             None => None,
         };
-        match self.known(sale_id).0 {
-            Known::Fresh(sale) | Known::Failing(Some(sale)) => return Ok(sale),
-            Known::Failing(None) => {
-                return Err(CatalogError::Unavailable(
-                    "the sales table failed a moment ago; retry shortly".into(),
-                ));
-            }
-            Known::Expired => {}
+        if let Some(answer) = self.known(sale_id).0.answer() {
+            return answer;
         }
         match self.inner.get_sale(sale_id).await {
             Ok(fresh) => {
