@@ -6,6 +6,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 pub fn now_ms() -> i64 {
+    #[cfg(test)]
+    if let Some(virtual_ms) = crate::sim::clock::now_ms() {
+        return virtual_ms;
+    }
     let now = OffsetDateTime::now_utc();
     i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }

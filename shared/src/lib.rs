@@ -92,3 +92,5 @@ pub mod error;
 pub mod http;
 pub mod observe;
 pub mod ports;
+#[cfg(test)]
+mod sim;

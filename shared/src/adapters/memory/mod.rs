@@ -46,7 +46,7 @@ mod stock;
 mod tables;
 
 pub use queue::{MemoryQueue, QueueMode};
-pub use stock::MemoryStock;
+pub use stock::{MemoryStock, StockCheckpoint};
 pub use tables::{MemoryCatalog, MemoryOrders};
 
 use crate::clock;

@@ -14,10 +14,10 @@ use crate::ports::{
     ReleaseOutcome, Reservation, ReservationRecord, ReserveOutcome, ReserveRequest, Resolution,
     StockAdmin, StockStore, StockView, StoreError,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod admin;
 mod state;
@@ -43,10 +43,10 @@ struct MemorySale {
     ledger_seq: Option<u64>,
     /// The ledger position a stock reset set the stock at (`stockSeq`).
     stock_seq: Option<u64>,
-    buyers: HashMap<String, i64>,
-    resv: HashMap<OrderId, Held>,
+    buyers: BTreeMap<String, i64>,
+    resv: BTreeMap<OrderId, Held>,
     /// What each resolved reservation was resolved as, for the tests.
-    resolved: HashMap<OrderId, Resolution>,
+    resolved: BTreeMap<OrderId, Resolution>,
     /// The purchase answers flushed to the store, by outcome.
     outcomes: BTreeMap<String, u64>,
 }
@@ -60,9 +60,9 @@ impl MemorySale {
             seq: 0,
             ledger_seq: None,
             stock_seq: None,
-            buyers: HashMap::new(),
-            resv: HashMap::new(),
-            resolved: HashMap::new(),
+            buyers: BTreeMap::new(),
+            resv: BTreeMap::new(),
+            resolved: BTreeMap::new(),
             outcomes: BTreeMap::new(),
         }
     }
@@ -101,20 +101,28 @@ fn stored(held: &Held) -> StoredReservation {
 }
 
 /// (sale, lock name) -> owner token and until when.
-type Locks = HashMap<(SaleId, String), (String, Instant)>;
+type Locks = BTreeMap<(SaleId, String), (String, tokio::time::Instant)>;
+
+/// The stock store's keys at one moment ([`MemoryStock::checkpoint`]).
+#[derive(Clone, Default)]
+pub struct StockCheckpoint(BTreeMap<SaleId, MemorySale>);
 
 /// Stock store in memory. `unavailable` makes every call fail like a Redis outage.
 #[derive(Clone, Default)]
 pub struct MemoryStock {
-    sales: Arc<Mutex<HashMap<SaleId, MemorySale>>>,
+    sales: Arc<Mutex<BTreeMap<SaleId, MemorySale>>>,
     locks: Arc<Mutex<Locks>>,
     /// Noticed losses: sale -> (noticed at, kept until), in the caller's ms.
-    losses: Arc<Mutex<HashMap<SaleId, (i64, i64)>>>,
+    losses: Arc<Mutex<BTreeMap<SaleId, (i64, i64)>>>,
+    /// Numbers the unkeyed order ids across the whole store, so a sale
+    /// loaded again after a loss never makes an id it made before (Redis's
+    /// script takes a random request id for them).
+    next_id: Arc<std::sync::atomic::AtomicU64>,
     pub unavailable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl MemoryStock {
-    fn lock(&self) -> Result<MutexGuard<'_, HashMap<SaleId, MemorySale>>, StoreError> {
+    fn lock(&self) -> Result<MutexGuard<'_, BTreeMap<SaleId, MemorySale>>, StoreError> {
         if self.unavailable.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("memory store switched off".into()));
         }
@@ -128,6 +136,20 @@ impl MemoryStock {
         if let Ok(mut sales) = self.sales.lock() {
             let stock = i64::from(sale.total_stock);
             sales.insert(sale.sale_id.clone(), MemorySale::new(sale, stock, false));
+        }
+    }
+
+    /// What the store holds now, to be put back by [`Self::restore`]: a
+    /// replica that has seen the writes up to here and none after.
+    pub fn checkpoint(&self) -> StockCheckpoint {
+        StockCheckpoint(self.sales.lock().map(|s| s.clone()).unwrap_or_default())
+    }
+
+    /// Puts back what a [`Self::checkpoint`] held, as a failover to a
+    /// replica that missed every write since: the writes after it are lost.
+    pub fn restore(&self, checkpoint: &StockCheckpoint) {
+        if let Ok(mut sales) = self.sales.lock() {
+            *sales = checkpoint.0.clone();
         }
     }
 
@@ -266,7 +288,10 @@ impl StockStore for MemoryStock {
         s.seq += 1;
         let order_id = match keyed_id {
             Some(id) => id,
-            None => derived_order_id('n', req.sale_id, req.user_id, &s.seq.to_string()),
+            None => {
+                let n = self.next_id.fetch_add(1, Ordering::SeqCst);
+                derived_order_id('n', req.sale_id, req.user_id, &n.to_string())
+            }
         }
         .map_err(|e| StoreError::Protocol(e.0))?;
         s.stock -= i64::from(q);

@@ -23,15 +23,15 @@ struct SaleItem {
 
 #[derive(Default)]
 struct Tables {
-    sales: HashMap<SaleId, SaleItem>,
-    orders: HashMap<OrderId, Order>,
+    sales: BTreeMap<SaleId, SaleItem>,
+    orders: BTreeMap<OrderId, Order>,
     /// The per-buyer records: (sale, buyer) -> units held.
-    held: HashMap<(SaleId, String), u64>,
+    held: BTreeMap<(SaleId, String), u64>,
     /// Request tokens of the group writes that went through, with the
     /// orders each carried.
-    tokens: HashMap<String, Vec<NewOrder>>,
+    tokens: BTreeMap<String, Vec<NewOrder>>,
     /// The payments' records, by payment id.
-    payments: HashMap<PaymentId, PaymentRecord>,
+    payments: BTreeMap<PaymentId, PaymentRecord>,
     /// How long a read of a whole sale's orders takes (a big ledger).
     ledger_read_delay: std::time::Duration,
     /// How many of the next order transactions (group or single) are

@@ -215,7 +215,7 @@ impl StockAdmin for MemoryStock {
             .lock()
             .map_err(|_| StoreError::Unavailable("poisoned".into()))?;
         let key = (sale_id.clone(), name.to_owned());
-        let now = Instant::now();
+        let now = tokio::time::Instant::now();
         if locks.get(&key).is_some_and(|(_, until)| *until > now) {
             return Ok(false);
         }
@@ -284,7 +284,7 @@ impl StockAdmin for MemoryStock {
             stock: s.stock,
             stock_seq: s.stock_seq,
             total: s.total(),
-            buyers: s.buyers.clone(),
+            buyers: s.buyers.clone().into_iter().collect(),
             reservations: s
                 .resv
                 .iter()
@@ -299,7 +299,7 @@ impl StockAdmin for MemoryStock {
         &self,
         sale_id: &SaleId,
         users: &[String],
-    ) -> Result<HashMap<String, Holding>, StoreError> {
+    ) -> Result<std::collections::HashMap<String, Holding>, StoreError> {
         let sales = self.lock()?;
         let s = sales.get(sale_id);
         Ok(users
