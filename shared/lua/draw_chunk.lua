@@ -52,7 +52,7 @@ local end_ms = tonumber(m[6])
 if end_ms and now >= end_ms then
   return {'ENDED'}
 end
-if m[4] == 'PAUSED' then
+if m[4] == 'PAUSED' or m[4] == 'LOADING' then
   return {'PAUSED'}
 end
 local n = tonumber(ARGV[2]) or 100

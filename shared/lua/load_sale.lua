@@ -18,6 +18,13 @@
 -- sell it twice); only the window, limit, status and expiry are refreshed,
 -- so a changed endAt extends the keys, and an edited total moves the stock
 -- by the difference.
+--
+-- A load never opens a sale: the sale it is given may have been read before
+-- an operator's pause, whose own Redis step found no keys yet (a rebuild)
+-- or came before this write. A paused sale given is written LOADING (closed,
+-- and openable only by set_status.lua's OPEN, which prewarm sends after
+-- reading the table again); a live sale given leaves a loaded group's
+-- status as it is, and only a new group is made LIVE.
 -- Replies: {"LOADED"} or {"REFRESHED", stockNow}; a directory's replies end
 -- with the home table it holds.
 
@@ -32,6 +39,35 @@ if share == '' then
 end
 local initial = share or total
 local directory = ARGV[11] == '1'
+-- ARGV[15] "1": a refresh only (prewarm of a sale it found loaded). A group
+-- that lost its keys since is rebuilt from the ledger, never made here with
+-- the whole stock.
+if ARGV[15] == '1' and redis.call('EXISTS', meta_key) == 0 then
+  return {'MISSING'}
+end
+-- ARGV[16] (a refresh): the version of the sale item the sale was read at.
+-- A refresh read before one that already reached Redis writes nothing, so
+-- an end or an edit it did not see is never put back.
+local def_version = tonumber(ARGV[16] or '')
+if def_version then
+  local held = tonumber(redis.call('HGET', meta_key, 'defVersion') or '')
+  if held and def_version < held then
+    return {'STALE'}
+  end
+  redis.call('HSET', meta_key, 'defVersion', def_version)
+end
+-- What a load writes as the status (see above): LOADING for a paused sale;
+-- for a live one, LIVE on a new group, else what the group holds.
+local current = redis.call('HGET', meta_key, 'status')
+if status ~= 'LIVE' then
+  if current == 'PAUSED' then
+    status = 'PAUSED'
+  else
+    status = 'LOADING'
+  end
+elseif current then
+  status = current
+end
 if directory then
   -- The directory of a sharded sale: meta only, so readers find the shards.
   local fresh = redis.call('EXISTS', meta_key) == 0

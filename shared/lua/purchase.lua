@@ -124,7 +124,8 @@ if existing then
   return {'REPLAY', order_id, existing}
 end
 
-if m[4] == 'PAUSED' then
+-- LOADING: closed by a load until prewarm has read the table again.
+if m[4] == 'PAUSED' or m[4] == 'LOADING' then
   -- An end is obeyed over a pause (an ended sale is never resumed): the
   -- clock is read here only for a paused sale.
   local pt = redis.call('TIME')

@@ -35,8 +35,14 @@ if redis.call('EXISTS', meta_key) == 1 or redis.call('EXISTS', stock_key) == 1 t
   return {'EXISTS'}
 end
 local expire_at = ARGV[8]
+-- A paused sale is made LOADING: closed, opened only by set_status.lua's
+-- OPEN once prewarm has read the table again (see load_sale.lua).
+local status = ARGV[6]
+if status ~= 'LIVE' then
+  status = 'LOADING'
+end
 redis.call('HSET', meta_key, 'total', ARGV[1], 'startMs', ARGV[2], 'endMs', ARGV[3],
-  'perUserLimit', ARGV[4], 'shards', ARGV[5], 'status', ARGV[6], 'version', ARGV[7],
+  'perUserLimit', ARGV[4], 'shards', ARGV[5], 'status', status, 'version', ARGV[7],
   'expireAtMs', expire_at, 'gate', ARGV[10])
 if ARGV[11] == '1' then
   redis.call('HSET', meta_key, 'directory', '1', 'homes', ARGV[12] or '')

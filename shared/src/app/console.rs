@@ -78,11 +78,7 @@ pub async fn end_now<Q: QueueInspector>(
     if sale.phase_at(now_ms) == SalePhase::Ended {
         return Ok(EndNow::AlreadyEnded);
     }
-    let ended = Sale {
-        start_ms: sale.start_ms.min(now_ms),
-        end_ms: now_ms,
-        ..sale.clone()
-    };
+    let ended = ended_at(jobs.stock(), sale.clone(), now_ms).await?;
     match jobs.catalog().upsert_sale(&ended, now_ms).await?.0 {
         Upsert::Updated => {}
         // Deleted and made again meanwhile, or refused by the edit rule
@@ -96,6 +92,23 @@ pub async fn end_now<Q: QueueInspector>(
     Ok(EndNow::Ended {
         before: Box::new(sale),
         prewarm,
+    })
+}
+
+/// The sale ended now: at the earlier of the caller's clock and the stock
+/// store's, which decides purchases (a caller whose clock runs ahead would
+/// otherwise end the sale seconds in the future). A sale that has not
+/// started ends before it ever opens: its start moves to the same instant.
+pub async fn ended_at<S: crate::ports::StockAdmin>(
+    stock: &S,
+    sale: Sale,
+    now_ms: i64,
+) -> Result<Sale, JobError> {
+    let at = now_ms.min(stock.clock_ms().await?);
+    Ok(Sale {
+        start_ms: sale.start_ms.min(at),
+        end_ms: at,
+        ..sale
     })
 }
 

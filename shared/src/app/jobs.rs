@@ -184,6 +184,10 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         &self.metrics
     }
 
+    pub fn stock(&self) -> &S {
+        &self.stock
+    }
+
     pub fn catalog(&self) -> &C {
         &self.catalog
     }
@@ -231,9 +235,10 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         if sale.phase_at(now_ms) == SalePhase::Ended {
             // An end moved earlier (even into the past) reaches Redis at
             // once: the script answers 410 SALE_ENDED from the next request.
-            if self.stock.view(sale_id, None).await?.is_some() {
-                self.stock.load_sale(&sale, now_ms).await?;
-                self.follow_the_table(sale, now_ms).await?;
+            if self.stock.view(sale_id, None).await?.is_some()
+                && self.stock.refresh_sale(&sale, counters.version).await?
+            {
+                self.follow_the_table(sale).await?;
             }
             return Ok(PrewarmOutcome::Ended);
         }
@@ -246,13 +251,17 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         }
         if let Some(view) = loaded {
             // Also marks sales loaded before the mark existed.
-            mark_and_load(&self.catalog, &self.stock, &sale, now_ms).await?;
-            if sale.phase_at(now_ms) == SalePhase::Live {
-                self.metrics
-                    .stock_left(sale_id.as_str(), view.remaining, sale.total_stock);
+            self.catalog.mark_loaded(sale_id, now_ms).await?;
+            // A refresh only: keys lost since the view are rebuilt from the
+            // ledger below, never made anew here with the whole stock.
+            if self.stock.refresh_sale(&sale, counters.version).await? {
+                if sale.phase_at(now_ms) == SalePhase::Live {
+                    self.metrics
+                        .stock_left(sale_id.as_str(), view.remaining, sale.total_stock);
+                }
+                self.follow_the_table(sale).await?;
+                return Ok(PrewarmOutcome::Refreshed);
             }
-            self.follow_the_table(sale, now_ms).await?;
-            return Ok(PrewarmOutcome::Refreshed);
         }
         let token = format!("prewarm-{now_ms}-{}", std::process::id());
         if !self
@@ -265,7 +274,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         let mut outcome = self.load_from_truth(&sale, counters, now_ms).await;
         if let Ok(PrewarmOutcome::Loaded { .. }) = outcome {
             self.metrics.count(Counter::SalesPrewarmed, 1);
-            if let Err(err) = self.follow_the_table(sale, now_ms).await {
+            if let Err(err) = self.follow_the_table(sale).await {
                 outcome = Err(err);
             }
         }
@@ -283,19 +292,28 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
     /// consistently, after the write, and the sale written again until
     /// what Redis was given is what the table holds: a command that lands
     /// after the last read applies its own Redis step after this write.
-    async fn follow_the_table(
-        &self,
-        mut written: crate::domain::Sale,
-        now_ms: i64,
-    ) -> Result<(), JobError> {
+    ///
+    /// A load never opens a sale (`load_sale.lua`): a new key group is made
+    /// closed (`LOADING`), and so is a loaded one given a paused sale. Only
+    /// once a read made after the write says the sale is live does prewarm
+    /// open it, and [`StockAdmin::open_loaded`] opens only what a load
+    /// closed: a pause that lands between that read and the opening has
+    /// set `PAUSED`, which stays.
+    async fn follow_the_table(&self, mut written: crate::domain::Sale) -> Result<(), JobError> {
         for _ in 0..FOLLOW_ATTEMPTS {
-            let Some((table, _)) = self.catalog.get_record(&written.sale_id).await? else {
+            let Some((table, counters)) = self.catalog.get_record(&written.sale_id).await? else {
                 return Ok(());
             };
             if table == written {
+                if !table.paused {
+                    self.stock.open_loaded(&table).await?;
+                }
                 return Ok(());
             }
-            self.stock.load_sale(&table, now_ms).await?;
+            if !self.stock.refresh_sale(&table, counters.version).await? {
+                // Lost meanwhile: the next run rebuilds it from the ledger.
+                return Ok(());
+            }
             written = table;
         }
         // Commands faster than a read and a write, for this long: the
@@ -343,9 +361,16 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         // Surviving shards first, the ledger after (see `Survivors`).
         let survivors = self.stock.survivors(sale).await?;
         let (ledger, buyers) = self.read_ledger(&sale.sale_id).await?;
+        // Made closed: the sale was read before the ledger, and a pause
+        // since then found no keys to pause; `follow_the_table` opens it
+        // once a later read says it is live.
+        let closed = crate::domain::Sale {
+            paused: true,
+            ..sale.clone()
+        };
         if self
             .stock
-            .rebuild_sale(sale, now_ms, &ledger, &buyers, survivors.as_ref())
+            .rebuild_sale(&closed, now_ms, &ledger, &buyers, survivors.as_ref())
             .await?
         {
             if let Some(at) = noticed

@@ -553,15 +553,25 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                         tracing::warn!(order_id = %resv.order_id, %why, "queue rejected the order; reservation released");
                         Err(PurchaseError::QueueRejected)
                     }
-                    Ok(other) => {
-                        // Keys vanished or the reservation moved on: it is the
-                        // outbox's now. Reconcile relays it, so it is accepted.
-                        tracing::error!(order_id = %resv.order_id, ?other, %why, "queue rejected; release not possible, left to reconcile");
+                    Ok(ReleaseOutcome::NotReleasable) => {
+                        // The reservation moved on: a retry or reconcile
+                        // relayed it and its order was written.
                         Ok(accepted)
                     }
+                    Ok(ReleaseOutcome::SaleMissing) => {
+                        // The keys, and the reservation with them, are gone:
+                        // nothing will make this order, so no 202.
+                        tracing::error!(order_id = %resv.order_id, %why, "queue rejected and the sale's keys are gone");
+                        Err(PurchaseError::KeysMissing)
+                    }
                     Err(err) => {
-                        tracing::error!(order_id = %resv.order_id, %err, %why, "queue rejected and release failed; reservation left to reconcile");
-                        Ok(accepted)
+                        // The release may have gone through (a timeout after
+                        // it was sent): then no order is coming, and a 202
+                        // would promise one. The reservation, if it is still
+                        // there, is reconcile's to relay; a keyed retry
+                        // finds it.
+                        tracing::error!(order_id = %resv.order_id, %err, %why, "queue rejected and the release's outcome is unknown");
+                        Err(PurchaseError::Store(err))
                     }
                 }
             }

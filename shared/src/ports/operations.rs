@@ -67,6 +67,19 @@ pub trait StockAdmin: StockStore {
 
     /// What the surviving shards of a sharded sale hold, read before the
     /// ledger for a rebuild; `None` for a sale of one shard.
+    /// Refreshes a sale the store holds, as [`Self::load_sale`] does a
+    /// loaded one; false, writing nothing, when it holds none (lost since it
+    /// was seen: a sale that was selling is rebuilt from the ledger, never
+    /// made anew with its whole stock). `version` is the sale item's
+    /// version the sale was read with: a refresh from an earlier version
+    /// than one already refreshed from writes nothing (a slow prewarm
+    /// never puts back what an operator's end or edit changed).
+    fn refresh_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     fn survivors(
         &self,
         sale: &Sale,
@@ -98,6 +111,19 @@ pub trait StockAdmin: StockStore {
     /// An operator's pause or resume on every key group the store holds.
     /// Returns how many took it (0: the sale is not loaded).
     fn set_status(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send;
+
+    /// Opens every key group of the sale that a load closed (`LOADING`: a
+    /// load or rebuild given a paused sale, see `load_sale.lua`) and nothing
+    /// else: a group an operator paused since stays paused. Prewarm calls it
+    /// once a read of the table made after its own write says the sale is
+    /// live. Returns how many groups it opened.
+    fn open_loaded(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send;
+
+    /// The store's own clock (epoch ms): Redis's `TIME`, which every
+    /// purchase decision reads. An operator's "end now" is stamped no later
+    /// than it, so a function whose clock runs ahead cannot end a sale in
+    /// the future.
+    fn clock_ms(&self) -> impl Future<Output = Result<i64, StoreError>> + Send;
 
     /// Sets a buyer's count to `units` if it is still `read` (compare and
     /// set). Returns the count now.

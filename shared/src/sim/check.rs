@@ -4,8 +4,8 @@
 //! clients' side can judge.
 
 use super::world::{Command, World};
-use crate::domain::orders::OrderStatus;
 use crate::domain::OrderId;
+use crate::domain::orders::OrderStatus;
 use std::collections::BTreeMap;
 
 /// Every broken promise of the run, one line each.
@@ -31,7 +31,10 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
         .check_sale(&w.sale.sale_id, &accepted)
         .await
     {
-        Ok(Some(list)) => found.extend(list.into_iter().map(|v| format!("{}: {}", v.code, v.detail))),
+        Ok(Some(list)) => found.extend(
+            list.into_iter()
+                .map(|v| format!("{}: {}", v.code, v.detail)),
+        ),
         Ok(None) => found.push("CHECKER: the sale is gone".into()),
         Err(err) => found.push(format!("CHECKER: could not read the sale: {err}")),
     }
@@ -49,7 +52,10 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
         }
     }
     if sold > u64::from(sale.total_stock) {
-        found.push(format!("OVERSOLD: {sold} units held of {}", sale.total_stock));
+        found.push(format!(
+            "OVERSOLD: {sold} units held of {}",
+            sale.total_stock
+        ));
     }
     for (user, units) in &held {
         if *units > u64::from(sale.per_user_limit) {
@@ -78,7 +84,9 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
                 "PAID_UNDONE: {id} was answered paid and is {}",
                 o.status.as_str()
             )),
-            None => found.push(format!("PAID_UNDONE: {id} was answered paid and has no row")),
+            None => found.push(format!(
+                "PAID_UNDONE: {id} was answered paid and has no row"
+            )),
         }
     }
     // The sale item's counters: every unit is available or held, none
@@ -106,8 +114,13 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
     // Operators obeyed: Redis makes no reservation after a pause was
     // answered (until a resume was sent, whatever became of it), or after
     // an end was answered.
-    let new_orders = w.stock.reserved.lock().map(|r| r.clone()).unwrap_or_default();
-    for (command, _, answered) in &commands {
+    let new_orders = w
+        .stock
+        .reserved
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    for (command, sent_at, answered) in &commands {
         let Some(answered) = *answered else {
             continue;
         };
@@ -127,7 +140,11 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
                 // Redis write undoes it there until prewarm follows the
                 // table again: Redis keeps no promise it did not receive.
                 let undone_by_failover = failovers.iter().any(|f| {
-                    *f > answered && f < sent && !prewarms.iter().any(|p| p > f && p < sent)
+                    f > sent_at
+                        && f < sent
+                        && !prewarms
+                            .iter()
+                            .any(|(started, ended)| started > f && ended < sent)
                 });
                 if undone_by_failover {
                     continue;

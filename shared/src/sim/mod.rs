@@ -17,8 +17,8 @@
 //! faults by kind and violations; `make test` runs [`SHORT_RUN`] seeds.
 //! A seed that failed once is kept in [`REGRESSIONS`].
 
-pub(crate) mod clock;
 mod check;
+pub(crate) mod clock;
 mod ports;
 mod queue;
 mod sched;
@@ -222,9 +222,10 @@ async fn quiet(w: &std::sync::Arc<World>) {
 impl World {
     /// Whether Redis still holds a reservation no order row resolved.
     fn queued_reservations(&self) -> bool {
-        let snapshot = world::futures_lite_now(
-            crate::ports::StockAdmin::snapshot(&self.memory_stock, &self.sale.sale_id),
-        );
+        let snapshot = world::futures_lite_now(crate::ports::StockAdmin::snapshot(
+            &self.memory_stock,
+            &self.sale.sale_id,
+        ));
         matches!(snapshot, Some(Ok(Some(s))) if s.reservations.values().any(|r| r.state == "QUEUED"))
     }
 }

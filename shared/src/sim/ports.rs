@@ -12,9 +12,9 @@ use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSna
 use crate::domain::{IdempotencyKey, OrderId, Sale, SaleId, UserId};
 use crate::ports::{
     CatalogAdmin, CatalogError, ExpireOutcome, GroupWrite, OrderLedger, OrderStore,
-    OrderStoreError, PayOutcome, Payment, PaymentRecord, PaymentStore, RejectWrite,
-    ReleaseOutcome, ReservationRecord, ReserveOutcome, ReserveRequest, Resolution, SaleCatalog,
-    Settlement, SingleWrite, StockAdmin, StockStore, StockView, StoreError, WriteFailure,
+    OrderStoreError, PayOutcome, Payment, PaymentRecord, PaymentStore, RejectWrite, ReleaseOutcome,
+    ReservationRecord, ReserveOutcome, ReserveRequest, Resolution, SaleCatalog, Settlement,
+    SingleWrite, StockAdmin, StockStore, StockView, StoreError, WriteFailure,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -84,7 +84,12 @@ impl StockStore for SimStock {
         sale_id: &SaleId,
         order_id: &OrderId,
     ) -> Result<ReleaseOutcome, StoreError> {
-        redis!(self, "redis.release", true, self.inner.release(sale_id, order_id))
+        redis!(
+            self,
+            "redis.release",
+            true,
+            self.inner.release(sale_id, order_id)
+        )
     }
 
     async fn resolve(
@@ -106,7 +111,12 @@ impl StockStore for SimStock {
         sale_id: &SaleId,
         order_id: Option<&OrderId>,
     ) -> Result<Option<StockView>, StoreError> {
-        redis!(self, "redis.view", false, self.inner.view(sale_id, order_id))
+        redis!(
+            self,
+            "redis.view",
+            false,
+            self.inner.view(sale_id, order_id)
+        )
     }
 
     async fn add_outcomes(
@@ -168,7 +178,21 @@ impl StockAdmin for SimStock {
     type Survivors = ();
 
     async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
-        redis!(self, "redis.load_sale", true, self.inner.load_sale(sale, version))
+        redis!(
+            self,
+            "redis.load_sale",
+            true,
+            self.inner.load_sale(sale, version)
+        )
+    }
+
+    async fn refresh_sale(&self, sale: &Sale, version: i64) -> Result<bool, StoreError> {
+        redis!(
+            self,
+            "redis.refresh_sale",
+            true,
+            self.inner.refresh_sale(sale, version)
+        )
     }
 
     async fn survivors(&self, sale: &Sale) -> Result<Option<()>, StoreError> {
@@ -211,6 +235,19 @@ impl StockAdmin for SimStock {
 
     async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
         redis!(self, "redis.set_status", true, self.inner.set_status(sale))
+    }
+
+    async fn clock_ms(&self) -> Result<i64, StoreError> {
+        redis!(self, "redis.clock_ms", false, self.inner.clock_ms())
+    }
+
+    async fn open_loaded(&self, sale: &Sale) -> Result<u32, StoreError> {
+        redis!(
+            self,
+            "redis.open_loaded",
+            true,
+            self.inner.open_loaded(sale)
+        )
     }
 
     async fn set_buyer(
@@ -286,7 +323,12 @@ impl StockAdmin for SimStock {
     }
 
     async fn unlock(&self, sale_id: &SaleId, name: &str, token: &str) -> Result<(), StoreError> {
-        redis!(self, "redis.unlock", true, self.inner.unlock(sale_id, name, token))
+        redis!(
+            self,
+            "redis.unlock",
+            true,
+            self.inner.unlock(sale_id, name, token)
+        )
     }
 
     async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
@@ -298,7 +340,12 @@ impl StockAdmin for SimStock {
         sale_id: &SaleId,
         users: &[String],
     ) -> Result<HashMap<String, Holding>, StoreError> {
-        redis!(self, "redis.holdings", false, self.inner.holdings(sale_id, users))
+        redis!(
+            self,
+            "redis.holdings",
+            false,
+            self.inner.holdings(sale_id, users)
+        )
     }
 
     async fn outcomes(&self, sale_id: &SaleId) -> Result<BTreeMap<String, u64>, StoreError> {
@@ -504,7 +551,12 @@ impl OrderStore for SimOrders {
         order_id: &OrderId,
         now_ms: i64,
     ) -> Result<ExpireOutcome, OrderStoreError> {
-        dynamo!(self, "dynamo.expire", true, self.inner.expire(order_id, now_ms))
+        dynamo!(
+            self,
+            "dynamo.expire",
+            true,
+            self.inner.expire(order_id, now_ms)
+        )
     }
 }
 

@@ -160,7 +160,12 @@ impl SimQueue {
 
     pub(crate) fn messages(&self) -> Vec<Message> {
         let inner = self.lock();
-        inner.messages.iter().chain(inner.dlq.iter()).cloned().collect()
+        inner
+            .messages
+            .iter()
+            .chain(inner.dlq.iter())
+            .cloned()
+            .collect()
     }
 }
 
@@ -168,8 +173,8 @@ impl OrderQueue for SimQueue {
     async fn send(&self, message: &OrderMessage) -> Result<(), SendError> {
         let step = self.sched.gate("sqs.send", true).await;
         if step.applies() {
-            let body = serde_json::to_string(message)
-                .map_err(|e| SendError::Rejected(e.to_string()))?;
+            let body =
+                serde_json::to_string(message).map_err(|e| SendError::Rejected(e.to_string()))?;
             self.push(body, message.order_id.to_string());
         }
         match step {
@@ -179,9 +184,7 @@ impl OrderQueue for SimQueue {
             }
             // Half of the failures before the send are timeouts too: the
             // sender cannot tell that nothing arrived.
-            _ if self.sched.chance(500) => {
-                Err(SendError::Ambiguous("simulated: no answer".into()))
-            }
+            _ if self.sched.chance(500) => Err(SendError::Ambiguous("simulated: no answer".into())),
             _ => Err(SendError::Rejected("simulated: refused".into())),
         }
     }

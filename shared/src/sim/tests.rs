@@ -48,20 +48,32 @@ fn report(outcomes: &[Outcome], elapsed: std::time::Duration) -> String {
     out.push_str(&format!(
         "accepted orders lost with Redis's keys before their send (excused, counted): {lost}\n"
     ));
-    let failing: Vec<&Outcome> = outcomes.iter().filter(|o| !o.violations.is_empty()).collect();
+    let failing: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| !o.violations.is_empty())
+        .collect();
     out.push_str(&format!(
         "violations: {}\n",
         failing.iter().map(|o| o.violations.len()).sum::<usize>()
     ));
     let mut codes: BTreeMap<String, usize> = BTreeMap::new();
     for v in failing.iter().flat_map(|o| o.violations.iter()) {
-        *codes.entry(v.split(':').next().unwrap_or("").to_owned()).or_default() += 1;
+        *codes
+            .entry(v.split(':').next().unwrap_or("").to_owned())
+            .or_default() += 1;
     }
     for (code, n) in &codes {
         out.push_str(&format!("  {n:>8}  {code}\n"));
     }
-    for o in failing.iter().take(10) {
-        out.push_str(&format!("  seed {} (make simulate SEED={}):\n", o.seed, o.seed));
+    let shown = std::env::var("SIM_SHOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    for o in failing.iter().take(shown) {
+        out.push_str(&format!(
+            "  seed {} (make simulate SEED={}):\n",
+            o.seed, o.seed
+        ));
         for v in o.violations.iter().take(8) {
             out.push_str(&format!("    {v}\n"));
         }
@@ -82,8 +94,15 @@ fn a_thousand_seeds_keep_every_promise() {
     // The runs did what they are for: sales sold, orders written, paid and
     // expired, and every kind of fault was met.
     let (faults, answers) = totals(&outcomes);
-    for answer in ["purchase: 202", "pay: 200 PAID", "order-writer: batch (none failed)"] {
-        assert!(answers.get(answer).copied().unwrap_or(0) > 0, "never: {answer}\n{printed}");
+    for answer in [
+        "purchase: 202",
+        "pay: 200 PAID",
+        "order-writer: batch (none failed)",
+    ] {
+        assert!(
+            answers.get(answer).copied().unwrap_or(0) > 0,
+            "never: {answer}\n{printed}"
+        );
     }
     for fault in [
         "redis lost the sale's keys",
@@ -93,7 +112,10 @@ fn a_thousand_seeds_keep_every_promise() {
         "clock jumped ahead",
         "clock skew of a function",
     ] {
-        assert!(faults.get(fault).copied().unwrap_or(0) > 0, "never: {fault}\n{printed}");
+        assert!(
+            faults.get(fault).copied().unwrap_or(0) > 0,
+            "never: {fault}\n{printed}"
+        );
     }
     assert!(
         faults.keys().any(|k| k.contains("killed after")),
@@ -106,7 +128,10 @@ fn the_same_seed_gives_the_same_run() {
     for seed in [7, 4_242, 90_001] {
         let first = run(seed);
         let second = run(seed);
-        assert_eq!(first.fingerprint, second.fingerprint, "seed {seed} ran two ways");
+        assert_eq!(
+            first.fingerprint, second.fingerprint,
+            "seed {seed} ran two ways"
+        );
         assert_eq!(first.violations, second.violations, "seed {seed}");
         assert_eq!(first.faults, second.faults, "seed {seed}");
     }
@@ -116,7 +141,11 @@ fn the_same_seed_gives_the_same_run() {
 fn seeds_that_once_failed_pass() {
     for &seed in REGRESSIONS {
         let outcome = run(seed);
-        assert!(outcome.violations.is_empty(), "seed {seed}: {:?}", outcome.violations);
+        assert!(
+            outcome.violations.is_empty(),
+            "seed {seed}: {:?}",
+            outcome.violations
+        );
     }
 }
 
@@ -125,7 +154,11 @@ fn seeds_that_once_failed_pass() {
 #[test]
 #[ignore = "make simulate runs it"]
 fn simulate() {
-    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
     let started = std::time::Instant::now();
     let outcomes = match env("SEED") {
         Some(seed) => vec![run(seed)],
@@ -136,5 +169,8 @@ fn simulate() {
     };
     let printed = report(&outcomes, started.elapsed());
     println!("{printed}");
-    assert!(outcomes.iter().all(|o| o.violations.is_empty()), "violations found");
+    assert!(
+        outcomes.iter().all(|o| o.violations.is_empty()),
+        "violations found"
+    );
 }

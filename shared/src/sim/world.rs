@@ -12,8 +12,8 @@ use super::sched::{Actor, Rates, Sched};
 use crate::adapters::memory::{MemoryCatalog, MemoryStock, StockCheckpoint};
 use crate::app::jobs::Jobs;
 use crate::app::order_queries::OrderQueries;
-use crate::app::order_writer::OrderWriter;
 use crate::app::order_writer::Backoff;
+use crate::app::order_writer::OrderWriter;
 use crate::app::purchase::{PurchaseRequest, PurchaseService};
 use crate::app::reconcile::{ReconcileSettings, Reconciler};
 use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, SaleId, UserId};
@@ -82,8 +82,8 @@ pub(crate) struct Log {
     pub(crate) lost_with_redis: BTreeSet<OrderId>,
     /// When Redis failed over to a replica behind it.
     pub(crate) failovers: Vec<i64>,
-    /// When a prewarm run ended having followed the table into Redis.
-    pub(crate) prewarms: Vec<i64>,
+    /// Prewarm runs that followed the table into Redis: (started, ended).
+    pub(crate) prewarms: Vec<(i64, i64)>,
     /// The keys each buyer sent, for their retries.
     pub(crate) keys: BTreeMap<String, Vec<String>>,
 }
@@ -297,13 +297,14 @@ impl World {
         let sent_ms = now();
         let answer = self.purchase.purchase(&request).await;
         if actor.died() {
+            self.trace(&format!("{user} key {key:?}: no answer"));
             self.answer("purchase: no answer (function killed)");
             return;
         }
         match answer {
             Ok(accepted) => {
                 self.trace(&format!(
-                    "{user} sent at {} got {} for {units}",
+                    "{user} key {key:?} sent at {} got {} for {units}",
                     sent_ms - EPOCH_MS,
                     accepted.order_id
                 ));
@@ -321,7 +322,13 @@ impl World {
                         sent_ms,
                     });
             }
-            Err(err) => self.answer(format!("purchase: {}", refusal(&err))),
+            Err(err) => {
+                self.trace(&format!(
+                    "{user} key {key:?} sent at {} refused",
+                    sent_ms - EPOCH_MS
+                ));
+                self.answer(format!("purchase: {}", refusal(&err)));
+            }
         }
     }
 
@@ -335,6 +342,21 @@ impl World {
                     return;
                 }
                 let report = w.writer.write_batch(&records).await;
+                if w.tracing {
+                    let orders: Vec<String> = records
+                        .iter()
+                        .filter_map(|r| crate::app::order_writer::parse(&r.body).ok())
+                        .map(|(m, _)| m.order_id.to_string())
+                        .collect();
+                    w.trace(&format!(
+                        "order-writer batch {orders:?}: written {} duplicates {} rejected {} failed {:?}{}",
+                        report.written,
+                        report.duplicates,
+                        report.rejected,
+                        report.failed,
+                        if actor.died() { " (killed)" } else { "" }
+                    ));
+                }
                 if actor.died() {
                     w.answer("order-writer: killed mid-batch");
                     return;
@@ -356,7 +378,10 @@ impl World {
         self.start("release-unpaid", |w, actor| {
             Box::pin(async move {
                 let deadline = std::time::Instant::now() + Duration::from_secs(3_600);
-                let report = w.jobs.release_unpaid(crate::clock::now_ms(), deadline).await;
+                let report = w
+                    .jobs
+                    .release_unpaid(crate::clock::now_ms(), deadline)
+                    .await;
                 if !actor.died() {
                     w.answer(format!("release-unpaid: {}", ok_or_err(&report)));
                 }
@@ -372,6 +397,12 @@ impl World {
                     .reconcile_sale(&w.sale.sale_id, crate::clock::now_ms())
                     .await;
                 if !actor.died() {
+                    if let Ok(Some(r)) = &report
+                        && w.tracing
+                        && !r.repairs.is_empty()
+                    {
+                        w.trace(&format!("reconcile repairs {:?}", r.repairs));
+                    }
                     w.answer(format!("reconcile: {}", ok_or_err(&report)));
                 }
             })
@@ -381,13 +412,14 @@ impl World {
     pub(crate) fn prewarm(self: &Arc<Self>) {
         self.start("prewarm", |w, actor| {
             Box::pin(async move {
+                let started = now();
                 let outcome = w
                     .jobs
                     .prewarm_sale(&w.sale.sale_id, crate::clock::now_ms())
                     .await;
                 if !actor.died() {
                     if outcome.is_ok() {
-                        w.log().prewarms.push(now());
+                        w.log().prewarms.push((started, now()));
                     }
                     let what = match outcome {
                         Ok(o) => o.body()["outcome"]
@@ -458,9 +490,7 @@ impl World {
                 let sent = now();
                 w.trace(&format!("operator sends {command:?}"));
                 let done = w.command(command).await && !actor.died();
-                w.log()
-                    .commands
-                    .push((command, sent, done.then(now)));
+                w.log().commands.push((command, sent, done.then(now)));
                 if done {
                     w.answer(format!("operator: {command:?} done"));
                 } else {
@@ -490,10 +520,9 @@ impl World {
                     && self.jobs.apply_status(&after).await.is_ok()
             }
             Command::End => {
-                let ended = Sale {
-                    start_ms: sale.start_ms.min(now_ms),
-                    end_ms: now_ms,
-                    ..sale
+                let Ok(ended) = crate::app::console::ended_at(&self.stock, sale, now_ms).await
+                else {
+                    return false;
                 };
                 self.catalog.put_sale(ended).await.is_ok()
                     && self
@@ -540,8 +569,7 @@ impl World {
         self.memory_stock.restore(&checkpoint);
         self.log().failovers.push(now());
         self.excuse(before);
-        self.sched
-            .count("redis failed over to a replica behind it");
+        self.sched.count("redis failed over to a replica behind it");
         self.trace("FAULT redis failed over to a replica behind it");
     }
 
@@ -552,7 +580,11 @@ impl World {
         if down {
             self.sched.count("redis unreachable");
         }
-        self.trace(if down { "FAULT redis unreachable" } else { "redis reachable" });
+        self.trace(if down {
+            "FAULT redis unreachable"
+        } else {
+            "redis reachable"
+        });
     }
 
     pub(crate) fn duplicate(&self) {

@@ -38,6 +38,11 @@ struct MemorySale {
     sale: Sale,
     stock: i64,
     paused: bool,
+    /// Closed by a load, not by an operator (`LOADING`): only
+    /// [`StockAdmin::open_loaded`] opens it.
+    loading: bool,
+    /// The sale item's version the last refresh was read at.
+    def_version: Option<i64>,
     seq: u64,
     /// The ledger position (`returnSeq`) a rebuild loaded the sale at.
     ledger_seq: Option<u64>,
@@ -57,6 +62,8 @@ impl MemorySale {
             sale,
             stock,
             paused,
+            loading: paused,
+            def_version: None,
             seq: 0,
             ledger_seq: None,
             stock_seq: None,

@@ -60,7 +60,11 @@ impl MemoryCatalog {
     pub fn insert(&self, sale: Sale) {
         if let Ok(mut t) = self.tables.lock() {
             match t.sales.get_mut(&sale.sale_id) {
-                Some(item) => item.sale = sale,
+                // An edit, as the DynamoDB adapter's upsert: a new version.
+                Some(item) => {
+                    item.sale = sale;
+                    item.counters.version += 1;
+                }
                 None => {
                     let counters = SaleCounters {
                         available: i64::from(sale.total_stock),

@@ -13,6 +13,15 @@ use std::time::Duration;
 impl RedisStock {
     /// The sale's purchase answers by outcome (`sale:{S}:outcomes`), as the
     /// execution environments flushed them; empty when none were.
+    pub async fn clock_ms(&self) -> Result<i64, StoreError> {
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("TIME").query_async(&mut conn).await
+        };
+        let (secs, micros): (i64, i64) = self.bounded(call).await?;
+        Ok(secs.saturating_mul(1000) + micros / 1000)
+    }
+
     pub async fn outcomes(
         &self,
         sale_id: &SaleId,
@@ -60,7 +69,12 @@ impl RedisStock {
     /// Redis holds (the directory and each shard: a purchase reads the
     /// status of the group it buys on). Returns how many groups took it.
     pub async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
-        let status = status_of(sale);
+        self.apply_status(sale, status_of(sale)).await
+    }
+
+    /// `set_status.lua` with `status` (LIVE, PAUSED or OPEN) on every key
+    /// group of the sale. Returns how many took it.
+    pub async fn apply_status(&self, sale: &Sale, status: &str) -> Result<u32, StoreError> {
         let mut groups = vec![SaleKeys::new(&sale.sale_id)];
         if sale.shards > 1 {
             groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));

@@ -22,6 +22,14 @@ impl StockAdmin for RedisStock {
         RedisStock::load_sale(self, sale, version)
     }
 
+    fn refresh_sale(
+        &self,
+        sale: &Sale,
+        version: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        RedisStock::refresh_sale(self, sale, version)
+    }
+
     fn survivors(
         &self,
         sale: &Sale,
@@ -53,6 +61,14 @@ impl StockAdmin for RedisStock {
 
     fn set_status(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send {
         RedisStock::set_status(self, sale)
+    }
+
+    fn open_loaded(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send {
+        RedisStock::apply_status(self, sale, "OPEN")
+    }
+
+    fn clock_ms(&self) -> impl Future<Output = Result<i64, StoreError>> + Send {
+        RedisStock::clock_ms(self)
     }
 
     fn set_buyer(

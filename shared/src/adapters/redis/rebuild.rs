@@ -29,6 +29,26 @@ impl RedisStock {
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites
     /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
     pub async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
+        self.load(sale, version, None)
+            .await?
+            .ok_or_else(|| StoreError::Protocol("load_sale.lua answered MISSING".into()))
+    }
+
+    /// Refreshes a loaded sale as [`Self::load_sale`] does, unless a later
+    /// version of the sale item reached it; false, writing nothing, when its
+    /// keys are gone (see `StockAdmin::refresh_sale`).
+    pub async fn refresh_sale(&self, sale: &Sale, version: i64) -> Result<bool, StoreError> {
+        Ok(self.load(sale, version, Some(version)).await?.is_some())
+    }
+
+    async fn load(
+        &self,
+        sale: &Sale,
+        version: i64,
+        refresh: Option<i64>,
+    ) -> Result<Option<LoadOutcome>, StoreError> {
+        let missing = |reply: &[String]| reply.first().is_some_and(|t| t == "MISSING");
+        let stale = |reply: &[String]| reply.first().is_some_and(|t| t == "STALE");
         let meta = SaleMeta {
             sale,
             version,
@@ -41,9 +61,16 @@ impl RedisStock {
                     keys: &SaleKeys::new(&sale.sale_id),
                     meta: &meta,
                     part: LoadPart::Whole,
+                    refresh,
                 })
                 .await?;
-            return parse_load_reply(&reply);
+            if missing(&reply) {
+                return Ok(None);
+            }
+            if stale(&reply) {
+                return Ok(Some(LoadOutcome::Refreshed { stock: 0 }));
+            }
+            return parse_load_reply(&reply).map(Some);
         }
         // The directory first: readers that find it look for the shards. Its
         // home table is written when it is created and never after; a load
@@ -54,8 +81,15 @@ impl RedisStock {
                 keys: &SaleKeys::new(&sale.sale_id),
                 meta: &meta,
                 part: LoadPart::Directory { homes: &proposed },
+                refresh,
             })
             .await?;
+        if missing(&first) {
+            return Ok(None);
+        }
+        if stale(&first) {
+            return Ok(Some(LoadOutcome::Refreshed { stock: 0 }));
+        }
         let (outcome, homes) = match first.as_slice() {
             [tag, homes] if tag == "LOADED" => (LoadOutcome::Loaded, homes),
             [tag, _, homes] if tag == "REFRESHED" => (LoadOutcome::Refreshed { stock: 0 }, homes),
@@ -71,16 +105,23 @@ impl RedisStock {
                     keys: &SaleKeys::shard(&sale.sale_id, k),
                     meta: &meta,
                     part: LoadPart::Shard { stock: share },
+                    refresh,
                 })
                 .await?;
+            if missing(&reply) || stale(&reply) {
+                // Lost since the directory was read (rebuilt from the
+                // ledger by the next prewarm), or refreshed from a later
+                // read of the sale.
+                continue;
+            }
             if let LoadOutcome::Refreshed { stock: s } = parse_load_reply(&reply)? {
                 stock = stock.saturating_add(s);
             }
         }
-        Ok(match outcome {
+        Ok(Some(match outcome {
             LoadOutcome::Loaded => LoadOutcome::Loaded,
             LoadOutcome::Refreshed { .. } => LoadOutcome::Refreshed { stock },
-        })
+        }))
     }
 
     /// What the shards of a sharded sale that kept their keys hold, read

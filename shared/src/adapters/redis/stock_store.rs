@@ -90,7 +90,7 @@ impl RedisStock {
             ["SHARDED", n, homes] => Ok(Some(Peeked::Sharded(parse_layout(n, homes)?))),
             ["OK", stock, status, resv] => Ok(Some(Peeked::View(StockView {
                 remaining: parse_i64(stock)?,
-                paused: *status == "PAUSED",
+                paused: *status != "LIVE",
                 reservation: if resv.is_empty() {
                     None
                 } else {

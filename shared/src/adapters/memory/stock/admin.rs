@@ -19,7 +19,12 @@ impl StockAdmin for MemoryStock {
                 s.stock = (s.stock + now - was).max(0);
             }
             s.sale = sale.clone();
-            s.paused = sale.paused;
+            // As load_sale.lua: a load closes a group (LOADING) or leaves
+            // its status; it never opens one.
+            if sale.paused && !s.paused {
+                s.paused = true;
+                s.loading = true;
+            }
             return Ok(LoadOutcome::Refreshed {
                 stock: u32::try_from(s.stock.max(0)).unwrap_or(0),
             });
@@ -30,6 +35,21 @@ impl StockAdmin for MemoryStock {
             MemorySale::new(sale.clone(), stock, sale.paused),
         );
         Ok(LoadOutcome::Loaded)
+    }
+
+    async fn refresh_sale(&self, sale: &Sale, version: i64) -> Result<bool, StoreError> {
+        {
+            let mut sales = self.lock()?;
+            let Some(s) = sales.get_mut(&sale.sale_id) else {
+                return Ok(false);
+            };
+            // As load_sale.lua: a refresh from an earlier read writes nothing.
+            if s.def_version.is_some_and(|held| version < held) {
+                return Ok(true);
+            }
+            s.def_version = Some(version);
+        }
+        self.load_sale(sale, version).await.map(|_| true)
     }
 
     async fn survivors(&self, _sale: &Sale) -> Result<Option<()>, StoreError> {
@@ -146,9 +166,27 @@ impl StockAdmin for MemoryStock {
         Ok(match sales.get_mut(&sale.sale_id) {
             Some(s) => {
                 s.paused = sale.paused;
+                s.loading = false;
                 1
             }
             None => 0,
+        })
+    }
+
+    async fn clock_ms(&self) -> Result<i64, StoreError> {
+        drop(self.lock()?);
+        Ok(clock::now_ms())
+    }
+
+    async fn open_loaded(&self, sale: &Sale) -> Result<u32, StoreError> {
+        let mut sales = self.lock()?;
+        Ok(match sales.get_mut(&sale.sale_id) {
+            Some(s) if s.paused && s.loading => {
+                s.paused = false;
+                s.loading = false;
+                1
+            }
+            _ => 0,
         })
     }
 

@@ -315,6 +315,7 @@ fn load_sale_whole_directory_and_shard() {
     ];
     let keys = SaleKeys::new(&sale_id());
     let call = LoadSaleArgs {
+        refresh: None,
         keys: &keys,
         meta: &meta,
         part: LoadPart::Whole,
@@ -337,6 +338,7 @@ fn load_sale_whole_directory_and_shard() {
     // A directory sends meta and outcomes only (the header says so in
     // words; its KEYS[2] is not the stock here).
     let call = LoadSaleArgs {
+        refresh: None,
         keys: &keys,
         meta: &meta,
         part: LoadPart::Directory { homes: "h" },
@@ -346,6 +348,7 @@ fn load_sale_whole_directory_and_shard() {
     assert_eq!(argv, [&head[..], &["0", "1", "h"]].concat());
     let shard = SaleKeys::shard(&sale_id(), 2);
     let call = LoadSaleArgs {
+        refresh: None,
         keys: &shard,
         meta: &meta,
         part: LoadPart::Shard { stock: 25 },

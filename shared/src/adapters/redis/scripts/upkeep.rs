@@ -67,6 +67,11 @@ pub(in super::super) struct LoadSaleArgs<'a> {
     pub meta: &'a SaleMeta<'a>,
     /// ARGV[10..12].
     pub part: LoadPart<'a>,
+    /// A refresh only (ARGV[15] "1"): create no group (the reply is
+    /// `MISSING` when it has no keys), and write nothing when the group was
+    /// refreshed from a later version of the sale item (ARGV[16], this
+    /// read's version; the reply is `STALE`).
+    pub refresh: Option<i64>,
 }
 
 impl ScriptCall for LoadSaleArgs<'_> {
@@ -108,6 +113,15 @@ impl ScriptCall for LoadSaleArgs<'_> {
             LoadPart::Directory { homes } => vec!["0".to_owned(), "1".to_owned(), homes.to_owned()],
             LoadPart::Shard { stock } => vec![stock.to_string(), "0".to_owned()],
         };
+        let mut tail = tail;
+        if let Some(version) = self.refresh {
+            // ARGV[10..14] as the script reads them when absent.
+            let absent = ["", "0", "", "", ""];
+            let have = tail.len();
+            tail.extend(absent.iter().skip(have).map(|a| (*a).to_owned()));
+            tail.push("1".to_owned());
+            tail.push(version.to_string());
+        }
         (self.meta.fields(), self.meta.gate(), tail)
     }
 }
@@ -375,7 +389,7 @@ impl ScriptCall for SetBuyerArgs<'_> {
 pub(in super::super) struct SetStatusArgs<'a> {
     /// KEYS[1] meta.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] LIVE or PAUSED.
+    /// ARGV[1] LIVE, PAUSED, or OPEN (LIVE only where a load closed it).
     pub status: &'a str,
 }
 
