@@ -818,3 +818,107 @@ async fn moving_a_loaded_sales_start_later_keeps_it_closed_until_then() {
     assert_eq!((status, code(&reply)), (425, "SALE_NOT_STARTED"), "{reply}");
     seckill_tests::assert_clean(&stack.checker().await, &id, &[]).await;
 }
+
+/// The rules that keep a slow prewarm from undoing an operator, on the real
+/// scripts (the simulation found each broken; `docs/testing.md`,
+/// Simulation): a load never opens a sale, only `OPEN` opens what a load
+/// closed, a refresh creates nothing, and a refresh read at an earlier
+/// version of the sale item than one already applied writes nothing.
+#[tokio::test]
+async fn a_load_never_opens_a_sale_and_a_stale_refresh_writes_nothing() {
+    use seckill_shared::adapters::redis::RedisStock;
+    use seckill_shared::domain::{Quantity, Sale, UserId};
+    use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockAdmin, StockStore};
+
+    let stock =
+        RedisStock::connect_lazy(&std::env::var("REDIS_URL").unwrap(), Duration::from_secs(2))
+            .unwrap();
+    let buyer = UserId::parse("rules-buyer").unwrap();
+    let try_buy = |sale: Sale| {
+        let stock = stock.clone();
+        let buyer = buyer.clone();
+        async move {
+            stock
+                .reserve(ReserveRequest {
+                    sale_id: &sale.sale_id,
+                    user_id: &buyer,
+                    quantity: Quantity::ONE,
+                    idempotency_key: None,
+                    gate_nonce: None,
+                    gate_issued_ms: None,
+                    source_ip: None,
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let paused = |open: bool, outcome: &ReserveOutcome| {
+        assert_eq!(
+            matches!(outcome, ReserveOutcome::Paused),
+            !open,
+            "expected the sale {}: {outcome:?}",
+            if open { "open" } else { "closed" }
+        );
+    };
+    for shards in [1, 3] {
+        let mut live = seckill_tests::live_sale(100, 50);
+        live.shards = shards;
+        let closed = Sale {
+            paused: true,
+            ..live.clone()
+        };
+
+        // A sale loaded closed (prewarm's rebuild) stays closed until OPEN.
+        stock.load_sale(&closed, 1).await.unwrap();
+        paused(false, &try_buy(live.clone()).await);
+        assert_eq!(
+            stock.open_loaded(&live).await.unwrap(),
+            shards.max(1) + u32::from(shards > 1)
+        );
+        paused(true, &try_buy(live.clone()).await);
+
+        // An operator's pause: a refresh given the live sale read before it
+        // leaves it paused, and OPEN does not open it either.
+        stock.set_status(&closed).await.unwrap();
+        assert!(stock.refresh_sale(&live, 2).await.unwrap());
+        paused(false, &try_buy(live.clone()).await);
+        assert_eq!(
+            stock.open_loaded(&live).await.unwrap(),
+            0,
+            "OPEN opened an operator's pause"
+        );
+        paused(false, &try_buy(live.clone()).await);
+
+        // An operator's resume opens it; a refresh given the paused sale
+        // read before the resume closes it as a load does, and OPEN (sent
+        // once the table is read again) opens it.
+        stock.set_status(&live).await.unwrap();
+        paused(true, &try_buy(live.clone()).await);
+        assert!(stock.refresh_sale(&closed, 3).await.unwrap());
+        paused(false, &try_buy(live.clone()).await);
+        stock.open_loaded(&live).await.unwrap();
+        paused(true, &try_buy(live.clone()).await);
+
+        // An end applied at version 5; a refresh read at version 4 (before
+        // the end) writes nothing: the sale stays ended.
+        let ended = Sale {
+            end_ms: clock::now_ms() - 1,
+            ..live.clone()
+        };
+        assert!(stock.refresh_sale(&ended, 5).await.unwrap());
+        assert!(matches!(try_buy(live.clone()).await, ReserveOutcome::Ended));
+        assert!(stock.refresh_sale(&live, 4).await.unwrap());
+        assert!(
+            matches!(try_buy(live.clone()).await, ReserveOutcome::Ended),
+            "a refresh read before the end put the old end back"
+        );
+
+        // A refresh of a sale whose keys are gone makes none.
+        let lost = seckill_tests::live_sale(100, 50);
+        assert!(!stock.refresh_sale(&lost, 1).await.unwrap());
+        assert!(
+            stock.view(&lost.sale_id, None).await.unwrap().is_none(),
+            "a refresh made the sale anew"
+        );
+    }
+}

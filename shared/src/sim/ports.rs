@@ -445,10 +445,72 @@ impl CatalogAdmin for SimCatalog {
     }
 }
 
+/// Every version of every order row, with when it was written: what the
+/// sale-keyed indexes (`all_orders_of_sale`, `due_unpaid`) serve, behind.
+type RowHistory = BTreeMap<OrderId, Vec<(i64, Option<Order>)>>;
+
 #[derive(Clone)]
 pub(crate) struct SimOrders {
     pub(crate) inner: MemoryOrders,
     pub(crate) sched: Arc<Sched>,
+    pub(crate) history: Arc<std::sync::Mutex<RowHistory>>,
+    /// Whether index reads lag (a global secondary index is eventually
+    /// consistent: a read may miss the last writes of up to this long).
+    pub(crate) index_lag_ms: u64,
+}
+
+impl SimOrders {
+    /// Keeps the rows `ids` as they are now, for the lagging index reads.
+    async fn record(&self, ids: &[OrderId]) {
+        let at = super::world::now();
+        for id in ids {
+            let row = self.inner.get(id).await.ok().flatten();
+            if let Ok(mut h) = self.history.lock() {
+                h.entry(id.clone()).or_default().push((at, row));
+            }
+        }
+    }
+
+    /// When the row was first written with `status`.
+    pub(crate) fn first_written_as(&self, id: &OrderId, status: OrderStatus) -> Option<i64> {
+        let h = self.history.lock().ok()?;
+        h.get(id)?
+            .iter()
+            .find(|(_, row)| row.as_ref().is_some_and(|o| o.status == status))
+            .map(|(at, _)| *at)
+    }
+
+    /// How far behind this index read is (0: up to date).
+    fn lag(&self) -> i64 {
+        if self.index_lag_ms == 0 || self.sched.is_calm() || !self.sched.chance(300) {
+            return 0;
+        }
+        self.sched.count("index read behind the table");
+        i64::try_from(self.sched.draw(self.index_lag_ms + 1)).unwrap_or(0)
+    }
+
+    /// The sale's rows as the index held them `lag_ms` ago.
+    fn rows_behind(&self, sale_id: &SaleId, lag_ms: i64) -> Vec<Order> {
+        let cutoff = super::world::now() - lag_ms;
+        let Ok(h) = self.history.lock() else {
+            return Vec::new();
+        };
+        let mut rows: Vec<Order> = h
+            .values()
+            .filter_map(|versions| {
+                versions
+                    .iter()
+                    .rev()
+                    .find(|(at, _)| *at <= cutoff)
+                    .and_then(|(_, row)| row.clone())
+            })
+            .filter(|o| &o.sale_id == sale_id)
+            .collect();
+        rows.sort_by(|a, b| {
+            (a.created_at_ms, a.order_id.as_str()).cmp(&(b.created_at_ms, b.order_id.as_str()))
+        });
+        rows
+    }
 }
 
 macro_rules! dynamo {
@@ -480,13 +542,17 @@ impl OrderStore for SimOrders {
         let call = self
             .inner
             .write_group(sale_id, orders, per_user_limit, request_token);
-        if step == Step::Go {
-            return call.await;
-        }
-        if step.applies() {
-            let _ = call.await;
-        }
-        Err(dynamo_down("dynamo.write_group"))
+        let out = if step == Step::Go {
+            call.await
+        } else {
+            if step.applies() {
+                let _ = call.await;
+            }
+            Err(dynamo_down("dynamo.write_group"))
+        };
+        let ids: Vec<OrderId> = orders.iter().map(|o| o.message.order_id.clone()).collect();
+        self.record(&ids).await;
+        out
     }
 
     async fn write_single(
@@ -494,12 +560,15 @@ impl OrderStore for SimOrders {
         order: &NewOrder,
         per_user_limit: u32,
     ) -> Result<SingleWrite, OrderStoreError> {
-        dynamo!(
+        let out = dynamo!(
             self,
             "dynamo.write_single",
             true,
             self.inner.write_single(order, per_user_limit)
-        )
+        );
+        self.record(std::slice::from_ref(&order.message.order_id))
+            .await;
+        out
     }
 
     async fn write_rejected(
@@ -507,12 +576,15 @@ impl OrderStore for SimOrders {
         order: &NewOrder,
         reason: RejectReason,
     ) -> Result<RejectWrite, OrderStoreError> {
-        dynamo!(
+        let out = dynamo!(
             self,
             "dynamo.write_rejected",
             true,
             self.inner.write_rejected(order, reason)
-        )
+        );
+        self.record(std::slice::from_ref(&order.message.order_id))
+            .await;
+        out
     }
 
     async fn get(&self, order_id: &OrderId) -> Result<Option<Order>, OrderStoreError> {
@@ -538,12 +610,14 @@ impl OrderStore for SimOrders {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<PayOutcome, OrderStoreError> {
-        dynamo!(
+        let out = dynamo!(
             self,
             "dynamo.pay",
             true,
             self.inner.pay(order_id, user_id, now_ms)
-        )
+        );
+        self.record(std::slice::from_ref(order_id)).await;
+        out
     }
 
     async fn expire(
@@ -551,12 +625,14 @@ impl OrderStore for SimOrders {
         order_id: &OrderId,
         now_ms: i64,
     ) -> Result<ExpireOutcome, OrderStoreError> {
-        dynamo!(
+        let out = dynamo!(
             self,
             "dynamo.expire",
             true,
             self.inner.expire(order_id, now_ms)
-        )
+        );
+        self.record(std::slice::from_ref(order_id)).await;
+        out
     }
 }
 
@@ -567,12 +643,14 @@ impl PaymentStore for SimOrders {
         payment: &Payment,
         record_refund: bool,
     ) -> Result<Settlement, OrderStoreError> {
-        dynamo!(
+        let out = dynamo!(
             self,
             "dynamo.settle",
             true,
             self.inner.settle(order, payment, record_refund)
-        )
+        );
+        self.record(std::slice::from_ref(&order.order_id)).await;
+        out
     }
 
     async fn refunds_of_sale(
@@ -590,12 +668,18 @@ impl PaymentStore for SimOrders {
 
 impl OrderLedger for SimOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {
-        dynamo!(
+        let rows = dynamo!(
             self,
             "dynamo.all_orders_of_sale",
             false,
             self.inner.all_orders_of_sale(sale_id)
-        )
+        )?;
+        let lag = self.lag();
+        Ok(if lag == 0 {
+            rows
+        } else {
+            self.rows_behind(sale_id, lag)
+        })
     }
 
     async fn count_of_sale(
@@ -617,12 +701,28 @@ impl OrderLedger for SimOrders {
         now_ms: i64,
         limit: usize,
     ) -> Result<Vec<OrderId>, OrderStoreError> {
-        dynamo!(
+        let due = dynamo!(
             self,
             "dynamo.due_unpaid",
             false,
             self.inner.due_unpaid(sale_id, now_ms, limit)
-        )
+        )?;
+        let lag = self.lag();
+        if lag == 0 {
+            return Ok(due);
+        }
+        let mut due: Vec<(i64, OrderId)> = self
+            .rows_behind(sale_id, lag)
+            .into_iter()
+            .filter(|o| o.status == OrderStatus::PendingPayment)
+            .filter_map(|o| {
+                o.expires_at_ms
+                    .filter(|at| *at <= now_ms)
+                    .map(|at| (at, o.order_id))
+            })
+            .collect();
+        due.sort_by(|a, b| (a.0, a.1.as_str()).cmp(&(b.0, b.1.as_str())));
+        Ok(due.into_iter().take(limit).map(|(_, id)| id).collect())
     }
 
     async fn held_by_all(

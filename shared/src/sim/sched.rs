@@ -111,6 +111,7 @@ struct Inner {
     live: usize,
     next_actor: u64,
     faults: BTreeMap<String, u64>,
+    calm: bool,
 }
 
 pub(crate) struct Sched {
@@ -128,6 +129,7 @@ impl Sched {
                 live: 0,
                 next_actor: 0,
                 faults: BTreeMap::new(),
+                calm: false,
             }),
             changed: Notify::new(),
         })
@@ -151,8 +153,15 @@ impl Sched {
         self.lock().rng.chance(per_mille)
     }
 
-    pub(crate) fn set_rates(&self, rates: Rates) {
-        self.lock().rates = rates;
+    /// No more faults from here on: the quiet period.
+    pub(crate) fn calm(&self) {
+        let mut inner = self.lock();
+        inner.rates = Rates::NONE;
+        inner.calm = true;
+    }
+
+    pub(crate) fn is_calm(&self) -> bool {
+        self.lock().calm
     }
 
     /// Counts one fault of `kind`.

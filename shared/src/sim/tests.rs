@@ -44,6 +44,12 @@ fn report(outcomes: &[Outcome], elapsed: std::time::Duration) -> String {
     for (k, v) in &answers {
         out.push_str(&format!("  {v:>8}  {k}\n"));
     }
+    if let [one] = outcomes {
+        out.push_str(&format!(
+            "seed {}: final state fingerprint {:016x} (the same on every replay)\n",
+            one.seed, one.fingerprint
+        ));
+    }
     let lost: usize = outcomes.iter().map(|o| o.lost_with_redis).sum();
     out.push_str(&format!(
         "accepted orders lost with Redis's keys before their send (excused, counted): {lost}\n"
@@ -161,7 +167,13 @@ fn simulate() {
     };
     let started = std::time::Instant::now();
     let outcomes = match env("SEED") {
-        Some(seed) => vec![run(seed)],
+        Some(seed) => vec![run_with(
+            seed,
+            world::Settings {
+                trace: std::env::var_os("SIM_TRACE").is_some_and(|v| !v.is_empty()),
+                ..settings()
+            },
+        )],
         None => {
             let first = env("SIM_FIRST").unwrap_or(0);
             run_many(first..first + env("SIM_SEEDS").unwrap_or(10_000))

@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     /// Whether the driver injects Redis losses, failovers, outages,
     /// duplicates and clock jumps.
     pub(crate) faults: bool,
+    /// Print the run's story (`make simulate SEED=n TRACE=1`).
+    pub(crate) trace: bool,
 }
 
 pub(crate) const EPOCH_MS: i64 = 1_900_000_000_000;
@@ -66,7 +68,7 @@ pub(crate) enum Command {
 }
 
 /// Everything the clients were told, for the checks.
-#[derive(Debug, Default, Hash)]
+#[derive(Debug, Default, Clone, Hash)]
 pub(crate) struct Log {
     /// Orders answered `202`, the first time.
     pub(crate) accepted: BTreeMap<OrderId, Accept>,
@@ -82,8 +84,13 @@ pub(crate) struct Log {
     pub(crate) lost_with_redis: BTreeSet<OrderId>,
     /// When Redis failed over to a replica behind it.
     pub(crate) failovers: Vec<i64>,
+    /// When Redis lost the sale's keys.
+    pub(crate) flushes: Vec<i64>,
     /// Prewarm runs that followed the table into Redis: (started, ended).
     pub(crate) prewarms: Vec<(i64, i64)>,
+    /// What Redis offered beyond the ledger while it had lost nothing,
+    /// seen between two steps (the first few).
+    pub(crate) over_offers: Vec<String>,
     /// The keys each buyer sent, for their retries.
     pub(crate) keys: BTreeMap<String, Vec<String>>,
 }
@@ -97,6 +104,7 @@ pub(crate) struct World {
     pub(crate) queue: SimQueue,
     pub(crate) catalog: SimCatalog,
     pub(crate) stock: SimStock,
+    pub(crate) orders: SimOrders,
     purchase: Purchase,
     writer: Writer,
     pub(crate) jobs: SimJobs,
@@ -145,6 +153,8 @@ impl World {
         let orders = SimOrders {
             inner: memory_catalog.orders(),
             sched: sched.clone(),
+            history: Arc::default(),
+            index_lag_ms: if settings.faults { 1_500 } else { 0 },
         };
         let queue = SimQueue::new(sched.clone(), MAX_RECEIVES);
         let purchase = PurchaseService::new(stock.clone(), queue.clone(), catalog.clone());
@@ -184,6 +194,7 @@ impl World {
             queue,
             catalog,
             stock,
+            orders: orders.clone(),
             purchase,
             writer,
             jobs,
@@ -192,7 +203,7 @@ impl World {
             log: Mutex::default(),
             checkpoint: Mutex::default(),
             operator_busy: std::sync::atomic::AtomicBool::new(false),
-            tracing: std::env::var_os("SIM_TRACE").is_some(),
+            tracing: settings.trace,
         }))
     }
 
@@ -397,11 +408,16 @@ impl World {
                     .reconcile_sale(&w.sale.sale_id, crate::clock::now_ms())
                     .await;
                 if !actor.died() {
-                    if let Ok(Some(r)) = &report
-                        && w.tracing
-                        && !r.repairs.is_empty()
-                    {
-                        w.trace(&format!("reconcile repairs {:?}", r.repairs));
+                    if let Ok(Some(r)) = &report {
+                        for repair in &r.repairs {
+                            *w.log()
+                                .answers
+                                .entry(format!("reconcile repair: {}", repair.kind))
+                                .or_default() += 1;
+                        }
+                        if w.tracing && !r.repairs.is_empty() {
+                            w.trace(&format!("reconcile repairs {:?}", r.repairs));
+                        }
                     }
                     w.answer(format!("reconcile: {}", ok_or_err(&report)));
                 }
@@ -549,6 +565,7 @@ impl World {
     pub(crate) fn flush(&self) {
         let before = self.unsent_reservations();
         self.memory_stock.forget(&self.sale.sale_id);
+        self.log().flushes.push(now());
         self.excuse(before);
         self.sched.count("redis lost the sale's keys");
         self.trace("FAULT redis lost the sale's keys");
@@ -629,6 +646,82 @@ impl World {
             if let Ok(order_id) = OrderId::parse(id) {
                 log.lost_with_redis.insert(order_id);
             }
+        }
+    }
+
+    /// Between two steps, while Redis has lost nothing: it offers no unit
+    /// the ledger does not have and counts no buyer below what they hold.
+    /// Every unit is in DynamoDB's `available`, in a row holding it, or in
+    /// a reservation queued and not yet written; Redis's stock plus its
+    /// queued reservations can only be less (an expiry's return on its
+    /// way), never more.
+    pub(crate) fn check_offer(&self) {
+        let log = self.log();
+        if !log.failovers.is_empty() || !log.flushes.is_empty() || log.over_offers.len() >= 5 {
+            return;
+        }
+        drop(log);
+        let down = self
+            .memory_stock
+            .unavailable
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        let snapshot = SKEW_MS.sync_scope(0, || {
+            futures_lite_now(self.memory_stock.snapshot(&self.sale.sale_id))
+        });
+        self.memory_stock
+            .unavailable
+            .store(down, std::sync::atomic::Ordering::SeqCst);
+        let Some(Ok(Some(snapshot))) = snapshot else {
+            return;
+        };
+        let Some((_, counters)) = self.record() else {
+            return;
+        };
+        let rows = self.rows();
+        let mut in_flight = 0_i64;
+        let mut held: BTreeMap<String, i64> = BTreeMap::new();
+        for row in rows.values() {
+            if matches!(
+                row.status,
+                crate::domain::orders::OrderStatus::PendingPayment
+                    | crate::domain::orders::OrderStatus::Paid
+            ) {
+                *held.entry(row.user_id.to_string()).or_default() += i64::from(row.quantity.get());
+            }
+        }
+        for (id, r) in &snapshot.reservations {
+            if r.state == "QUEUED" && !rows.contains_key(id) {
+                let units = i64::try_from(r.quantity).unwrap_or(0);
+                in_flight += units;
+                *held.entry(r.user_id.clone()).or_default() += units;
+            }
+        }
+        let mut found = Vec::new();
+        if snapshot.stock + in_flight > counters.available {
+            found.push(format!(
+                "REDIS_OVER_OFFER at +{} ms: Redis offers {} with {in_flight} queued, the ledger has {} available",
+                now() - EPOCH_MS,
+                snapshot.stock,
+                counters.available
+            ));
+        }
+        for (user, units) in &held {
+            let counted = snapshot.buyers.get(user).copied().unwrap_or(0);
+            if counted < *units {
+                found.push(format!(
+                    "REDIS_UNDERCOUNT at +{} ms: Redis counts {user} at {counted}, who holds {units}",
+                    now() - EPOCH_MS
+                ));
+            }
+        }
+        self.log().over_offers.extend(found);
+    }
+
+    fn record(&self) -> Option<(Sale, crate::domain::ledger::SaleCounters)> {
+        use crate::ports::CatalogAdmin;
+        match futures_lite_now(self.memory_catalog.get_record(&self.sale.sale_id)) {
+            Some(Ok(record)) => record,
+            _ => None,
         }
     }
 

@@ -325,3 +325,74 @@ async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
     assert_eq!(stock.stock_of(&sale), Some(9));
     assert_eq!(first.map(|a| a.order_id).ok(), Some(retry.order_id));
 }
+
+/// Redis whose release takes effect and then times out (its answer lost).
+#[derive(Clone)]
+struct ReleaseTimesOut(MemoryStock);
+
+impl StockStore for ReleaseTimesOut {
+    async fn reserve(
+        &self,
+        request: crate::ports::ReserveRequest<'_>,
+    ) -> Result<ReserveOutcome, crate::ports::StoreError> {
+        self.0.reserve(request).await
+    }
+
+    async fn release(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+    ) -> Result<ReleaseOutcome, crate::ports::StoreError> {
+        let _ = self.0.release(sale_id, order_id).await;
+        Err(crate::ports::StoreError::Unavailable("timed out".into()))
+    }
+
+    async fn resolve(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        resolution: crate::ports::Resolution,
+    ) -> Result<bool, crate::ports::StoreError> {
+        self.0.resolve(sale_id, order_id, resolution).await
+    }
+
+    async fn view(
+        &self,
+        sale_id: &SaleId,
+        order_id: Option<&OrderId>,
+    ) -> Result<Option<crate::ports::StockView>, crate::ports::StoreError> {
+        self.0.view(sale_id, order_id).await
+    }
+
+    async fn add_outcomes(
+        &self,
+        sale_id: &SaleId,
+        counts: &[(&'static str, u64)],
+    ) -> Result<bool, crate::ports::StoreError> {
+        self.0.add_outcomes(sale_id, counts).await
+    }
+}
+
+// The simulation's seed 3702: the queue refused the send, the release of
+// the reservation went through but its answer was lost, and the buyer was
+// told 202 for an order nothing would ever make (no row, reservation or
+// message).
+#[tokio::test]
+async fn a_refused_send_whose_release_times_out_is_not_a_202() {
+    let stock = MemoryStock::default();
+    stock.load(test_sale("s", 10, 1).unwrap());
+    let queue = MemoryQueue::default();
+    queue.set_mode(QueueMode::Reject);
+    let service = PurchaseService::new(
+        ReleaseTimesOut(stock.clone()),
+        queue.clone(),
+        MemoryCatalog::default(),
+    );
+    let answer = service.purchase(&request("s", "u", 1, None)).await;
+    let sale = SaleId::parse("s").unwrap();
+    assert_eq!(stock.reservations_of(&sale), 0, "the release took effect");
+    assert!(
+        matches!(answer, Err(PurchaseError::Store(_))),
+        "an order nothing will make was answered {answer:?}"
+    );
+}
