@@ -61,7 +61,7 @@ pub struct SaleState {
     pub sale: Sale,
     pub counters: SaleCounters,
     /// Every order row of the sale, by order id.
-    pub rows: HashMap<String, Order>,
+    pub rows: BTreeMap<String, Order>,
     /// `None` when Redis does not hold the sale (never loaded, or lost).
     pub redis: Option<RedisSnapshot>,
     pub queue_visible: u64,
@@ -249,7 +249,7 @@ pub fn counts_of(snap: &RedisSnapshot) -> BTreeMap<&str, i64> {
 }
 
 /// Units of a buyer's `QUEUED` reservations that have no row yet.
-pub fn queued_in(holding: &Holding, rows: &HashMap<String, Order>) -> i64 {
+pub fn queued_in(holding: &Holding, rows: &BTreeMap<String, Order>) -> i64 {
     holding
         .reservations
         .iter()
@@ -263,7 +263,7 @@ pub fn queued_in(holding: &Holding, rows: &HashMap<String, Order>) -> i64 {
 /// release in between looks like a wrong count): each is read again with
 /// their reservations in one step before being judged or repaired. At most
 /// [`BUYERS_READ_AGAIN`], by user id; the next run takes the others.
-pub fn buyers_to_read_again(rows: &HashMap<String, Order>, snap: &RedisSnapshot) -> Vec<String> {
+pub fn buyers_to_read_again(rows: &BTreeMap<String, Order>, snap: &RedisSnapshot) -> Vec<String> {
     let mut explained: HashMap<&str, i64> = HashMap::new();
     for o in rows.values().filter(|o| holds_units(o.status)) {
         *explained.entry(o.user_id.as_str()).or_default() += i64::from(o.quantity.get());
@@ -395,7 +395,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
             .await
             .map_err(queue_error)?
             .map_or(0, |dlq| dlq.visible + dlq.delayed);
-        let rows: HashMap<String, Order> = self
+        let rows: BTreeMap<String, Order> = self
             .orders
             .all_orders_of_sale(sale_id)
             .await?
@@ -406,7 +406,12 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
         if let Some(snap) = redis.as_mut() {
             let again = buyers_to_read_again(&rows, snap);
             if !again.is_empty() {
-                snap.holdings = self.stock.holdings(sale_id, &again).await?;
+                snap.holdings = self
+                    .stock
+                    .holdings(sale_id, &again)
+                    .await?
+                    .into_iter()
+                    .collect();
             }
         }
         let after = self.catalog.get_record(sale_id).await?;

@@ -23,7 +23,7 @@ pub struct Holding {
     pub count: Option<i64>,
     /// The reservations of the order ids on their list (every `QUEUED` or
     /// `WRITTEN` one of theirs is there), by order id.
-    pub reservations: std::collections::HashMap<String, StoredReservation>,
+    pub reservations: std::collections::BTreeMap<String, StoredReservation>,
 }
 
 /// A borrow whose units left one shard and have not arrived at the other.
@@ -47,8 +47,8 @@ pub struct RedisSnapshot {
     /// marker says `EXPIRED` yet.
     pub stock_seq: Option<u64>,
     pub total: i64,
-    pub buyers: std::collections::HashMap<String, i64>,
-    pub reservations: std::collections::HashMap<String, StoredReservation>,
+    pub buyers: std::collections::BTreeMap<String, i64>,
+    pub reservations: std::collections::BTreeMap<String, StoredReservation>,
     /// Units lent by one shard and not yet received by another.
     pub in_transit: i64,
     pub pending_transfers: Vec<PendingTransfer>,
@@ -63,7 +63,7 @@ pub struct RedisSnapshot {
     /// reservations as at one instant. Where a buyer is here, the per-buyer
     /// checks and repairs go by this, not by `buyers` and `reservations`
     /// (read in chunks, at different moments).
-    pub holdings: std::collections::HashMap<String, Holding>,
+    pub holdings: std::collections::BTreeMap<String, Holding>,
 }
 
 /// What loading a sale did.

@@ -162,10 +162,11 @@ async fn simulate(seed: u64, settings: Settings) -> Outcome {
     }
     quiet(&w).await;
     let violations = check::violations(&w).await;
+    let rows = w.rows();
     let log = w.log();
     let mut hasher = std::hash::DefaultHasher::new();
     log.hash(&mut hasher);
-    for (id, row) in w.rows() {
+    for (id, row) in &rows {
         id.hash(&mut hasher);
         format!("{row:?}").hash(&mut hasher);
     }
@@ -181,7 +182,11 @@ async fn simulate(seed: u64, settings: Settings) -> Outcome {
         faults,
         answers: log.answers.clone(),
         fingerprint: hasher.finish(),
-        lost_with_redis: log.lost_with_redis.len(),
+        lost_with_redis: log
+            .lost_with_redis
+            .iter()
+            .filter(|id| !rows.contains_key(id.as_str()))
+            .count(),
     }
 }
 

@@ -190,7 +190,7 @@ pub(super) fn parse_holding(reply: &[String]) -> Result<Holding, StoreError> {
         } else {
             Some(parse_i64(count)?)
         },
-        reservations: std::collections::HashMap::new(),
+        reservations: std::collections::BTreeMap::new(),
     };
     for pair in pairs.chunks(2) {
         if let [id, raw] = pair

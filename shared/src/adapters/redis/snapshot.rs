@@ -105,14 +105,14 @@ impl RedisStock {
             if merged.buyers.is_empty() {
                 // The first group's maps are taken whole: copying a million
                 // buyers into another map costs as much as reading them.
-                merged.buyers = part.buyers;
+                merged.buyers = part.buyers.into_iter().collect();
             } else {
                 for (user, units) in part.buyers {
                     *merged.buyers.entry(user).or_default() += units;
                 }
             }
             if merged.reservations.is_empty() {
-                merged.reservations = part.reservations;
+                merged.reservations = part.reservations.into_iter().collect();
             } else {
                 merged.reservations.extend(part.reservations);
             }

@@ -126,7 +126,7 @@ fn redis_offering_more_than_dynamodb_is_a_risk_and_less_is_drift() {
         stock,
         total: 2,
         buyers: [("alice".into(), 1)].into(),
-        reservations: HashMap::new(),
+        reservations: BTreeMap::new(),
         ..RedisSnapshot::default()
     };
     s.redis = Some(snap(2));
@@ -187,7 +187,7 @@ fn a_buyer_counted_below_their_holding_is_a_risk() {
         stock: 0,
         total: 2,
         buyers: [("alice".into(), 1)].into(),
-        reservations: HashMap::new(),
+        reservations: BTreeMap::new(),
         ..RedisSnapshot::default()
     });
     assert_eq!(codes(&check(&s)), vec!["OVERSELL_RISK"]);
@@ -246,7 +246,7 @@ fn a_buyer_read_again_is_judged_on_that_read() {
 
 #[test]
 fn buyers_whose_count_nothing_explains_are_read_again() {
-    let rows: HashMap<String, Order> = [row("o1", "alice", 1, OrderStatus::Paid)]
+    let rows: BTreeMap<String, Order> = [row("o1", "alice", 1, OrderStatus::Paid)]
         .into_iter()
         .collect();
     let snap = RedisSnapshot {
@@ -278,7 +278,7 @@ fn an_accepted_order_found_nowhere_is_lost() {
     s.redis = Some(RedisSnapshot {
         stock: 0,
         total: 2,
-        buyers: HashMap::new(),
+        buyers: BTreeMap::new(),
         reservations: [("o2".into(), resv("bob", 1, "QUEUED"))].into(),
         ..RedisSnapshot::default()
     });
