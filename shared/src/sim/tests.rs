@@ -59,14 +59,15 @@ fn report(outcomes: &[Outcome], elapsed: std::time::Duration) -> String {
         .filter(|o| !o.violations.is_empty())
         .collect();
     out.push_str(&format!(
-        "violations: {}\n",
-        failing.iter().map(|o| o.violations.len()).sum::<usize>()
+        "violations: {} in {} of {} seeds\n",
+        failing.iter().map(|o| o.violations.len()).sum::<usize>(),
+        failing.len(),
+        outcomes.len()
     ));
     let mut codes: BTreeMap<String, usize> = BTreeMap::new();
     for v in failing.iter().flat_map(|o| o.violations.iter()) {
-        *codes
-            .entry(v.split(':').next().unwrap_or("").to_owned())
-            .or_default() += 1;
+        let code = v.split([':', ' ']).next().unwrap_or("");
+        *codes.entry(code.to_owned()).or_default() += 1;
     }
     for (code, n) in &codes {
         out.push_str(&format!("  {n:>8}  {code}\n"));
