@@ -16,7 +16,7 @@ use crate::app::order_writer::Backoff;
 use crate::app::order_writer::OrderWriter;
 use crate::app::purchase::{PurchaseRequest, PurchaseService};
 use crate::app::reconcile::{ReconcileSettings, Reconciler};
-use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, SaleId, UserId};
+use crate::domain::{IdempotencyKey, OrderId, Quantity, Sale, UserId};
 use crate::ports::StockAdmin;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -123,20 +123,14 @@ pub(crate) fn now() -> i64 {
 
 impl World {
     pub(crate) fn new(sched: Arc<Sched>, settings: Settings) -> Result<Arc<Self>, String> {
+        // Opens a second after the run starts (the prewarm before it loads
+        // it), ends long after the last step.
         let sale = Sale {
-            sale_id: SaleId::parse("sim-sale").map_err(|e| e.0)?,
-            name: "simulated sale".into(),
-            total_stock: settings.stock,
             start_ms: EPOCH_MS + 1_000,
             end_ms: EPOCH_MS + 20 * 60_000,
-            per_user_limit: settings.limit,
             payment_window_seconds: settings.payment_window_seconds,
-            shards: 1,
-            gate: false,
-            paused: false,
-            price: None,
-            pow_bits: None,
-            admission: None,
+            ..crate::adapters::memory::test_sale("sim-sale", settings.stock, settings.limit)
+                .map_err(|e| e.0)?
         };
         let memory_stock = MemoryStock::default();
         let memory_catalog = MemoryCatalog::default();
