@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench fairness chaos build deploy pages fmt clean-stack
+.PHONY: run test bench fairness chaos nemesis build deploy pages fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -15,6 +15,9 @@ fairness: ## the bench's fairness table alone: scripts at the opening 5 ms vs pe
 
 chaos:  ## every fault scenario at full size (redis killed/paused, emulator stopped, writer crash, duplicates, pay vs expire), with figures
 	@bash infra/stack.sh chaos
+
+nemesis: ## a seeded schedule of real faults (redis killed/paused/flushed/failed over, emulator stopped, writer killed, duplicates) under a mixed workload, then the checker (SEED=<n> replays, SECONDS=<n>, default 600)
+	@NEMESIS_SEED="$(SEED)" NEMESIS_SECONDS="$(SECONDS)" bash infra/stack.sh nemesis
 
 build:  ## sam build: every function's bootstrap in .aws-sam/build (cargo-lambda + Zig from PyPI; release profile, slow the first time)
 	@bash infra/stack.sh build

@@ -7,6 +7,7 @@
 #   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, checkov, cargo test
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh fairness  # make fairness: the bench's fairness table alone
+#   infra/stack.sh nemesis # make nemesis: seeded real faults under a workload, then the checker
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
 #   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
@@ -368,6 +369,21 @@ cmd_chaos() {
   return "$rc"
 }
 
+# The nemesis (docs/testing.md "Nemesis"): a seeded schedule of real
+# faults under a mixed workload, then a quiet period and the checker.
+# NEMESIS_SEED replays a schedule and NEMESIS_SECONDS sets its length (the
+# Makefile passes SEED and SECONDS). The test starts every server it
+# breaks itself (the emulator, the strict layer, two redis-servers and the
+# proxies between them) and stops them when it ends, so none starts here.
+cmd_nemesis() {
+  ensure_tools
+  cargo test -p seckill-tests --test suite --no-run
+  say "nemesis: seed ${NEMESIS_SEED:-drawn at random}, ${NEMESIS_SECONDS:-600} s of faults, then the quiet period and the checker"
+  MOTO_SERVER="$VENV/bin/moto_server" \
+    cargo test -p seckill-tests --test suite -- --ignored --nocapture --test-threads=1 \
+    --exact nemesis::a_seeded_schedule_of_faults_under_a_mixed_workload_breaks_no_invariant "$@"
+}
+
 cmd_bench() {
   ensure_tools
   # The purchase binary as Lambda runs it (release: fat LTO, stripped), for
@@ -609,9 +625,10 @@ case "${1:-}" in
   bench) shift; cmd_bench "$@" ;;
   fairness) shift; cmd_fairness "$@" ;;
   chaos) shift; cmd_chaos "$@" ;;
+  nemesis) shift; cmd_nemesis "$@" ;;
   build) shift; cmd_build "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
   check-deploy) shift; check_deploy_overrides "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|bench|fairness|chaos|build|deploy|check-deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|build|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac

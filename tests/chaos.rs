@@ -55,8 +55,8 @@ fn scale() -> Scale {
 // ---------------------------------------------------------------- processes
 
 /// A `redis-server` of the scenario's own, so it can be killed and paused.
-struct OwnRedis {
-    port: u16,
+pub(crate) struct OwnRedis {
+    pub(crate) port: u16,
     /// Extra `redis-server` arguments (a replica's `--replicaof`), kept for
     /// a restart.
     args: Vec<String>,
@@ -68,9 +68,9 @@ impl OwnRedis {
         Self::start_with(&[]).await
     }
 
-    async fn start_with(args: &[&str]) -> OwnRedis {
+    pub(crate) async fn start_with(args: &[&str]) -> OwnRedis {
         let mut redis = OwnRedis {
-            port: free_port(),
+            port: free_port_to_keep(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             child: None,
         };
@@ -78,7 +78,7 @@ impl OwnRedis {
         redis
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
@@ -106,20 +106,35 @@ impl OwnRedis {
     }
 
     /// SIGKILL: no shutdown, no save; everything it held is gone.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill().unwrap();
             child.wait().unwrap();
         }
     }
 
+    /// `REPLICAOF NO ONE`: a replica made a primary, and one still when
+    /// restarted (its `--replicaof` dropped, as a failover rewrites the
+    /// node's configuration).
+    pub(crate) async fn promote(&mut self) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut self.conn().await)
+            .await
+            .unwrap();
+        if let Some(at) = self.args.iter().position(|a| a == "--replicaof") {
+            self.args.drain(at..(at + 3).min(self.args.len()));
+        }
+    }
+
     /// Starts again, empty, on the same port.
-    async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.kill();
         self.spawn().await;
     }
 
-    async fn conn(&self) -> redis::aio::MultiplexedConnection {
+    pub(crate) async fn conn(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.url())
             .unwrap()
             .get_multiplexed_async_connection()
@@ -135,41 +150,34 @@ impl Drop for OwnRedis {
 }
 
 /// A `moto_server` of the scenario's own, so it can be stopped.
-struct OwnMoto {
-    port: u16,
-    child: std::process::Child,
+pub(crate) struct OwnMoto {
+    pub(crate) port: u16,
+    child: tokio::process::Child,
 }
 
 impl OwnMoto {
     async fn start() -> OwnMoto {
-        let port = free_port();
-        let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/moto_server");
-        let program = std::env::var("MOTO_SERVER").unwrap_or_else(|_| venv.into());
-        let child = std::process::Command::new(program)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("moto_server (make test installs it into .venv)");
-        let up = eventually(Duration::from_secs(30), || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-        })
-        .await;
-        assert!(up, "moto_server did not start on {port}");
+        Self::start_with(false).await
+    }
+
+    /// With `item_undo`, moto through `infra/moto/server.py` (see
+    /// [`spawn_moto`]): a long run's tables stay fast to write.
+    pub(crate) async fn start_with(item_undo: bool) -> OwnMoto {
+        let (child, url) = spawn_moto(item_undo).await;
+        let port = url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
         OwnMoto { port, child }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// SIGSTOP / SIGCONT: the process freezes with its state; connections
     /// are accepted by the kernel and never answered.
-    fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("moto_server is running");
         let ok = std::process::Command::new("kill")
-            .args([name, &self.child.id().to_string()])
+            .args([name, &pid.to_string()])
             .status()
             .unwrap()
             .success();
@@ -179,24 +187,32 @@ impl OwnMoto {
 
 impl Drop for OwnMoto {
     fn drop(&mut self) {
-        self.signal("-CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // A stopped process is let go first; the child is killed on drop.
+        if self.child.id().is_some() {
+            self.signal("-CONT");
+        }
+        let _ = self.child.start_kill();
     }
 }
 
 /// A TCP forwarder the scenario can take down (connections refused, as when
 /// the server process is gone) and bring back on the same port.
-struct Proxy {
-    port: u16,
+pub(crate) struct Proxy {
+    pub(crate) port: u16,
     upstream: u16,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Proxy {
-    async fn start(upstream: u16) -> Proxy {
+    pub(crate) async fn start(upstream: u16) -> Proxy {
+        Self::start_on(free_port_to_keep(), upstream).await
+    }
+
+    /// On a port chosen by the caller (one already handed to a process
+    /// that will connect to it).
+    pub(crate) async fn start_on(port: u16, upstream: u16) -> Proxy {
         let mut proxy = Proxy {
-            port: free_port(),
+            port,
             upstream,
             task: None,
         };
@@ -208,23 +224,23 @@ impl Proxy {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn redis_url(&self) -> String {
+    pub(crate) fn redis_url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Points the proxy at another server, as a failover moves the primary
     /// endpoint: every forwarded connection is closed, new ones reach
     /// `upstream`.
-    async fn switch_to(&mut self, upstream: u16) {
+    pub(crate) async fn switch_to(&mut self, upstream: u16) {
         self.down().await;
         self.upstream = upstream;
         self.up().await;
     }
 
-    async fn up(&mut self) {
+    pub(crate) async fn up(&mut self) {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("a proxy on port {}: {e}", self.port));
         let upstream = self.upstream;
         self.task = Some(tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
@@ -242,7 +258,7 @@ impl Proxy {
 
     /// A partition: connections are accepted and read, nothing is
     /// forwarded, nothing answered. A request sent now never arrives.
-    async fn blackhole(&mut self) {
+    pub(crate) async fn blackhole(&mut self) {
         self.down().await;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
             .await
@@ -258,7 +274,7 @@ impl Proxy {
     }
 
     /// Closes the listener and every forwarded connection.
-    async fn down(&mut self) {
+    pub(crate) async fn down(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
@@ -1921,7 +1937,7 @@ fn pays(user: &str) -> bool {
 }
 
 /// `INFO replication` of one server.
-async fn replication(conn: &mut redis::aio::MultiplexedConnection) -> String {
+pub(crate) async fn replication(conn: &mut redis::aio::MultiplexedConnection) -> String {
     redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
@@ -1929,7 +1945,7 @@ async fn replication(conn: &mut redis::aio::MultiplexedConnection) -> String {
         .unwrap_or_default()
 }
 
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .map(str::trim)

@@ -37,6 +37,8 @@
 //! - `browser`: the pages in headless Chromium (`browser/`: harness and
 //!   scenarios).
 //! - `chaos`: a real sale under faults (`make chaos` runs them at full size).
+//! - `nemesis`: a seeded schedule of real faults under a mixed workload,
+//!   then the checker (`make nemesis`; ignored by `cargo test`).
 //!
 //! Edges and deployment:
 //! - `gateway`, `authz`: the local gateway's JWT checks; every route's
@@ -71,6 +73,7 @@ mod lifecycle;
 mod live;
 mod lottery;
 mod metrics;
+mod nemesis;
 mod operators;
 mod order_index;
 mod orders;

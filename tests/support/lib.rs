@@ -78,6 +78,33 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A free loopback port below the kernel's ephemeral range, for a server
+/// a test stops and starts again on the same port (a killed
+/// `redis-server`, a proxy taken down): while it is down, a port of that
+/// range may be given to any outgoing connection, and the restart would
+/// find it taken.
+pub fn free_port_to_keep() -> u16 {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    const LOWEST: u32 = 10_000;
+    if ephemeral <= LOWEST + 1_000 {
+        return free_port();
+    }
+    let span = ephemeral - LOWEST;
+    // Processes and calls start their search at different ports, so tests
+    // running side by side rarely try the same one.
+    let start = std::process::id().wrapping_mul(7_919)
+        ^ CALLS.fetch_add(1, Ordering::SeqCst).wrapping_mul(104_729);
+    (0..span)
+        .map(|i| LOWEST + (start.wrapping_add(i) % span))
+        .filter_map(|port| u16::try_from(port).ok())
+        .find(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("a free loopback port below the ephemeral range")
+}
+
 /// Set in a child process started by [`in_own_process`].
 const OWN_PROCESS: &str = "SECKILL_TEST_OWN_PROCESS";
 
@@ -111,6 +138,29 @@ async fn run_alone(test: &str, env: &[(&str, String)]) -> bool {
     let text = String::from_utf8_lossy(&output.stdout);
     println!("{text}{}", String::from_utf8_lossy(&output.stderr));
     output.status.success() && text.contains("1 passed")
+}
+
+/// As [`run_alone`], for a long test whose progress must show while it
+/// runs (`make nemesis`): the child's output is printed line by line as it
+/// comes, and the test runs even if it is `#[ignore]`d. Whether exactly
+/// that test passed.
+pub async fn run_alone_streaming(test: &str, env: &[(&str, String)]) -> bool {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .arg("--include-ignored")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut passed = false;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        passed |= line.contains("1 passed");
+        println!("{line}");
+    }
+    child.wait().await.unwrap().success() && passed
 }
 
 /// Set in a child process started by [`in_own_emulator`].
