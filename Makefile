@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench fairness chaos nemesis build deploy pages fmt clean-stack
+.PHONY: run test bench fairness chaos nemesis simulate build deploy pages fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -18,6 +18,9 @@ chaos:  ## every fault scenario at full size (redis killed/paused, emulator stop
 
 nemesis: ## a seeded schedule of real faults (redis killed/paused/flushed/failed over, emulator stopped, writer killed, duplicates) under a mixed workload, then the checker (SEED=<n> replays, SECONDS=<n>, default 600)
 	@NEMESIS_SEED="$(SEED)" NEMESIS_SECONDS="$(SECONDS)" bash infra/stack.sh nemesis
+
+simulate: ## the deterministic simulation of a whole sale over in-memory stores: SEEDS=<n> seeds (default 10000) from FIRST=<n>, or SEED=<n> replayed (TRACE=1 prints its story); seeds/s, faults by kind, violations
+	@SEED="$(SEED)" SIM_SEEDS="$(SEEDS)" SIM_FIRST="$(FIRST)" SIM_TRACE="$(TRACE)" bash infra/stack.sh simulate
 
 build:  ## sam build: every function's bootstrap in .aws-sam/build (cargo-lambda + Zig from PyPI; release profile, slow the first time)
 	@bash infra/stack.sh build

@@ -8,6 +8,7 @@
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh fairness  # make fairness: the bench's fairness table alone
 #   infra/stack.sh nemesis # make nemesis: seeded real faults under a workload, then the checker
+#   infra/stack.sh simulate  # make simulate: the deterministic simulation, any number of seeds
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
 #   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
@@ -384,6 +385,25 @@ cmd_nemesis() {
     --exact nemesis::a_seeded_schedule_of_faults_under_a_mixed_workload_breaks_no_invariant "$@"
 }
 
+# The deterministic simulation (docs/testing.md "make simulate"): no
+# services, only Rust. SEED replays one seed; SIM_SEEDS and SIM_FIRST choose
+# a range; SIM_TRACE prints a replayed seed's story. make test runs its
+# short form (sim::tests, 1,000 seeds and the kept regressions).
+cmd_simulate() {
+  [ -n "${SEED:-}" ] || unset SEED
+  [ -n "${SIM_SEEDS:-}" ] || unset SIM_SEEDS
+  [ -n "${SIM_FIRST:-}" ] || unset SIM_FIRST
+  [ -n "${SIM_TRACE:-}" ] || unset SIM_TRACE
+  if [ -n "${SEED:-}" ]; then
+    say "simulate: seed $SEED replayed"
+  else
+    say "simulate: ${SIM_SEEDS:-10000} seeds from ${SIM_FIRST:-0}"
+  fi
+  cargo test -p seckill-shared --lib -- --ignored --nocapture --exact sim::tests::simulate 2>&1 \
+    | grep -v -E '^(running [0-9]+ test|test result:|\s*$)'
+  return "${PIPESTATUS[0]}"
+}
+
 cmd_bench() {
   ensure_tools
   # The purchase binary as Lambda runs it (release: fat LTO, stripped), for
@@ -626,9 +646,10 @@ case "${1:-}" in
   fairness) shift; cmd_fairness "$@" ;;
   chaos) shift; cmd_chaos "$@" ;;
   nemesis) shift; cmd_nemesis "$@" ;;
+  simulate) shift; cmd_simulate "$@" ;;
   build) shift; cmd_build "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
   check-deploy) shift; check_deploy_overrides "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|build|deploy|check-deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|simulate|build|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac
