@@ -142,7 +142,7 @@ async fn run_alone(test: &str, env: &[(&str, String)]) -> bool {
 
 /// As [`run_alone`], for a long test whose progress must show while it
 /// runs (`make nemesis`): the child's output is printed line by line as it
-/// comes, and the test runs even if it is `#[ignore]`d. Whether exactly
+/// comes, and the test runs even if it is marked ignored. Whether exactly
 /// that test passed.
 pub async fn run_alone_streaming(test: &str, env: &[(&str, String)]) -> bool {
     use tokio::io::AsyncBufReadExt;
