@@ -168,6 +168,7 @@ async fn nemesis() {
         &reconciled,
     )
     .await;
+    // A duration, not a poll: the run lasts `run` even if the schedule ended before it.
     tokio::time::sleep_until((started + run).into()).await;
     stop.send(true).unwrap();
     while let Some(done) = actors.join_next().await {
@@ -428,6 +429,47 @@ impl Quiet {
     }
 }
 
+/// Checks `check` until it gives `Ok`, and fails with `replay` and the
+/// last `Err` (what is still missing) once `within` has passed. After a
+/// failed check, before the next, `between` is given that `Err`, then
+/// `pace` passes: a check or its `between` is a real call into the stack
+/// (a prewarm run, a redrive), so the pace is the caller's, not
+/// [`eventually`]'s 20 ms.
+async fn poll_until<T, E: std::fmt::Display>(
+    replay: &str,
+    within: Duration,
+    pace: Duration,
+    mut check: impl AsyncFnMut() -> Result<T, E>,
+    mut between: impl AsyncFnMut(&E),
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let missing = match check().await {
+            Ok(done) => return done,
+            Err(missing) => missing,
+        };
+        assert!(Instant::now() < deadline, "{replay}: {missing}");
+        between(&missing).await;
+        tokio::time::sleep(pace).await;
+    }
+}
+
+/// What is left in the orders queue and the DLQ.
+struct Undrained {
+    queue: usize,
+    dlq: usize,
+}
+
+impl std::fmt::Display for Undrained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the queue did not drain: {} messages, {} in the DLQ",
+            self.queue, self.dlq
+        )
+    }
+}
+
 /// Polls until the orders queue and the DLQ are empty (the strict layer's
 /// own counts, not the lagging ones), the operator redriving the DLQ.
 async fn drain(stack: &LocalStack, servers: &faults::Servers, api: &Api, replay: &str) -> u64 {
@@ -439,25 +481,30 @@ async fn drain(stack: &LocalStack, servers: &faults::Servers, api: &Api, replay:
         visible + in_flight + delayed
     };
     let mut redriven = 0;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let (queue, dlq) = (
-            counts(&stack.queues.orders_url),
-            counts(&stack.queues.dlq_url),
-        );
-        if queue == 0 && dlq == 0 {
-            return redriven;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{replay}: the queue did not drain: {queue} messages, {dlq} in the DLQ"
-        );
-        if dlq > 0 {
-            let answer = api.admin("POST", "/admin/dlq/redrive", "{}").await;
-            redriven += answer.body["redriven"].as_u64().unwrap_or(0);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    poll_until(
+        replay,
+        Duration::from_secs(300),
+        Duration::from_millis(500),
+        async || {
+            let (queue, dlq) = (
+                counts(&stack.queues.orders_url),
+                counts(&stack.queues.dlq_url),
+            );
+            if queue == 0 && dlq == 0 {
+                Ok(())
+            } else {
+                Err(Undrained { queue, dlq })
+            }
+        },
+        async |left: &Undrained| {
+            if left.dlq > 0 {
+                let answer = api.admin("POST", "/admin/dlq/redrive", "{}").await;
+                redriven += answer.body["redriven"].as_u64().unwrap_or(0);
+            }
+        },
+    )
+    .await;
+    redriven
 }
 
 /// Everything at rest: queue and DLQ drained, every open sale back in
@@ -485,26 +532,31 @@ async fn quiet_period(
             .map(|s| SaleId::parse(&s.id).unwrap())
             .collect()
     };
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let report = stack.scheduled.invoke(Job::Prewarm).await;
-        quiet.prewarm_runs += 1;
-        let mut missing = Vec::new();
-        for sale in &live {
-            match checker.stock().snapshot(sale).await {
-                Ok(Some(_)) => {}
-                other => missing.push(format!("{sale}: {other:?}")),
+    poll_until(
+        replay,
+        Duration::from_secs(180),
+        Duration::from_secs(2),
+        async || {
+            let report = stack.scheduled.invoke(Job::Prewarm).await;
+            quiet.prewarm_runs += 1;
+            let mut missing = Vec::new();
+            for sale in &live {
+                match checker.stock().snapshot(sale).await {
+                    Ok(Some(_)) => {}
+                    other => missing.push(format!("{sale}: {other:?}")),
+                }
             }
-        }
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{replay}: prewarm did not bring back {missing:?}; its last report: {report}"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "prewarm did not bring back {missing:?}; its last report: {report}"
+                ))
+            }
+        },
+        async |_: &String| {},
+    )
+    .await;
 
     let released = stack.scheduled.invoke(Job::ReleaseUnpaid).await;
     quiet.expired += released["expired"].as_u64().unwrap_or(0);

@@ -105,6 +105,7 @@ impl RedisPair {
 
     async fn killed(&mut self, down: Duration) -> String {
         self.primary.kill();
+        // A duration, not a poll: the fault is the primary down for this long.
         tokio::time::sleep(down).await;
         self.primary.restart().await;
         "SIGKILL, restarted empty (the replica resyncs to empty)".into()

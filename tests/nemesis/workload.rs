@@ -32,6 +32,7 @@ pub async fn nap(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
         return false;
     }
     tokio::select! {
+        // A duration, not a poll: a pause between steps, cut short only by the stop.
         () = tokio::time::sleep(d) => !*stop.borrow(),
         _ = stop.changed() => false,
     }
