@@ -492,6 +492,13 @@ impl Workload {
             .or_default() += 1;
     }
 
+    /// A command sent once, its answer counted as `what`'s.
+    async fn command_once(&self, what: &str, method: &str, path: &str, body: &str) -> Answer {
+        let answer = self.api.admin(method, path, body).await;
+        self.command(what, &answer);
+        answer
+    }
+
     /// A command sent again while it is answered `5xx` or not at all (at
     /// most `tries` times, a second apart): what an operator does at a
     /// console that answered `503`. Every answer is counted.
@@ -506,8 +513,7 @@ impl Workload {
     ) -> Vec<Answer> {
         let mut answers = Vec::new();
         for _ in 0..tries {
-            let answer = self.api.admin(method, path, body).await;
-            self.command(what, &answer);
+            let answer = self.command_once(what, method, path, body).await;
             let done = (200..500).contains(&answer.status);
             answers.push(answer);
             if done || !nap(stop, Duration::from_secs(1)).await {
@@ -737,15 +743,13 @@ impl Workload {
             return;
         };
         sale.total += u32::try_from(rng.range(1, 10)).unwrap_or(1);
-        let answer = self
-            .api
-            .admin(
-                "PUT",
-                &format!("/admin/sales/{}", sale.id),
-                &sale.definition().to_string(),
-            )
-            .await;
-        self.command("edit-stock-after-start", &answer);
+        self.command_once(
+            "edit-stock-after-start",
+            "PUT",
+            &format!("/admin/sales/{}", sale.id),
+            &sale.definition().to_string(),
+        )
+        .await;
     }
 
     /// A sale that has not started yet may change its stock.
@@ -761,14 +765,13 @@ impl Workload {
         };
         sale.total = u32::try_from(rng.range(20, 140)).unwrap_or(20);
         let answer = self
-            .api
-            .admin(
+            .command_once(
+                "edit-stock-before-start",
                 "PUT",
                 &format!("/admin/sales/{}", sale.id),
                 &sale.definition().to_string(),
             )
             .await;
-        self.command("edit-stock-before-start", &answer);
         if answer.status == 200 {
             self.with_sale(&sale.id, |s| s.total = sale.total);
         }
@@ -777,8 +780,7 @@ impl Workload {
     /// The operator looks at the DLQ and, if anything is parked there,
     /// sends it back.
     pub async fn redrive(&self, stop: &mut watch::Receiver<bool>) {
-        let look = self.api.admin("GET", "/admin/dlq", "").await;
-        self.command("dlq-look", &look);
+        let look = self.command_once("dlq-look", "GET", "/admin/dlq", "").await;
         let parked = look.body["messages"].as_array().map_or(0, Vec::len);
         if look.status != 200 || parked == 0 {
             return;
