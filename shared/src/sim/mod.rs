@@ -1,15 +1,16 @@
 //! A deterministic simulation of a whole sale. The purchase path, the
 //! order-writer, expiry, payments, prewarm/rebuild, reconcile and an
-//! operator run as the functions do, over the in-memory stores, on a
-//! virtual clock; a seeded scheduler ([`sched`]) decides which function's
-//! next store call goes, and whether it fails or kills its function before
-//! or after its effect. The driver ([`world`]) adds the faults of the
-//! stores themselves: Redis losing a sale's keys or failing over to a
-//! replica that missed the last writes, Redis unreachable, SQS delivering a
-//! message twice and in any order (with its visibility timeout and DLQ),
-//! jumps of the clock and functions whose clocks are seconds off. After a
-//! quiet period (no faults; the jobs run until the queue is empty and the
-//! repairs are done), [`check`] asserts the invariants.
+//! operator run as the functions do ([`actors`]), over the in-memory
+//! stores, on a virtual clock; a seeded scheduler ([`sched`]) decides which
+//! function's next store call goes, and whether it fails or kills its
+//! function before or after its effect. The driver ([`world`], its faults
+//! in [`faults`]) adds the faults of the stores themselves: Redis losing a
+//! sale's keys or failing over to a replica that missed the last writes,
+//! Redis unreachable, SQS delivering a message twice and in any order (with
+//! its visibility timeout and DLQ), jumps of the clock and functions whose
+//! clocks are seconds off. After a quiet period (no faults; the jobs run
+//! until the queue is empty and the repairs are done), [`check`] asserts
+//! the invariants.
 //!
 //! A seed decides everything: the same seed gives the same run and the
 //! same final state (checked). `make simulate` runs any number of seeds
@@ -17,8 +18,10 @@
 //! faults by kind and violations; `make test` runs [`SHORT_RUN`] seeds.
 //! A seed that failed once is kept in [`REGRESSIONS`].
 
+mod actors;
 mod check;
 pub(crate) mod clock;
+mod faults;
 mod ports;
 mod queue;
 mod sched;
