@@ -83,6 +83,7 @@ mod ratelimit;
 mod reconcile;
 mod reconcile_scale;
 mod redis_tls;
+mod sam_local;
 mod secrets;
 mod shards;
 mod sold_out;

@@ -10,6 +10,8 @@
 //! seckill-local backfill-order-buckets --orders-table NAME
 //! seckill-local sign-payment --order ORDER_ID [--payment-id ID] [--amount N]
 //! seckill-local strict --upstream URL [--listen ADDR]
+//! seckill-local forward LISTEN=TARGET...  # e.g. 172.17.0.1:6379=127.0.0.1:6379, for sam local
+//! seckill-local jwt-authorizer   # as a Lambda function's bootstrap, for sam local start-api
 //! ```
 
 use clap::{Parser, Subcommand};
@@ -108,6 +110,18 @@ enum Command {
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4566")]
         listen: String,
     },
+    /// Run as a Lambda function (under the Lambda runtime API): API
+    /// Gateway's JWT authorizer as a Lambda authorizer, for `sam local
+    /// start-api`, whose gateway skips JWT authorizers (`docs/local.md`).
+    JwtAuthorizer,
+    /// Forward TCP connections from each LISTEN address to its TARGET
+    /// (`sam local`'s containers reach the loopback-only services through
+    /// Docker's bridge gateway address).
+    Forward {
+        /// LISTEN=TARGET, both ip:port.
+        #[arg(required = true, value_parser = seckill_infra::forward::Route::parse, value_name = "LISTEN=TARGET")]
+        routes: Vec<seckill_infra::forward::Route>,
+    },
 }
 
 fn function(name: &str) -> Result<Function, String> {
@@ -163,6 +177,8 @@ async fn main() -> ExitCode {
         .await
         .map(|curl| println!("{curl}")),
         Command::Strict { upstream, listen } => strict(&listen, &upstream).await,
+        Command::JwtAuthorizer => seckill_infra::jwt_authorizer::serve().await,
+        Command::Forward { routes } => seckill_infra::forward::serve(&routes).await,
         Command::BackfillOrderBuckets { orders_table } => {
             seckill_infra::backfill::backfill(&orders_table)
                 .await

@@ -25,17 +25,61 @@ impl Caller {
     }
 }
 
+/// The claims API Gateway vouched for. Its JWT authorizer puts them in
+/// `requestContext.authorizer.jwt`; a Lambda authorizer's context lands in
+/// `requestContext.authorizer.lambda`, so one that hands on the same claims
+/// as its context's `jwt` is read there too (`sam local start-api` runs such
+/// a stand-in, `seckill-local jwt-authorizer`: its gateway runs no JWT
+/// authorizer). API Gateway writes both; a request cannot.
+enum Claims<'a> {
+    Jwt(&'a lambda_http::aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription),
+    Lambda(&'a serde_json::Value),
+}
+
+impl<'a> Claims<'a> {
+    fn of(req: &'a Request) -> Option<Claims<'a>> {
+        let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+            return None;
+        };
+        let authorizer = ctx.authorizer.as_ref()?;
+        match &authorizer.jwt {
+            Some(jwt) => Some(Claims::Jwt(jwt)),
+            None => authorizer
+                .fields
+                .get("jwt")
+                .filter(|jwt| jwt["claims"].is_object())
+                .map(Claims::Lambda),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&'a str> {
+        match self {
+            Claims::Jwt(jwt) => jwt.claims.get(name).map(String::as_str),
+            Claims::Lambda(jwt) => jwt["claims"][name].as_str(),
+        }
+    }
+
+    /// The authorizer's own scope list (beside the `scope` claim).
+    fn scopes(&self) -> Vec<String> {
+        match self {
+            Claims::Jwt(jwt) => jwt.scopes.clone().unwrap_or_default(),
+            Claims::Lambda(jwt) => jwt["scopes"]
+                .as_array()
+                .map(|all| {
+                    all.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Only the caller's id (the purchase needs no scopes): no allocation for
 /// them on the hot path.
 pub fn caller_id(req: &Request) -> Result<UserId, ApiError> {
-    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
-        return Err(ApiError::Unauthenticated);
-    };
-    let sub = ctx
-        .authorizer
-        .as_ref()
-        .and_then(|a| a.jwt.as_ref())
-        .and_then(|jwt| jwt.claims.get("sub"))
+    let sub = Claims::of(req)
+        .and_then(|claims| claims.get("sub"))
         .ok_or(ApiError::Unauthenticated)?;
     user_id(sub)
 }
@@ -46,29 +90,17 @@ fn user_id(sub: &str) -> Result<UserId, ApiError> {
     UserId::parse(sub).map_err(|e| ApiError::UnusableIdentity(e.0))
 }
 
-/// The caller from `requestContext.authorizer.jwt.claims`. Never from the
+/// The caller from the authorizer's claims (see [`Claims`]). Never from the
 /// body or the query string.
 pub fn caller(req: &Request) -> Result<Caller, ApiError> {
-    // By reference: `request_context()` clones the whole context (claims
-    // map included) on every call, and this runs on every purchase.
-    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
-        return Err(ApiError::Unauthenticated);
-    };
-    let jwt = ctx
-        .authorizer
-        .as_ref()
-        .and_then(|a| a.jwt.as_ref())
-        .ok_or(ApiError::Unauthenticated)?;
-    let sub = jwt.claims.get("sub").ok_or(ApiError::Unauthenticated)?;
+    let claims = Claims::of(req).ok_or(ApiError::Unauthenticated)?;
+    let sub = claims.get("sub").ok_or(ApiError::Unauthenticated)?;
     let user_id = user_id(sub)?;
-    let mut scopes: Vec<String> = jwt
-        .claims
+    let mut scopes: Vec<String> = claims
         .get("scope")
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
-    if let Some(extra) = &jwt.scopes {
-        scopes.extend(extra.iter().cloned());
-    }
+    scopes.extend(claims.scopes());
     Ok(Caller { user_id, scopes })
 }
 
@@ -165,4 +197,72 @@ pub fn error(err: &ApiError) -> Response<Body> {
             .insert(lambda_http::http::header::RETRY_AFTER, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(authorizer: serde_json::Value) -> Request {
+        let event = json!({
+            "version": "2.0",
+            "routeKey": "GET /orders/{orderId}",
+            "rawPath": "/orders/o1",
+            "rawQueryString": "",
+            "headers": {},
+            "requestContext": {
+                "accountId": "1", "apiId": "a", "domainName": "d", "domainPrefix": "d",
+                "http": {"method": "GET", "path": "/orders/o1", "protocol": "HTTP/1.1",
+                         "sourceIp": "127.0.0.1", "userAgent": "t"},
+                "requestId": "r", "routeKey": "GET /orders/{orderId}", "stage": "$default",
+                "time": "03/Dec/2026:19:19:18 +0000", "timeEpoch": 1,
+                "authorizer": authorizer,
+            },
+            "isBase64Encoded": false,
+        });
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    #[test]
+    fn the_jwt_authorizers_claims_name_the_caller() {
+        let req = request(
+            json!({"jwt": {"claims": {"sub": "u1", "scope": "openid seckill/admin"}, "scopes": null}}),
+        );
+        let caller = caller(&req).unwrap();
+        assert_eq!(caller.user_id.as_str(), "u1");
+        assert!(caller.is_admin());
+        assert_eq!(caller_id(&req).unwrap().as_str(), "u1");
+    }
+
+    #[test]
+    fn a_lambda_authorizers_context_with_the_same_claims_names_the_caller() {
+        let req = request(
+            json!({"lambda": {"jwt": {"claims": {"sub": "u2", "scope": "openid"}, "scopes": ["seckill/admin"]}, "principalId": "u2"}}),
+        );
+        let caller = caller(&req).unwrap();
+        assert_eq!(caller.user_id.as_str(), "u2");
+        assert!(caller.is_admin(), "the authorizer's own scopes count");
+        assert_eq!(caller_id(&req).unwrap().as_str(), "u2");
+    }
+
+    #[test]
+    fn no_claims_or_a_context_without_them_is_unauthenticated() {
+        for authorizer in [
+            json!({}),
+            json!({"lambda": {"principalId": "u3"}}),
+            json!({"lambda": {"jwt": "u3"}}),
+            json!({"lambda": {"jwt": {"claims": {"scope": "openid"}}}}),
+        ] {
+            let req = request(authorizer.clone());
+            assert!(
+                matches!(caller(&req), Err(ApiError::Unauthenticated)),
+                "{authorizer}"
+            );
+            assert!(
+                matches!(caller_id(&req), Err(ApiError::Unauthenticated)),
+                "{authorizer}"
+            );
+        }
+    }
 }
