@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench fairness chaos nemesis simulate build deploy pages fmt clean-stack
+.PHONY: run test bench fairness chaos nemesis simulate build sam-local deploy pages fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -24,6 +24,9 @@ simulate: ## the deterministic simulation of a whole sale over in-memory stores:
 
 build:  ## sam build: every function's bootstrap in .aws-sam/build (cargo-lambda + Zig from PyPI; release profile, slow the first time)
 	@bash infra/stack.sh build
+
+sam-local: ## sam local invoke (every events/*.json, answers and effects checked) and sam local start-api (a buyer's walk) in Lambda containers on a Docker engine started here if none runs (BUILD=debug: the debug build make test uses, instead of make build's)
+	@bash infra/stack.sh sam-local $(if $(filter debug,$(BUILD)),debug,release)
 
 deploy: ## make build, then sam deploy --guided (CONFIG_ENV=production for the production profile of samconfig.toml)
 	@bash infra/stack.sh deploy

@@ -10,6 +10,7 @@
 #   infra/stack.sh nemesis # make nemesis: seeded real faults under a workload, then the checker
 #   infra/stack.sh simulate  # make simulate: the deterministic simulation, any number of seeds
 #   infra/stack.sh build   # make build:  sam build, every function's bootstrap (no AWS)
+#   infra/stack.sh sam-local [debug]  # make sam-local: sam local invoke/start-api on a Docker engine
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
 #   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
 #   infra/stack.sh pages   # make pages: web/ + config.js into the stack's pages bucket
@@ -35,6 +36,9 @@ export AWS_DEFAULT_REGION="$AWS_REGION"
 export SAM_CLI_TELEMETRY=0
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# shellcheck source=infra/sam_local/engine.sh
+. "$ROOT/infra/sam_local/engine.sh"
 
 # ensure_tools [--browser]: --browser also installs headless Chromium and
 # chromedriver for the browser tests (only `make test` needs them).
@@ -138,6 +142,7 @@ TEST_START=""
 on_exit() {
   local rc=$?
   if [ -n "$TEST_START" ]; then print_phases "$rc"; fi
+  stop_docker
   stop_services
 }
 
@@ -317,7 +322,10 @@ cmd_test() {
   # infra/checkov/skips.yaml.
   say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
   phase build
-  cargo build -p seckill-infra --bin seckill-local
+  # Every binary (seckill-local, and the functions' bootstraps the sam-local
+  # phase runs in containers) with every test, in one build: the binaries
+  # get the tests' feature set, so no dependency is built twice.
+  cargo build --workspace --bins --tests
   cargo test --workspace --no-run
   STRICT_BIN="$CARGO_TARGET_DIR/debug/seckill-local"
   # The suite's shared layer answers queue counts at once: a lag would hold
@@ -331,7 +339,7 @@ cmd_test() {
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   export MOTO_SERVER="$VENV/bin/moto_server"
-  cargo test --workspace -- --skip browser::
+  cargo test --workspace -- --skip browser:: --skip sam_local::
   # The pages in headless Chromium, timed apart; tests/browser.rs fails
   # (instead of skipping) without Chromium.
   phase browser
@@ -344,6 +352,11 @@ cmd_test() {
   say "IAM: the suite's AWS calls against the template's roles"
   SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl,$STATE/aws-calls-sqs.jsonl" \
     cargo test --workspace -- --ignored --nocapture iam::whole_suite_recording
+  # The bootstraps in Lambda containers: every events/*.json through `sam
+  # local invoke`, a walk through `sam local start-api` (the debug build;
+  # `make sam-local` runs the release build `make build` makes).
+  phase sam-local
+  cmd_sam_local debug
 }
 
 # The chaos scenarios at full size, one at a time so each prints its figures
@@ -648,8 +661,9 @@ case "${1:-}" in
   nemesis) shift; cmd_nemesis "$@" ;;
   simulate) shift; cmd_simulate "$@" ;;
   build) shift; cmd_build "$@" ;;
+  sam-local) shift; cmd_sam_local "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
   check-deploy) shift; check_deploy_overrides "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|simulate|build|deploy|check-deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|simulate|build|sam-local|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac

@@ -46,6 +46,9 @@
 //! - `redis_tls`, `cluster_tls`: AUTH and TLS, single node and cluster.
 //! - `shards`: stock shards on one node and on a 3-master cluster.
 //! - `secrets`: secrets out of the environment and out of every log line.
+//! - `sam_local`: the bootstraps in Lambda containers through `sam local
+//!   invoke` (every event file) and `sam local start-api` (`make
+//!   sam-local`, make test's `sam-local` phase; skipped elsewhere).
 //! - `consistency`, `template`: `template.yaml` against the code, and the
 //!   template's traps that only show on AWS (`cfn` reads it as JSON).
 //! - `iam`: every AWS call of the suite against its function's role.

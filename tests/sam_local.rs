@@ -228,10 +228,9 @@ fn expect(file: &str, answer: &Value, status: u16) -> Value {
 
 fn short(body: &Value) -> String {
     let text = body.to_string();
-    if text.len() > 160 {
-        format!("{}...", &text[..160])
-    } else {
-        text
+    match text.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
     }
 }
 
@@ -253,17 +252,23 @@ async fn every_event_file_through_sam_local_invoke() {
     assert!(app.catalog.create_sale(&sale).await.unwrap());
 
     let events = root().join("events");
-    let mut left: BTreeSet<String> = std::fs::read_dir(&events)
+    let left: std::cell::RefCell<BTreeSet<String>> = std::fs::read_dir(&events)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".json"))
-        .collect();
-    let mut invoke = async |function: &str, file: &str| -> Value {
+        .collect::<BTreeSet<_>>()
+        .into();
+    // A non-HTTP function's answer as it is.
+    let invoke = async |function: &str, file: &str| -> Value {
         assert!(
-            left.remove(file),
+            left.borrow_mut().remove(file),
             "{file}: invoked twice, or not in events/"
         );
         sam.invoke(&env, function, &events.join(file)).await
+    };
+    // An HTTP function's answer with this status: its body.
+    let call = async |function: &str, file: &str, status: u16| -> Value {
+        expect(file, &invoke(function, file).await, status)
     };
     let redis = Redis {
         conn: app.redis.clone(),
@@ -276,11 +281,7 @@ async fn every_event_file_through_sam_local_invoke() {
             .map(|o| o.status.as_str().to_owned())
     };
 
-    expect(
-        "health.json",
-        &invoke("OrdersApiFunction", "health.json").await,
-        200,
-    );
+    call("OrdersApiFunction", "health.json", 200).await;
 
     // The queue's batch: two orders for `demo` become rows; the third
     // record is not an order and is reported as the batch's one failure,
@@ -310,11 +311,7 @@ async fn every_event_file_through_sam_local_invoke() {
     assert_eq!(redis.stock().await, Some(98));
     assert_eq!(redis.status().await, "LIVE");
     assert_eq!(redis.held("user-1").await, Some(1));
-    let body = expect(
-        "sales-get.json",
-        &invoke("OrdersApiFunction", "sales-get.json").await,
-        200,
-    );
+    let body = call("OrdersApiFunction", "sales-get.json", 200).await;
     assert_eq!(
         (&body["saleId"], &body["status"]),
         (&json!("demo"), &json!("LIVE")),
@@ -322,11 +319,7 @@ async fn every_event_file_through_sam_local_invoke() {
     );
 
     // A buyer: one unit reserved in Redis and its message queued.
-    let body = expect(
-        "purchase.json",
-        &invoke("PurchaseFunction", "purchase.json").await,
-        202,
-    );
+    let body = call("PurchaseFunction", "purchase.json", 202).await;
     let bought = body["orderId"].as_str().unwrap().to_owned();
     assert_eq!(body["status"], "QUEUED");
     assert_eq!(redis.stock().await, Some(97), "the purchase took one unit");
@@ -338,27 +331,19 @@ async fn every_event_file_through_sam_local_invoke() {
     );
     // The sale has no gate: no question, and an answer changes nothing.
     for file in ["challenge-get.json", "challenge-answer.json"] {
-        let body = expect(file, &invoke("OrdersApiFunction", file).await, 400);
+        let body = call("OrdersApiFunction", file, 400).await;
         assert_eq!(body["message"], "this sale has no gate");
     }
     assert_eq!(redis.stock().await, Some(97));
 
     // The buyer's orders; a forged provider callback is refused and
     // changes nothing; the pay route pays (the stand-in provider).
-    let body = expect(
-        "orders-get.json",
-        &invoke("OrdersApiFunction", "orders-get.json").await,
-        200,
-    );
+    let body = call("OrdersApiFunction", "orders-get.json", 200).await;
     assert_eq!(
         (&body["status"], &body["userId"]),
         (&json!("PENDING_PAYMENT"), &json!("user-1"))
     );
-    let body = expect(
-        "sales-orders.json",
-        &invoke("OrdersApiFunction", "sales-orders.json").await,
-        200,
-    );
+    let body = call("OrdersApiFunction", "sales-orders.json", 200).await;
     let listed: BTreeSet<&str> = body["orders"]
         .as_array()
         .unwrap()
@@ -369,21 +354,13 @@ async fn every_event_file_through_sam_local_invoke() {
         listed,
         BTreeSet::from(["n0f3a9c41b7d2e5f8a06", bought.as_str()])
     );
-    let body = expect(
-        "payments-callback.json",
-        &invoke("OrdersApiFunction", "payments-callback.json").await,
-        401,
-    );
+    let body = call("OrdersApiFunction", "payments-callback.json", 401).await;
     assert_eq!(body["code"], "INVALID_SIGNATURE");
     assert_eq!(
         status_of("n0f3a9c41b7d2e5f8a06").await.as_deref(),
         Some("PENDING_PAYMENT")
     );
-    let body = expect(
-        "orders-pay.json",
-        &invoke("OrdersApiFunction", "orders-pay.json").await,
-        200,
-    );
+    let body = call("OrdersApiFunction", "orders-pay.json", 200).await;
     assert_eq!(body["status"], "PAID");
     assert_eq!(
         status_of("n0f3a9c41b7d2e5f8a06").await.as_deref(),
@@ -391,20 +368,12 @@ async fn every_event_file_through_sam_local_invoke() {
     );
 
     // The operator's reads.
-    let body = expect(
-        "admin-get-sale.json",
-        &invoke("AdminApiFunction", "admin-get-sale.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-get-sale.json", 200).await;
     assert_eq!(
         (&body["saleId"], &body["totalStock"]),
         (&json!("demo"), &json!(100))
     );
-    let body = expect(
-        "admin-list-sales.json",
-        &invoke("AdminApiFunction", "admin-list-sales.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-list-sales.json", 200).await;
     assert!(
         body["sales"]
             .as_array()
@@ -413,74 +382,34 @@ async fn every_event_file_through_sam_local_invoke() {
             .any(|s| s["saleId"] == "demo"),
         "{body}"
     );
-    let body = expect(
-        "admin-live.json",
-        &invoke("AdminApiFunction", "admin-live.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-live.json", 200).await;
     assert_eq!(body["orders"]["PAID"], 1, "{body}");
-    let body = expect(
-        "admin-refunds.json",
-        &invoke("AdminApiFunction", "admin-refunds.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-refunds.json", 200).await;
     assert_eq!(body["refunds"], json!([]));
-    let body = expect(
-        "admin-get-order.json",
-        &invoke("AdminApiFunction", "admin-get-order.json").await,
-        404,
-    );
+    let body = call("AdminApiFunction", "admin-get-order.json", 404).await;
     assert_eq!(body["code"], "ORDER_NOT_FOUND");
-    let body = expect(
-        "admin-buyer-orders.json",
-        &invoke("AdminApiFunction", "admin-buyer-orders.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-buyer-orders.json", 200).await;
     assert_eq!(body["orders"], json!([]));
-    let body = expect(
-        "admin-dlq.json",
-        &invoke("AdminApiFunction", "admin-dlq.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-dlq.json", 200).await;
     assert_eq!(body["messages"], json!([]));
-    let body = expect(
-        "admin-dlq-redrive.json",
-        &invoke("AdminApiFunction", "admin-dlq-redrive.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-dlq-redrive.json", 200).await;
     assert_eq!(body["redriven"], 0);
 
     // The operator's commands, each seen in Redis.
-    let body = expect(
-        "admin-pause.json",
-        &invoke("AdminApiFunction", "admin-pause.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-pause.json", 200).await;
     assert_eq!(body["status"], "PAUSED");
     assert_eq!(redis.status().await, "PAUSED");
-    let body = expect(
-        "admin-resume.json",
-        &invoke("AdminApiFunction", "admin-resume.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-resume.json", 200).await;
     assert_eq!(body["status"], "LIVE");
     assert_eq!(redis.status().await, "LIVE");
-    let body = expect(
-        "admin-prewarm.json",
-        &invoke("AdminApiFunction", "admin-prewarm.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-prewarm.json", 200).await;
     assert_eq!(body["outcome"], "REFRESHED");
     assert_eq!(
         redis.stock().await,
         Some(97),
         "a refresh keeps what was sold"
     );
-    let body = expect(
-        "admin-reconcile.json",
-        &invoke("AdminApiFunction", "admin-reconcile.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-reconcile.json", 200).await;
     assert_eq!(
         (&body["violations"], &body["redisStock"]),
         (&json!([]), &json!(97)),
@@ -505,38 +434,23 @@ async fn every_event_file_through_sam_local_invoke() {
 
     // End now; then the sale's report and audit; a started sale's edit is
     // refused and changes nothing.
-    let body = expect(
-        "admin-end-sale.json",
-        &invoke("AdminApiFunction", "admin-end-sale.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-end-sale.json", 200).await;
     assert_eq!(body["status"], "ENDED");
     let end_ms: i64 = redis.meta("endMs").await.parse().unwrap();
     assert!(
         end_ms <= clock::now_ms(),
         "Redis ends the sale: endMs {end_ms}"
     );
-    let body = expect(
-        "admin-report.json",
-        &invoke("AdminApiFunction", "admin-report.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-report.json", 200).await;
     eprintln!("    {}", short(&body));
-    let body = expect(
-        "admin-audit.json",
-        &invoke("AdminApiFunction", "admin-audit.json").await,
-        200,
-    );
+    let body = call("AdminApiFunction", "admin-audit.json", 200).await;
     eprintln!("    {}", short(&body));
     let before = app.catalog.get_sale(&demo).await.unwrap();
-    let body = expect(
-        "admin-put-sale.json",
-        &invoke("AdminApiFunction", "admin-put-sale.json").await,
-        409,
-    );
+    let body = call("AdminApiFunction", "admin-put-sale.json", 409).await;
     assert_eq!(body["code"], "SALE_STARTED");
     assert_eq!(app.catalog.get_sale(&demo).await.unwrap(), before);
 
+    let left = left.into_inner();
     assert!(left.is_empty(), "event files never invoked: {left:?}");
     let _ = std::fs::remove_file(env);
 }
