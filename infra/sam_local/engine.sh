@@ -12,6 +12,7 @@
 # on_exit stops it.
 DOCKERD_PID=""
 DOCKER_DIR=""
+DOCKER_BRIDGE_NEW=0
 ensure_docker() {
   if docker info >/dev/null 2>&1; then
     say "docker: the engine at ${DOCKER_HOST:-unix:///var/run/docker.sock} (yours: used, not stopped)"
@@ -28,6 +29,9 @@ ensure_docker() {
   [ "$(id -u)" = 0 ] || { say "dockerd needs root: run as root, or start an engine and set DOCKER_HOST"; return 1; }
   # Short paths: containerd's sockets live under the exec root, and a unix
   # socket's path must fit in 108 bytes wherever the clone is.
+  # dockerd creates the bridge docker0 and leaves it when it stops: one it
+  # created is deleted again.
+  ip link show docker0 >/dev/null 2>&1 || DOCKER_BRIDGE_NEW=1
   DOCKER_DIR=$(mktemp -d /tmp/seckill-docker.XXXXXX)
   export DOCKER_HOST="unix://$DOCKER_DIR/docker.sock"
   dockerd --host "$DOCKER_HOST" --data-root "$DOCKER_DIR/data" --exec-root "$DOCKER_DIR/exec" \
@@ -39,7 +43,8 @@ ensure_docker() {
 }
 
 # stop_docker: what ensure_docker started, stopped; containers first (a
-# SAM killed mid-run may leave some), then the engine, then its folder.
+# SAM killed mid-run may leave some), then the engine, its folder and the
+# bridge it made.
 stop_docker() {
   [ -n "$DOCKERD_PID" ] || return 0
   local ids deadline=$((SECONDS + 30))
@@ -51,6 +56,7 @@ stop_docker() {
   wait "$DOCKERD_PID" 2>/dev/null || true
   DOCKERD_PID=""
   rm -rf "$DOCKER_DIR" 2>/dev/null || true
+  if [ "$DOCKER_BRIDGE_NEW" = 1 ]; then ip link delete docker0 2>/dev/null || true; fi
 }
 
 # bridge_gateway: the host's address on Docker's default bridge, where a
