@@ -23,7 +23,7 @@ use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::ports::SaleCatalog;
-use seckill_tests::{App, unique};
+use seckill_tests::{App, eventually, unique};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -521,18 +521,17 @@ impl StartApi {
             log,
         };
         // SAM reads the template and serves; a refused connection until then.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if tokio::net::TcpStream::connect(api.addr).await.is_ok() {
-                return api;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sam local start-api did not listen within 120 s:\n{}",
-                api.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let addr = api.addr;
+        let listening = eventually(Duration::from_secs(120), || async move {
+            tokio::net::TcpStream::connect(addr).await.is_ok()
+        })
+        .await;
+        assert!(
+            listening,
+            "sam local start-api did not listen within 120 s:\n{}",
+            api.log_text()
+        );
+        api
     }
 
     fn log_text(&self) -> String {
@@ -566,10 +565,11 @@ impl Drop for StartApi {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        // Blocks until SAM exits, or 30 s at most (no poll of our own).
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("timeout")
+            .args(["30", "tail", &format!("--pid={pid}"), "-f", "/dev/null"])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
@@ -652,28 +652,16 @@ async fn a_buyer_and_an_operator_through_sam_local_start_api() {
     assert_eq!(redis.stock().await, Some(5));
 
     // The buyer: the sale, a purchase, its order once written, the payment.
+    let purchase_path = format!("/sales/{sale}/purchase");
+    let buy = || api.call("POST", &purchase_path, Some(&buyer), r#"{"quantity": 1}"#);
     let (status, body) = api.call("GET", &format!("/sales/{sale}"), None, "").await;
     assert_eq!((status, &body["remaining"]), (200, &json!(5)), "{body}");
-    let (status, body) = api
-        .call(
-            "POST",
-            &format!("/sales/{sale}/purchase"),
-            Some(&buyer),
-            r#"{"quantity": 1}"#,
-        )
-        .await;
+    let (status, body) = buy().await;
     assert_eq!(status, 202, "{body}");
     let order = body["orderId"].as_str().unwrap().to_owned();
     assert_eq!(redis.stock().await, Some(4));
     assert_eq!(redis.held("buyer-1").await, Some(1));
-    let (status, body) = api
-        .call(
-            "POST",
-            &format!("/sales/{sale}/purchase"),
-            Some(&buyer),
-            r#"{"quantity": 1}"#,
-        )
-        .await;
+    let (status, body) = buy().await;
     assert_eq!(
         (status, &body["code"]),
         (409, &json!("LIMIT_EXCEEDED")),
