@@ -515,26 +515,61 @@ async fn the_dlq_says_why_and_a_redrive_makes_each_order_once() {
     })
     .await;
     assert!(written, "the redriven order was not written");
-    let view = dlq().await.1;
-    assert_eq!(
-        view["messages"]
+    // SQS delivers at least once: a receive may still hand out a copy of a
+    // message after it was deleted (AWS: "you might get that message copy
+    // again"; the strict layer does it to 1% of receives). So the DLQ may
+    // show the redriven message once more, and only that: the poison stays,
+    // nothing else appears.
+    let ghost_or_poison = |view: &Value| -> Vec<String> {
+        let ids: Vec<String> = view["messages"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| m["messageId"].as_str().unwrap())
-            .collect::<Vec<_>>(),
-        vec![poison_message.as_str()],
-        "the poison stays"
-    );
-    // Again: nothing left to move; the order is still one order of 2 units.
+            .map(|m| m["messageId"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(ids.contains(&poison_message), "the poison stays: {view}");
+        assert!(
+            ids.iter()
+                .all(|id| *id == poison_message || *id == order_message),
+            "only the poison, or a copy of the redriven message: {view}"
+        );
+        ids
+    };
+    ghost_or_poison(&dlq().await.1);
+    // Again: nothing left to move but such a copy; the order is still one
+    // order of 2 units, however many times its message came back.
     let (status, reply) = client.admin("POST", "/admin/dlq/redrive", &body).await;
-    assert_eq!(
-        (status, reply),
-        (
-            200,
-            json!({"redriven": 0, "messageIds": [], "missing": [order_message]})
-        )
-    );
+    assert_eq!(status, 200, "{reply}");
+    let again = reply["redriven"].as_u64().unwrap();
+    let expected = if again == 0 {
+        json!({"redriven": 0, "messageIds": [], "missing": [order_message]})
+    } else {
+        json!({"redriven": 1, "messageIds": [order_message], "missing": []})
+    };
+    assert_eq!(reply, expected);
+    // Whatever was sent back has been written (or found written) before
+    // the counts are read.
+    let drained = eventually(Duration::from_secs(30), || async {
+        let depth = seckill_shared::adapters::sqs::depth(&sqs, &stack.queues.orders_url)
+            .await
+            .unwrap();
+        depth.total() == 0
+    })
+    .await;
+    assert!(drained, "the orders queue did not drain");
+    let written_once = eventually(Duration::from_secs(30), || async {
+        let (_, orders) = client
+            .admin(
+                "GET",
+                &format!("/admin/sales/{id}/orders?buyer=auth0%7Clate"),
+                "",
+            )
+            .await;
+        let sale = admin_sale(&client, &id).await;
+        orders["orders"].as_array().map(Vec::len) == Some(1)
+            && (&sale["sold"], &sale["available"]) == (&json!(2), &json!(3))
+    })
+    .await;
     let (_, orders) = client
         .admin(
             "GET",
@@ -542,9 +577,7 @@ async fn the_dlq_says_why_and_a_redrive_makes_each_order_once() {
             "",
         )
         .await;
-    assert_eq!(orders["orders"].as_array().unwrap().len(), 1, "{orders}");
-    let sale = admin_sale(&client, &id).await;
-    assert_eq!((&sale["sold"], &sale["available"]), (&json!(2), &json!(3)));
+    assert!(written_once, "{orders} {}", admin_sale(&client, &id).await);
     let (_, audit) = client
         .admin("GET", &format!("/admin/sales/{id}/audit"), "")
         .await;
@@ -554,9 +587,12 @@ async fn the_dlq_says_why_and_a_redrive_makes_each_order_once() {
         .iter()
         .filter(|e| e["action"] == "redrive")
         .collect();
-    assert_eq!(redrives.len(), 1, "{audit}");
-    assert_eq!(redrives[0]["actor"], "ops-1");
-    assert_eq!(redrives[0]["after"]["orderIds"], json!([order_id]));
+    // One entry per redrive that moved the order's message.
+    assert_eq!(redrives.len() as u64, 1 + again, "{audit}");
+    for redrive in redrives {
+        assert_eq!(redrive["actor"], "ops-1");
+        assert_eq!(redrive["after"]["orderIds"], json!([order_id]));
+    }
 }
 
 /// `/live`'s funnel: the outcomes per 10-second bucket, summing to the
