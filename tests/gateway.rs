@@ -19,6 +19,23 @@ async fn health_is_public() {
     assert_eq!((status, body["code"].as_str()), (404, Some("NOT_FOUND")));
 }
 
+/// The contract: the public sale view may be served from a cache (a CDN,
+/// the page) for a second, which is what keeps page polls off the API's
+/// quota; `remaining` may lag by that second and no more.
+#[tokio::test]
+async fn the_sale_view_is_cacheable_for_one_second() {
+    let stack = LocalStack::start().await;
+    let (status, headers, body) = stack
+        .request_with_headers("GET", &format!("/sales/{}", stack.demo_sale), &[], "")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        headers.get("cache-control").map(String::as_str),
+        Some("public, max-age=1"),
+        "{headers:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_good_token_buys_from_the_demo_sale() {
     let stack = LocalStack::start().await;

@@ -175,6 +175,24 @@ pub fn json(status: u16, body: &serde_json::Value) -> Response<Body> {
     text(status, body.to_string())
 }
 
+/// How long a cache (a CDN, the page) may serve the public sale view: the
+/// contract lets `remaining` lag by a second, and one second of caching
+/// turns any number of page polls per edge into one request a second.
+pub const SALE_VIEW_MAX_AGE_SECS: u32 = 1;
+
+/// A `200` JSON response any cache may keep for `max_age_secs`.
+pub fn cacheable_json(max_age_secs: u32, body: &serde_json::Value) -> Response<Body> {
+    let mut response = json(200, body);
+    if let Ok(value) =
+        lambda_http::http::HeaderValue::from_str(&format!("public, max-age={max_age_secs}"))
+    {
+        response
+            .headers_mut()
+            .insert(lambda_http::http::header::CACHE_CONTROL, value);
+    }
+    response
+}
+
 /// A response with a JSON body already written.
 fn text(status: u16, body: String) -> Response<Body> {
     let mut response = Response::new(Body::Text(body));

@@ -70,7 +70,7 @@ where
                 .sale_view(&sale_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            Ok(http::json(200, &view))
+            Ok(http::cacheable_json(http::SALE_VIEW_MAX_AGE_SECS, &view))
         }
         "GET /sales/{saleId}/orders" => {
             let caller = http::caller(req)?;
