@@ -421,30 +421,34 @@ impl Metrics {
     }
 
     /// What one live sale has left in Redis, as its own line now (a job's
-    /// figure, once a minute: not the hot path).
+    /// figure, once a minute: not the hot path). A sold-out sale writes no
+    /// percentage: the low-stock alarm (the minimum percentage across
+    /// sales) is about sales still selling, and goes back to OK at the
+    /// sell-out rather than staying on until the end.
     pub fn stock_left(&self, sale_id: &str, left: i64, total: u32) {
         let Some(inner) = &self.0 else { return };
-        let percent = if total == 0 {
-            0.0
-        } else {
-            (left.max(0) as f64 * 100.0 / f64::from(total) * 10.0).round() / 10.0
-        };
-        let line = serde_json::json!({
-            "_aws": {
-                "Timestamp": crate::clock::now_ms(),
-                "CloudWatchMetrics": [{
-                    "Namespace": inner.namespace,
-                    "Dimensions": [["Function"], ["Function", "SaleId"]],
-                    "Metrics": [
-                        {"Name": STOCK_LEFT, "Unit": "Count"},
-                        {"Name": STOCK_LEFT_PERCENT, "Unit": "Percent"},
-                    ],
-                }],
-            },
+        let mut metrics = vec![serde_json::json!({"Name": STOCK_LEFT, "Unit": "Count"})];
+        let mut line = serde_json::json!({
             "Function": inner.function.name(),
             "SaleId": sale_id,
             STOCK_LEFT: left,
-            STOCK_LEFT_PERCENT: percent,
+        });
+        if left > 0 {
+            let percent = if total == 0 {
+                0.0
+            } else {
+                (left as f64 * 100.0 / f64::from(total) * 10.0).round() / 10.0
+            };
+            metrics.push(serde_json::json!({"Name": STOCK_LEFT_PERCENT, "Unit": "Percent"}));
+            line[STOCK_LEFT_PERCENT] = serde_json::json!(percent);
+        }
+        line["_aws"] = serde_json::json!({
+            "Timestamp": crate::clock::now_ms(),
+            "CloudWatchMetrics": [{
+                "Namespace": inner.namespace,
+                "Dimensions": [["Function"], ["Function", "SaleId"]],
+                "Metrics": metrics,
+            }],
         });
         let mut out = line.to_string().into_bytes();
         out.push(b'\n');

@@ -75,7 +75,7 @@ fn assert_emf(line: &Value, namespace: &str, function: &str) {
 fn a_sales_stock_left_is_a_line_per_sale_and_across_sales() {
     let (m, out) = metrics(Function::Prewarm, Flush::EachInvocation);
     m.stock_left("s-1", 7, 70);
-    m.stock_left("s-2", -1, 0);
+    m.stock_left("s-2", 1, 3);
     let lines = out.lines();
     assert_eq!(lines.len(), 2);
     for line in &lines {
@@ -84,11 +84,34 @@ fn a_sales_stock_left_is_a_line_per_sale_and_across_sales() {
     assert_eq!(lines[0]["SaleId"], "s-1");
     assert_eq!(lines[0][STOCK_LEFT], 7);
     assert_eq!(lines[0][STOCK_LEFT_PERCENT], 10.0);
-    assert_eq!(lines[1][STOCK_LEFT_PERCENT], 0.0);
+    assert_eq!(lines[1][STOCK_LEFT_PERCENT], 33.3);
     assert_eq!(
         lines[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
         serde_json::json!([["Function"], ["Function", "SaleId"]])
     );
+}
+
+/// The low-stock alarm is information about a sale still selling: a sold
+/// out one says how much it has left (nothing) but no percentage, so the
+/// alarm (the minimum percentage across sales) goes back to OK at the
+/// sell-out instead of staying on until the sale ends.
+#[test]
+fn a_sold_out_sale_writes_no_stock_left_percentage() {
+    let (m, out) = metrics(Function::Prewarm, Flush::EachInvocation);
+    m.stock_left("sold", 0, 50);
+    m.stock_left("oversold-in-redis", -2, 50);
+    let lines = out.lines();
+    assert_eq!(lines.len(), 2);
+    for (line, left) in lines.iter().zip([0, -2]) {
+        assert_emf(line, "Seckill/test", "prewarm");
+        assert_eq!(line[STOCK_LEFT], left, "{line}");
+        assert!(line.get(STOCK_LEFT_PERCENT).is_none(), "{line}");
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+            serde_json::json!([{"Name": STOCK_LEFT, "Unit": "Count"}]),
+            "{line}"
+        );
+    }
 }
 
 #[test]
