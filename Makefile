@@ -1,5 +1,5 @@
 # The two commands first; everything installs what it needs on first use.
-.PHONY: run test bench fairness chaos nemesis simulate build sam-local deploy pages fmt clean-stack
+.PHONY: run test bench fairness chaos nemesis simulate build sam-local deploy pages plan fmt clean-stack
 
 run:    ## start Redis, the AWS emulator and the API on 127.0.0.1:3000 with a demo sale
 	@bash infra/stack.sh run
@@ -33,6 +33,9 @@ deploy: ## make build, then sam deploy --guided (CONFIG_ENV=production for the p
 
 pages:  ## upload web/ with an AWS config.js to the deployed stack's pages bucket (SALE=<id>; needs the AWS CLI)
 	@bash infra/stack.sh pages
+
+plan:   ## a sale's capacity plan on AWS (requests, concurrency, Redis shards, drain, expiry, quota requests, parameters, cost): the three examples, or one sale with ARGS="--units N --buyers N ..." (no AWS call)
+	@CARGO_TARGET_DIR="$${CARGO_TARGET_DIR:-$$HOME/.cache/seckill/target}" cargo run -q -p seckill-infra --bin seckill-local -- plan $(ARGS)
 
 fmt:
 	cargo fmt --all

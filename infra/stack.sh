@@ -51,11 +51,16 @@ ensure_tools() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
   fi
   ensure_redis
+  # Also when infra/requirements.txt changed since the venv was made: a
+  # venv from before a pin would keep the SAM CLI the pin moved away from.
+  local pins="$ROOT/infra/requirements.txt"
   if [ ! -x "$VENV/bin/moto_server" ] || [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/sam" ] \
-    || [ ! -x "$VENV/bin/cargo-lambda" ] || ! "$VENV/bin/python3" -c 'import ziglang' 2>/dev/null; then
+    || [ ! -x "$VENV/bin/cargo-lambda" ] || ! "$VENV/bin/python3" -c 'import ziglang' 2>/dev/null \
+    || ! cmp -s "$pins" "$VENV/requirements.txt"; then
     say "installing moto[server], cfn-lint, aws-sam-cli, cargo-lambda, ziglang into $VENV (PyPI)"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/infra/requirements.txt"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
+    cp "$pins" "$VENV/requirements.txt"
   fi
 }
 
@@ -339,7 +344,10 @@ cmd_test() {
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   export MOTO_SERVER="$VENV/bin/moto_server"
-  cargo test --workspace -- --skip browser:: --skip sam_local::
+  # A failing test's message, not its backtrace, is what the end of a CI
+  # log shows (RUST_BACKTRACE=1 there pushed it out of view); a test run
+  # alone still prints one when asked.
+  RUST_BACKTRACE=0 cargo test --workspace -- --skip browser:: --skip sam_local::
   # The pages in headless Chromium, timed apart; tests/browser.rs fails
   # (instead of skipping) without Chromium.
   phase browser

@@ -9,6 +9,7 @@
 //! (docs/operations.md) covers every function, as the installed SAM CLI
 //! resolves it.
 
+use seckill_infra::consistency::stack::{self, Stack, scalar};
 use seckill_infra::consistency::{self, Template};
 use seckill_infra::emulator;
 use seckill_infra::invoke::{Function, Handler};
@@ -45,189 +46,7 @@ fn resources<'a>(template: &'a Json, kind: &str) -> Vec<(&'a String, &'a Json)> 
         .collect()
 }
 
-// ------------------------------------------------------------ evaluation
-
-/// One stack as CloudFormation would create it: parameter values (overrides
-/// over defaults) and pseudo parameters, enough to evaluate the intrinsics
-/// that build names and pick zones. `None` is "not known before deploy"
-/// (a resource's `Ref` or `GetAtt`).
-struct Stack<'a> {
-    template: &'a Json,
-    params: BTreeMap<String, Json>,
-    pseudo: BTreeMap<&'static str, String>,
-}
-
-impl<'a> Stack<'a> {
-    fn new(template: &'a Json, overrides: &BTreeMap<String, String>) -> Self {
-        Self::with_pseudo(template, overrides, "seckill", "us-east-1", UUID_A)
-    }
-
-    fn with_pseudo(
-        template: &'a Json,
-        overrides: &BTreeMap<String, String>,
-        stack_name: &str,
-        region: &str,
-        uuid: &str,
-    ) -> Self {
-        let mut params = BTreeMap::new();
-        let declared = template["Parameters"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        for (name, spec) in &declared {
-            let raw = overrides
-                .get(name)
-                .cloned()
-                .or_else(|| spec.get("Default").map(scalar));
-            let Some(raw) = raw else { continue };
-            let value = if spec["Type"] == "CommaDelimitedList" {
-                Json::Array(raw.split(',').map(|s| json!(s.trim())).collect())
-            } else {
-                Json::String(raw)
-            };
-            params.insert(name.clone(), value);
-        }
-        for name in overrides.keys() {
-            assert!(
-                declared.contains_key(name),
-                "override {name} is not a parameter of the template"
-            );
-        }
-        let pseudo = BTreeMap::from([
-            ("AWS::StackName", stack_name.to_owned()),
-            ("AWS::Region", region.to_owned()),
-            (
-                "AWS::StackId",
-                format!("arn:aws:cloudformation:{region}:123456789012:stack/{stack_name}/{uuid}"),
-            ),
-            ("AWS::AccountId", "123456789012".to_owned()),
-            ("AWS::Partition", "aws".to_owned()),
-            ("AWS::URLSuffix", "amazonaws.com".to_owned()),
-        ]);
-        Self {
-            template,
-            params,
-            pseudo,
-        }
-    }
-
-    fn eval(&self, value: &Json) -> Option<Json> {
-        let Some(object) = value.as_object() else {
-            return match value {
-                Json::Array(items) => items.iter().map(|v| self.eval(v)).collect(),
-                other => Some(other.clone()),
-            };
-        };
-        let (function, args) = object.iter().next()?;
-        if object.len() != 1 {
-            return Some(value.clone());
-        }
-        match function.as_str() {
-            "Ref" => {
-                let name = args.as_str()?;
-                self.params
-                    .get(name)
-                    .cloned()
-                    .or_else(|| self.pseudo.get(name).map(|v| json!(v)))
-            }
-            "Fn::Sub" => {
-                let (text, vars) = match args {
-                    Json::String(text) => (text.as_str(), None),
-                    Json::Array(pair) => (pair[0].as_str()?, pair.get(1)),
-                    _ => return None,
-                };
-                let mut out = String::new();
-                let mut rest = text;
-                while let Some(start) = rest.find("${") {
-                    out.push_str(&rest[..start]);
-                    let end = rest[start..].find('}')? + start;
-                    let name = &rest[start + 2..end];
-                    let bound = match vars.and_then(|v| v.get(name)) {
-                        Some(v) => self.eval(v),
-                        None => self.eval(&json!({ "Ref": name })),
-                    };
-                    out.push_str(&scalar(&bound?));
-                    rest = &rest[end + 1..];
-                }
-                out.push_str(rest);
-                Some(json!(out))
-            }
-            "Fn::Join" => {
-                let separator = args[0].as_str()?;
-                let items = self.eval(&args[1])?;
-                let items: Vec<String> = items.as_array()?.iter().map(scalar).collect();
-                Some(json!(items.join(separator)))
-            }
-            "Fn::Select" => {
-                let index: usize = scalar(&self.eval(&args[0])?).parse().ok()?;
-                self.eval(&args[1])?.as_array()?.get(index).cloned()
-            }
-            "Fn::Split" => {
-                let separator = args[0].as_str()?;
-                let text = scalar(&self.eval(&args[1])?);
-                Some(Json::Array(
-                    text.split(separator).map(|s| json!(s)).collect(),
-                ))
-            }
-            "Fn::If" => {
-                let branch = if self.condition(args[0].as_str()?)? {
-                    &args[1]
-                } else {
-                    &args[2]
-                };
-                self.eval(branch)
-            }
-            _ => None,
-        }
-    }
-
-    fn condition(&self, name: &str) -> Option<bool> {
-        self.holds(&self.template["Conditions"][name])
-    }
-
-    fn holds(&self, expr: &Json) -> Option<bool> {
-        let (function, args) = expr.as_object()?.iter().next()?;
-        match function.as_str() {
-            "Fn::Equals" => Some(scalar(&self.eval(&args[0])?) == scalar(&self.eval(&args[1])?)),
-            "Fn::Not" => self.holds(&args[0]).map(|b| !b),
-            "Fn::And" => args
-                .as_array()?
-                .iter()
-                .map(|a| self.holds(a))
-                .collect::<Option<Vec<_>>>()
-                .map(|v| v.iter().all(|b| *b)),
-            "Fn::Or" => args
-                .as_array()?
-                .iter()
-                .map(|a| self.holds(a))
-                .collect::<Option<Vec<_>>>()
-                .map(|v| v.iter().any(|b| *b)),
-            "Condition" => self.condition(args.as_str()?),
-            _ => None,
-        }
-    }
-
-    /// The parameters this stack passes to the nested Redis stack.
-    fn nested_overrides(&self) -> BTreeMap<String, String> {
-        let passed = &self.template["Resources"]["RedisStack"]["Properties"]["Parameters"];
-        passed
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter_map(|(name, value)| Some((name.clone(), scalar(&self.eval(value)?))))
-            .collect()
-    }
-}
-
-fn scalar(value: &Json) -> String {
-    match value {
-        Json::String(s) => s.clone(),
-        Json::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
-    }
-}
-
-const UUID_A: &str = "5f0c7a10-3c2e-11ef-9b1a-0a8e2c4d6f01";
+const UUID_A: &str = stack::DEFAULT_STACK_UUID;
 const UUID_B: &str = "c41d9e22-3c2e-11ef-8f7b-12d4a6b8c0e3";
 
 // ------------------------------------------------------------ samconfig
@@ -362,9 +181,9 @@ fn subnets_choose_zones_by_id() {
     // With each profile's values (passed down as the parent passes them):
     // two distinct zones of the profile's region, neither one Lambda refuses.
     for profile in profiles() {
-        let stack = Stack::new(&parent, &profile.overrides);
+        let stack = Stack::new(&parent, &profile.overrides).unwrap();
         let down = stack.nested_overrides();
-        let redis = Stack::new(&nested, &down);
+        let redis = Stack::new(&nested, &down).unwrap();
         let zones: Vec<String> = resources(&nested, "AWS::EC2::Subnet")
             .into_iter()
             .filter_map(|(id, subnet)| {
@@ -436,8 +255,8 @@ fn automatic_failover_always_has_a_replica() {
                 profile.name
             ));
         }
-        let stack = Stack::new(&parent, &profile.overrides);
-        let redis = Stack::new(&nested, &stack.nested_overrides());
+        let stack = Stack::new(&parent, &profile.overrides).unwrap();
+        let redis = Stack::new(&nested, &stack.nested_overrides()).unwrap();
         check(format!("[{}]", profile.name), &redis, &mut problems);
     }
     for (file, doc, parameter) in [
@@ -449,7 +268,7 @@ fn automatic_failover_always_has_a_replica() {
             .unwrap_or_else(|| panic!("{file} {parameter} has no AllowedValues"));
         for value in allowed {
             let down = BTreeMap::from([("ReplicasPerShard".to_owned(), scalar(value))]);
-            let redis = Stack::new(&nested, &down);
+            let redis = Stack::new(&nested, &down).unwrap();
             check(
                 format!("{file} {parameter} allows {}", scalar(value)),
                 &redis,
@@ -532,7 +351,7 @@ fn cloudfront_names_are_region_qualified_and_fit() {
                 }
             };
             for (region, stack_name, uuid) in stacks {
-                let stack = Stack::with_pseudo(&parent, &none, stack_name, region, uuid);
+                let stack = Stack::with_pseudo(&parent, &none, stack_name, region, uuid).unwrap();
                 let Some(value) = stack.eval(name).map(|v| scalar(&v)) else {
                     report("resolve", format!("{id}: {name} not resolved"));
                     continue;
@@ -604,7 +423,13 @@ fn order_writer(template: &Json) -> &Json {
 
 /// The order-writer's SQS events: (queue logical id, MaximumConcurrency,
 /// MaximumBatchingWindowInSeconds).
-fn sqs_events(function: &Json) -> Vec<(String, Option<u64>, u64)> {
+/// A number as `stack` deploys it (a literal, a parameter, an `Fn::If`);
+/// `None`: not set (`AWS::NoValue`) or not a number.
+fn deployed_number(stack: &Stack, value: &Json) -> Option<u64> {
+    scalar(&stack.eval(value)?).parse().ok()
+}
+
+fn sqs_events(stack: &Stack, function: &Json) -> Vec<(String, Option<u64>, u64)> {
     function["Properties"]["Events"]
         .as_object()
         .unwrap()
@@ -615,7 +440,7 @@ fn sqs_events(function: &Json) -> Vec<(String, Option<u64>, u64)> {
             let queue = p["Queue"]["Fn::GetAtt"][0].as_str().unwrap().to_owned();
             (
                 queue,
-                p["ScalingConfig"]["MaximumConcurrency"].as_u64(),
+                deployed_number(stack, &p["ScalingConfig"]["MaximumConcurrency"]),
                 p["MaximumBatchingWindowInSeconds"].as_u64().unwrap_or(0),
             )
         })
@@ -666,18 +491,52 @@ fn code_contains(dirs: &[&str], needle: &str) -> bool {
 fn order_writer_polls_only_its_queue_with_reserved_concurrency() {
     let parent = template();
     let function = order_writer(&parent);
-    let events = sqs_events(function);
+    let defaults = Stack::new(&parent, &BTreeMap::new()).unwrap();
+    let events = sqs_events(&defaults, function);
     assert_eq!(events.len(), 1, "the order-writer's SQS events: {events:?}");
-    let (queue, max_concurrency, _) = &events[0];
+    let (queue, _, _) = &events[0];
     let mut problems = Vec::new();
 
-    let reserved = function["Properties"]["ReservedConcurrentExecutions"].as_u64();
-    match (reserved, max_concurrency) {
-        (Some(r), Some(m)) if r >= *m => {}
-        (r, m) => problems.push(format!(
-            "ReservedConcurrentExecutions {r:?} < ScalingConfig.MaximumConcurrency {m:?}: \
-             a burst elsewhere in the account throttles the writer"
-        )),
+    // Reserved as many as its pollers in every profile, and with any
+    // writer concurrency; none at all only when the operator says so
+    // (OrderWriterReserved=false, for an account whose quota cannot spare
+    // the reservation).
+    let mut stacks: Vec<(String, BTreeMap<String, String>)> = profiles()
+        .into_iter()
+        .map(|p| (format!("[{}]", p.name), p.overrides))
+        .collect();
+    stacks.push((
+        "OrderWriterConcurrency=40".into(),
+        BTreeMap::from([("OrderWriterConcurrency".into(), "40".into())]),
+    ));
+    for (name, overrides) in &stacks {
+        let stack = Stack::new(&parent, overrides).unwrap();
+        let max = sqs_events(&stack, function)[0].1;
+        let reserved = deployed_number(
+            &stack,
+            &function["Properties"]["ReservedConcurrentExecutions"],
+        );
+        match (reserved, max) {
+            (Some(r), Some(m)) if r == m => {}
+            (r, m) => problems.push(format!(
+                "{name}: ReservedConcurrentExecutions {r:?} is not ScalingConfig.MaximumConcurrency \
+                 {m:?}: below it a burst elsewhere in the account throttles the writer"
+            )),
+        }
+    }
+    let unreserved = Stack::new(
+        &parent,
+        &BTreeMap::from([("OrderWriterReserved".into(), "false".into())]),
+    )
+    .unwrap();
+    let reserved = deployed_number(
+        &unreserved,
+        &function["Properties"]["ReservedConcurrentExecutions"],
+    );
+    if reserved.is_some() || sqs_events(&unreserved, function)[0].1 != Some(5) {
+        problems.push(format!(
+            "OrderWriterReserved=false: reserved {reserved:?} (none expected), pollers still capped"
+        ));
     }
 
     // A role SAM generates for a function with an SQS event gets the
@@ -803,7 +662,9 @@ fn visibility_timeout_follows_the_rule() {
             .as_u64()
             .or(global_timeout)
             .unwrap_or(3);
-        for (queue, _, window) in sqs_events(function) {
+        for (queue, _, window) in
+            sqs_events(&Stack::new(&parent, &BTreeMap::new()).unwrap(), function)
+        {
             checked += 1;
             let visibility = parent["Resources"][&queue]["Properties"]["VisibilityTimeout"]
                 .as_u64()
@@ -954,7 +815,8 @@ fn the_sam_local_env_file_covers_every_function() {
                 .to_owned(),
         );
     }
-    let sam_local = Stack::with_pseudo(&parent, &BTreeMap::new(), "local", "us-east-1", UUID_A);
+    let sam_local =
+        Stack::with_pseudo(&parent, &BTreeMap::new(), "local", "us-east-1", UUID_A).unwrap();
     let functions = Template::from_json(&parent).unwrap().functions;
     for (id, function) in &functions {
         let mut env = BTreeMap::new();
@@ -1140,4 +1002,381 @@ fn the_walkthrough_is_portable() {
         (100_000..=121_000).contains(&ahead),
         "utc_in 120 is {ahead} ms ahead"
     );
+}
+
+// ------------------------------------------------------------ 30. a big sale
+
+/// Each `MetricStat` of an alarm as `(MetricName, {dimension: value})`,
+/// values as written (long-form intrinsics).
+fn alarm_metrics(alarm: &Json) -> Vec<(String, BTreeMap<String, Json>)> {
+    let props = &alarm["Properties"];
+    let single = props["MetricName"].as_str().map(|name| {
+        let dims = as_list(&props["Dimensions"])
+            .iter()
+            .map(|d| (d["Name"].as_str().unwrap().to_owned(), d["Value"].clone()))
+            .collect();
+        (name.to_owned(), dims)
+    });
+    as_list(&props["Metrics"])
+        .iter()
+        .filter_map(|m| {
+            let metric = &m["MetricStat"]["Metric"];
+            let dims = as_list(&metric["Dimensions"])
+                .iter()
+                .map(|d| (d["Name"].as_str().unwrap().to_owned(), d["Value"].clone()))
+                .collect();
+            Some((metric["MetricName"].as_str()?.to_owned(), dims))
+        })
+        .chain(single)
+        .collect()
+}
+
+fn watches(alarm: &Json, metric: &str, dims: &[(&str, Json)]) -> bool {
+    let wanted: BTreeMap<String, Json> = dims
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    alarm_metrics(alarm)
+        .iter()
+        .any(|(name, d)| name == metric && *d == wanted)
+}
+
+/// The alarms a big sale needs (issue 30), each watching every part it
+/// names, each notifying, and each with its runbook row in
+/// docs/operations.md "Alarms" (as does every other alarm of the template).
+#[test]
+fn the_alarms_that_matter_watch_every_table_index_and_api_function() {
+    let parent = template();
+    let r = &parent["Resources"];
+    let mut problems = Vec::new();
+    let mut need = |ok: bool, what: String| {
+        if !ok {
+            problems.push(what);
+        }
+    };
+    // DynamoDB: every table's and every index's throttles, every table's
+    // transaction conflicts.
+    for (table, spec) in resources(&parent, "AWS::DynamoDB::Table") {
+        let name = json!({ "Ref": table });
+        for metric in ["WriteThrottleEvents", "ReadThrottleEvents"] {
+            need(
+                watches(
+                    &r["DynamoDbThrottlesAlarm"],
+                    metric,
+                    &[("TableName", name.clone())],
+                ),
+                format!("DynamoDbThrottlesAlarm does not watch {metric} of {table}"),
+            );
+        }
+        for index in as_list(&spec["Properties"]["GlobalSecondaryIndexes"]) {
+            let index = index["IndexName"].clone();
+            need(
+                watches(
+                    &r["DynamoDbThrottlesAlarm"],
+                    "WriteThrottleEvents",
+                    &[
+                        ("TableName", name.clone()),
+                        ("GlobalSecondaryIndexName", index.clone()),
+                    ],
+                ),
+                format!("DynamoDbThrottlesAlarm does not watch {table}'s index {index}"),
+            );
+        }
+        need(
+            watches(
+                &r["DynamoDbTransactionConflictsAlarm"],
+                "TransactionConflict",
+                &[("TableName", name.clone())],
+            ),
+            format!("DynamoDbTransactionConflictsAlarm does not watch {table}"),
+        );
+    }
+    // Lambda: every function the API invokes is watched for throttles (the
+    // order-writer by its own alarm), and the account's claimed concurrency.
+    for (id, function) in resources(&parent, "AWS::Serverless::Function") {
+        let events = function["Properties"]["Events"].as_object();
+        let behind_api = events.is_some_and(|e| e.values().any(|e| e["Type"] == "HttpApi"));
+        let alarm = if id == "OrderWriterFunction" {
+            "OrderWriterThrottlesAlarm"
+        } else if behind_api {
+            "FunctionThrottlesAlarm"
+        } else {
+            continue;
+        };
+        need(
+            watches(
+                &r[alarm],
+                "Throttles",
+                &[("FunctionName", json!({ "Ref": id }))],
+            ),
+            format!("{alarm} does not watch {id}'s Throttles"),
+        );
+    }
+    need(
+        watches(
+            &r["AccountConcurrencyAlarm"],
+            "ClaimedAccountConcurrency",
+            &[],
+        ),
+        "AccountConcurrencyAlarm does not watch ClaimedAccountConcurrency".into(),
+    );
+    // The API: 5xx of every route, and API Gateway's own 429s, counted from
+    // the access log by a filter on the fields the log format writes.
+    let api = [
+        ("ApiId", json!({"Ref": "HttpApi"})),
+        ("Stage", json!("$default")),
+    ];
+    for (alarm, metric) in [("Api5xxRateAlarm", "5xx"), ("Api5xxRateAlarm", "Count")] {
+        need(
+            watches(&r[alarm], metric, &api),
+            format!("{alarm} does not watch the API's {metric}"),
+        );
+    }
+    let filter = &r["ApiThrottledMetricFilter"]["Properties"];
+    let format = r["HttpApi"]["Properties"]["AccessLogSettings"]["Format"]
+        .as_str()
+        .unwrap()
+        .replace(char::is_whitespace, "");
+    need(
+        filter["LogGroupName"] == json!({"Ref": "HttpApiAccessLogs"})
+            && r["HttpApi"]["Properties"]["AccessLogSettings"]["DestinationArn"]
+                == json!({"Fn::GetAtt": ["HttpApiAccessLogs", "Arn"]}),
+        "ApiThrottledMetricFilter does not read the API's access log".into(),
+    );
+    let pattern = filter["FilterPattern"].as_str().unwrap_or_default();
+    need(
+        pattern.contains(r#"$.status = "429""#)
+            && pattern.contains(r#"$.integrationLatencyMs = "-""#)
+            && format.contains(r#""status":"$context.status""#)
+            && format.contains(r#""integrationLatencyMs":"$context.integrationLatency""#),
+        format!("the 429 filter {pattern} does not match the access log's fields {format}"),
+    );
+    let transform = &filter["MetricTransformations"][0];
+    need(
+        watches(&r["ApiThrottledRateAlarm"], "ApiThrottled", &[])
+            && watches(&r["ApiThrottledRateAlarm"], "Count", &api)
+            && alarm_namespaces(&r["ApiThrottledRateAlarm"])
+                .contains(&transform["MetricNamespace"]),
+        "ApiThrottledRateAlarm does not read what the filter writes".into(),
+    );
+    // The queue's age, the DLQ's depth.
+    need(
+        r["OrdersQueueAgeAlarm"]["Properties"]["MetricName"] == "ApproximateAgeOfOldestMessage",
+        "OrdersQueueAgeAlarm".into(),
+    );
+    need(
+        r["OrdersDlqNotEmptyAlarm"]["Type"] == "AWS::CloudWatch::Alarm",
+        "OrdersDlqNotEmptyAlarm".into(),
+    );
+    // Every alarm notifies and has its runbook row.
+    let runbook = read("docs/operations.md");
+    let runbook = runbook
+        .split("\n## Alarms\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_default()
+        .to_owned();
+    for (id, alarm) in resources(&parent, "AWS::CloudWatch::Alarm") {
+        need(
+            runbook.contains(&format!("| `{id}`")),
+            format!("{id} has no row in docs/operations.md \"Alarms\""),
+        );
+        need(
+            alarm["Properties"]["AlarmActions"].is_object()
+                && alarm["Properties"]["OKActions"].is_object(),
+            format!("{id} notifies nobody"),
+        );
+    }
+    assert!(problems.is_empty(), "alarms:\n  {}", problems.join("\n  "));
+}
+
+fn alarm_namespaces(alarm: &Json) -> Vec<Json> {
+    as_list(&alarm["Properties"]["Metrics"])
+        .iter()
+        .map(|m| m["MetricStat"]["Metric"]["Namespace"].clone())
+        .collect()
+}
+
+/// What a big sale switches on is off by default and off when asked, so
+/// the template deploys in a new account (no reserved concurrency, no
+/// provisioned concurrency, no warm throughput) and deploys them as the
+/// plan says when set.
+#[test]
+fn a_big_sales_settings_are_parameters_that_can_be_off() {
+    let parent = template();
+    let r = &parent["Resources"];
+    let purchase = &r["PurchaseFunction"]["Properties"];
+    let orders = &r["OrdersTable"]["Properties"];
+    let warm = |stack: &Stack| -> Vec<Option<u64>> {
+        std::iter::once(&orders["WarmThroughput"])
+            .chain(
+                orders["GlobalSecondaryIndexes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| &i["WarmThroughput"]),
+            )
+            .map(|w| {
+                let w = stack.eval(w)?;
+                deployed_number(stack, &w["WriteUnitsPerSecond"])
+            })
+            .collect()
+    };
+    let defaults = Stack::new(&parent, &BTreeMap::new()).unwrap();
+    assert_eq!(purchase["AutoPublishAlias"], "live");
+    assert_eq!(
+        defaults.eval(&purchase["ProvisionedConcurrencyConfig"]),
+        None
+    );
+    assert!(
+        warm(&defaults).iter().all(Option::is_none),
+        "{:?}",
+        warm(&defaults)
+    );
+
+    let big = Stack::new(
+        &parent,
+        &BTreeMap::from([
+            ("PurchaseProvisionedConcurrency".into(), "300".into()),
+            ("OrdersTableWarmWriteUnitsPerSecond".into(), "20000".into()),
+        ]),
+    )
+    .unwrap();
+    let provisioned = big.eval(&purchase["ProvisionedConcurrencyConfig"]).unwrap();
+    assert_eq!(
+        deployed_number(&big, &provisioned["ProvisionedConcurrentExecutions"]),
+        Some(300)
+    );
+    // The table and each of its indexes: every order writes them all.
+    assert_eq!(warm(&big), vec![Some(20_000); 4]);
+    // Lambda refuses a provisioned concurrency of 0 and DynamoDB a warm
+    // throughput of 0: 0 must mean "leave it out", never a value sent.
+    for name in [
+        "PurchaseProvisionedConcurrency",
+        "OrdersTableWarmWriteUnitsPerSecond",
+    ] {
+        assert_eq!(parent["Parameters"][name]["Default"], 0, "{name}");
+    }
+}
+
+/// The polling routes have a ceiling of their own below the stage's, on
+/// routes the template has, so polls cannot take the purchases' share.
+#[test]
+fn polling_routes_are_throttled_apart_from_the_purchase() {
+    let parent = template();
+    let api = &parent["Resources"]["HttpApi"]["Properties"];
+    let routes: BTreeSet<String> = Template::from_json(&parent)
+        .unwrap()
+        .functions
+        .values()
+        .flat_map(|f| f.triggers.iter().filter_map(|t| t.route_key()))
+        .collect();
+    let settings = api["RouteSettings"].as_object().unwrap();
+    let polls: BTreeSet<&str> = settings.keys().map(String::as_str).collect();
+    assert_eq!(
+        polls,
+        BTreeSet::from([
+            "GET /sales/{saleId}",
+            "GET /sales/{saleId}/orders",
+            "GET /orders/{orderId}"
+        ])
+    );
+    assert!(!polls.contains("POST /sales/{saleId}/purchase"));
+    for profile in profiles() {
+        let stack = Stack::new(&parent, &profile.overrides).unwrap();
+        let stage = deployed_number(&stack, &api["DefaultRouteSettings"]["ThrottlingRateLimit"]);
+        for (route, s) in settings {
+            assert!(
+                routes.contains(route),
+                "{route} is not a route of the template"
+            );
+            let rate = deployed_number(&stack, &s["ThrottlingRateLimit"]);
+            assert!(
+                rate.is_some() && rate < stage,
+                "[{}] {route}: {rate:?} against the stage's {stage:?}",
+                profile.name
+            );
+            assert_eq!(s["DetailedMetricsEnabled"], true, "{route}");
+        }
+    }
+}
+
+/// `sam deploy` is given the capabilities the template needs (roles; a
+/// transform with a nested stack), and `make build` runs on the SAM CLI
+/// the project pins, exactly (its Rust builder must honour the shared
+/// target directory): the one these tests run.
+#[test]
+fn deploys_get_their_capabilities_and_the_sam_cli_is_the_pinned_one() {
+    let samconfig = read("samconfig.toml");
+    let capabilities: Vec<&str> = samconfig
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("capabilities = "))
+        .collect();
+    assert_eq!(capabilities.len(), profiles().len(), "{capabilities:?}");
+    for line in capabilities {
+        let given: BTreeSet<&str> = line.trim_matches('"').split_whitespace().collect();
+        assert_eq!(
+            given,
+            BTreeSet::from(["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"]),
+            "{line}"
+        );
+    }
+    let requirements = read("infra/requirements.txt");
+    let pin = requirements
+        .lines()
+        .find_map(|l| l.strip_prefix("aws-sam-cli"))
+        .unwrap();
+    let version = pin
+        .strip_prefix("==")
+        .unwrap_or_else(|| panic!("aws-sam-cli{pin}: not an exact pin"));
+    let out = Command::new(sam_cli()).arg("--version").output().unwrap();
+    let installed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        installed.trim().ends_with(&format!("version {version}")),
+        "pinned {version}, installed: {installed}"
+    );
+}
+
+/// `make plan`'s `--parameter-overrides` deploy as they read: every name is
+/// a parameter of the template and every value one the parameter takes,
+/// for each example sale; where a value is beyond what the template
+/// allows (more Redis masters than the stack creates), the plan says so.
+#[test]
+fn the_plans_overrides_are_values_the_template_takes() {
+    use seckill_infra::plan::{PlanInput, plan};
+    let parent = template();
+    for input in [
+        PlanInput::scarce(),
+        PlanInput::plenty(),
+        PlanInput::lottery(),
+    ] {
+        let p = plan(&input).unwrap();
+        let overrides: BTreeMap<String, String> = p
+            .overrides
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        Stack::new(&parent, &overrides).unwrap_or_else(|e| panic!("{}: {e}", input.name));
+        for (name, value) in &overrides {
+            let spec = &parent["Parameters"][name];
+            let allowed = as_list(&spec["AllowedValues"]);
+            let number: Option<f64> = value.parse().ok();
+            let within = (allowed.is_empty() || allowed.iter().any(|a| scalar(a) == *value))
+                && spec["MinValue"]
+                    .as_f64()
+                    .is_none_or(|min| number.is_some_and(|n| n >= min))
+                && spec["MaxValue"]
+                    .as_f64()
+                    .is_none_or(|max| number.is_some_and(|n| n <= max));
+            if !within {
+                assert!(
+                    p.notes
+                        .iter()
+                        .any(|n| n.contains(&format!("{name}={value}"))),
+                    "{}: {name}={value} is outside the parameter ({spec}) and the plan does not say so",
+                    input.name
+                );
+            }
+        }
+    }
 }

@@ -26,6 +26,8 @@
 //!   throttles, lagging counts, duplicates; writes applied one at a time).
 //! - [`sign_payment`]: `seckill-local sign-payment`, a signed payment
 //!   callback for an order as a `curl` command.
+//! - [`plan`]: `seckill-local plan` (`make plan`), a sale's capacity plan
+//!   on AWS: quotas, parameters, Redis shards, the drain and its cost.
 //! - [`invoke`]: one event through one function's own loader, wiring and
 //!   handler (`seckill-local invoke`).
 //! - [`iam`]: the AWS calls each function made (the emulator's recording)
@@ -54,6 +56,7 @@ pub mod lambda_limits;
 pub mod loadgen;
 pub mod local;
 pub mod pages;
+pub mod plan;
 pub mod runtime_api;
 pub mod sign_payment;
 pub mod strict;

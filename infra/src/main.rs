@@ -12,9 +12,10 @@
 //! seckill-local strict --upstream URL [--listen ADDR]
 //! seckill-local forward LISTEN=TARGET...  # e.g. 172.17.0.1:6379=127.0.0.1:6379, for sam local
 //! seckill-local jwt-authorizer   # as a Lambda function's bootstrap, for sam local start-api
+//! seckill-local plan [--example NAME | --units N --buyers N ...]  # a sale's capacity plan on AWS
 //! ```
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use seckill_infra::invoke::{self, Function};
 use seckill_infra::local::{self, LocalSettings};
 use seckill_infra::token::TokenSettings;
@@ -122,6 +123,12 @@ enum Command {
         #[arg(required = true, value_parser = seckill_infra::forward::Route::parse, value_name = "LISTEN=TARGET")]
         routes: Vec<seckill_infra::forward::Route>,
     },
+    /// Print a sale's capacity plan on AWS: requests, concurrency, Redis
+    /// shards, DynamoDB throughput, drain and expiry times against the
+    /// account's defaults, the quota requests, the `sam deploy` parameters
+    /// and the cost of the sale's hour. Without flags: the three examples
+    /// (docs/operations.md, "Capacity plan").
+    Plan(seckill_infra::plan::PlanArgs),
 }
 
 fn function(name: &str) -> Result<Function, String> {
@@ -143,7 +150,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     seckill_shared::observe::telemetry::init();
     // The functions' EMF lines on stdout, with the logs: `up` serves many
     // invocations at once and writes them aggregated every second; `invoke`
@@ -179,6 +187,16 @@ async fn main() -> ExitCode {
         Command::Strict { upstream, listen } => strict(&listen, &upstream).await,
         Command::JwtAuthorizer => seckill_infra::jwt_authorizer::serve().await,
         Command::Forward { routes } => seckill_infra::forward::serve(&routes).await,
+        Command::Plan(args) => {
+            // Which flags were typed: none prints the three examples.
+            let given = matches
+                .subcommand_matches("plan")
+                .map(seckill_infra::plan::flags_given)
+                .unwrap_or_default();
+            seckill_infra::plan::render(&args, &given)
+                .map(|text| print!("{text}"))
+                .map_err(|e| e.to_string())
+        }
         Command::BackfillOrderBuckets { orders_table } => {
             seckill_infra::backfill::backfill(&orders_table)
                 .await

@@ -37,6 +37,7 @@ mod checks;
 mod code;
 mod events;
 mod mismatch;
+pub mod stack;
 mod template;
 
 pub use code::{

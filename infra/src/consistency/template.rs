@@ -21,7 +21,8 @@ pub struct TemplateFunction {
     pub triggers: Vec<Trigger>,
     /// `Timeout` in seconds (the function's, else `Globals.Function`'s).
     pub timeout_secs: Option<u64>,
-    /// `ReservedConcurrentExecutions`, when set as a number.
+    /// `ReservedConcurrentExecutions` as deployed with the parameters'
+    /// defaults (a parameter, an `Fn::If` that may drop it); `None`: unset.
     pub reserved_concurrency: Option<u64>,
 }
 
@@ -99,6 +100,9 @@ impl Template {
         let default_http_auth = template
             .pointer("/Globals/HttpApi/Auth/DefaultAuthorizer")
             .is_some();
+        // The stack as deployed with every parameter at its default.
+        let no_overrides = BTreeMap::new();
+        let defaults = super::stack::Stack::new(template, &no_overrides).ok();
         let mut functions = BTreeMap::new();
         for (id, resource) in resources {
             if resource.get("Type").and_then(Json::as_str) != Some("AWS::Serverless::Function") {
@@ -133,7 +137,12 @@ impl Template {
                         .or(global_timeout),
                     reserved_concurrency: props
                         .and_then(|p| p.get("ReservedConcurrentExecutions"))
-                        .and_then(Json::as_u64),
+                        .and_then(|v| defaults.as_ref()?.eval(v))
+                        .and_then(|v| match v {
+                            Json::Number(n) => n.as_u64(),
+                            Json::String(s) => s.parse().ok(),
+                            _ => None,
+                        }),
                 },
             );
         }
