@@ -733,6 +733,25 @@ impl Plan {
 }
 
 /// Works out the plan (`docs/operations.md`, "Capacity plan").
+/// The drain: `orders` accepted over `accept_secs` and written by
+/// `writers`, each writing `batch` orders per invocation of `batch_ms`,
+/// busy while messages wait: seconds from the first acceptance to the last
+/// write, the batching window included. `make bench` checks it against a
+/// drain it measures (its batch size and duration fed in).
+pub fn drain_model(orders: f64, accept_secs: f64, writers: f64, batch: f64, batch_ms: f64) -> f64 {
+    let rate = writers * batch / (batch_ms / 1_000.0);
+    accept_secs.max(orders / rate) + BATCHING_WINDOW_SECS
+}
+
+/// Orders release-unpaid expires in one run of `run_secs`: chunks of
+/// [`RELEASE_CHUNK`], each a query of every bucket (`query_secs`) then its
+/// orders one after the other (`expire_secs` each). `make bench` checks it
+/// against a run it measures (its query and expiry times fed in).
+pub fn expiry_model(run_secs: f64, query_secs: f64, expire_secs: f64) -> f64 {
+    let chunk_secs = query_secs + RELEASE_CHUNK * expire_secs;
+    (run_secs / chunk_secs).floor().max(1.0) * RELEASE_CHUNK
+}
+
 pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     input.validate()?;
     let node = input.node()?;
@@ -797,7 +816,13 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         .min(partition_writers)
         .clamp(WRITERS_MIN, WRITERS_MAX);
     let drain_rate = writers as f64 * per_writer;
-    let drain_secs = accept_secs.max(orders / drain_rate) + BATCHING_WINDOW_SECS;
+    let drain_secs = drain_model(
+        orders,
+        accept_secs,
+        writers as f64,
+        BATCH_SIZE,
+        input.writer_batch_ms,
+    );
     // Buyers holding a QUEUED order at the peak: what is accepted and not
     // yet drained, and at least one poll interval's worth of acceptances.
     let peak_queued =
@@ -921,9 +946,12 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let unpaid = (orders * (1.0 - input.paid_fraction)).round();
     let query_round_secs =
         (f64::from(SALE_BUCKETS) / MAX_IN_FLIGHT as f64).ceil() * DYNAMO_QUERY_MS / 1_000.0;
-    let chunk_run_secs = query_round_secs + RELEASE_CHUNK * input.release_order_ms / 1_000.0;
-    let chunks_per_run = (RELEASE_RUN_SECS / chunk_run_secs).floor().max(1.0);
-    let per_run = chunks_per_run * RELEASE_CHUNK;
+    let per_run = expiry_model(
+        RELEASE_RUN_SECS,
+        query_round_secs,
+        input.release_order_ms / 1_000.0,
+    );
+    let chunks_per_run = per_run / RELEASE_CHUNK;
     let runs = (unpaid / per_run).ceil();
     // Each run starts on the minute; the orders fall due over the drain.
     let expiry_secs = if unpaid > 0.0 {

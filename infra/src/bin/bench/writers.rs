@@ -55,6 +55,13 @@ const POLL: Duration = Duration::from_millis(200);
 /// sale item any larger (each order transaction pays per KB of it).
 const ADMIN_HISTORY: u32 = 300;
 const REPORTS: u32 = 10;
+/// release-unpaid's run in the expiry check: a few dozen chunks here, as a
+/// minute's run is on AWS.
+const EXPIRY_RUN: Duration = Duration::from_secs(20);
+/// The template's `BatchSize` of the order-writer's SQS event.
+const BATCH_SIZE: u32 = 10;
+/// Single expiries timed for the check's model input.
+const EXPIRY_SAMPLE: usize = 10;
 
 /// Where a run's writers send their calls.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,6 +118,41 @@ struct WritersRow {
     sale_item_bytes: usize,
     write_requests: u64,
     counts: EventSourceCounts,
+    /// Mean records and milliseconds per writer invocation.
+    batches: Option<(f64, f64)>,
+    /// From the first send to the write of the last order that was not
+    /// reported failed once (a record reported failed comes back only
+    /// after the visibility timeout, which the drain model leaves out),
+    /// and how many were.
+    bulk: Option<(Duration, u64)>,
+    /// `make plan`'s expiry model against a release-unpaid run over the
+    /// drained orders (the strict row only).
+    expiry: Option<ExpiryCheck>,
+}
+
+/// release-unpaid over the drained orders, all past their payment window,
+/// for [`EXPIRY_RUN`], next to what `make plan`'s model says of a run that
+/// long, fed this run's own query and expiry times.
+struct ExpiryCheck {
+    run: Duration,
+    query_ms: f64,
+    expire_ms: f64,
+    predicted: f64,
+    expired: usize,
+}
+
+impl WritersRow {
+    /// `make plan`'s drain model fed this run's writers, batches and sends.
+    fn drain_model_secs(&self) -> Option<f64> {
+        let (batch, batch_ms) = self.batches?;
+        Some(seckill_infra::plan::drain_model(
+            f64::from(self.orders),
+            self.push.as_secs_f64(),
+            TEMPLATE_WRITERS as f64,
+            batch,
+            batch_ms,
+        ))
+    }
 }
 
 impl WritersRow {
@@ -287,15 +329,22 @@ async fn run(
     let target_n = i64::from(env.orders);
     let left = depth(queues.orders_url.clone()).await?;
     let dlq = depth(queues.dlq_url.clone()).await?;
-    drop(layer);
+    let (latencies_ms, last_written_ms) = written.latencies();
+    // Read before the expiry check changes them.
     let statuses = statuses(&direct_db, &orders_table).await?;
     let sale_item = sale_item(&direct_db, &sales_table, &sale).await?;
+    let expiry = match target {
+        Target::Strict if left == 0 => {
+            Some(expiry_check(&db, env.redis_url, &sales_table, &orders_table, &sale).await?)
+        }
+        _ => None,
+    };
+    drop(layer);
     let number = |name: &str| match sale_item.get(name) {
         Some(AttributeValue::N(n)) => n.parse::<i64>().unwrap_or(-1),
         _ => -1,
     };
     let (available, sold) = (number("available"), number("sold"));
-    let (latencies_ms, last_written_ms) = written.latencies();
     let row = WritersRow {
         target,
         orders: env.orders,
@@ -319,6 +368,21 @@ async fn run(
             .write_requests
             .load(Ordering::Relaxed),
         counts,
+        batches: written.1.means(),
+        bulk: {
+            // Records back only after the visibility timeout: those
+            // reported failed, and at most a batch's worth per batch that
+            // errored or timed out whole.
+            let late = counts.records_failed
+                + u64::from(BATCH_SIZE) * (counts.batch_errors + counts.timed_out);
+            let late_n = usize::try_from(late).unwrap_or(usize::MAX);
+            written
+                .done_in_order()
+                .get((env.orders as usize).saturating_sub(late_n.saturating_add(1)))
+                .and_then(|last| u64::try_from(last - first_send_ms).ok())
+                .map(|ms| (Duration::from_millis(ms), late))
+        },
+        expiry,
     };
     let last_error = last_error.map_or_else(String::new, |e| format!("; last poll error: {e}"));
     if left != 0 {
@@ -355,6 +419,58 @@ async fn run(
         ));
     }
     Ok(row)
+}
+
+/// release-unpaid, through `db` (the strict layer), over the drained
+/// orders of `sale`, all past their payment window at the job's clock:
+/// first the model's inputs measured (one query of every bucket, single
+/// expiries), then one run of [`EXPIRY_RUN`] counted.
+async fn expiry_check(
+    db: &aws_sdk_dynamodb::Client,
+    redis_url: &str,
+    sales_table: &str,
+    orders_table: &str,
+    sale: &Sale,
+) -> Result<ExpiryCheck, BoxError> {
+    use seckill_shared::app::jobs::Jobs;
+    use seckill_shared::app::release::release;
+    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
+    let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
+    // Past the sale's payment window, so every written order is due, and
+    // within the hours after its end in which the job still looks.
+    let window_ms = i64::from(sale.payment_window_seconds) * 1_000;
+    let now = clock::now_ms() + window_ms + 60_000;
+    let began = Instant::now();
+    let due = orders.due_unpaid(&sale.sale_id, now, 25).await?;
+    let query_ms = began.elapsed().as_secs_f64() * 1_000.0;
+    let mut spent = Vec::new();
+    for order_id in due.iter().take(EXPIRY_SAMPLE) {
+        let began = Instant::now();
+        release(&orders, &stock, order_id, now).await?;
+        spent.push(began.elapsed().as_secs_f64() * 1_000.0);
+    }
+    let expire_ms = spent.iter().sum::<f64>() / spent.len().max(1) as f64;
+    let jobs = Jobs::<seckill_shared::adapters::sqs::SqsInspector, _, _, _>::new(
+        stock,
+        DynamoCatalog::new(db.clone(), sales_table),
+        orders,
+        None,
+        Duration::from_secs(600),
+    );
+    let report = jobs
+        .release_unpaid(now, Instant::now() + EXPIRY_RUN)
+        .await?;
+    Ok(ExpiryCheck {
+        run: EXPIRY_RUN,
+        query_ms,
+        expire_ms,
+        predicted: seckill_infra::plan::expiry_model(
+            EXPIRY_RUN.as_secs_f64(),
+            query_ms / 1_000.0,
+            expire_ms / 1_000.0,
+        ),
+        expired: report.expired,
+    })
 }
 
 /// `count` order messages of `sale`, one unit each for distinct users,
@@ -403,9 +519,37 @@ async fn push(
 /// When each order was first written: per order id, `reservedAt` and the
 /// end of the invocation that wrote it.
 #[derive(Clone, Default)]
-struct Written(Arc<Mutex<HashMap<String, (i64, i64)>>>);
+struct Written(Arc<Mutex<HashMap<String, (i64, i64)>>>, Invocations);
+
+/// Each writer invocation: its records and how long it took, in ms.
+#[derive(Clone, Default)]
+struct Invocations(Arc<Mutex<Vec<(usize, f64)>>>);
+
+impl Invocations {
+    /// Mean records per invocation and mean milliseconds per invocation.
+    fn means(&self) -> Option<(f64, f64)> {
+        let seen = self.0.lock().ok()?;
+        let n = seen.len() as f64;
+        (n > 0.0).then(|| {
+            (
+                seen.iter().map(|(r, _)| *r as f64).sum::<f64>() / n,
+                seen.iter().map(|(_, ms)| *ms).sum::<f64>() / n,
+            )
+        })
+    }
+}
 
 impl Written {
+    /// When each order was first written, earliest first.
+    fn done_in_order(&self) -> Vec<i64> {
+        let Ok(seen) = self.0.lock() else {
+            return Vec::new();
+        };
+        let mut done: Vec<i64> = seen.values().map(|(_, done)| *done).collect();
+        done.sort_unstable();
+        done
+    }
+
     /// The latencies, sorted, and the last write's time.
     fn latencies(&self) -> (Vec<i64>, Option<i64>) {
         let Ok(seen) = self.0.lock() else {
@@ -436,7 +580,11 @@ fn timed(
                 .iter()
                 .filter_map(|r| Some((r.message_id.clone()?, r.body.clone()?)))
                 .collect();
+            let began = Instant::now();
             let answer = handler(event).await;
+            if let Ok(mut invocations) = written.1.0.lock() {
+                invocations.push((records.len(), began.elapsed().as_secs_f64() * 1_000.0));
+            }
             if let Ok(response) = &answer {
                 let done = clock::now_ms();
                 let failed: HashSet<&str> = response
@@ -651,6 +799,42 @@ fn print(rows: &[WritersRow]) {
     println!(
         "Through the strict layer every order is written, none in the DLQ and none REJECTED (the run fails otherwise): contention must cost time, never an order. The emulator alone may lose writes (its concurrent transactions are not isolated); what it lost is printed below the table."
     );
+    println!(
+        "make plan's models (docs/operations.md \"Capacity plan\"), fed what each run measured, next to what it did:"
+    );
+    for row in rows {
+        if let (Some(model), Some(wall), Some((batch, batch_ms)), Some((bulk, retried))) =
+            (row.drain_model_secs(), row.wall, row.batches, row.bulk)
+        {
+            let bulk = bulk.as_secs_f64();
+            let late = if retried > 0 {
+                format!(
+                    " (the at most {retried} records that came back after a failure were written {:.1} s from the first send, after the {VISIBILITY_SECS} s visibility timeout the model leaves out)",
+                    wall.as_secs_f64()
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "  {}: drain {model:.1} s predicted ({TEMPLATE_WRITERS} writers x {batch:.1} orders per {batch_ms:.0} ms invocation, sends over {:.1} s, +1 s window), {bulk:.1} s measured: {:.2}x{late}",
+                row.target.label(),
+                row.push.as_secs_f64(),
+                bulk / model,
+            );
+        }
+        if let Some(e) = &row.expiry {
+            println!(
+                "  {}: release-unpaid in {} s: {:.0} expired predicted (chunks of 25: one query of every bucket {:.0} ms, then {:.1} ms an expiry), {} measured: {:.2}x",
+                row.target.label(),
+                e.run.as_secs(),
+                e.predicted,
+                e.query_ms,
+                e.expire_ms,
+                e.expired,
+                e.expired as f64 / e.predicted
+            );
+        }
+    }
     for row in rows {
         println!(
             "  {}: sent in {:.1} s; drained in {}; statuses {:?}; sale item available={} sold={}; event source: {}",
