@@ -1222,12 +1222,15 @@ fn a_big_sales_settings_are_parameters_that_can_be_off() {
             })
             .collect()
     };
+    let orders_api = &r["OrdersApiFunction"]["Properties"];
     let defaults = Stack::new(&parent, &BTreeMap::new()).unwrap();
-    assert_eq!(purchase["AutoPublishAlias"], "live");
-    assert_eq!(
-        defaults.eval(&purchase["ProvisionedConcurrencyConfig"]),
-        None
-    );
+    for function in [purchase, orders_api] {
+        assert_eq!(function["AutoPublishAlias"], "live");
+        assert_eq!(
+            defaults.eval(&function["ProvisionedConcurrencyConfig"]),
+            None
+        );
+    }
     assert!(
         warm(&defaults).iter().all(Option::is_none),
         "{:?}",
@@ -1238,21 +1241,25 @@ fn a_big_sales_settings_are_parameters_that_can_be_off() {
         &parent,
         &BTreeMap::from([
             ("PurchaseProvisionedConcurrency".into(), "300".into()),
+            ("OrdersApiProvisionedConcurrency".into(), "40".into()),
             ("OrdersTableWarmWriteUnitsPerSecond".into(), "20000".into()),
         ]),
     )
     .unwrap();
-    let provisioned = big.eval(&purchase["ProvisionedConcurrencyConfig"]).unwrap();
-    assert_eq!(
-        deployed_number(&big, &provisioned["ProvisionedConcurrentExecutions"]),
-        Some(300)
-    );
+    for (function, expected) in [(purchase, 300), (orders_api, 40)] {
+        let provisioned = big.eval(&function["ProvisionedConcurrencyConfig"]).unwrap();
+        assert_eq!(
+            deployed_number(&big, &provisioned["ProvisionedConcurrentExecutions"]),
+            Some(expected)
+        );
+    }
     // The table and each of its indexes: every order writes them all.
     assert_eq!(warm(&big), vec![Some(20_000); 4]);
     // Lambda refuses a provisioned concurrency of 0 and DynamoDB a warm
     // throughput of 0: 0 must mean "leave it out", never a value sent.
     for name in [
         "PurchaseProvisionedConcurrency",
+        "OrdersApiProvisionedConcurrency",
         "OrdersTableWarmWriteUnitsPerSecond",
     ] {
         assert_eq!(parent["Parameters"][name]["Default"], 0, "{name}");

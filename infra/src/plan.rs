@@ -194,7 +194,7 @@ pub const REDIS_NODES: [RedisNode; 7] = [
 
 /// The template parameters the plan sets, spelled as `template.yaml` names
 /// them, in the order the `--parameter-overrides` line gives them.
-pub const PARAMETERS: [&str; 9] = [
+pub const PARAMETERS: [&str; 10] = [
     "ApiThrottlingRateLimit",
     "ApiThrottlingBurstLimit",
     "RedisNodeType",
@@ -202,6 +202,7 @@ pub const PARAMETERS: [&str; 9] = [
     "OrderWriterConcurrency",
     "OrderWriterReserved",
     "PurchaseProvisionedConcurrency",
+    "OrdersApiProvisionedConcurrency",
     "OrdersTableWarmWriteUnitsPerSecond",
     "ApiPollRateLimit",
 ];
@@ -587,6 +588,9 @@ pub struct Concurrency {
     pub writers: u64,
     /// `PurchaseProvisionedConcurrency`.
     pub provisioned: u64,
+    /// `OrdersApiProvisionedConcurrency`: the polls' peak when it grows
+    /// faster than Lambda adds environments, else 0.
+    pub orders_api_provisioned: u64,
     /// What the account's quota must hold.
     pub account: u64,
 }
@@ -891,14 +895,25 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     };
     let orders_api = (orders_api_rps * input.orders_api_ms / 1_000.0).ceil() as u64;
     let provisioned = purchase;
-    let on_demand = orders_api as f64 + OTHER_FUNCTIONS;
-    let account =
-        (provisioned as f64 + writers as f64 + on_demand.max(UNRESERVED_MINIMUM)).ceil() as u64;
+    // The polls come at once (a draw, a long drain): more than a ramp of
+    // 10 s can add are kept warm ahead.
+    let orders_api_provisioned = if orders_api > input.lambda_scale_per_10s as u64 {
+        orders_api
+    } else {
+        0
+    };
+    let on_demand = (orders_api - orders_api_provisioned) as f64 + OTHER_FUNCTIONS;
+    let account = (provisioned as f64
+        + orders_api_provisioned as f64
+        + writers as f64
+        + on_demand.max(UNRESERVED_MINIMUM))
+    .ceil() as u64;
     let concurrency = Concurrency {
         purchase,
         orders_api,
         writers,
         provisioned,
+        orders_api_provisioned,
         account,
     };
 
@@ -1138,6 +1153,16 @@ fn rows(plan: &Plan) -> Vec<Row> {
             Verdict::Parameter
         }),
     );
+    row(
+        "orders-api provisioned concurrency".into(),
+        int(c.orders_api_provisioned as f64),
+        "0".into(),
+        Some(if c.orders_api_provisioned == 0 {
+            Verdict::Ok
+        } else {
+            Verdict::Parameter
+        }),
+    );
     let scale = input.lambda_scale_per_10s as f64;
     let ramp = |need: u64| {
         if need as f64 <= scale {
@@ -1153,11 +1178,12 @@ fn rows(plan: &Plan) -> Vec<Row> {
         int(scale),
         Some(ramp(purchase_ramp)),
     );
+    let orders_api_ramp = c.orders_api.saturating_sub(c.orders_api_provisioned);
     row(
         "orders-api: new environments in the first 10 s".into(),
-        int(c.orders_api as f64),
+        int(orders_api_ramp as f64),
         int(scale),
-        Some(ramp(c.orders_api)),
+        Some(ramp(orders_api_ramp)),
     );
     let account = input.lambda_account_concurrency as f64;
     row(
@@ -1328,6 +1354,7 @@ fn overrides(plan: &Plan) -> Vec<(&'static str, String)> {
         c.writers.to_string(),
         reserve.to_string(),
         c.provisioned.to_string(),
+        c.orders_api_provisioned.to_string(),
         plan.dynamo.warm.to_string(),
         api_poll_rate(plan).to_string(),
     ];
@@ -1408,10 +1435,19 @@ fn costs(plan: &Plan) -> Vec<CostLine> {
         ),
         purchase_gbs * purchase_price + other_gbs * price::LAMBDA_GB_SECOND,
     );
-    let provisioned_gbs = provisioned * PURCHASE_GB * hour;
+    let orders_api_provisioned = plan.concurrency.orders_api_provisioned as f64;
+    let provisioned_gbs = (provisioned * PURCHASE_GB + orders_api_provisioned * OTHER_GB) * hour;
     line(
         "Provisioned concurrency",
-        format!("{} x 0.5 GB x 3,600 s x $0.0000041667", int(provisioned)),
+        if orders_api_provisioned > 0.0 {
+            format!(
+                "({} x 0.5 GB + {} x 0.25 GB) x 3,600 s x $0.0000041667",
+                int(provisioned),
+                int(orders_api_provisioned)
+            )
+        } else {
+            format!("{} x 0.5 GB x 3,600 s x $0.0000041667", int(provisioned))
+        },
         provisioned_gbs * price::PROVISIONED_GB_SECOND,
     );
     // A lottery's winners are sent ten to a call; a purchase sends one.
@@ -1528,7 +1564,7 @@ fn notes(plan: &Plan) -> Vec<String> {
     }
     if plan.concurrency.orders_api as f64 > input.lambda_scale_per_10s as f64 {
         notes.push(format!(
-            "orders-api needs {} environments within seconds and gains at most {} every 10 s; it has no provisioned concurrency parameter, so polls are throttled until it has scaled.",
+            "orders-api needs {} environments within seconds and gains at most {} every 10 s: OrdersApiProvisionedConcurrency keeps them warm ahead (in the hour's cost). Without it, polls are throttled until it has scaled.",
             int(plan.concurrency.orders_api as f64),
             int(input.lambda_scale_per_10s as f64)
         ));
@@ -2135,12 +2171,19 @@ mod tests {
         close(p.load.order_polls_rps, 500.0);
         close(p.load.api_rps, 1_000_550.0);
         // orders-api: 1,000,550 x 10 ms -> 10,006, over the 1,000 a
-        // function gains in 10 s; account 500 + 5 + 10,010.
+        // function gains in 10 s, so all of it provisioned ahead, and none
+        // left to the ramp; account 500 + 10,006 + 5 + max(100, 0 + 4).
         assert_eq!(p.concurrency.orders_api, 10_006);
-        assert_eq!(p.concurrency.account, 10_515);
+        assert_eq!(p.concurrency.orders_api_provisioned, 10_006);
+        assert_eq!(p.concurrency.account, 10_611);
+        assert_eq!(verdict_of(&p, "orders-api: new environments"), Verdict::Ok);
         assert_eq!(
-            verdict_of(&p, "orders-api: new environments"),
-            Verdict::Limit
+            verdict_of(&p, "orders-api provisioned concurrency"),
+            Verdict::Parameter
+        );
+        assert!(
+            p.deploy_line()
+                .contains("OrdersApiProvisionedConcurrency=10006 ")
         );
         // One shard: 2 calls x 1,000,000 + 500 on one master.
         assert_eq!(p.redis.masters, 1);
