@@ -55,9 +55,9 @@ const POLL: Duration = Duration::from_millis(200);
 /// sale item any larger (each order transaction pays per KB of it).
 const ADMIN_HISTORY: u32 = 300;
 const REPORTS: u32 = 10;
-/// release-unpaid's run in the expiry check: a few dozen chunks here, as a
-/// minute's run is on AWS.
-const EXPIRY_RUN: Duration = Duration::from_secs(20);
+/// release-unpaid's run in the expiry check: the function's, its
+/// `Timeout` less the handler's margin.
+const EXPIRY_RUN: Duration = Duration::from_secs(55);
 /// The template's `BatchSize` of the order-writer's SQS event.
 const BATCH_SIZE: u32 = 10;
 /// Single expiries timed for the check's model input.
@@ -128,6 +128,19 @@ struct WritersRow {
     /// `make plan`'s expiry model against a release-unpaid run over the
     /// drained orders (the strict row only).
     expiry: Option<ExpiryCheck>,
+    /// What the jobs' whole-sale reads hold (the strict row only, where
+    /// Linux lets the peak be reset).
+    memory: Option<MemoryCheck>,
+}
+
+/// The peak resident memory each whole-sale read of the jobs adds over
+/// what the process held before it: the orders of the sale (what the
+/// rebuild and the checker read), and reconcile's observation (those
+/// orders, Redis's view of the sale and the queues).
+struct MemoryCheck {
+    orders: usize,
+    all_orders_bytes: u64,
+    observe_bytes: u64,
 }
 
 /// release-unpaid over the drained orders, all past their payment window,
@@ -333,11 +346,20 @@ async fn run(
     // Read before the expiry check changes them.
     let statuses = statuses(&direct_db, &orders_table).await?;
     let sale_item = sale_item(&direct_db, &sales_table, &sale).await?;
-    let expiry = match target {
-        Target::Strict if left == 0 => {
-            Some(expiry_check(&db, env.redis_url, &sales_table, &orders_table, &sale).await?)
-        }
-        _ => None,
+    let (memory, expiry) = match target {
+        Target::Strict if left == 0 => (
+            memory_check(
+                &db,
+                &sqs,
+                env.redis_url,
+                (&sales_table, &orders_table),
+                (&queues.orders_url, &queues.dlq_url),
+                &sale,
+            )
+            .await?,
+            Some(expiry_check(&db, env.redis_url, &sales_table, &orders_table, &sale).await?),
+        ),
+        _ => (None, None),
     };
     drop(layer);
     let number = |name: &str| match sale_item.get(name) {
@@ -369,6 +391,7 @@ async fn run(
             .load(Ordering::Relaxed),
         counts,
         batches: written.1.means(),
+        memory,
         bulk: {
             // Records back only after the visibility timeout: those
             // reported failed, and at most a batch's worth per batch that
@@ -419,6 +442,70 @@ async fn run(
         ));
     }
     Ok(row)
+}
+
+/// The process's resident memory now and its peak since the last reset,
+/// in bytes (`/proc/self/status`), or `None` off Linux.
+fn resident() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1_024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// What `work` adds to the process's peak resident memory: the peak is
+/// reset (`/proc/self/clear_refs`, 5) before it runs. `None` where Linux
+/// does not allow it.
+async fn peak_added<F: Future<Output = Result<(), BoxError>>>(work: F) -> Option<u64> {
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    let (before, _) = resident()?;
+    work.await.ok()?;
+    let (_, peak) = resident()?;
+    Some(peak.saturating_sub(before))
+}
+
+/// The jobs' whole-sale reads over the drained sale, each measured by
+/// [`peak_added`].
+async fn memory_check(
+    db: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    redis_url: &str,
+    (sales_table, orders_table): (&str, &str),
+    (queue_url, dlq_url): (&str, &str),
+    sale: &Sale,
+) -> Result<Option<MemoryCheck>, BoxError> {
+    use seckill_shared::adapters::sqs::SqsInspector;
+    use seckill_shared::app::invariants::InvariantChecker;
+    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
+    let read = std::sync::atomic::AtomicUsize::new(0);
+    let all_orders = peak_added(async {
+        let all = orders.all_orders_of_sale(&sale.sale_id).await?;
+        read.store(all.len(), Ordering::Relaxed);
+        Ok(())
+    })
+    .await;
+    let checker = InvariantChecker::new(
+        RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?,
+        DynamoCatalog::new(db.clone(), sales_table),
+        orders,
+        SqsInspector::new(sqs.clone(), queue_url, Some(dlq_url.to_owned())),
+    );
+    let observe = peak_added(async {
+        checker.observe(&sale.sale_id).await?;
+        Ok(())
+    })
+    .await;
+    Ok(match (all_orders, observe) {
+        (Some(all_orders_bytes), Some(observe_bytes)) => Some(MemoryCheck {
+            orders: read.load(Ordering::Relaxed),
+            all_orders_bytes,
+            observe_bytes,
+        }),
+        _ => None,
+    })
 }
 
 /// release-unpaid, through `db` (the strict layer), over the drained
@@ -832,6 +919,23 @@ fn print(rows: &[WritersRow]) {
                 e.expire_ms,
                 e.expired,
                 e.expired as f64 / e.predicted
+            );
+        }
+    }
+    for row in rows {
+        if let Some(m) = &row.memory {
+            let per_order = |bytes: u64| bytes as f64 / m.orders.max(1) as f64;
+            let mib = |bytes: f64| bytes / (1_024.0 * 1_024.0);
+            let most = per_order(m.all_orders_bytes.max(m.observe_bytes));
+            println!(
+                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the rebuild's and the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB",
+                row.target.label(),
+                m.orders,
+                mib(m.all_orders_bytes as f64),
+                per_order(m.all_orders_bytes),
+                mib(m.observe_bytes as f64),
+                per_order(m.observe_bytes),
+                mib(most * 1e6),
             );
         }
     }
