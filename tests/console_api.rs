@@ -557,26 +557,15 @@ async fn the_dlq_says_why_and_a_redrive_makes_each_order_once() {
     })
     .await;
     assert!(drained, "the orders queue did not drain");
+    let late_buyers_orders = format!("/admin/sales/{id}/orders?buyer=auth0%7Clate");
     let written_once = eventually(Duration::from_secs(30), || async {
-        let (_, orders) = client
-            .admin(
-                "GET",
-                &format!("/admin/sales/{id}/orders?buyer=auth0%7Clate"),
-                "",
-            )
-            .await;
+        let (_, orders) = client.admin("GET", &late_buyers_orders, "").await;
         let sale = admin_sale(&client, &id).await;
         orders["orders"].as_array().map(Vec::len) == Some(1)
             && (&sale["sold"], &sale["available"]) == (&json!(2), &json!(3))
     })
     .await;
-    let (_, orders) = client
-        .admin(
-            "GET",
-            &format!("/admin/sales/{id}/orders?buyer=auth0%7Clate"),
-            "",
-        )
-        .await;
+    let (_, orders) = client.admin("GET", &late_buyers_orders, "").await;
     assert!(written_once, "{orders} {}", admin_sale(&client, &id).await);
     let (_, audit) = client
         .admin("GET", &format!("/admin/sales/{id}/audit"), "")

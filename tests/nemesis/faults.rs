@@ -120,6 +120,7 @@ impl RedisPair {
             .query_async(&mut conn)
             .await
             .unwrap();
+        // A duration, not a poll: the fault is every client held this long.
         tokio::time::sleep(hold).await;
         "CLIENT PAUSE (every client waits)".into()
     }

@@ -177,21 +177,16 @@ impl<'a> Stack<'a> {
         match function.as_str() {
             "Fn::Equals" => Some(scalar(&self.eval(&args[0])?) == scalar(&self.eval(&args[1])?)),
             "Fn::Not" => self.holds(&args[0]).map(|b| !b),
-            "Fn::And" => args
-                .as_array()?
-                .iter()
-                .map(|a| self.holds(a))
-                .collect::<Option<Vec<_>>>()
-                .map(|v| v.iter().all(|b| *b)),
-            "Fn::Or" => args
-                .as_array()?
-                .iter()
-                .map(|a| self.holds(a))
-                .collect::<Option<Vec<_>>>()
-                .map(|v| v.iter().any(|b| *b)),
+            "Fn::And" => self.all_hold(args).map(|v| v.iter().all(|b| *b)),
+            "Fn::Or" => self.all_hold(args).map(|v| v.iter().any(|b| *b)),
             "Condition" => self.condition(args.as_str()?),
             _ => None,
         }
+    }
+
+    /// Each condition of a list, or `None` if one cannot be told.
+    fn all_hold(&self, list: &Json) -> Option<Vec<bool>> {
+        list.as_array()?.iter().map(|a| self.holds(a)).collect()
     }
 
     /// The parameters this stack passes to the nested Redis stack.

@@ -7,10 +7,16 @@
 //! transaction conflicts, their retries and a hot partition show; the
 //! emulator alone has none of them, which is why both are printed.
 
+mod checks;
+mod print;
+mod timed;
+
 use crate::handler::queue_depth;
 use crate::{BoxError, REDIS_TIMEOUT, SQS_TIMEOUT};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_dynamodb::types::AttributeValue;
+use checks::{ExpiryCheck, MemoryCheck, expiry_check, memory_check};
+use print::print;
 use seckill_infra::emulator;
 use seckill_infra::event_source::{self, EventSource, EventSourceCounts, EventSourceSettings};
 use seckill_infra::local::writer_handler;
@@ -31,6 +37,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use timed::{Written, timed};
 
 /// The default of `--drain-orders`.
 pub(crate) const DEFAULT_ORDERS: u32 = 10_000;
@@ -55,13 +62,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// sale item any larger (each order transaction pays per KB of it).
 const ADMIN_HISTORY: u32 = 300;
 const REPORTS: u32 = 10;
-/// release-unpaid's run in the expiry check: the function's, its
-/// `Timeout` less the handler's margin.
-const EXPIRY_RUN: Duration = Duration::from_secs(55);
 /// The template's `BatchSize` of the order-writer's SQS event.
 const BATCH_SIZE: u32 = 10;
-/// Single expiries timed for the check's model input.
-const EXPIRY_SAMPLE: usize = 10;
 
 /// Where a run's writers send their calls.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,27 +133,6 @@ struct WritersRow {
     /// What the jobs' whole-sale reads hold (the strict row only, where
     /// Linux lets the peak be reset).
     memory: Option<MemoryCheck>,
-}
-
-/// The peak resident memory each whole-sale read of the jobs adds over
-/// what the process held before it: the orders of the sale (what the
-/// rebuild and the checker read), and reconcile's observation (those
-/// orders, Redis's view of the sale and the queues).
-struct MemoryCheck {
-    orders: usize,
-    all_orders_bytes: u64,
-    observe_bytes: u64,
-}
-
-/// release-unpaid over the drained orders, all past their payment window,
-/// for [`EXPIRY_RUN`], next to what `make plan`'s model says of a run that
-/// long, fed this run's own query and expiry times.
-struct ExpiryCheck {
-    run: Duration,
-    query_ms: f64,
-    expire_ms: f64,
-    predicted: f64,
-    expired: usize,
 }
 
 impl WritersRow {
@@ -390,7 +371,7 @@ async fn run(
             .write_requests
             .load(Ordering::Relaxed),
         counts,
-        batches: written.1.means(),
+        batches: written.batches(),
         memory,
         bulk: {
             // Records back only after the visibility timeout: those
@@ -444,122 +425,6 @@ async fn run(
     Ok(row)
 }
 
-/// The process's resident memory now and its peak since the last reset,
-/// in bytes (`/proc/self/status`), or `None` off Linux.
-fn resident() -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1_024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// What `work` adds to the process's peak resident memory: the peak is
-/// reset (`/proc/self/clear_refs`, 5) before it runs. `None` where Linux
-/// does not allow it.
-async fn peak_added<F: Future<Output = Result<(), BoxError>>>(work: F) -> Option<u64> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    let (before, _) = resident()?;
-    work.await.ok()?;
-    let (_, peak) = resident()?;
-    Some(peak.saturating_sub(before))
-}
-
-/// The jobs' whole-sale reads over the drained sale, each measured by
-/// [`peak_added`].
-async fn memory_check(
-    db: &aws_sdk_dynamodb::Client,
-    sqs: &aws_sdk_sqs::Client,
-    redis_url: &str,
-    (sales_table, orders_table): (&str, &str),
-    (queue_url, dlq_url): (&str, &str),
-    sale: &Sale,
-) -> Result<Option<MemoryCheck>, BoxError> {
-    use seckill_shared::adapters::sqs::SqsInspector;
-    use seckill_shared::app::invariants::InvariantChecker;
-    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
-    let read = std::sync::atomic::AtomicUsize::new(0);
-    let all_orders = peak_added(async {
-        let all = orders.all_orders_of_sale(&sale.sale_id).await?;
-        read.store(all.len(), Ordering::Relaxed);
-        Ok(())
-    })
-    .await;
-    let checker = InvariantChecker::new(
-        RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?,
-        DynamoCatalog::new(db.clone(), sales_table),
-        orders,
-        SqsInspector::new(sqs.clone(), queue_url, Some(dlq_url.to_owned())),
-    );
-    let observe = peak_added(async {
-        checker.observe(&sale.sale_id).await?;
-        Ok(())
-    })
-    .await;
-    Ok(match (all_orders, observe) {
-        (Some(all_orders_bytes), Some(observe_bytes)) => Some(MemoryCheck {
-            orders: read.load(Ordering::Relaxed),
-            all_orders_bytes,
-            observe_bytes,
-        }),
-        _ => None,
-    })
-}
-
-/// release-unpaid, through `db` (the strict layer), over the drained
-/// orders of `sale`, all past their payment window at the job's clock:
-/// first the model's inputs measured (one query of every bucket, single
-/// expiries), then one run of [`EXPIRY_RUN`] counted.
-async fn expiry_check(
-    db: &aws_sdk_dynamodb::Client,
-    redis_url: &str,
-    sales_table: &str,
-    orders_table: &str,
-    sale: &Sale,
-) -> Result<ExpiryCheck, BoxError> {
-    use seckill_shared::app::jobs::Jobs;
-    use seckill_shared::app::release::release;
-    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
-    let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
-    // Past the sale's payment window, so every written order is due, and
-    // within the hours after its end in which the job still looks.
-    let window_ms = i64::from(sale.payment_window_seconds) * 1_000;
-    let now = clock::now_ms() + window_ms + 60_000;
-    let began = Instant::now();
-    let due = orders.due_unpaid(&sale.sale_id, now, 25).await?;
-    let query_ms = began.elapsed().as_secs_f64() * 1_000.0;
-    let mut spent = Vec::new();
-    for order_id in due.iter().take(EXPIRY_SAMPLE) {
-        let began = Instant::now();
-        release(&orders, &stock, order_id, now).await?;
-        spent.push(began.elapsed().as_secs_f64() * 1_000.0);
-    }
-    let expire_ms = spent.iter().sum::<f64>() / spent.len().max(1) as f64;
-    let jobs = Jobs::<seckill_shared::adapters::sqs::SqsInspector, _, _, _>::new(
-        stock,
-        DynamoCatalog::new(db.clone(), sales_table),
-        orders,
-        None,
-        Duration::from_secs(600),
-    );
-    let report = jobs
-        .release_unpaid(now, Instant::now() + EXPIRY_RUN)
-        .await?;
-    Ok(ExpiryCheck {
-        run: EXPIRY_RUN,
-        query_ms,
-        expire_ms,
-        predicted: seckill_infra::plan::expiry_model(
-            EXPIRY_RUN.as_secs_f64(),
-            query_ms / 1_000.0,
-            expire_ms / 1_000.0,
-        ),
-        expired: report.expired,
-    })
-}
-
 /// `count` order messages of `sale`, one unit each for distinct users,
 /// ten per SendMessageBatch, each batch's `reservedAt` the moment it is
 /// sent (when the purchase would have answered `202`).
@@ -601,105 +466,6 @@ async fn push(
         }
     }
     Ok(())
-}
-
-/// When each order was first written: per order id, `reservedAt` and the
-/// end of the invocation that wrote it.
-#[derive(Clone, Default)]
-struct Written(Arc<Mutex<HashMap<String, (i64, i64)>>>, Invocations);
-
-/// Each writer invocation: its records and how long it took, in ms.
-#[derive(Clone, Default)]
-struct Invocations(Arc<Mutex<Vec<(usize, f64)>>>);
-
-impl Invocations {
-    /// Mean records per invocation and mean milliseconds per invocation.
-    fn means(&self) -> Option<(f64, f64)> {
-        let seen = self.0.lock().ok()?;
-        let n = seen.len() as f64;
-        (n > 0.0).then(|| {
-            (
-                seen.iter().map(|(r, _)| *r as f64).sum::<f64>() / n,
-                seen.iter().map(|(_, ms)| *ms).sum::<f64>() / n,
-            )
-        })
-    }
-}
-
-impl Written {
-    /// When each order was first written, earliest first.
-    fn done_in_order(&self) -> Vec<i64> {
-        let Ok(seen) = self.0.lock() else {
-            return Vec::new();
-        };
-        let mut done: Vec<i64> = seen.values().map(|(_, done)| *done).collect();
-        done.sort_unstable();
-        done
-    }
-
-    /// The latencies, sorted, and the last write's time.
-    fn latencies(&self) -> (Vec<i64>, Option<i64>) {
-        let Ok(seen) = self.0.lock() else {
-            return (Vec::new(), None);
-        };
-        let mut latencies: Vec<i64> = seen.values().map(|(at, done)| done - at).collect();
-        latencies.sort_unstable();
-        (latencies, seen.values().map(|(_, done)| *done).max())
-    }
-}
-
-type Invoked = Pin<Box<dyn Future<Output = Result<SqsBatchResponse, String>> + Send>>;
-
-/// The handler, noting when each record it did not report failed was
-/// written. The writer's answer comes after the order's write was
-/// acknowledged (and after its reservation mark in Redis, which finds none
-/// here), so this is the moment the order is `PENDING_PAYMENT` in DynamoDB,
-/// late by at most that mark; the end of the run checks the status itself.
-fn timed(
-    handler: impl Fn(SqsEvent) -> Invoked + Clone + Send + Sync + 'static,
-    written: Written,
-) -> impl Fn(SqsEvent) -> Invoked + Clone + Send + Sync + 'static {
-    move |event: SqsEvent| {
-        let (handler, written) = (handler.clone(), written.clone());
-        Box::pin(async move {
-            let records: Vec<(String, String)> = event
-                .records
-                .iter()
-                .filter_map(|r| Some((r.message_id.clone()?, r.body.clone()?)))
-                .collect();
-            let began = Instant::now();
-            let answer = handler(event).await;
-            if let Ok(mut invocations) = written.1.0.lock() {
-                invocations.push((records.len(), began.elapsed().as_secs_f64() * 1_000.0));
-            }
-            if let Ok(response) = &answer {
-                let done = clock::now_ms();
-                let failed: HashSet<&str> = response
-                    .batch_item_failures
-                    .iter()
-                    .map(|f| f.item_identifier.as_str())
-                    .collect();
-                if let Ok(mut seen) = written.0.lock() {
-                    let done_records = records
-                        .iter()
-                        .filter(|(id, _)| !failed.contains(id.as_str()));
-                    for (_, body) in done_records {
-                        let Ok(message) = serde_json::from_str::<OrderMessage>(body) else {
-                            continue;
-                        };
-                        let Some(at) = clock::parse_rfc3339_ms(&message.reserved_at) else {
-                            continue;
-                        };
-                        // A redelivery of an order written before keeps
-                        // the first write's time.
-                        seen.entry(message.order_id.to_string())
-                            .or_insert((at, done));
-                    }
-                }
-            }
-            answer
-        }) as Invoked
-    }
 }
 
 /// The writer's metric lines (one per invocation), to sum a counter.
@@ -833,123 +599,5 @@ fn value_size(value: &AttributeValue) -> usize {
                 .sum::<usize>()
         }
         _ => 0,
-    }
-}
-
-fn print(rows: &[WritersRow]) {
-    let ms = |v: Option<i64>| v.map_or_else(|| "-".into(), |v| v.to_string());
-    println!();
-    println!(
-        "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13} {:>5} {:>9} {:>16}",
-        "order-writer, 5 writers, 1 sale",
-        "orders",
-        "orders/s",
-        "p50 ms",
-        "p99 ms",
-        "conflicts",
-        "layer cnfl/thr/dup",
-        "writes/order",
-        "DLQ",
-        "REJECTED",
-        "sale bytes"
-    );
-    for row in rows {
-        let layer = row.layer.map_or_else(
-            || "-".into(),
-            |l| format!("{}/{}/{}", l.conflicts, l.throttles, l.duplicates),
-        );
-        println!(
-            "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13.2} {:>5} {:>9} {:>16}",
-            row.target.label(),
-            row.orders,
-            row.wall.map_or_else(
-                || "-".into(),
-                |w| format!("{:.1}", f64::from(row.orders) / w.as_secs_f64())
-            ),
-            ms(row.percentile(0.50)),
-            ms(row.percentile(0.99)),
-            row.conflicts_retried,
-            layer,
-            row.write_requests as f64 / f64::from(row.orders),
-            row.dlq,
-            row.status("REJECTED"),
-            format!("{} -> {}", row.sale_item_bytes_created, row.sale_item_bytes),
-        );
-    }
-    println!();
-    println!(
-        "Each row: that many order messages of one sale (one unit each, distinct users, reservedAt the moment its SendMessageBatch left) sent by one sender to a fresh queue while the template's order-writer mapping drains it: 5 pollers (ScalingConfig.MaximumConcurrency and ReservedConcurrentExecutions), batches of 10, 1 s window; fresh tables, a sale of exactly that many units."
-    );
-    println!(
-        "orders/s: orders from the first send to the last order written; p50/p99: reservedAt (the purchase's 202) to the end of the writer's invocation that wrote the order, queueing included; conflicts: the writer's TransactionConflictsRetried (writes sent again after a conflict or throttle); layer: what the strict layer cancelled for a conflict / throttled / delivered twice; writes/order: the writer's DynamoDB write requests per order (0.10 would be one transaction per batch of 10); sale bytes: the sale item's size at its creation -> after {ADMIN_HISTORY} audit entries, {REPORTS} reconcile reports and the drain (attribute names plus values, as DynamoDB counts it against 400 KB and per KB of every write); only the counters' digits may move."
-    );
-    println!(
-        "Through the strict layer every order is written, none in the DLQ and none REJECTED (the run fails otherwise): contention must cost time, never an order. The emulator alone may lose writes (its concurrent transactions are not isolated); what it lost is printed below the table."
-    );
-    println!(
-        "make plan's models (docs/operations.md \"Capacity plan\"), fed what each run measured, next to what it did:"
-    );
-    for row in rows {
-        if let (Some(model), Some(wall), Some((batch, batch_ms)), Some((bulk, retried))) =
-            (row.drain_model_secs(), row.wall, row.batches, row.bulk)
-        {
-            let bulk = bulk.as_secs_f64();
-            let late = if retried > 0 {
-                format!(
-                    " (the at most {retried} records that came back after a failure were written {:.1} s from the first send, after the {VISIBILITY_SECS} s visibility timeout the model leaves out)",
-                    wall.as_secs_f64()
-                )
-            } else {
-                String::new()
-            };
-            println!(
-                "  {}: drain {model:.1} s predicted ({TEMPLATE_WRITERS} writers x {batch:.1} orders per {batch_ms:.0} ms invocation, sends over {:.1} s, +1 s window), {bulk:.1} s measured: {:.2}x{late}",
-                row.target.label(),
-                row.push.as_secs_f64(),
-                bulk / model,
-            );
-        }
-        if let Some(e) = &row.expiry {
-            println!(
-                "  {}: release-unpaid in {} s: {:.0} expired predicted (chunks of 25: one query of every bucket {:.0} ms, then {:.1} ms an expiry), {} measured: {:.2}x",
-                row.target.label(),
-                e.run.as_secs(),
-                e.predicted,
-                e.query_ms,
-                e.expire_ms,
-                e.expired,
-                e.expired as f64 / e.predicted
-            );
-        }
-    }
-    for row in rows {
-        if let Some(m) = &row.memory {
-            let per_order = |bytes: u64| bytes as f64 / m.orders.max(1) as f64;
-            let mib = |bytes: f64| bytes / (1_024.0 * 1_024.0);
-            let most = per_order(m.all_orders_bytes.max(m.observe_bytes));
-            println!(
-                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the rebuild's and the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB",
-                row.target.label(),
-                m.orders,
-                mib(m.all_orders_bytes as f64),
-                per_order(m.all_orders_bytes),
-                mib(m.observe_bytes as f64),
-                per_order(m.observe_bytes),
-                mib(most * 1e6),
-            );
-        }
-    }
-    for row in rows {
-        println!(
-            "  {}: sent in {:.1} s; drained in {}; statuses {:?}; sale item available={} sold={}; event source: {}",
-            row.target.label(),
-            row.push.as_secs_f64(),
-            row.wall
-                .map_or_else(|| "-".into(), |w| format!("{:.1} s", w.as_secs_f64())),
-            row.statuses,
-            row.available,
-            row.sold,
-            row.counts,
-        );
     }
 }

@@ -1,0 +1,161 @@
+//! What the writers table measures besides the drain: `make plan`'s
+//! expiry model against a release-unpaid run over the drained orders, and
+//! how much memory the jobs' whole-sale reads of the sale take.
+
+use crate::{BoxError, REDIS_TIMEOUT};
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::clock;
+use seckill_shared::domain::Sale;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// release-unpaid's run in the expiry check: the function's, its
+/// `Timeout` less the handler's margin.
+pub(super) const EXPIRY_RUN: Duration = Duration::from_secs(55);
+
+/// Single expiries timed for the check's model input.
+pub(super) const EXPIRY_SAMPLE: usize = 10;
+
+/// The peak resident memory each whole-sale read of the jobs adds over
+/// what the process held before it: the orders of the sale (what the
+/// rebuild and the checker read), and reconcile's observation (those
+/// orders, Redis's view of the sale and the queues).
+pub(super) struct MemoryCheck {
+    pub(super) orders: usize,
+    pub(super) all_orders_bytes: u64,
+    pub(super) observe_bytes: u64,
+}
+
+/// release-unpaid over the drained orders, all past their payment window,
+/// for [`EXPIRY_RUN`], next to what `make plan`'s model says of a run that
+/// long, fed this run's own query and expiry times.
+pub(super) struct ExpiryCheck {
+    pub(super) run: Duration,
+    pub(super) query_ms: f64,
+    pub(super) expire_ms: f64,
+    pub(super) predicted: f64,
+    pub(super) expired: usize,
+    /// Whether the run used its whole time; one that expired every due
+    /// order first says only that the model's figure was not reached.
+    pub(super) ran_its_time: bool,
+}
+
+/// The process's resident memory now and its peak since the last reset,
+/// in bytes (`/proc/self/status`), or `None` off Linux.
+pub(super) fn resident() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1_024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// What `work` adds to the process's peak resident memory: the peak is
+/// reset (`/proc/self/clear_refs`, 5) before it runs. `None` where Linux
+/// does not allow it.
+pub(super) async fn peak_added<F: Future<Output = Result<(), BoxError>>>(work: F) -> Option<u64> {
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    let (before, _) = resident()?;
+    work.await.ok()?;
+    let (_, peak) = resident()?;
+    Some(peak.saturating_sub(before))
+}
+
+/// The jobs' whole-sale reads over the drained sale, each measured by
+/// [`peak_added`].
+pub(super) async fn memory_check(
+    db: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    redis_url: &str,
+    (sales_table, orders_table): (&str, &str),
+    (queue_url, dlq_url): (&str, &str),
+    sale: &Sale,
+) -> Result<Option<MemoryCheck>, BoxError> {
+    use seckill_shared::adapters::sqs::SqsInspector;
+    use seckill_shared::app::invariants::InvariantChecker;
+    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
+    let read = std::sync::atomic::AtomicUsize::new(0);
+    let all_orders = peak_added(async {
+        let all = orders.all_orders_of_sale(&sale.sale_id).await?;
+        read.store(all.len(), Ordering::Relaxed);
+        Ok(())
+    })
+    .await;
+    let checker = InvariantChecker::new(
+        RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?,
+        DynamoCatalog::new(db.clone(), sales_table),
+        orders,
+        SqsInspector::new(sqs.clone(), queue_url, Some(dlq_url.to_owned())),
+    );
+    let observe = peak_added(async {
+        checker.observe(&sale.sale_id).await?;
+        Ok(())
+    })
+    .await;
+    Ok(match (all_orders, observe) {
+        (Some(all_orders_bytes), Some(observe_bytes)) => Some(MemoryCheck {
+            orders: read.load(Ordering::Relaxed),
+            all_orders_bytes,
+            observe_bytes,
+        }),
+        _ => None,
+    })
+}
+
+/// release-unpaid, through `db` (the strict layer), over the drained
+/// orders of `sale`, all past their payment window at the job's clock:
+/// first the model's inputs measured (one query of every bucket, single
+/// expiries), then one run of [`EXPIRY_RUN`] counted.
+pub(super) async fn expiry_check(
+    db: &aws_sdk_dynamodb::Client,
+    redis_url: &str,
+    sales_table: &str,
+    orders_table: &str,
+    sale: &Sale,
+) -> Result<ExpiryCheck, BoxError> {
+    use seckill_shared::app::jobs::Jobs;
+    use seckill_shared::app::release::release;
+    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
+    let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
+    // Past the sale's payment window, so every written order is due, and
+    // within the hours after its end in which the job still looks.
+    let window_ms = i64::from(sale.payment_window_seconds) * 1_000;
+    let now = clock::now_ms() + window_ms + 60_000;
+    let began = Instant::now();
+    let due = orders.due_unpaid(&sale.sale_id, now, 25).await?;
+    let query_ms = began.elapsed().as_secs_f64() * 1_000.0;
+    let mut spent = Vec::new();
+    for order_id in due.iter().take(EXPIRY_SAMPLE) {
+        let began = Instant::now();
+        release(&orders, &stock, order_id, now).await?;
+        spent.push(began.elapsed().as_secs_f64() * 1_000.0);
+    }
+    let expire_ms = spent.iter().sum::<f64>() / spent.len().max(1) as f64;
+    let jobs = Jobs::<seckill_shared::adapters::sqs::SqsInspector, _, _, _>::new(
+        stock,
+        DynamoCatalog::new(db.clone(), sales_table),
+        orders,
+        None,
+        Duration::from_secs(600),
+    );
+    let report = jobs
+        .release_unpaid(now, Instant::now() + EXPIRY_RUN)
+        .await?;
+    Ok(ExpiryCheck {
+        run: EXPIRY_RUN,
+        query_ms,
+        expire_ms,
+        predicted: seckill_infra::plan::expiry_model(
+            EXPIRY_RUN.as_secs_f64(),
+            query_ms / 1_000.0,
+            expire_ms / 1_000.0,
+        ),
+        expired: report.expired,
+        ran_its_time: report.stopped_early,
+    })
+}

@@ -1,0 +1,129 @@
+//! The writers table and what is printed under it.
+
+use super::*;
+
+pub(super) fn print(rows: &[WritersRow]) {
+    let ms = |v: Option<i64>| v.map_or_else(|| "-".into(), |v| v.to_string());
+    println!();
+    println!(
+        "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13} {:>5} {:>9} {:>16}",
+        "order-writer, 5 writers, 1 sale",
+        "orders",
+        "orders/s",
+        "p50 ms",
+        "p99 ms",
+        "conflicts",
+        "layer cnfl/thr/dup",
+        "writes/order",
+        "DLQ",
+        "REJECTED",
+        "sale bytes"
+    );
+    for row in rows {
+        let layer = row.layer.map_or_else(
+            || "-".into(),
+            |l| format!("{}/{}/{}", l.conflicts, l.throttles, l.duplicates),
+        );
+        println!(
+            "{:<32} {:>7} {:>9} {:>8} {:>8} {:>10} {:>22} {:>13.2} {:>5} {:>9} {:>16}",
+            row.target.label(),
+            row.orders,
+            row.wall.map_or_else(
+                || "-".into(),
+                |w| format!("{:.1}", f64::from(row.orders) / w.as_secs_f64())
+            ),
+            ms(row.percentile(0.50)),
+            ms(row.percentile(0.99)),
+            row.conflicts_retried,
+            layer,
+            row.write_requests as f64 / f64::from(row.orders),
+            row.dlq,
+            row.status("REJECTED"),
+            format!("{} -> {}", row.sale_item_bytes_created, row.sale_item_bytes),
+        );
+    }
+    println!();
+    println!(
+        "Each row: that many order messages of one sale (one unit each, distinct users, reservedAt the moment its SendMessageBatch left) sent by one sender to a fresh queue while the template's order-writer mapping drains it: 5 pollers (ScalingConfig.MaximumConcurrency and ReservedConcurrentExecutions), batches of 10, 1 s window; fresh tables, a sale of exactly that many units."
+    );
+    println!(
+        "orders/s: orders from the first send to the last order written; p50/p99: reservedAt (the purchase's 202) to the end of the writer's invocation that wrote the order, queueing included; conflicts: the writer's TransactionConflictsRetried (writes sent again after a conflict or throttle); layer: what the strict layer cancelled for a conflict / throttled / delivered twice; writes/order: the writer's DynamoDB write requests per order (0.10 would be one transaction per batch of 10); sale bytes: the sale item's size at its creation -> after {ADMIN_HISTORY} audit entries, {REPORTS} reconcile reports and the drain (attribute names plus values, as DynamoDB counts it against 400 KB and per KB of every write); only the counters' digits may move."
+    );
+    println!(
+        "Through the strict layer every order is written, none in the DLQ and none REJECTED (the run fails otherwise): contention must cost time, never an order. The emulator alone may lose writes (its concurrent transactions are not isolated); what it lost is printed below the table."
+    );
+    println!(
+        "make plan's models (docs/operations.md \"Capacity plan\"), fed what each run measured, next to what it did:"
+    );
+    for row in rows {
+        if let (Some(model), Some(wall), Some((batch, batch_ms)), Some((bulk, retried))) =
+            (row.drain_model_secs(), row.wall, row.batches, row.bulk)
+        {
+            let bulk = bulk.as_secs_f64();
+            let late = if retried > 0 {
+                format!(
+                    " (the at most {retried} records that came back after a failure were written {:.1} s from the first send, after the {VISIBILITY_SECS} s visibility timeout the model leaves out)",
+                    wall.as_secs_f64()
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "  {}: drain {model:.1} s predicted ({TEMPLATE_WRITERS} writers x {batch:.1} orders per {batch_ms:.0} ms invocation, sends over {:.1} s, +1 s window), {bulk:.1} s measured: {:.2}x{late}",
+                row.target.label(),
+                row.push.as_secs_f64(),
+                bulk / model,
+            );
+        }
+        if let Some(e) = &row.expiry.as_ref().filter(|e| !e.ran_its_time) {
+            println!(
+                "  {}: release-unpaid expired all {} due orders before its {} s were up: no comparison (the model's {:.0} is what a full run would take; raise --drain-orders)",
+                row.target.label(),
+                e.expired,
+                e.run.as_secs(),
+                e.predicted
+            );
+        } else if let Some(e) = &row.expiry {
+            println!(
+                "  {}: release-unpaid in {} s: {:.0} expired predicted (chunks of 25: one query of every bucket {:.0} ms, then {:.1} ms an expiry), {} measured: {:.2}x",
+                row.target.label(),
+                e.run.as_secs(),
+                e.predicted,
+                e.query_ms,
+                e.expire_ms,
+                e.expired,
+                e.expired as f64 / e.predicted
+            );
+        }
+    }
+    for row in rows {
+        if let Some(m) = &row.memory {
+            let per_order = |bytes: u64| bytes as f64 / m.orders.max(1) as f64;
+            let mib = |bytes: f64| bytes / (1_024.0 * 1_024.0);
+            let most = per_order(m.all_orders_bytes.max(m.observe_bytes));
+            println!(
+                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the rebuild's and the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB",
+                row.target.label(),
+                m.orders,
+                mib(m.all_orders_bytes as f64),
+                per_order(m.all_orders_bytes),
+                mib(m.observe_bytes as f64),
+                per_order(m.observe_bytes),
+                mib(most * 1e6),
+            );
+        }
+    }
+    for row in rows {
+        println!(
+            "  {}: sent in {:.1} s; drained in {}; statuses {:?}; sale item available={} sold={}; event source: {}",
+            row.target.label(),
+            row.push.as_secs_f64(),
+            row.wall
+                .map_or_else(|| "-".into(), |w| format!("{:.1} s", w.as_secs_f64())),
+            row.statuses,
+            row.available,
+            row.sold,
+            row.counts,
+        );
+    }
+}

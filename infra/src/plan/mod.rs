@@ -1,0 +1,222 @@
+//! `seckill-local plan` (`make plan`): a capacity plan for one sale on AWS,
+//! worked out from the sale's size and the project's own figures, before
+//! anything is deployed. Pure arithmetic: no AWS call, no local service.
+//!
+//! - [`PlanInput`]: the sale (units, buyers, how they arrive, first come
+//!   first served or a lottery window), the region's quotas at AWS's
+//!   defaults, and the latency figures the model assumes; the three
+//!   built-in examples are [`Example`]s.
+//! - [`plan`]: the model (`docs/operations.md`, "Capacity plan", writes
+//!   each formula down). Refuses input that cannot describe a sale
+//!   ([`PlanError`]).
+//! - [`Plan`]: every figure, the table of need against default with a
+//!   verdict, the quota requests, the `sam deploy --parameter-overrides`
+//!   line and the cost of the sale's hour; its `Display` is what the
+//!   command prints.
+//! - [`PlanArgs`]: the command line's flags, one per [`PlanInput`] field.
+
+use crate::lambda_limits;
+use seckill_shared::adapters::dynamo::order_index::{MAX_IN_FLIGHT, SALE_BUCKETS};
+use seckill_shared::app::draw::{CHUNK as DRAW_CHUNK, SEND_CONCURRENCY};
+use seckill_shared::domain::sale_spec::{
+    ADMISSION_WINDOW_SECS, MAX_SHARDS, MAX_TOTAL_STOCK, PAYMENT_WINDOW_SECS,
+};
+use std::fmt;
+
+// ------------------------------------------------------------ the project's figures
+
+/// The order-writer's event source: `BatchSize` and
+/// `MaximumBatchingWindowInSeconds` in `template.yaml`.
+const BATCH_SIZE: f64 = 10.0;
+const BATCHING_WINDOW_SECS: f64 = 1.0;
+/// `OrderWriterConcurrency`: the template's default, and the range the event
+/// source's `ScalingConfig.MaximumConcurrency` takes.
+const WRITERS_DEFAULT: u64 = 5;
+const WRITERS_MIN: u64 = 2;
+const WRITERS_MAX: u64 = 1_000;
+/// The stage throttle's defaults (`ApiThrottlingRateLimit`,
+/// `ApiThrottlingBurstLimit`): the plan never sets them lower.
+const STAGE_RATE_DEFAULT: f64 = 5_000.0;
+const STAGE_BURST_DEFAULT: f64 = 5_000.0;
+/// `ApiPollRateLimit`'s default: the plan never sets it lower.
+const POLL_RATE_DEFAULT: f64 = 2_000.0;
+/// `RedisShards`: the template's `AllowedValues` are 1 to this.
+const TEMPLATE_MAX_REDIS_SHARDS: u64 = 3;
+/// A master is planned at no more than this share of its measured ceiling:
+/// latency climbs toward `REDIS_TIMEOUT_MS` (250 ms, then `503`) long
+/// before the engine thread is saturated.
+const REDIS_HEADROOM: f64 = 0.5;
+
+/// Write units one order costs at batch size 10 (`docs/operations.md`,
+/// "Costs"): the order put and the buyer's ledger record at 2 WRU each
+/// (transactional) into the orders table, one entry in each of its three
+/// indexes, and a tenth of the sale item's 2 WRU update.
+const ORDERS_TABLE_WRU_PER_ORDER: f64 = 4.0;
+const INDEXES: f64 = 3.0;
+const INDEX_WRU_PER_ORDER: f64 = 1.0;
+const SALE_ITEM_WRU_PER_TRANSACTION: f64 = 2.0;
+const WRU_PER_ORDER: f64 = ORDERS_TABLE_WRU_PER_ORDER
+    + INDEXES * INDEX_WRU_PER_ORDER
+    + SALE_ITEM_WRU_PER_TRANSACTION / BATCH_SIZE;
+/// A payment (`docs/operations.md`, "Costs"): the update, the status
+/// index's delete and put, the pending index's delete, `byBuyer`'s update.
+const WRU_PER_PAYMENT: f64 = 5.0;
+/// An expiry (`DynamoOrders::expire`): one transaction of three updates
+/// (order, sale item, buyer record) at 2 WRU each, plus the four index
+/// writes a payment also makes (the status index's delete and put, the
+/// pending index's delete, `byBuyer`'s update): 6 + 4.
+const WRU_PER_EXPIRY: f64 = 10.0;
+/// Reads: an order poll is one consistent `GetItem` (1 RRU under 4 KB); a
+/// ticket poll one `byBuyer` query (eventually consistent, 0.5); a payment
+/// one consistent read; an expiry two consistent reads (the order, the
+/// sale's return position).
+const RRU_PER_ORDER_POLL: f64 = 1.0;
+const RRU_PER_TICKET_POLL: f64 = 0.5;
+const RRU_PER_PAYMENT: f64 = 1.0;
+const RRU_PER_EXPIRY: f64 = 2.0;
+/// Redis calls per poll: `GET /orders/{id}` of a `QUEUED` order reads its
+/// reservation; `GET /sales/{id}/orders` reads the ticket and the buyer's
+/// reservations (`OrderQueries::my_ticket`, `my_orders`).
+const REDIS_CALLS_PER_ORDER_POLL: f64 = 1.0;
+const REDIS_CALLS_PER_TICKET_POLL: f64 = 2.0;
+
+/// release-unpaid (`shared/src/app/jobs.rs`): `RELEASE_CHUNK` due orders
+/// per query of every bucket ([`MAX_IN_FLIGHT`] queries at a time), then
+/// each released one after the other, until none is due or the run's time
+/// is up: the function's `Timeout` (60 s) less the handler's 5-s margin.
+/// The schedule runs it once a minute (`rate(1 minute)`).
+const RELEASE_CHUNK: f64 = 25.0;
+const RELEASE_RUN_SECS: f64 = 55.0;
+const RELEASE_PERIOD_SECS: f64 = 60.0;
+/// One query of one bucket inside the region (an assumption).
+const DYNAMO_QUERY_MS: f64 = 10.0;
+/// One `SendMessageBatch` inside the region (an assumption): the draw sends
+/// its winners ten to a call, [`SEND_CONCURRENCY`] calls at a time.
+const SQS_CALL_MS: f64 = 20.0;
+
+/// Functions besides purchase and orders-api that run on demand during a
+/// sale, one environment each: admin-api, prewarm, release-unpaid,
+/// reconcile.
+const OTHER_FUNCTIONS: f64 = 4.0;
+/// Lambda keeps this much of the account's concurrency unreserved: the
+/// order-writer's reservation and the purchase's provisioned concurrency
+/// must leave it to every other function.
+const UNRESERVED_MINIMUM: f64 = 100.0;
+/// A quota request asks for the need plus a quarter: the account's other
+/// APIs and functions, and the estimate's own error.
+const QUOTA_HEADROOM: f64 = 1.25;
+/// Scheduled runs in an hour: prewarm and release-unpaid every minute,
+/// reconcile every five.
+const JOB_RUNS_PER_HOUR: f64 = 60.0 + 60.0 + 12.0;
+
+/// `MemorySize` in `template.yaml`: purchase 512 MB, every other function
+/// 256 MB.
+const PURCHASE_GB: f64 = 0.5;
+const OTHER_GB: f64 = 0.25;
+
+/// us-east-1 list prices (`docs/operations.md`, "Costs"; the provisioned
+/// concurrency and CloudFront prices are assumptions of this plan, to
+/// re-check like the others).
+mod price {
+    pub const API_PER_MILLION: f64 = 1.00;
+    pub const LAMBDA_REQUESTS_PER_MILLION: f64 = 0.20;
+    pub const LAMBDA_GB_SECOND: f64 = 0.000_016_666_7;
+    pub const PROVISIONED_GB_SECOND: f64 = 0.000_004_166_7;
+    pub const PROVISIONED_DURATION_GB_SECOND: f64 = 0.000_009_722_2;
+    pub const SQS_PER_MILLION: f64 = 0.40;
+    pub const WRU_PER_MILLION: f64 = 0.625;
+    pub const RRU_PER_MILLION: f64 = 0.125;
+    pub const LOGS_PER_GB: f64 = 0.50;
+    pub const XRAY_PER_MILLION: f64 = 5.00;
+    pub const CLOUDFRONT_PER_10K: f64 = 0.0075;
+    /// Log written per invocation: START, END, REPORT and one EMF line.
+    pub const LOG_GB_PER_INVOCATION: f64 = 0.8 / 1_000_000.0;
+    /// X-Ray's default sampling keeps about this share of requests.
+    pub const XRAY_SAMPLED: f64 = 0.05;
+}
+
+/// An ElastiCache node type the template allows, with the purchase
+/// decisions per second one master of it is assumed to run and its price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RedisNode {
+    pub name: &'static str,
+    /// Assumed `EVALSHA`s of the purchase script per second on one master.
+    pub decisions_per_sec: f64,
+    /// On-demand $ per node-hour, us-east-1.
+    pub dollars_per_hour: f64,
+}
+
+/// `RedisNodeType`'s allowed values. The decisions per second are
+/// assumptions, to re-check on the node itself with `make bench`'s ceiling
+/// row (`seckill-bench --only-ceiling` against the node): on a 2-core
+/// machine one local master ran the purchase script at 42,000-52,000/s
+/// (`docs/testing.md`, "Performance"). The script runs on the engine's one
+/// thread, so a bigger node of the same family adds network I/O threads,
+/// not script speed; t4g nodes run on CPU credits. Prices: t4g.small and
+/// m7g.large from "Costs", the others assumed from the same price list.
+pub const REDIS_NODES: [RedisNode; 7] = [
+    RedisNode {
+        name: "cache.t4g.micro",
+        decisions_per_sec: 10_000.0,
+        dollars_per_hour: 0.016,
+    },
+    RedisNode {
+        name: "cache.t4g.small",
+        decisions_per_sec: 15_000.0,
+        dollars_per_hour: 0.032,
+    },
+    RedisNode {
+        name: "cache.t4g.medium",
+        decisions_per_sec: 20_000.0,
+        dollars_per_hour: 0.065,
+    },
+    RedisNode {
+        name: "cache.m7g.large",
+        decisions_per_sec: 40_000.0,
+        dollars_per_hour: 0.158,
+    },
+    RedisNode {
+        name: "cache.m7g.xlarge",
+        decisions_per_sec: 50_000.0,
+        dollars_per_hour: 0.315,
+    },
+    RedisNode {
+        name: "cache.r7g.large",
+        decisions_per_sec: 40_000.0,
+        dollars_per_hour: 0.219,
+    },
+    RedisNode {
+        name: "cache.r7g.xlarge",
+        decisions_per_sec: 50_000.0,
+        dollars_per_hour: 0.437,
+    },
+];
+
+/// The template parameters the plan sets, spelled as `template.yaml` names
+/// them, in the order the `--parameter-overrides` line gives them.
+pub const PARAMETERS: [&str; 10] = [
+    "ApiThrottlingRateLimit",
+    "ApiThrottlingBurstLimit",
+    "RedisNodeType",
+    "RedisShards",
+    "OrderWriterConcurrency",
+    "OrderWriterReserved",
+    "PurchaseProvisionedConcurrency",
+    "OrdersApiProvisionedConcurrency",
+    "OrdersTableWarmWriteUnitsPerSecond",
+    "ApiPollRateLimit",
+];
+
+mod cli;
+mod input;
+mod model;
+mod render;
+mod report;
+#[cfg(test)]
+mod tests;
+
+pub use self::cli::*;
+pub use self::input::*;
+pub use self::model::*;
+use self::render::*;
+use self::report::*;
