@@ -395,6 +395,112 @@ async fn unpaid_orders_expire_and_their_units_sell_again() {
     assert_eq!(app.sale_counters(id).await, (0, 1));
 }
 
+/// The sale item takes a batch of expiries in one write: a release of many
+/// unpaid orders costs a few transactions, not one per order, so the hot
+/// item's write rate stops bounding how fast a big sale's unpaid units go
+/// back on sale. Two orders of one buyer in one batch take both units off
+/// their record; a paid order stays paid. The job runs at a clock past
+/// every window, so nothing waits for one.
+#[tokio::test]
+async fn unpaid_orders_expire_in_batches_of_one_sale_item_write() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(70, 2);
+    sale.payment_window_seconds = 60;
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // 60 orders: 20 buyers with two, 20 with one.
+    for n in 0..40 {
+        let user = format!("b{n}");
+        assert_eq!(app.purchase(id, &user, "").await.status, 202);
+        if n < 20 {
+            assert_eq!(app.purchase(id, &user, "").await.status, 202);
+        }
+    }
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 60);
+    let jobs = app.jobs().await;
+    let paid = orders
+        .values()
+        .find(|o| o.user_id.as_str() == "b0")
+        .unwrap();
+    assert!(matches!(
+        jobs.orders()
+            .pay(&paid.order_id, &paid.user_id, clock::now_ms())
+            .await
+            .unwrap(),
+        seckill_shared::ports::PayOutcome::Paid(_)
+    ));
+    let past_every_window = orders
+        .values()
+        .filter_map(|o| o.expires_at_ms)
+        .max()
+        .unwrap()
+        + 1;
+
+    let sale_item_updates = || {
+        jobs.orders()
+            .counters
+            .sale_item_updates
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = sale_item_updates();
+    let report = jobs
+        .release_unpaid(past_every_window, Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert_eq!(
+        (report.expired, report.units_returned),
+        (59, 59),
+        "{report:?}"
+    );
+    let spent = sale_item_updates() - before;
+    assert!(spent < 10, "59 expiries wrote the sale item {spent} times");
+
+    let after = app.orders().await;
+    let mut seqs: Vec<u64> = after
+        .values()
+        .filter(|o| o.status == OrderStatus::Expired)
+        .map(|o| o.return_seq.unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (1..=59).collect::<Vec<u64>>(),
+        "one ledger position each"
+    );
+    assert_eq!(after[paid.order_id.as_str()].status, OrderStatus::Paid);
+    assert_eq!(app.sale_counters(id).await, (69, 1));
+    assert_eq!(app.stock(id).await, Some(69), "every unit back in Redis");
+    let buyers = app.buyers(id).await;
+    assert_eq!(buyers.get("b0"), Some(&1), "the payer still holds one");
+    assert!(buyers.keys().all(|u| u == "b0"), "{buyers:?}");
+    let held = jobs
+        .orders()
+        .held_by_all(
+            &sale.sale_id,
+            &[
+                &paid.user_id,
+                &seckill_shared::domain::UserId::parse("b1").unwrap(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (held["b0"], held["b1"]),
+        (1, 0),
+        "the ledger's buyer records"
+    );
+    let violations = app
+        .checker()
+        .check_sale(&sale.sale_id, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
     let app = App::spawn().await;

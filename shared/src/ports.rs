@@ -516,6 +516,18 @@ pub trait OrderStore: Send + Sync {
         order_id: &OrderId,
         now_ms: i64,
     ) -> impl Future<Output = Result<ExpireOutcome, OrderStoreError>> + Send;
+
+    /// [`Self::expire`] of many orders, in as few transactions as the store
+    /// takes: each moves a sale item once for all of its orders in it and
+    /// numbers their returns consecutively, so the hot item's write rate,
+    /// not the number of orders, bounds how fast a sale's unpaid units go
+    /// back. Each order's outcome, in the order given; `Err` only when
+    /// nothing could be read.
+    fn expire_many(
+        &self,
+        order_ids: &[OrderId],
+        now_ms: i64,
+    ) -> impl Future<Output = Result<Vec<Result<ExpireOutcome, OrderStoreError>>, OrderStoreError>> + Send;
 }
 
 // --------------------------------------------------------------- payments

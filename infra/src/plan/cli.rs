@@ -88,9 +88,9 @@ pub struct PlanArgs {
     /// One draw chunk (100 tickets, one script call), ms.
     #[arg(long, value_name = "MS", default_value_t = PlanInput::default().draw_chunk_ms, allow_negative_numbers = true)]
     pub draw_chunk_ms: f64,
-    /// One expiry by release-unpaid, ms.
-    #[arg(long, value_name = "MS", default_value_t = PlanInput::default().release_order_ms, allow_negative_numbers = true)]
-    pub release_order_ms: f64,
+    /// One chunk of release-unpaid after its query (98 orders), ms.
+    #[arg(long, value_name = "MS", default_value_t = PlanInput::default().release_chunk_ms, allow_negative_numbers = true)]
+    pub release_chunk_ms: f64,
     /// RedisNodeType: cache.t4g.micro, cache.t4g.small, cache.t4g.medium,
     /// cache.m7g.large, cache.m7g.xlarge, cache.r7g.large or cache.r7g.xlarge.
     #[arg(long, value_name = "TYPE", default_value_t = PlanInput::default().redis_node_type)]
@@ -137,7 +137,7 @@ impl PlanArgs {
             orders_api_ms: self.orders_api_ms,
             writer_batch_ms: self.writer_batch_ms,
             draw_chunk_ms: self.draw_chunk_ms,
-            release_order_ms: self.release_order_ms,
+            release_chunk_ms: self.release_chunk_ms,
             redis_node_type: self.redis_node_type.clone(),
             redis_decisions_per_shard: self.redis_decisions_per_shard,
             redis_replicas: self.redis_replicas,

@@ -59,9 +59,10 @@ pub struct PlanInput {
     pub writer_batch_ms: f64,
     /// One call of the draw's chunk script (100 tickets), ms.
     pub draw_chunk_ms: f64,
-    /// One expiry by release-unpaid (two reads, a transaction, a Redis
-    /// script), ms.
-    pub release_order_ms: f64,
+    /// One chunk of release-unpaid after its query (98 orders: a
+    /// `BatchGetItem`, two transactions of 49 expiries, the Redis returns
+    /// together), ms.
+    pub release_chunk_ms: f64,
     /// `RedisNodeType`.
     pub redis_node_type: String,
     /// Decisions per second of one master; `None`: the node's figure in
@@ -100,7 +101,7 @@ impl Default for PlanInput {
             orders_api_ms: 10.0,
             writer_batch_ms: 50.0,
             draw_chunk_ms: 2.0,
-            release_order_ms: 30.0,
+            release_chunk_ms: 250.0,
             redis_node_type: "cache.m7g.large".to_owned(),
             redis_decisions_per_shard: None,
             redis_replicas: 1,
@@ -292,8 +293,8 @@ impl PlanInput {
         in_range("--writer-batch-ms", self.writer_batch_ms, 1.0, 10_000.0)?;
         in_range("--draw-chunk-ms", self.draw_chunk_ms, 0.1, 1_500.0)?;
         in_range(
-            "--release-order-ms",
-            self.release_order_ms,
+            "--release-chunk-ms",
+            self.release_chunk_ms,
             1.0,
             RELEASE_RUN_SECS * 1_000.0,
         )?;

@@ -61,19 +61,21 @@ const WRU_PER_ORDER: f64 = ORDERS_TABLE_WRU_PER_ORDER
 /// A payment (`docs/operations.md`, "Costs"): the update, the status
 /// index's delete and put, the pending index's delete, `byBuyer`'s update.
 const WRU_PER_PAYMENT: f64 = 5.0;
-/// An expiry (`DynamoOrders::expire`): one transaction of three updates
-/// (order, sale item, buyer record) at 2 WRU each, plus the four index
+/// An expiry (`DynamoOrders::expire_many`): in a transaction of
+/// [`EXPIRE_BATCH`], the order's update and its buyer record's at 2 WRU
+/// each (transactional), a share of the sale item's, plus the four index
 /// writes a payment also makes (the status index's delete and put, the
-/// pending index's delete, `byBuyer`'s update): 6 + 4.
-const WRU_PER_EXPIRY: f64 = 10.0;
+/// pending index's delete, `byBuyer`'s update): 4 + 2 / 49 + 4.
+const WRU_PER_EXPIRY: f64 = 8.0 + SALE_ITEM_WRU_PER_TRANSACTION / EXPIRE_BATCH;
 /// Reads: an order poll is one consistent `GetItem` (1 RRU under 4 KB); a
 /// ticket poll one `byBuyer` query (eventually consistent, 0.5); a payment
-/// one consistent read; an expiry two consistent reads (the order, the
-/// sale's return position).
+/// one consistent read; an expiry one consistent read (its order, in a
+/// `BatchGetItem`) and a share of its batch's read of the sale's return
+/// position.
 const RRU_PER_ORDER_POLL: f64 = 1.0;
 const RRU_PER_TICKET_POLL: f64 = 0.5;
 const RRU_PER_PAYMENT: f64 = 1.0;
-const RRU_PER_EXPIRY: f64 = 2.0;
+const RRU_PER_EXPIRY: f64 = 1.0 + 1.0 / EXPIRE_BATCH;
 /// Redis calls per poll: `GET /orders/{id}` of a `QUEUED` order reads its
 /// reservation; `GET /sales/{id}/orders` reads the ticket and the buyer's
 /// reservations (`OrderQueries::my_ticket`, `my_orders`).
@@ -82,10 +84,13 @@ const REDIS_CALLS_PER_TICKET_POLL: f64 = 2.0;
 
 /// release-unpaid (`shared/src/app/jobs.rs`): `RELEASE_CHUNK` due orders
 /// per query of every bucket ([`MAX_IN_FLIGHT`] queries at a time), then
-/// each released one after the other, until none is due or the run's time
-/// is up: the function's `Timeout` (60 s) less the handler's 5-s margin.
-/// The schedule runs it once a minute (`rate(1 minute)`).
-const RELEASE_CHUNK: f64 = 25.0;
+/// released together (one `BatchGetItem`, a transaction per
+/// [`EXPIRE_BATCH`], the Redis returns sent together), until none is due or
+/// the run's time is up: the function's `Timeout` (60 s) less the
+/// handler's 5-s margin. The schedule runs it once a minute
+/// (`rate(1 minute)`).
+const RELEASE_CHUNK: f64 = 98.0;
+const EXPIRE_BATCH: f64 = seckill_shared::adapters::dynamo::expiry::EXPIRE_BATCH as f64;
 const RELEASE_RUN_SECS: f64 = 55.0;
 const RELEASE_PERIOD_SECS: f64 = 60.0;
 /// One query of one bucket inside the region (an assumption).

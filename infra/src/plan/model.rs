@@ -230,11 +230,10 @@ pub fn drain_model(orders: f64, accept_secs: f64, writers: f64, batch: f64, batc
 
 /// Orders release-unpaid expires in one run of `run_secs`: chunks of
 /// [`RELEASE_CHUNK`], each a query of every bucket (`query_secs`) then its
-/// orders one after the other (`expire_secs` each). `make bench` checks it
-/// against a run it measures (its query and expiry times fed in).
-pub fn expiry_model(run_secs: f64, query_secs: f64, expire_secs: f64) -> f64 {
-    let chunk_secs = query_secs + RELEASE_CHUNK * expire_secs;
-    (run_secs / chunk_secs).floor().max(1.0) * RELEASE_CHUNK
+/// orders released together (`chunk_secs`). `make bench` checks it against
+/// a run it measures (its query and chunk times fed in).
+pub fn expiry_model(run_secs: f64, query_secs: f64, chunk_secs: f64) -> f64 {
+    (run_secs / (query_secs + chunk_secs)).floor().max(1.0) * RELEASE_CHUNK
 }
 
 pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
@@ -438,14 +437,14 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         warm,
     };
 
-    // Expiry by release-unpaid: serial chunks of 25 within each run.
+    // Expiry by release-unpaid: chunks of 98 within each run.
     let unpaid = (orders * (1.0 - input.paid_fraction)).round();
     let query_round_secs =
         (f64::from(SALE_BUCKETS) / MAX_IN_FLIGHT as f64).ceil() * DYNAMO_QUERY_MS / 1_000.0;
     let per_run = expiry_model(
         RELEASE_RUN_SECS,
         query_round_secs,
-        input.release_order_ms / 1_000.0,
+        input.release_chunk_ms / 1_000.0,
     );
     let chunks_per_run = per_run / RELEASE_CHUNK;
     let runs = (unpaid / per_run).ceil();
@@ -462,7 +461,11 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         rate: per_run / RELEASE_PERIOD_SECS,
         runs,
         secs: expiry_secs,
-        target_secs: target_secs.max(2.0 * RELEASE_PERIOD_SECS),
+        // Orders fall due over the drain: none is released sooner than
+        // the run after the last one falls due, whatever the job's speed.
+        target_secs: target_secs
+            .max(2.0 * RELEASE_PERIOD_SECS)
+            .max(drain_secs + RELEASE_PERIOD_SECS),
     };
 
     let mut plan = Plan {

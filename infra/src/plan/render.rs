@@ -165,13 +165,14 @@ impl fmt::Display for Plan {
         wrapped(f, "", &drain, "")?;
         let e = &self.expiry;
         let expiry = format!(
-            "Expiry: {} unpaid orders; release-unpaid runs every minute for {} s, {} chunks of {} ({} DynamoDB queries, then one expiry at a time at {} ms) = {} a run, {}/s: the last released {} after the first payment window closes.",
+            "Expiry: {} unpaid orders; release-unpaid runs every minute for {} s, {} chunks of {} ({} DynamoDB queries, then the chunk released together, {} expiries to a transaction, at {} ms) = {} a run, {}/s: the last released {} after the first payment window closes.",
             int(e.unpaid),
             RELEASE_RUN_SECS,
             int(e.chunks_per_run),
             RELEASE_CHUNK,
             SALE_BUCKETS,
-            num(input.release_order_ms),
+            EXPIRE_BATCH,
+            num(input.release_chunk_ms),
             int(e.per_run),
             num(e.rate),
             secs(e.secs)

@@ -379,7 +379,7 @@ pub(super) fn costs(plan: &Plan) -> Vec<CostLine> {
     );
     let provisioned = plan.concurrency.provisioned as f64;
     let purchase_gbs = purchases * input.purchase_ms / 1_000.0 * PURCHASE_GB;
-    let release_busy = unpaid * input.release_order_ms / 1_000.0;
+    let release_busy = (unpaid / RELEASE_CHUNK).ceil() * input.release_chunk_ms / 1_000.0;
     let other_gbs = (orders_api_invocations * input.orders_api_ms / 1_000.0
         + writer_invocations * input.writer_batch_ms / 1_000.0
         + release_busy)
@@ -431,7 +431,7 @@ pub(super) fn costs(plan: &Plan) -> Vec<CostLine> {
     line(
         "DynamoDB writes",
         format!(
-            "{} orders x {WRU_PER_ORDER} + {} paid x {WRU_PER_PAYMENT} + {} expired x {WRU_PER_EXPIRY} = {} WRU x $0.625/M",
+            "{} orders x {WRU_PER_ORDER} + {} paid x {WRU_PER_PAYMENT} + {} expired x {WRU_PER_EXPIRY:.2} = {} WRU x $0.625/M",
             int(orders),
             int(paid),
             int(unpaid),
@@ -562,8 +562,9 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
     }
     if plan.expiry.secs > plan.expiry.target_secs {
         notes.push(format!(
-            "release-unpaid expires one order at a time, {} per query of the {SALE_BUCKETS} buckets, for {} s of each minute: about {} a run ({}/s). Unpaid units stay off sale until then (an undersell, never an oversell); reading an expired order through the API releases it at once.",
+            "release-unpaid expires {} orders per query of the {SALE_BUCKETS} buckets, {} to a transaction, for {} s of each minute: about {} a run ({}/s). Unpaid units stay off sale until then (an undersell, never an oversell); reading an expired order through the API releases it at once.",
             RELEASE_CHUNK,
+            EXPIRE_BATCH,
             RELEASE_RUN_SECS,
             int(plan.expiry.per_run),
             num(plan.expiry.rate)

@@ -53,10 +53,12 @@ fn scarce_example_matches_the_hand_arithmetic() {
     assert_eq!(p.dynamo.warm, 0);
     close(p.dynamo.sale_item_wcu, 200.0);
     // Expiry: 3,000 unpaid; a chunk is 4 rounds of bucket queries x 10
-    // ms + 25 x 30 ms = 0.79 s, 69 in 55 s = 1,725 a run: 2 runs, 120 s.
+    // ms + 250 ms for its 98 orders = 0.29 s, 189 in 55 s = 18,522 a run:
+    // one run, but never under the drain + a run (71 s) nor two runs.
     close(p.expiry.unpaid, 3_000.0);
-    close(p.expiry.per_run, 1_725.0);
-    close(p.expiry.secs, 120.0);
+    close(p.expiry.per_run, 18_522.0);
+    close(p.expiry.secs, 71.0);
+    close(p.expiry.target_secs, 120.0);
     assert_eq!(verdict_of(&p, "expiry"), Verdict::Ok);
     assert_eq!(
         verdict_of(&p, "API Gateway requests"),
@@ -105,9 +107,11 @@ fn plenty_example_matches_the_hand_arithmetic() {
     close(p.dynamo.table_wru, 4_800.0);
     assert_eq!(p.dynamo.warm, 4_800);
     assert_eq!(verdict_of(&p, "DynamoDB orders table"), Verdict::Parameter);
-    // Expiry: 30,000 / 1,725 = 17.4 -> 18 runs = 1,080 s.
-    close(p.expiry.secs, 1_080.0);
-    assert_eq!(verdict_of(&p, "expiry"), Verdict::Limit);
+    // Expiry: 30,000 / 18,522 = 1.6 -> 2 runs = 120 s, under the drain +
+    // a run: the orders fall due no faster than they were written.
+    close(p.expiry.secs, 100_000.0 / 1_200.0 + 1.0 + 60.0);
+    close(p.expiry.target_secs, p.expiry.secs);
+    assert_eq!(verdict_of(&p, "expiry"), Verdict::Ok);
     let quotas: Vec<&str> = p.quota_requests.iter().map(|q| q.quota).collect();
     assert!(!quotas.iter().any(|q| q.starts_with("Lambda")));
 }

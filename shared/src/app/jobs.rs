@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 /// after it was made: `ReconcileSettings::max_age`), and the payment window
 /// (at most 24 h) starts at that write. An hour more for the slack.
 const PENDING_HORIZON_MS: i64 = (24 + 1 + 1) * 3_600_000;
-/// Orders expired per query; the job loops until none are due or time is up.
-const RELEASE_CHUNK: usize = 25;
+/// Orders expired per query (two of the ledger's batches of expiries); the
+/// job loops until none are due or time is up.
+const RELEASE_CHUNK: usize = 98;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -190,6 +191,10 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
 
     pub fn catalog(&self) -> &C {
         &self.catalog
+    }
+
+    pub fn orders(&self) -> &O {
+        &self.orders
     }
 
     /// An operator's pause or resume (already kept in the sales table) on
@@ -518,10 +523,24 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
                     break;
                 }
                 let mut progressed = false;
-                for order_id in due {
-                    match crate::app::release::release(&self.orders, &self.stock, &order_id, now_ms)
-                        .await
-                    {
+                let outcomes = match crate::app::release::release_many(
+                    &self.orders,
+                    &self.stock,
+                    &due,
+                    now_ms,
+                )
+                .await
+                {
+                    Ok(outcomes) => outcomes,
+                    Err(err) => {
+                        // Nothing of the chunk could be read: the next run
+                        // tries again.
+                        report.errors.push(format!("{}: {err}", sale.sale_id));
+                        break;
+                    }
+                };
+                for (order_id, outcome) in due.iter().zip(outcomes) {
+                    match outcome {
                         Ok(Released::Now { order, returned }) => {
                             progressed = true;
                             report.expired += 1;

@@ -8,6 +8,10 @@
 //! the moment it would answer `EXPIRED` (a read, a payment), so that
 //! `EXPIRED` always means the unit is back on sale and the buyer may buy
 //! again. The conditions make every other attempt a no-op.
+//!
+//! The job releases many at once ([`release_many`]): the ledger expires
+//! them in batches, one write of the sale item each, then Redis takes each
+//! order's units back, those calls sent together.
 
 use crate::domain::OrderId;
 use crate::domain::orders::Order;
@@ -54,4 +58,39 @@ pub async fn release<O: OrderStore, S: StockAdmin>(
         }
         other => Ok(Released::Not(other)),
     }
+}
+
+/// [`release`] of many orders (the job's chunk): the ledger's batches
+/// first ([`OrderStore::expire_many`]), then the units of each order it
+/// expired back to Redis, those calls together. Each order's outcome, in
+/// the order given; `Err` only when the ledger could read none of them.
+pub async fn release_many<O: OrderStore, S: StockAdmin>(
+    orders: &O,
+    stock: &S,
+    order_ids: &[OrderId],
+    now_ms: i64,
+) -> Result<Vec<Result<Released, OrderStoreError>>, OrderStoreError> {
+    let outcomes = orders.expire_many(order_ids, now_ms).await?;
+    let returns = crate::app::draw::join_all(outcomes.into_iter().map(|outcome| async move {
+        match outcome? {
+            ExpireOutcome::Expired(order) => {
+                let returned = stock
+                    .return_units(
+                        &order.sale_id,
+                        &order.order_id,
+                        order.user_id.as_str(),
+                        order.quantity.get(),
+                        order.return_seq,
+                    )
+                    .await;
+                if let Err(err) = &returned {
+                    tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
+                }
+                Ok(Released::Now { order, returned })
+            }
+            other => Ok(Released::Not(other)),
+        }
+    }))
+    .await;
+    Ok(returns)
 }

@@ -73,7 +73,7 @@ const EXPIRE_ATTEMPTS: u32 = 8;
 pub struct DynamoOrders {
     pub(crate) client: Client,
     pub(crate) orders_table: String,
-    sales_table: String,
+    pub(super) sales_table: String,
     pub counters: Arc<WriteCounters>,
 }
 
@@ -142,7 +142,7 @@ impl DynamoOrders {
 
     /// Takes `units` off a buyer's record (an expiry). A record that does not
     /// exist (orders written before records were kept) is left at zero.
-    fn take_from_buyer(
+    pub(super) fn take_from_buyer(
         &self,
         sale_id: &SaleId,
         user_id: &UserId,
@@ -171,21 +171,35 @@ impl DynamoOrders {
         sale_id: &SaleId,
         users: &[&UserId],
     ) -> Result<HashMap<String, u64>, OrderStoreError> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut held: HashMap<String, u64> = users.iter().map(|u| (u.to_string(), 0)).collect();
-        for chunk in users.chunks(100) {
-            let keys: Vec<Item> = chunk
-                .iter()
-                .map(|u| {
-                    HashMap::from([(
-                        "orderId".to_owned(),
-                        AttributeValue::S(buyer_key(sale_id, u)),
-                    )])
-                })
-                .collect();
+        let keys = users
+            .iter()
+            .map(|u| {
+                HashMap::from([(
+                    "orderId".to_owned(),
+                    AttributeValue::S(buyer_key(sale_id, u)),
+                )])
+            })
+            .collect();
+        for item in self.read_all(keys).await? {
+            if let (Some(AttributeValue::S(user)), Some(AttributeValue::N(n))) =
+                (item.get("buyerUserId"), item.get("held"))
+            {
+                held.insert(user.clone(), n.parse().unwrap_or(0));
+            }
+        }
+        Ok(held)
+    }
+
+    /// The items of the `orders` table under `keys` that exist: consistent
+    /// `BatchGetItem`s of 100 keys, unprocessed keys asked again.
+    pub(super) async fn read_all(&self, keys: Vec<Item>) -> Result<Vec<Item>, OrderStoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
             let mut pending = Some(
                 KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
+                    .set_keys(Some(chunk.to_vec()))
                     .consistent_read(true)
                     .build()
                     .map_err(transient)?,
@@ -200,35 +214,31 @@ impl DynamoOrders {
                     .send()
                     .await
                     .map_err(transient)?;
-                for item in out
-                    .responses
-                    .as_ref()
-                    .and_then(|r| r.get(&self.orders_table))
-                    .into_iter()
-                    .flatten()
-                {
-                    if let (Some(AttributeValue::S(user)), Some(AttributeValue::N(n))) =
-                        (item.get("buyerUserId"), item.get("held"))
-                    {
-                        held.insert(user.clone(), n.parse().unwrap_or(0));
-                    }
-                }
                 pending = out
                     .unprocessed_keys
                     .and_then(|mut u| u.remove(&self.orders_table))
                     .filter(|k| !k.keys().is_empty());
+                found.extend(
+                    out.responses
+                        .and_then(|mut r| r.remove(&self.orders_table))
+                        .into_iter()
+                        .flatten(),
+                );
             }
             if pending.is_some() {
                 return Err(OrderStoreError::Transient(
-                    "buyer records still unprocessed after 10 tries".into(),
+                    "items still unprocessed after 10 tries".into(),
                 ));
             }
         }
-        Ok(held)
+        Ok(found)
     }
 
     /// The sale item's `returnSeq` (0 before the first expiry).
-    async fn return_seq(&self, sale_id: &SaleId) -> Result<Option<u64>, OrderStoreError> {
+    pub(super) async fn return_seq(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<u64>, OrderStoreError> {
         let out = self
             .client
             .get_item()
@@ -276,7 +286,7 @@ impl DynamoOrders {
 }
 
 /// Codes of a cancelled transaction, or the error for any other failure.
-fn cancellation(
+pub(super) fn cancellation(
     err: SdkError<TransactWriteItemsError, aws_sdk_dynamodb::config::http::HttpResponse>,
 ) -> Result<Vec<String>, OrderStoreError> {
     match err.into_service_error() {
@@ -510,13 +520,8 @@ impl OrderStore for DynamoOrders {
         for attempt in 0..EXPIRE_ATTEMPTS {
             if attempt > 0 {
                 // Another expiry, or a writer's transaction on the hot sale
-                // item (TransactionConflict), got there first: retried
-                // after a fully jittered wait, so colliding expiries and
-                // writers spread out instead of meeting again at once.
-                use std::hash::BuildHasher;
-                let ceiling_ms = (10u64 << attempt.min(5)).min(200);
-                let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
-                tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
+                // item (TransactionConflict), got there first.
+                super::expiry::jittered_wait(attempt).await;
             }
             let Some(seq) = self.return_seq(&order.sale_id).await? else {
                 return Err(OrderStoreError::SaleMissing(order.sale_id));
@@ -530,6 +535,14 @@ impl OrderStore for DynamoOrders {
         Err(OrderStoreError::Transient(format!(
             "{order_id}: {EXPIRE_ATTEMPTS} expiries of the sale raced this one"
         )))
+    }
+
+    async fn expire_many(
+        &self,
+        order_ids: &[OrderId],
+        now_ms: i64,
+    ) -> Result<Vec<Result<ExpireOutcome, OrderStoreError>>, OrderStoreError> {
+        self.expire_many_now(order_ids, now_ms).await
     }
 }
 

@@ -473,6 +473,20 @@ impl OrderStore for MemoryOrders {
         t.orders.insert(order_id.clone(), expired.clone());
         Ok(ExpireOutcome::Expired(expired))
     }
+
+    /// One at a time: each expiry here is atomic already, and the outcome
+    /// of a batch is the outcome of its orders expired in turn.
+    async fn expire_many(
+        &self,
+        order_ids: &[OrderId],
+        now_ms: i64,
+    ) -> Result<Vec<Result<ExpireOutcome, OrderStoreError>>, OrderStoreError> {
+        let mut out = Vec::with_capacity(order_ids.len());
+        for order_id in order_ids {
+            out.push(self.expire(order_id, now_ms).await);
+        }
+        Ok(out)
+    }
 }
 
 impl OrderLedger for MemoryOrders {

@@ -206,6 +206,21 @@ impl OrderStore for SimOrders {
         self.record(std::slice::from_ref(order_id)).await;
         out
     }
+
+    async fn expire_many(
+        &self,
+        order_ids: &[OrderId],
+        now_ms: i64,
+    ) -> Result<Vec<Result<ExpireOutcome, OrderStoreError>>, OrderStoreError> {
+        let out = dynamo!(
+            self,
+            "dynamo.expire_many",
+            true,
+            self.inner.expire_many(order_ids, now_ms)
+        );
+        self.record(order_ids).await;
+        out
+    }
 }
 
 impl PaymentStore for SimOrders {

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 /// `Timeout` less the handler's margin.
 pub(super) const EXPIRY_RUN: Duration = Duration::from_secs(55);
 
-/// Single expiries timed for the check's model input.
-pub(super) const EXPIRY_SAMPLE: usize = 10;
+/// Orders of release-unpaid's chunk (`shared/src/app/jobs.rs`), the first
+/// of which is timed for the check's model input.
+pub(super) const EXPIRY_CHUNK: i32 = 98;
 
 /// The peak resident memory each whole-sale read of the jobs adds over
 /// what the process held before it: the orders of the sale (what the
@@ -31,11 +32,11 @@ pub(super) struct MemoryCheck {
 
 /// release-unpaid over the drained orders, all past their payment window,
 /// for [`EXPIRY_RUN`], next to what `make plan`'s model says of a run that
-/// long, fed this run's own query and expiry times.
+/// long, fed this run's own query and chunk times.
 pub(super) struct ExpiryCheck {
     pub(super) run: Duration,
     pub(super) query_ms: f64,
-    pub(super) expire_ms: f64,
+    pub(super) chunk_ms: f64,
     pub(super) predicted: f64,
     pub(super) expired: usize,
     /// Whether the run used its whole time; one that expired every due
@@ -109,8 +110,8 @@ pub(super) async fn memory_check(
 
 /// release-unpaid, through `db` (the strict layer), over the drained
 /// orders of `sale`, all past their payment window at the job's clock:
-/// first the model's inputs measured (one query of every bucket, single
-/// expiries), then one run of [`EXPIRY_RUN`] counted.
+/// first the model's inputs measured (one query of every bucket, one
+/// chunk released), then one run of [`EXPIRY_RUN`] counted.
 pub(super) async fn expiry_check(
     db: &aws_sdk_dynamodb::Client,
     redis_url: &str,
@@ -119,7 +120,7 @@ pub(super) async fn expiry_check(
     sale: &Sale,
 ) -> Result<ExpiryCheck, BoxError> {
     use seckill_shared::app::jobs::Jobs;
-    use seckill_shared::app::release::release;
+    use seckill_shared::app::release::release_many;
     let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
     let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
     // Past the sale's payment window, so every written order is due, and
@@ -127,15 +128,11 @@ pub(super) async fn expiry_check(
     let window_ms = i64::from(sale.payment_window_seconds) * 1_000;
     let now = clock::now_ms() + window_ms + 60_000;
     let began = Instant::now();
-    let due = orders.due_unpaid(&sale.sale_id, now, 25).await?;
+    let due = orders.due_unpaid(&sale.sale_id, now, EXPIRY_CHUNK).await?;
     let query_ms = began.elapsed().as_secs_f64() * 1_000.0;
-    let mut spent = Vec::new();
-    for order_id in due.iter().take(EXPIRY_SAMPLE) {
-        let began = Instant::now();
-        release(&orders, &stock, order_id, now).await?;
-        spent.push(began.elapsed().as_secs_f64() * 1_000.0);
-    }
-    let expire_ms = spent.iter().sum::<f64>() / spent.len().max(1) as f64;
+    let began = Instant::now();
+    release_many(&orders, &stock, &due, now).await?;
+    let chunk_ms = began.elapsed().as_secs_f64() * 1_000.0;
     let jobs = Jobs::<seckill_shared::adapters::sqs::SqsInspector, _, _, _>::new(
         stock,
         DynamoCatalog::new(db.clone(), sales_table),
@@ -149,11 +146,11 @@ pub(super) async fn expiry_check(
     Ok(ExpiryCheck {
         run: EXPIRY_RUN,
         query_ms,
-        expire_ms,
+        chunk_ms,
         predicted: seckill_infra::plan::expiry_model(
             EXPIRY_RUN.as_secs_f64(),
             query_ms / 1_000.0,
-            expire_ms / 1_000.0,
+            chunk_ms / 1_000.0,
         ),
         expired: report.expired,
         ran_its_time: report.stopped_early,

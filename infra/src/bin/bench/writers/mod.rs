@@ -15,7 +15,7 @@ use crate::handler::queue_depth;
 use crate::{BoxError, REDIS_TIMEOUT, SQS_TIMEOUT};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use aws_sdk_dynamodb::types::AttributeValue;
-use checks::{ExpiryCheck, MemoryCheck, expiry_check, memory_check};
+use checks::{EXPIRY_CHUNK, ExpiryCheck, MemoryCheck, expiry_check, memory_check};
 use print::print;
 use seckill_infra::emulator;
 use seckill_infra::event_source::{self, EventSource, EventSourceCounts, EventSourceSettings};

@@ -85,12 +85,12 @@ pub(super) fn print(rows: &[WritersRow]) {
             );
         } else if let Some(e) = &row.expiry {
             println!(
-                "  {}: release-unpaid in {} s: {:.0} expired predicted (chunks of 25: one query of every bucket {:.0} ms, then {:.1} ms an expiry), {} measured: {:.2}x",
+                "  {}: release-unpaid in {} s: {:.0} expired predicted (chunks of {EXPIRY_CHUNK}: one query of every bucket {:.0} ms, then {:.0} ms the chunk), {} measured: {:.2}x",
                 row.target.label(),
                 e.run.as_secs(),
                 e.predicted,
                 e.query_ms,
-                e.expire_ms,
+                e.chunk_ms,
                 e.expired,
                 e.expired as f64 / e.predicted
             );

@@ -1,0 +1,286 @@
+//! Expiring unpaid orders in batches ([`OrderStore::expire_many`]).
+//!
+//! One transaction expires up to [`EXPIRE_BATCH`] orders of one sale: each
+//! order `PENDING_PAYMENT` → `EXPIRED` (conditional on it being pending and
+//! due, as a single expiry is), each buyer's record lowered once by all of
+//! their orders in the batch (a transaction may touch an item only once),
+//! and the sale item moved once: `available` up and `sold` down by the
+//! batch's units, `returnSeq` from `seq` to `seq + n`, the orders numbered
+//! `seq + 1 ..= seq + n`. Returns keep one ledger position each, exactly as
+//! single expiries would have given them, so reconcile's stock reset and
+//! Redis's returns read them the same way.
+//!
+//! The sale item is the one hot item of the sale: a single expiry writes it
+//! once per order, a batch once per [`EXPIRE_BATCH`] orders.
+//!
+//! A cancelled batch is read by its reasons: an order no longer expirable
+//! (paid, or expired by another run, since it was read) leaves the batch
+//! and the rest goes again at once; the sale item moved (another expiry
+//! took the position) or a conflict retries after a jittered wait; a
+//! buyer's record holding less than the batch takes falls back to single
+//! expiries, which report that order's own error.
+//!
+//! [`OrderStore::expire_many`]: crate::ports::OrderStore::expire_many
+
+use super::orders::{DynamoOrders, transient};
+use crate::clock;
+use crate::domain::orders::{Order, OrderStatus};
+use crate::domain::{OrderId, SaleId, UserId};
+use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use std::collections::{BTreeMap, HashMap};
+
+/// Orders in one expiry transaction: each order, at most one record per
+/// buyer, and the sale item stay within DynamoDB's 100 actions.
+pub const EXPIRE_BATCH: usize = 49;
+
+/// Tries of one batch whose ledger position another expiry took, or that
+/// met a writer's transaction on the sale item.
+const BATCH_ATTEMPTS: u32 = 8;
+
+/// What one outcome per order is made of: its place in the caller's list.
+type Outcomes = Vec<(usize, Result<ExpireOutcome, OrderStoreError>)>;
+
+impl DynamoOrders {
+    pub(super) async fn expire_many_now(
+        &self,
+        order_ids: &[OrderId],
+        now_ms: i64,
+    ) -> Result<Vec<Result<ExpireOutcome, OrderStoreError>>, OrderStoreError> {
+        let found = self.orders_by_id(order_ids).await?;
+        let mut out: Vec<Option<Result<ExpireOutcome, OrderStoreError>>> =
+            order_ids.iter().map(|_| None).collect();
+        let mut by_sale: BTreeMap<SaleId, Vec<(usize, Order)>> = BTreeMap::new();
+        for (i, id) in order_ids.iter().enumerate() {
+            match found.get(id.as_str()) {
+                None => out[i] = Some(Ok(ExpireOutcome::NotFound)),
+                Some(order) if !expirable(order, now_ms) => {
+                    out[i] = Some(Ok(ExpireOutcome::NotExpirable));
+                }
+                Some(order) => by_sale
+                    .entry(order.sale_id.clone())
+                    .or_default()
+                    .push((i, order.clone())),
+            }
+        }
+        for orders in by_sale.into_values() {
+            for batch in orders.chunks(EXPIRE_BATCH) {
+                for (i, outcome) in self.expire_batch(batch.to_vec(), now_ms).await {
+                    out[i] = Some(outcome);
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or(Ok(ExpireOutcome::NotFound)))
+            .collect())
+    }
+
+    /// One sale's orders, all read as expirable.
+    async fn expire_batch(&self, mut live: Vec<(usize, Order)>, now_ms: i64) -> Outcomes {
+        let mut done: Outcomes = Vec::with_capacity(live.len());
+        let mut attempt = 0;
+        while let Some((_, first)) = live.first() {
+            let sale_id = first.sale_id.clone();
+            if attempt >= BATCH_ATTEMPTS {
+                done.extend(live.drain(..).map(|(i, o)| {
+                    (
+                        i,
+                        Err(OrderStoreError::Transient(format!(
+                            "{}: {BATCH_ATTEMPTS} expiries of the sale raced its batch",
+                            o.order_id
+                        ))),
+                    )
+                }));
+                break;
+            }
+            if attempt > 0 {
+                jittered_wait(attempt).await;
+            }
+            let seq = match self.return_seq(&sale_id).await {
+                Ok(Some(seq)) => seq,
+                Ok(None) => {
+                    done.extend(
+                        live.drain(..)
+                            .map(|(i, _)| (i, Err(OrderStoreError::SaleMissing(sale_id.clone())))),
+                    );
+                    break;
+                }
+                Err(err) => {
+                    let why = err.to_string();
+                    done.extend(
+                        live.drain(..)
+                            .map(|(i, _)| (i, Err(OrderStoreError::Transient(why.clone())))),
+                    );
+                    break;
+                }
+            };
+            let orders: Vec<&Order> = live.iter().map(|(_, o)| o).collect();
+            let reasons = match self.send_batch(&orders, now_ms, seq).await {
+                Ok(None) => {
+                    done.extend(live.drain(..).zip(1..).map(|((i, order), k)| {
+                        (
+                            i,
+                            Ok(ExpireOutcome::Expired(Order {
+                                status: OrderStatus::Expired,
+                                return_seq: Some(seq + k),
+                                ..order
+                            })),
+                        )
+                    }));
+                    break;
+                }
+                Ok(Some(reasons)) => reasons,
+                Err(err) => {
+                    let why = err.to_string();
+                    done.extend(
+                        live.drain(..)
+                            .map(|(i, _)| (i, Err(OrderStoreError::Transient(why.clone())))),
+                    );
+                    break;
+                }
+            };
+            let failed = |k: usize| {
+                reasons
+                    .get(k)
+                    .is_some_and(|c| c == "ConditionalCheckFailed")
+            };
+            let n = live.len();
+            let gone: Vec<usize> = (0..n).filter(|&k| failed(k)).collect();
+            if !gone.is_empty() {
+                // Paid or expired since it was read: out of the batch, and
+                // the others go again at once (the batch got smaller, so
+                // this ends).
+                for k in gone.into_iter().rev() {
+                    let (i, _) = live.remove(k);
+                    done.push((i, Ok(ExpireOutcome::NotExpirable)));
+                }
+            } else if failed(n) || reasons.iter().any(|c| c == "TransactionConflict") {
+                // Another expiry took the position, or a writer held the
+                // sale item: read the position again after a wait.
+                attempt += 1;
+            } else {
+                // A buyer's record holds less than the batch takes, or a
+                // reason this batch cannot read: each order on its own says
+                // which and why.
+                for (i, order) in live.drain(..) {
+                    done.push((i, self.expire(&order.order_id, now_ms).await));
+                }
+            }
+        }
+        done
+    }
+
+    /// One try of a batch at ledger position `seq`: `None` when it was
+    /// applied, else the cancellation's reasons (orders first, then the
+    /// sale item, then the buyers' records).
+    async fn send_batch(
+        &self,
+        orders: &[&Order],
+        now_ms: i64,
+        seq: u64,
+    ) -> Result<Option<Vec<String>>, OrderStoreError> {
+        let Some(first) = orders.first() else {
+            return Ok(None);
+        };
+        let sale_id = &first.sale_id;
+        let now = clock::rfc3339_ms(now_ms);
+        let mut items = Vec::with_capacity(2 * orders.len() + 1);
+        let mut units = 0u64;
+        let mut by_buyer: BTreeMap<&UserId, u64> = BTreeMap::new();
+        for (order, position) in orders.iter().zip(seq + 1..) {
+            let q = u64::from(order.quantity.get());
+            units += q;
+            *by_buyer.entry(&order.user_id).or_default() += q;
+            let mark = Update::builder()
+                .table_name(&self.orders_table)
+                .key("orderId", AttributeValue::S(order.order_id.to_string()))
+                .update_expression(
+                    "SET #s = :expired, expiredAt = :now, returnSeq = :position REMOVE pendingSaleId, pendingBucket",
+                )
+                .condition_expression("#s = :pending AND expiresAt <= :now")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
+                .expression_attribute_values(
+                    ":pending",
+                    AttributeValue::S("PENDING_PAYMENT".into()),
+                )
+                .expression_attribute_values(":now", AttributeValue::S(now.clone()))
+                .expression_attribute_values(":position", AttributeValue::N(position.to_string()))
+                .build()
+                .map_err(transient)?;
+            items.push(TransactWriteItem::builder().update(mark).build());
+        }
+        let n = u64::try_from(orders.len()).unwrap_or(u64::MAX);
+        let position = if seq == 0 {
+            "attribute_not_exists(returnSeq)"
+        } else {
+            "returnSeq = :seq"
+        };
+        let mut give_back = Update::builder()
+            .table_name(&self.sales_table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression(
+                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
+            )
+            .condition_expression(format!(
+                "attribute_exists(saleId) AND sold >= :q AND {position}"
+            ))
+            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":next", AttributeValue::N((seq + n).to_string()));
+        if seq > 0 {
+            give_back =
+                give_back.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
+        }
+        items.push(
+            TransactWriteItem::builder()
+                .update(give_back.build().map_err(transient)?)
+                .build(),
+        );
+        for (user, q) in by_buyer {
+            items.push(self.take_from_buyer(sale_id, user, q)?);
+        }
+        self.count(1, items.len());
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(None),
+            Err(err) => super::orders::cancellation(err).map(Some),
+        }
+    }
+
+    /// The orders of `ids` that exist, by id: consistent `BatchGetItem`s of
+    /// 100 keys, what the service could not read now asked again.
+    async fn orders_by_id(
+        &self,
+        ids: &[OrderId],
+    ) -> Result<HashMap<String, Order>, OrderStoreError> {
+        let keys = ids
+            .iter()
+            .map(|id| HashMap::from([("orderId".to_owned(), AttributeValue::S(id.to_string()))]))
+            .collect();
+        self.read_all(keys)
+            .await?
+            .iter()
+            .map(|item| super::orders::order_from_item(item).map(|o| (o.order_id.to_string(), o)))
+            .collect()
+    }
+}
+
+fn expirable(order: &Order, now_ms: i64) -> bool {
+    order.status == OrderStatus::PendingPayment
+        && order.expires_at_ms.is_some_and(|at| at <= now_ms)
+}
+
+/// A fully jittered wait that grows with the attempt, so colliding
+/// expiries and writers spread out instead of meeting again at once.
+pub(super) async fn jittered_wait(attempt: u32) {
+    use std::hash::BuildHasher;
+    let ceiling_ms = (10u64 << attempt.min(5)).min(200);
+    let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
+    tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
+}
