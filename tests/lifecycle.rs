@@ -501,6 +501,84 @@ async fn unpaid_orders_expire_in_batches_of_one_sale_item_write() {
     assert!(violations.is_empty(), "{violations:?}");
 }
 
+/// A batch of expiries whose answer is lost (applied, then answered after
+/// the job's attempt gave up, as a timeout on AWS may be) is settled from
+/// the ledger: each order found `EXPIRED` at a position the batch sent it
+/// with is this batch's expiry, so its unit goes back to Redis at once
+/// instead of waiting for reconcile, and the sale item moved once.
+#[tokio::test]
+async fn a_batch_of_expiries_whose_answer_was_lost_is_settled_from_the_ledger() {
+    use seckill_infra::strict::{self, StrictSettings};
+    use seckill_shared::adapters::aws;
+    use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+    use seckill_shared::ports::ExpireOutcome;
+    let app = App::spawn().await;
+    let mut sale = live_sale(10, 1);
+    sale.payment_window_seconds = 60;
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    for n in 0..5 {
+        assert_eq!(app.purchase(id, &format!("late{n}"), "").await.status, 202);
+    }
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    let past_every_window = orders
+        .values()
+        .filter_map(|o| o.expires_at_ms)
+        .max()
+        .unwrap()
+        + 1;
+    let ids: Vec<_> = orders.values().map(|o| o.order_id.clone()).collect();
+
+    let emulator = std::env::var("SECKILL_EMULATOR_URL")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .expect("make test exports SECKILL_EMULATOR_URL");
+    let mut settings = StrictSettings::lenient();
+    settings.dynamo.transaction_answer_delay = Duration::from_secs(3);
+    let layer = strict::start("127.0.0.1:0", &emulator, settings)
+        .await
+        .expect("the strict layer starts");
+    // Attempts of 0.9 s: every transaction's answer comes after them.
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(2))
+        .endpoint_url(layer.url())
+        .load()
+        .await;
+    let ledger = DynamoOrders::new(
+        aws::dynamodb(&sdk),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let stock = app.jobs().await;
+    let outcomes =
+        seckill_shared::app::release::release_many(&ledger, stock.stock(), &ids, past_every_window)
+            .await
+            .unwrap();
+    let mut seqs = Vec::new();
+    for (order_id, outcome) in ids.iter().zip(&outcomes) {
+        match outcome {
+            Ok(seckill_shared::app::release::Released::Now { order, returned }) => {
+                assert!(returned.is_ok(), "{order_id}: {returned:?}");
+                seqs.push(order.return_seq.unwrap());
+            }
+            other => panic!("{order_id}: {other:?}"),
+        }
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+    // Once in the ledger, once in Redis.
+    assert_eq!(app.sale_counters(id).await, (10, 0));
+    assert_eq!(app.stock(id).await, Some(10));
+    let after = app.orders().await;
+    assert!(after.values().all(|o| o.status == OrderStatus::Expired));
+    let again = ledger.expire_many(&ids, past_every_window).await.unwrap();
+    assert!(
+        again
+            .iter()
+            .all(|o| matches!(o, Ok(ExpireOutcome::NotExpirable))),
+        "{again:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pay_and_unpaid_release_race_never_sell_a_unit_twice() {
     let app = App::spawn().await;

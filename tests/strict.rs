@@ -564,3 +564,53 @@ async fn a_standard_queue_delivers_a_message_twice() {
         1
     );
 }
+
+/// A transaction applied and answered late: the client that gave up first
+/// got a timeout for a write that took effect, as AWS warns a client of a
+/// lost answer may (its outcome is unknown until it reads or retries with
+/// the same `ClientRequestToken`).
+#[tokio::test]
+async fn a_transaction_answered_after_the_client_gave_up_took_effect_all_the_same() {
+    let strict = layer(knobs(|k| {
+        k.dynamo.transaction_answer_delay = Duration::from_secs(3);
+    }))
+    .await;
+    // Attempts of 0.45 s, no retries: the answer comes long after.
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
+        .endpoint_url(strict.url())
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .load()
+        .await;
+    let impatient = aws::dynamodb(&sdk);
+    let plain_db = dynamo(&emulator()).await;
+    let name = unique("strict-late");
+    table(&plain_db, &name).await;
+
+    let err = impatient
+        .transact_write_items()
+        .transact_items(order_put(&name, "o1"))
+        .transact_items(sale_update(&name))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, aws_sdk_dynamodb::error::SdkError::TimeoutError(_)),
+        "{err:?}"
+    );
+    let applied = seckill_tests::eventually(Duration::from_secs(30), || {
+        let (db, name) = (plain_db.clone(), name.clone());
+        async move {
+            db.get_item()
+                .table_name(&name)
+                .key("id", s("o1"))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap()
+                .item
+                .is_some()
+        }
+    })
+    .await;
+    assert!(applied, "the timed-out transaction was applied");
+}

@@ -41,6 +41,10 @@ pub struct DynamoLimits {
     pub transaction_hold: Duration,
     /// Added to every transaction before it is applied, its items held.
     pub transaction_latency: Duration,
+    /// How long a transaction's answer is held after it was applied: a
+    /// client whose attempt timeout is shorter sees a timeout on a write
+    /// that took effect (its outcome is then unknown to it, as on AWS).
+    pub transaction_answer_delay: Duration,
     /// Write units a second one partition key takes; `None`: no limit.
     pub partition_write_units: Option<u32>,
     /// Items larger than this are refused.
@@ -52,6 +56,7 @@ impl Default for DynamoLimits {
         Self {
             transaction_hold: Duration::from_millis(DEFAULT_TRANSACTION_HOLD_MS),
             transaction_latency: Duration::ZERO,
+            transaction_answer_delay: Duration::ZERO,
             partition_write_units: Some(DEFAULT_PARTITION_WRITE_UNITS),
             max_item_bytes: MAX_ITEM_BYTES,
         }

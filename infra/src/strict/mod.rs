@@ -547,6 +547,12 @@ impl Layer {
             self.tally
                 .transactions_in_flight
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            let delay = self.settings.dynamo.transaction_answer_delay;
+            if !delay.is_zero() {
+                // Applied, answered late: a client that gave up first
+                // does not know it took effect.
+                tokio::time::sleep(delay).await;
+            }
         }
         response
     }

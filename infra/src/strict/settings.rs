@@ -49,7 +49,8 @@ fn setting<T: std::str::FromStr>(
 impl StrictSettings {
     /// The defaults, each replaced by its variable when set:
     /// `STRICT_DYNAMO_TRANSACTION_HOLD_MS` (0: no conflicts),
-    /// `STRICT_DYNAMO_TRANSACTION_LATENCY_MS`, `STRICT_DYNAMO_PARTITION_WCU`
+    /// `STRICT_DYNAMO_TRANSACTION_LATENCY_MS`,
+    /// `STRICT_DYNAMO_TRANSACTION_ANSWER_DELAY_MS`, `STRICT_DYNAMO_PARTITION_WCU`
     /// (0: no limit), `STRICT_DYNAMO_MAX_ITEM_BYTES`,
     /// `STRICT_SQS_COUNT_LAG_SECONDS`, `STRICT_SQS_DUPLICATE_RATE`.
     pub fn from_env() -> Result<Self, StrictError> {
@@ -65,6 +66,12 @@ impl StrictSettings {
             "a whole number of milliseconds",
         )? {
             s.dynamo.transaction_latency = Duration::from_millis(ms);
+        }
+        if let Some(ms) = setting::<u64>(
+            "STRICT_DYNAMO_TRANSACTION_ANSWER_DELAY_MS",
+            "a whole number of milliseconds",
+        )? {
+            s.dynamo.transaction_answer_delay = Duration::from_millis(ms);
         }
         if let Some(units) = setting::<u32>("STRICT_DYNAMO_PARTITION_WCU", "a whole number")? {
             s.dynamo.partition_write_units = (units > 0).then_some(units);
@@ -108,6 +115,7 @@ impl StrictSettings {
             dynamo: DynamoLimits {
                 transaction_hold: Duration::ZERO,
                 transaction_latency: Duration::ZERO,
+                transaction_answer_delay: Duration::ZERO,
                 partition_write_units: None,
                 max_item_bytes: usize::MAX,
             },

@@ -20,6 +20,13 @@
 //! buyer's record holding less than the batch takes falls back to single
 //! expiries, which report that order's own error.
 //!
+//! A try whose answer is lost (a timeout: DynamoDB may have applied it)
+//! is settled by reading its orders: one `EXPIRED` at a ledger position
+//! this batch sent it with was expired by this batch, and its units go
+//! back to Redis now, not at reconcile's next run; one still pending goes
+//! again. Two runs that sent the same order at the same position both
+//! claim it; Redis takes its units back once whoever returns them.
+//!
 //! [`OrderStore::expire_many`]: crate::ports::OrderStore::expire_many
 
 use super::orders::{DynamoOrders, transient};
@@ -79,6 +86,10 @@ impl DynamoOrders {
     /// One sale's orders, all read as expirable.
     async fn expire_batch(&self, mut live: Vec<(usize, Order)>, now_ms: i64) -> Outcomes {
         let mut done: Outcomes = Vec::with_capacity(live.len());
+        // The ledger positions each order was sent with: a try whose answer
+        // was lost (a timeout) may have been applied, and an order found
+        // `EXPIRED` at one of its own positions was expired by this batch.
+        let mut sent: HashMap<usize, Vec<u64>> = HashMap::new();
         let mut attempt = 0;
         while let Some((_, first)) = live.first() {
             let sale_id = first.sale_id.clone();
@@ -115,6 +126,9 @@ impl DynamoOrders {
                     break;
                 }
             };
+            for ((i, _), position) in live.iter().zip(seq + 1..) {
+                sent.entry(*i).or_default().push(position);
+            }
             let orders: Vec<&Order> = live.iter().map(|(_, o)| o).collect();
             let reasons = match self.send_batch(&orders, now_ms, seq).await {
                 Ok(None) => {
@@ -132,12 +146,26 @@ impl DynamoOrders {
                 }
                 Ok(Some(reasons)) => reasons,
                 Err(err) => {
+                    // Applied or not, nobody can say (the answer timed
+                    // out): the ledger can. Whatever is still pending goes
+                    // again; what this batch expired is done.
+                    attempt += 1;
                     let why = err.to_string();
-                    done.extend(
-                        live.drain(..)
-                            .map(|(i, _)| (i, Err(OrderStoreError::Transient(why.clone())))),
-                    );
-                    break;
+                    match self.settle(std::mem::take(&mut live), &sent, now_ms).await {
+                        Ok((settled, pending)) => {
+                            done.extend(settled);
+                            live = pending;
+                        }
+                        Err(stranded) => {
+                            done.extend(
+                                stranded
+                                    .into_iter()
+                                    .map(|i| (i, Err(OrderStoreError::Transient(why.clone())))),
+                            );
+                            break;
+                        }
+                    }
+                    continue;
                 }
             };
             let failed = |k: usize| {
@@ -148,12 +176,43 @@ impl DynamoOrders {
             let n = live.len();
             let gone: Vec<usize> = (0..n).filter(|&k| failed(k)).collect();
             if !gone.is_empty() {
-                // Paid or expired since it was read: out of the batch, and
-                // the others go again at once (the batch got smaller, so
-                // this ends).
+                // No longer pending: paid or expired by someone else since it
+                // was read, or expired by an earlier try of this batch whose
+                // answer was lost. Out of the batch (so this ends), and the
+                // others go again at once.
+                let mut out = Vec::with_capacity(gone.len());
                 for k in gone.into_iter().rev() {
-                    let (i, _) = live.remove(k);
-                    done.push((i, Ok(ExpireOutcome::NotExpirable)));
+                    out.push(live.remove(k));
+                }
+                let tried_before = out
+                    .iter()
+                    .any(|(i, _)| sent.get(i).is_some_and(|p| p.len() > 1));
+                if tried_before {
+                    match self.settle(out, &sent, now_ms).await {
+                        // Read as not pending a moment ago: still pending
+                        // now is a read that lags; the next run sees it.
+                        Ok((settled, pending)) => {
+                            done.extend(settled);
+                            done.extend(
+                                pending
+                                    .into_iter()
+                                    .map(|(i, _)| (i, Ok(ExpireOutcome::NotExpirable))),
+                            );
+                        }
+                        Err(stranded) => done.extend(stranded.into_iter().map(|i| {
+                            (
+                                i,
+                                Err(OrderStoreError::Transient(
+                                    "an earlier try's outcome could not be read".into(),
+                                )),
+                            )
+                        })),
+                    }
+                } else {
+                    done.extend(
+                        out.into_iter()
+                            .map(|(i, _)| (i, Ok(ExpireOutcome::NotExpirable))),
+                    );
                 }
             } else if failed(n) || reasons.iter().any(|c| c == "TransactionConflict") {
                 // Another expiry took the position, or a writer held the
@@ -169,6 +228,42 @@ impl DynamoOrders {
             }
         }
         done
+    }
+
+    /// What the ledger says of `orders` after a try of their batch whose
+    /// outcome is unknown: `EXPIRED` at a position this batch sent it with
+    /// is this batch's expiry (as the ledger holds it); still pending and
+    /// due goes again (the second list); anything else was not this
+    /// batch's to expire. `Err`: the places of orders that could not be
+    /// read.
+    async fn settle(
+        &self,
+        orders: Vec<(usize, Order)>,
+        sent: &HashMap<usize, Vec<u64>>,
+        now_ms: i64,
+    ) -> Result<(Outcomes, Vec<(usize, Order)>), Vec<usize>> {
+        let ids: Vec<OrderId> = orders.iter().map(|(_, o)| o.order_id.clone()).collect();
+        let Ok(found) = self.orders_by_id(&ids).await else {
+            return Err(orders.into_iter().map(|(i, _)| i).collect());
+        };
+        let mut settled = Vec::new();
+        let mut pending = Vec::new();
+        for (i, order) in orders {
+            match found.get(order.order_id.as_str()) {
+                Some(now)
+                    if now.status == OrderStatus::Expired
+                        && now
+                            .return_seq
+                            .is_some_and(|seq| sent.get(&i).is_some_and(|p| p.contains(&seq))) =>
+                {
+                    settled.push((i, Ok(ExpireOutcome::Expired(now.clone()))));
+                }
+                Some(now) if expirable(now, now_ms) => pending.push((i, order)),
+                Some(_) => settled.push((i, Ok(ExpireOutcome::NotExpirable))),
+                None => settled.push((i, Ok(ExpireOutcome::NotFound))),
+            }
+        }
+        Ok((settled, pending))
     }
 
     /// One try of a batch at ledger position `seq`: `None` when it was
