@@ -591,7 +591,7 @@ PY
 }
 
 # `make pages`: the pages (web/) into the deployed stack's pages bucket,
-# with a config.js for AWS: the API's URL (output ApiUrl), Cognito sign-in
+# with a config.js for AWS: the API's URL (output ApiEdgeUrl, else ApiUrl), Cognito sign-in
 # (output PagesLoginUrl, or LOGIN_URL) and the sale to show (SALE). Needs the
 # AWS CLI and credentials; the stack must be deployed (make deploy). The
 # stack and region are samconfig.toml's (CONFIG_ENV picks the profile), or
@@ -632,8 +632,9 @@ missing = [k for k in ("ApiUrl", "PagesBucketName", "PagesUrl") if not outputs.g
 if missing:
     sys.exit("the stack has no output " + ", ".join(missing) + ": deploy this version of template.yaml (make deploy)")
 config = {
-    # The pages call apiBase + "/sales/...": no trailing slash.
-    "apiBase": outputs["ApiUrl"].rstrip("/"),
+    # The pages call apiBase + "/sales/...": no trailing slash. Through the
+    # API's distribution when the stack has one (ApiEdge=on).
+    "apiBase": (outputs.get("ApiEdgeUrl") or outputs["ApiUrl"]).rstrip("/"),
     "auth": "cognito",
     "saleId": os.environ["SALE"],
     "loginUrl": os.environ["LOGIN_URL"] or outputs.get("PagesLoginUrl", ""),

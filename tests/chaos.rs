@@ -537,6 +537,7 @@ impl Stores {
             rate_limits: GENEROUS_LIMITS,
             gate_secret: None,
             payment_secret: None,
+            edge_secret: None,
             secrets: Default::default(),
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             max_receive_count: Some(emulator::MAX_RECEIVE_COUNT),

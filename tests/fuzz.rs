@@ -113,7 +113,7 @@ fn purchase_requests_never_panic_and_refusals_are_4xx() {
             vec![]
         };
         let req = purchase_event(&sale, user.as_deref(), &body, &headers);
-        match purchase::handler::parse(&req) {
+        match purchase::handler::parse(&req, None) {
             Ok(p) => {
                 accepted += 1;
                 assert!(is_id(p.sale_id.as_str()), "case {case}: {sale:?}");
@@ -205,7 +205,7 @@ async fn refused_requests_write_nothing() {
             _ => (id, Some("u1")),
         };
         let req = purchase_event(sale_id, user, &body, &[]);
-        if purchase::handler::parse(&req).is_ok() {
+        if purchase::handler::parse(&req, None).is_ok() {
             continue;
         }
         let reply = app.call(req).await;

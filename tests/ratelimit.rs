@@ -96,6 +96,86 @@ async fn one_address_is_limited_across_buyers() {
     assert_eq!(reply.status, 202, "another address is not affected");
 }
 
+/// Behind the API's edge every request reaches API Gateway from an edge
+/// server's address: the limiter counts the viewer's address the edge
+/// vouches for (its secret in the request), and a viewer header sent
+/// straight to the API, without that secret, changes nothing.
+#[tokio::test]
+async fn behind_the_edge_each_viewer_is_limited_by_their_own_address() {
+    use seckill_shared::http::{EDGE_SECRET_HEADER, VIEWER_IP_HEADER};
+    const SECRET: &str = "edge-secret-0123456789abcdef0123456789";
+    let app = App::spawn_with(|c| {
+        c.rate_limits = RateLimits {
+            user_per_sec: 1_000.0,
+            user_burst: 1_000.0,
+            ..tight()
+        };
+        c.edge_secret = Some(SECRET.into());
+    })
+    .await;
+    let sale = live_sale(100, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let from = |user: &str, source: &str, headers: &[(&'static str, &str)]| {
+        let mut req = purchase_event_from(id, user, source);
+        for (name, value) in headers {
+            req.headers_mut().insert(
+                *name,
+                lambda_http::http::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        req
+    };
+    let edge_server = "130.176.1.2";
+    // Twenty viewers through one edge server: each their own bucket.
+    for n in 0..20 {
+        let viewer = format!("198.51.100.{}", n + 1);
+        let reply = app
+            .call(from(
+                &format!("viewer{n}"),
+                edge_server,
+                &[(EDGE_SECRET_HEADER, SECRET), (VIEWER_IP_HEADER, &viewer)],
+            ))
+            .await;
+        assert_eq!(reply.status, 202, "{viewer}: {reply:?}");
+    }
+    // One viewer with twenty accounts, through the same edge server: the
+    // address's burst of 5.
+    let mut one_viewer = Vec::new();
+    for n in 0..20 {
+        let reply = app
+            .call(from(
+                &format!("sock{n}"),
+                edge_server,
+                &[
+                    (EDGE_SECRET_HEADER, SECRET),
+                    (VIEWER_IP_HEADER, "203.0.113.66"),
+                ],
+            ))
+            .await;
+        one_viewer.push(reply.status);
+    }
+    let accepted = one_viewer.iter().filter(|&&s| s == 202).count();
+    assert!((5..=6).contains(&accepted), "{one_viewer:?}");
+    // Straight to the API with a new viewer header each time, and no or a
+    // wrong secret: counted on the address API Gateway saw.
+    let mut forged = Vec::new();
+    for n in 0..20 {
+        let viewer = format!("192.0.2.{}", n + 1);
+        let secret = if n % 2 == 0 { "guess" } else { "" };
+        let mut headers = vec![(VIEWER_IP_HEADER, viewer.as_str())];
+        if !secret.is_empty() {
+            headers.push((EDGE_SECRET_HEADER, secret));
+        }
+        let reply = app
+            .call(from(&format!("forger{n}"), "192.0.2.200", &headers))
+            .await;
+        forged.push(reply.status);
+    }
+    let accepted = forged.iter().filter(|&&s| s == 202).count();
+    assert!((5..=6).contains(&accepted), "{forged:?}");
+}
+
 #[tokio::test]
 async fn the_limiter_fails_open_but_the_stock_script_fails_closed() {
     let app = App::spawn_with(|c| c.rate_limits = tight()).await;

@@ -185,6 +185,7 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
         redis_auth: Some(redis_arn.clone()),
         gate: Some(gate_arn.clone()),
         payment: None,
+        edge: None,
     };
     let fetched = || {
         (
@@ -310,6 +311,53 @@ async fn functions_fetch_their_secrets_once_per_environment_and_sell_with_them()
 }
 
 // ---------------------------------------------------------------------------
+// The API edge's secret: purchase alone fetches it, once.
+
+#[tokio::test]
+async fn the_edge_secret_is_fetched_once_by_the_purchase_alone() {
+    let app = App::spawn().await;
+    let redis_url = std::env::var("REDIS_URL").unwrap();
+    let key = format!("edgekey-{}-0123456789abcdef0123456789", unique("k"));
+    let arn = secret("edge", &key).await;
+    let config = naming(
+        &app.config,
+        &redis_url,
+        SecretArns {
+            redis_auth: None,
+            gate: None,
+            payment: None,
+            edge: Some(arn.clone()),
+        },
+    );
+    // The functions that count no caller's address never fetch it.
+    orders_api::wire(&config).await.unwrap();
+    order_writer::wire(&config).await.unwrap();
+    assert_eq!(secrets::fetch_count(&arn), 0);
+    let service = purchase::wire(&config).await.unwrap();
+    assert_eq!(secrets::fetch_count(&arn), 1, "the purchase wiring");
+    assert_eq!(service.edge_secret(), Some(key.as_str()));
+
+    // Too short to be the template's: the init fails and says which.
+    let short = secret("edge", "short-edge-key").await;
+    let config = naming(
+        &app.config,
+        &redis_url,
+        SecretArns {
+            redis_auth: None,
+            gate: None,
+            payment: None,
+            edge: Some(short.clone()),
+        },
+    );
+    let err = purchase::wire(&config).await.err().unwrap().to_string();
+    assert!(
+        err.contains("EDGE_SECRET_ARN") && err.contains("shorter than 32 characters"),
+        "{err}"
+    );
+    assert!(!err.contains("short-edge-key"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
 // The payment provider's key: orders-api alone fetches it, once.
 
 #[tokio::test]
@@ -322,6 +370,7 @@ async fn the_payment_key_is_fetched_once_by_the_orders_api_and_checks_its_callba
         redis_auth: None,
         gate: None,
         payment: Some(payment.to_owned()),
+        edge: None,
     };
     let config = naming(&app.config, &redis_url, arns(&arn));
     // The functions that take no callback never fetch it.
@@ -478,6 +527,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
                 redis_auth: Some(missing_redis.clone()),
                 gate: Some(good_gate.clone()),
                 payment: None,
+                edge: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &missing_redis,
@@ -489,6 +539,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
                 redis_auth: Some(plain_arn.clone()),
                 gate: None,
                 payment: None,
+                edge: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &plain_arn,
@@ -500,6 +551,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
                 redis_auth: Some(no_token_arn.clone()),
                 gate: None,
                 payment: None,
+                edge: None,
             },
             "REDIS_AUTH_SECRET_ARN",
             &no_token_arn,
@@ -511,6 +563,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
                 redis_auth: None,
                 gate: Some(short_arn.clone()),
                 payment: None,
+                edge: None,
             },
             "GATE_SECRET_ARN",
             &short_arn,
@@ -522,6 +575,7 @@ async fn a_missing_or_malformed_secret_fails_init_naming_it_without_its_value() 
                 redis_auth: None,
                 gate: Some(missing_gate.clone()),
                 payment: None,
+                edge: None,
             },
             "GATE_SECRET_ARN",
             &missing_gate,
@@ -657,6 +711,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
                 redis_auth: Some(redis_arn.clone()),
                 gate: Some(gate_arn.clone()),
                 payment: Some(pay_arn.clone()),
+                edge: None,
             };
             let app =
                 App::spawn_with(|config| *config = naming(config, &redis.url, arns.clone())).await;
@@ -701,6 +756,7 @@ fn no_log_line_holds_the_token_or_the_gate_key() {
                     redis_auth: Some(malformed),
                     gate: None,
                     payment: None,
+                    edge: None,
                 },
             ))
             .await

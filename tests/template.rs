@@ -748,8 +748,9 @@ fn from_file(
 }
 
 /// Checks one function's environment as a local container would get it.
-/// Read by the functions, deliberately empty against the local stack.
-const UNSET_LOCALLY: &[&str] = &["REDIS_AUTH_SECRET_ARN"];
+/// Read by the functions, deliberately empty against the local stack: its
+/// Redis has no AUTH token and no edge is in front of its API.
+const UNSET_LOCALLY: &[&str] = &["REDIS_AUTH_SECRET_ARN", "EDGE_SECRET_ARN"];
 
 fn check_local_env(
     function: &str,
@@ -1386,4 +1387,271 @@ fn the_plans_overrides_are_values_the_template_takes() {
             }
         }
     }
+}
+
+// ------------------------------------------------------------ API edge
+
+/// CloudFront's managed cache policy `CachingDisabled`.
+const CACHING_DISABLED: &str = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
+/// CloudFront's managed origin request policy `AllViewerExceptHostHeader`:
+/// every viewer header but Host (API Gateway answers only its own), and,
+/// with caching disabled, Authorization.
+const ALL_VIEWER_EXCEPT_HOST: &str = "b689b0a8-53d0-40ab-baf2-68738e2966ac";
+
+/// A CloudFront path pattern against a path: `*` is any run of characters,
+/// `/` included, and `?` one character.
+fn path_matches(pattern: &[u8], path: &[u8]) -> bool {
+    match (pattern.split_first(), path.split_first()) {
+        (None, None) => true,
+        (Some((b'*', rest)), _) => {
+            path_matches(rest, path) || (!path.is_empty() && path_matches(pattern, &path[1..]))
+        }
+        (Some((b'?', rest)), Some((_, tail))) => path_matches(rest, tail),
+        (Some((p, rest)), Some((c, tail))) => p == c && path_matches(rest, tail),
+        _ => false,
+    }
+}
+
+/// The cache behavior CloudFront picks for `path`: the first whose
+/// pattern matches, in order, else the default.
+fn behavior_for<'a>(config: &'a Json, path: &str) -> &'a Json {
+    config["CacheBehaviors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| {
+            path_matches(
+                b["PathPattern"].as_str().unwrap().as_bytes(),
+                path.as_bytes(),
+            )
+        })
+        .unwrap_or(&config["DefaultCacheBehavior"])
+}
+
+/// `ApiEdge=on` puts the whole API behind one distribution. Every route of
+/// the template lands on a behavior that serves it: the public sale view
+/// alone is cached, for no longer than its `Cache-Control` and keyed on
+/// nothing a buyer's token is in; every other route passes uncached with
+/// its `Authorization` and its method, through the function that sets the
+/// viewer's address. The origin gets the secret the purchase function
+/// fetches, in the header it checks; WAF limits each viewer address and
+/// answers as the API does. With `ApiEdge=off` none of it is made.
+#[test]
+fn the_api_edge_caches_only_the_public_sale_view_and_vouches_for_its_viewers() {
+    use seckill_shared::http::{EDGE_SECRET_HEADER, SALE_VIEW_MAX_AGE_SECS, VIEWER_IP_HEADER};
+    let parent = template();
+    let r = &parent["Resources"];
+    let config = &r["ApiDistribution"]["Properties"]["DistributionConfig"];
+    let viewer_function =
+        json!({"Fn::GetAtt": ["ApiEdgeViewerFunction", "FunctionMetadata.FunctionARN"]});
+
+    let mut cached = BTreeSet::new();
+    for function in Template::from_json(&parent).unwrap().functions.values() {
+        for trigger in &function.triggers {
+            let consistency::TriggerKind::Http {
+                method,
+                path,
+                public,
+            } = &trigger.kind
+            else {
+                continue;
+            };
+            let concrete = path.replace("{saleId}", "s-1").replace("{orderId}", "o-1");
+            let behavior = behavior_for(config, &concrete);
+            let route = format!("{method} {path}");
+            assert!(
+                as_list(&behavior["AllowedMethods"]).contains(&json!(method)),
+                "{route}: {behavior}"
+            );
+            if behavior["CachePolicyId"] == CACHING_DISABLED {
+                assert_eq!(
+                    behavior["OriginRequestPolicyId"], ALL_VIEWER_EXCEPT_HOST,
+                    "{route}"
+                );
+                assert_eq!(
+                    behavior["FunctionAssociations"],
+                    json!([{"EventType": "viewer-request", "FunctionARN": viewer_function}]),
+                    "{route}"
+                );
+            } else {
+                assert!(*public && method == "GET", "{route} is cached");
+                assert_eq!(
+                    behavior["CachePolicyId"],
+                    json!({"Ref": "ApiSaleViewCachePolicy"})
+                );
+                cached.insert(route);
+            }
+        }
+    }
+    assert_eq!(cached, BTreeSet::from(["GET /sales/{saleId}".to_owned()]));
+
+    let policy = &r["ApiSaleViewCachePolicy"]["Properties"]["CachePolicyConfig"];
+    // No Cache-Control, no caching; never longer than the view's max-age
+    // allows by more than a second.
+    assert_eq!(
+        (policy["MinTTL"].as_u64(), policy["DefaultTTL"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let max_ttl = policy["MaxTTL"].as_u64().unwrap();
+    let max_age = u64::from(SALE_VIEW_MAX_AGE_SECS);
+    assert!(
+        (max_age..=max_age + 1).contains(&max_ttl),
+        "MaxTTL {max_ttl}"
+    );
+    let key = &policy["ParametersInCacheKeyAndForwardedToOrigin"];
+    assert_eq!(
+        key["HeadersConfig"],
+        json!({"HeaderBehavior": "whitelist", "Headers": ["Origin"]})
+    );
+    assert_eq!(key["CookiesConfig"]["CookieBehavior"], "none");
+    assert_eq!(key["QueryStringsConfig"]["QueryStringBehavior"], "none");
+
+    // The origin: this stack's API, over TLS, with the edge's secret in the
+    // header the purchase function checks, the secret it fetches.
+    let origin = &config["Origins"][0];
+    assert_eq!(
+        origin["DomainName"],
+        json!({"Fn::Sub": "${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}"})
+    );
+    assert_eq!(
+        origin["CustomOriginConfig"]["OriginProtocolPolicy"],
+        "https-only"
+    );
+    let header = &origin["OriginCustomHeaders"][0];
+    assert!(
+        header["HeaderName"]
+            .as_str()
+            .unwrap()
+            .eq_ignore_ascii_case(EDGE_SECRET_HEADER)
+    );
+    assert_eq!(
+        header["HeaderValue"],
+        json!({"Fn::Sub": "{{resolve:secretsmanager:${ApiEdgeSecret}:SecretString}}"})
+    );
+    let on_edge =
+        json!({"Fn::If": ["ApiEdgeOn", {"Ref": "ApiEdgeSecret"}, {"Ref": "AWS::NoValue"}]});
+    for (name, resource) in resources(&parent, "AWS::Serverless::Function") {
+        let env = &resource["Properties"]["Environment"]["Variables"]["EDGE_SECRET_ARN"];
+        let policies = resource["Properties"]["Policies"].to_string();
+        let may_read = policies.contains(r#"{"SecretArn":{"Ref":"ApiEdgeSecret"}}"#);
+        if name == "PurchaseFunction" {
+            assert_eq!(*env, on_edge);
+            assert!(may_read, "{name} cannot read the edge's secret");
+        } else {
+            assert!(env.is_null() && !may_read, "{name} has the edge's secret");
+        }
+    }
+    // The viewer function: the address CloudFront saw, replacing whatever
+    // the viewer sent under either header.
+    let code = r["ApiEdgeViewerFunction"]["Properties"]["FunctionCode"]
+        .as_str()
+        .unwrap();
+    assert!(
+        code.contains(&format!("delete request.headers['{EDGE_SECRET_HEADER}']")),
+        "{code}"
+    );
+    assert!(
+        code.contains(&format!(
+            "request.headers['{VIEWER_IP_HEADER}'] = {{ value: event.viewer.ip }}"
+        )),
+        "{code}"
+    );
+
+    // WAF: per viewer address, the purchase route and everything, answered
+    // with the API's own 429.
+    let acl = &r["ApiEdgeWebAcl"]["Properties"];
+    assert_eq!(acl["Scope"], "CLOUDFRONT");
+    let limited = seckill_shared::error::ApiError::RateLimited {
+        retry_after_secs: 60,
+    };
+    let body: Json = serde_json::from_str(
+        acl["CustomResponseBodies"]["RateLimited"]["Content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(body["code"], limited.code());
+    let rules = acl["Rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 2);
+    for rule in rules {
+        let rate = &rule["Statement"]["RateBasedStatement"];
+        assert_eq!(rate["AggregateKeyType"], "IP", "{rule}");
+        let block = &rule["Action"]["Block"]["CustomResponse"];
+        assert_eq!(block["ResponseCode"], 429);
+        assert_eq!(block["CustomResponseBodyKey"], "RateLimited");
+    }
+    let suffix = rules[0]["Statement"]["RateBasedStatement"]["ScopeDownStatement"]["ByteMatchStatement"]
+        ["SearchString"]
+        .as_str()
+        .unwrap();
+    let routes: Vec<String> = Template::from_json(&parent)
+        .unwrap()
+        .functions
+        .values()
+        .flat_map(|f| f.triggers.iter().filter_map(|t| t.route_key()))
+        .collect();
+    let purchases: Vec<&String> = routes.iter().filter(|r| r.ends_with(suffix)).collect();
+    assert_eq!(purchases, vec!["POST /sales/{saleId}/purchase"]);
+
+    // Where each part is made.
+    let pick = |overrides: &[(&str, &str)], region: &str| {
+        let overrides: BTreeMap<String, String> = overrides
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let stack = Stack::with_pseudo(&parent, &overrides, "seckill", region, UUID_A).unwrap();
+        (
+            stack.condition("ApiEdgeOn"),
+            stack.condition("CreateApiEdgeWebAcl"),
+            stack.eval(&config["WebACLId"]),
+        )
+    };
+    let arn = "arn:aws:wafv2:us-east-1:123456789012:global/webacl/shared/0123";
+    assert_eq!(pick(&[], "us-east-1").0, Some(true), "on by default");
+    assert_eq!(pick(&[], "us-east-1").1, Some(true));
+    assert_eq!(pick(&[], "eu-west-1"), (Some(true), Some(false), None));
+    assert_eq!(
+        pick(&[("ApiEdgeWebAclArn", arn)], "eu-west-1"),
+        (Some(true), Some(false), Some(json!(arn)))
+    );
+    assert_eq!(pick(&[("ApiEdge", "off")], "us-east-1").0, Some(false));
+    assert_eq!(pick(&[("ApiEdge", "off")], "us-east-1").1, Some(false));
+    for name in [
+        "ApiEdgeSecret",
+        "ApiEdgeViewerFunction",
+        "ApiSaleViewCachePolicy",
+        "ApiDistribution",
+    ] {
+        assert_eq!(r[name]["Condition"], "ApiEdgeOn", "{name}");
+    }
+    assert_eq!(r["ApiEdgeWebAcl"]["Condition"], "CreateApiEdgeWebAcl");
+    assert_eq!(parent["Outputs"]["ApiEdgeUrl"]["Condition"], "ApiEdgeOn");
+}
+
+/// An accepted purchase still queued at reconcile's maximum age is given up
+/// (`REJECTED`, its unit back on sale): its buyer's order is lost. The
+/// queue-age alarm must page in time to save it at any threshold its
+/// parameter takes: the highest, plus the minutes the alarm needs to fire,
+/// plus a quarter of an hour for someone to act (scale the writers, fix
+/// them, redrive), stay within the maximum age reconcile runs with.
+#[test]
+fn the_queue_age_alarm_pages_before_reconcile_gives_a_queued_order_up() {
+    const TIME_TO_ACT_SECS: u64 = 900;
+    let parent = template();
+    let alarm = &parent["Resources"]["OrdersQueueAgeAlarm"]["Properties"];
+    assert_eq!(alarm["MetricName"], "ApproximateAgeOfOldestMessage");
+    assert_eq!(alarm["Threshold"], json!({"Ref": "QueueAgeAlarmSeconds"}));
+    let highest = parent["Parameters"]["QueueAgeAlarmSeconds"]["MaxValue"]
+        .as_u64()
+        .unwrap();
+    let to_fire = alarm["Period"].as_u64().unwrap() * alarm["DatapointsToAlarm"].as_u64().unwrap();
+    let give_up = seckill_shared::app::reconcile::ReconcileSettings::default()
+        .max_age
+        .as_secs();
+    assert!(
+        highest + to_fire + TIME_TO_ACT_SECS <= give_up,
+        "QueueAgeAlarmSeconds may be {highest} s: the alarm fires {} s after a purchase, {} s before reconcile gives it up at {give_up} s",
+        highest + to_fire,
+        give_up.saturating_sub(highest + to_fire)
+    );
 }

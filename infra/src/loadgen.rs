@@ -408,7 +408,7 @@ async fn null_purchase(
     let config = &seckill_shared::adapters::secrets::resolve(
         config,
         aws::Caller::Tool,
-        seckill_shared::adapters::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisGateAndEdge,
     )
     .await
     .map_err(setup)?;

@@ -54,11 +54,18 @@ pub struct SecretArns {
     /// callbacks with, the secret string itself (32 characters or more); it
     /// becomes [`Config::payment_secret`].
     pub payment: Option<String>,
+    /// `EDGE_SECRET_ARN`: what the API's CloudFront distribution sends with
+    /// every request (`ApiEdge=on`), the secret string itself (32
+    /// characters or more); it becomes [`Config::edge_secret`].
+    pub edge: Option<String>,
 }
 
 impl SecretArns {
     pub fn is_empty(&self) -> bool {
-        self.redis_auth.is_none() && self.gate.is_none() && self.payment.is_none()
+        self.redis_auth.is_none()
+            && self.gate.is_none()
+            && self.payment.is_none()
+            && self.edge.is_none()
     }
 }
 
@@ -131,8 +138,15 @@ pub struct Config {
     /// `PAYMENT_SECRET_ARN` at cold start (no variable holds it). Without
     /// it, `POST /payments/callback` refuses every call as unsigned.
     pub payment_secret: Option<String>,
+    /// What the API's CloudFront distribution sends in
+    /// [`crate::http::EDGE_SECRET_HEADER`], fetched from `EDGE_SECRET_ARN`
+    /// at cold start: a request carrying it came through the edge, so its
+    /// viewer's address is believed ([`crate::http::source_ip`]). Without
+    /// it (the local stack, `ApiEdge=off`) the limiter keys on the address
+    /// API Gateway saw.
+    pub edge_secret: Option<String>,
     /// The secrets to fetch at cold start (`REDIS_AUTH_SECRET_ARN`,
-    /// `GATE_SECRET_ARN`, `PAYMENT_SECRET_ARN`); empty once
+    /// `GATE_SECRET_ARN`, `PAYMENT_SECRET_ARN`, `EDGE_SECRET_ARN`); empty once
     /// [`crate::adapters::secrets::resolve`] has.
     pub secrets: SecretArns,
     /// `METRICS_NAMESPACE` (default `Seckill`): the CloudWatch namespace of
@@ -183,6 +197,10 @@ impl std::fmt::Debug for Config {
             .field(
                 "payment_secret",
                 &self.payment_secret.as_ref().map(|_| "<secret>"),
+            )
+            .field(
+                "edge_secret",
+                &self.edge_secret.as_ref().map(|_| "<secret>"),
             )
             .field("secrets", &self.secrets)
             .field("metrics_namespace", &self.metrics_namespace)
@@ -249,6 +267,9 @@ pub struct Reads {
     pub gate_secret: bool,
     /// `PAYMENT_SECRET_ARN`: the payment provider's signing key's secret.
     pub payment_secret: bool,
+    /// `EDGE_SECRET_ARN`: the API edge's secret (purchase: whose address
+    /// the limiter counts).
+    pub edge_secret: bool,
     /// `MAX_RECEIVE_COUNT` (the order-writer's: when a failure is final).
     pub max_receive_count: bool,
     /// `STAND_IN_PAYS_PRICED` (orders-api's pay route).
@@ -267,6 +288,7 @@ impl Reads {
         rate_limits: false,
         gate_secret: false,
         payment_secret: false,
+        edge_secret: false,
         max_receive_count: false,
         stand_in_payments: false,
     };
@@ -282,6 +304,7 @@ impl Reads {
         rate_limits: true,
         gate_secret: true,
         payment_secret: true,
+        edge_secret: true,
         max_receive_count: true,
         stand_in_payments: true,
     };
@@ -326,6 +349,7 @@ impl Config {
             gate: env_if(reads.gate_secret)("GATE_SECRET_ARN").filter(|v| !v.trim().is_empty()),
             payment: env_if(reads.payment_secret)("PAYMENT_SECRET_ARN")
                 .filter(|v| !v.trim().is_empty()),
+            edge: env_if(reads.edge_secret)("EDGE_SECRET_ARN").filter(|v| !v.trim().is_empty()),
         };
         if secrets.redis_auth.is_some() && has_password(&redis_url) {
             // Two sources of one password: refuse rather than guess.
@@ -369,6 +393,7 @@ impl Config {
             rate_limits: rate_limits(env_if(reads.rate_limits))?,
             gate_secret: None,
             payment_secret: None,
+            edge_secret: None,
             secrets,
             metrics_namespace: env("METRICS_NAMESPACE")
                 .map(|v| v.trim().to_owned())

@@ -104,19 +104,54 @@ pub fn caller(req: &Request) -> Result<Caller, ApiError> {
     Ok(Caller { user_id, scopes })
 }
 
-/// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`),
-/// if it looks like an IPv4 or IPv6 address; anything else is ignored rather
-/// than put into a Redis field.
-pub fn source_ip(req: &Request) -> Option<String> {
-    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
-        return None;
+/// The header the API's CloudFront distribution adds to every request it
+/// sends to the API, holding the edge secret (`EDGE_SECRET_ARN`): a request
+/// that carries it came through the edge, and its viewer header can be
+/// believed.
+pub const EDGE_SECRET_HEADER: &str = "x-seckill-edge";
+
+/// The header the distribution's viewer-request function sets to the
+/// viewer's address (`event.viewer.ip`), replacing whatever the viewer sent.
+pub const VIEWER_IP_HEADER: &str = "x-seckill-viewer-ip";
+
+/// The caller's address: behind the API's CloudFront distribution (the
+/// request carries `edge_secret` in [`EDGE_SECRET_HEADER`]) the viewer's,
+/// from [`VIEWER_IP_HEADER`], since API Gateway then sees an edge server;
+/// otherwise the address API Gateway saw (`requestContext.http.sourceIp`).
+/// A viewer header without the secret is ignored: anyone may send one
+/// straight to the API, whose own view of them is then the true one. Only
+/// what looks like an IPv4 or IPv6 address is taken; anything else is
+/// ignored rather than put into a Redis field.
+pub fn source_ip(req: &Request, edge_secret: Option<&str>) -> Option<String> {
+    let through_edge = edge_secret.is_some_and(|secret| {
+        req.headers()
+            .get(EDGE_SECRET_HEADER)
+            .is_some_and(|sent| same_secret(sent.as_bytes(), secret.as_bytes()))
+    });
+    let ip = if through_edge {
+        req.headers().get(VIEWER_IP_HEADER)?.to_str().ok()?
+    } else {
+        let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+            return None;
+        };
+        ctx.http.source_ip.as_deref()?
     };
-    let ip = ctx.http.source_ip.as_deref()?;
     let plausible = (2..=45).contains(&ip.len())
         && ip
             .bytes()
             .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':');
     plausible.then(|| ip.to_owned())
+}
+
+/// Equal bytes, compared in a time that does not depend on where they
+/// first differ (the edge secret is a credential).
+fn same_secret(sent: &[u8], secret: &[u8]) -> bool {
+    sent.len() == secret.len()
+        && sent
+            .iter()
+            .zip(secret)
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
 }
 
 /// The body as bytes, refusing oversized ones. API Gateway may base64-encode
@@ -240,6 +275,75 @@ mod tests {
             "isBase64Encoded": false,
         });
         lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    fn request_with_headers(headers: serde_json::Value) -> Request {
+        let event = json!({
+            "version": "2.0",
+            "routeKey": "POST /sales/{saleId}/purchase",
+            "rawPath": "/sales/s1/purchase",
+            "rawQueryString": "",
+            "headers": headers,
+            "requestContext": {
+                "accountId": "1", "apiId": "a", "domainName": "d", "domainPrefix": "d",
+                "http": {"method": "POST", "path": "/sales/s1/purchase", "protocol": "HTTP/1.1",
+                         "sourceIp": "130.176.1.2", "userAgent": "t"},
+                "requestId": "r", "routeKey": "POST /sales/{saleId}/purchase", "stage": "$default",
+                "time": "03/Dec/2026:19:19:18 +0000", "timeEpoch": 1,
+            },
+            "isBase64Encoded": false,
+        });
+        lambda_http::request::from_str(&event.to_string()).unwrap()
+    }
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn behind_the_edge_the_viewer_is_the_caller() {
+        let req = request_with_headers(
+            json!({EDGE_SECRET_HEADER: SECRET, VIEWER_IP_HEADER: "203.0.113.7"}),
+        );
+        assert_eq!(
+            source_ip(&req, Some(SECRET)).as_deref(),
+            Some("203.0.113.7")
+        );
+        let v6 = request_with_headers(
+            json!({EDGE_SECRET_HEADER: SECRET, VIEWER_IP_HEADER: "2001:db8::7"}),
+        );
+        assert_eq!(source_ip(&v6, Some(SECRET)).as_deref(), Some("2001:db8::7"));
+    }
+
+    #[test]
+    fn a_viewer_header_without_the_edge_secret_is_ignored() {
+        // Sent straight to the API: API Gateway's own view of the caller.
+        for headers in [
+            json!({VIEWER_IP_HEADER: "203.0.113.7"}),
+            json!({EDGE_SECRET_HEADER: "guess", VIEWER_IP_HEADER: "203.0.113.7"}),
+            json!({EDGE_SECRET_HEADER: &SECRET[1..], VIEWER_IP_HEADER: "203.0.113.7"}),
+        ] {
+            let req = request_with_headers(headers.clone());
+            assert_eq!(
+                source_ip(&req, Some(SECRET)).as_deref(),
+                Some("130.176.1.2"),
+                "{headers}"
+            );
+        }
+        // No edge configured (the local stack, or ApiEdge=off): the header
+        // means nothing, whatever it holds.
+        let req = request_with_headers(
+            json!({EDGE_SECRET_HEADER: SECRET, VIEWER_IP_HEADER: "203.0.113.7"}),
+        );
+        assert_eq!(source_ip(&req, None).as_deref(), Some("130.176.1.2"));
+    }
+
+    #[test]
+    fn an_implausible_viewer_address_is_no_address() {
+        let req = request_with_headers(
+            json!({EDGE_SECRET_HEADER: SECRET, VIEWER_IP_HEADER: "a b; DROP"}),
+        );
+        assert_eq!(source_ip(&req, Some(SECRET)), None);
+        let missing = request_with_headers(json!({EDGE_SECRET_HEADER: SECRET}));
+        assert_eq!(source_ip(&missing, Some(SECRET)), None);
     }
 
     #[test]

@@ -354,6 +354,7 @@ impl App {
             rate_limits: GENEROUS_LIMITS,
             gate_secret: Some(TEST_GATE_SECRET.into()),
             payment_secret: Some(TEST_PAYMENT_SECRET.into()),
+            edge_secret: None,
             secrets: Default::default(),
             metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
             // The test queues' redrive, as the template feeds both from one value.

@@ -77,7 +77,7 @@ where
     Q: OrderQueue,
     C: SaleCatalog,
 {
-    let parsed = match parse(req) {
+    let parsed = match parse(req, service.edge_secret()) {
         Ok(parsed) => parsed,
         Err(err) => {
             return Answer {
@@ -155,7 +155,7 @@ where
 }
 
 /// Turns the event into a purchase request, or the 4xx that explains why not.
-pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
+pub fn parse(req: &Request, edge_secret: Option<&str>) -> Result<PurchaseRequest, ApiError> {
     let user_id = http::caller_id(req)?;
     let sale_id = SaleId::parse(&http::path_param(req, "saleId"))
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
@@ -192,7 +192,7 @@ pub fn parse(req: &Request) -> Result<PurchaseRequest, ApiError> {
         user_id,
         quantity,
         idempotency_key,
-        source_ip: http::source_ip(req),
+        source_ip: http::source_ip(req, edge_secret),
         sale_token,
     })
 }
@@ -250,10 +250,10 @@ mod tests {
 
     #[test]
     fn parses_a_good_request() {
-        let p = parse(&event("s1", r#"{"quantity": 2}"#, Some("u1"))).unwrap();
+        let p = parse(&event("s1", r#"{"quantity": 2}"#, Some("u1")), None).unwrap();
         assert_eq!((p.sale_id.as_str(), p.user_id.as_str()), ("s1", "u1"));
         assert_eq!(p.quantity.get(), 2);
-        let p = parse(&event("s1", "", Some("u1"))).unwrap();
+        let p = parse(&event("s1", "", Some("u1")), None).unwrap();
         assert_eq!(p.quantity.get(), 1);
     }
 
@@ -273,12 +273,12 @@ mod tests {
             ("s1", "", Some("a\nb"), 401),
         ];
         for (sale, body, sub, status) in cases {
-            let err = parse(&event(sale, body, sub)).unwrap_err();
+            let err = parse(&event(sale, body, sub), None).unwrap_err();
             assert_eq!(err.status(), status, "{sale:?} {body:?} {sub:?}");
         }
         // Any sub a provider issues is the user id, exactly.
         for sub in ["a|b", "auth0|5f7c1e2a9b3d4c0012345678", "{x},y:z", "用户"] {
-            let p = parse(&event("s1", "", Some(sub))).unwrap();
+            let p = parse(&event("s1", "", Some(sub)), None).unwrap();
             assert_eq!(p.user_id.as_str(), sub);
         }
     }

@@ -31,7 +31,8 @@ use seckill_shared::observe::metrics::{Function, Metrics};
 pub type LivePurchase = PurchaseService<RedisStock, SqsQueue, CachedCatalog<DynamoCatalog>>;
 
 /// This function's settings: the queue it sends to and the SDK bound of a
-/// send, the sale cache, the rate limits and the gate key; and what a
+/// send, the sale cache, the rate limits, the gate key and the edge's
+/// secret; and what a
 /// rebuild reads (the orders table, the DLQ, the prewarm lead): a purchase
 /// that finds a live sale's keys missing starts its rebuild at once. The
 /// purchase path itself never touches the orders table.
@@ -47,6 +48,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
             sale_cache: true,
             rate_limits: true,
             gate_secret: true,
+            edge_secret: true,
             ..Reads::COMMON
         },
     )
@@ -63,7 +65,7 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
     let config = &seckill_shared::adapters::secrets::resolve(
         config,
         caller,
-        seckill_shared::adapters::secrets::Uses::RedisAndGate,
+        seckill_shared::adapters::secrets::Uses::RedisGateAndEdge,
     )
     .await?;
     let sdk = aws::sdk_config(caller, config.sqs_timeout).await;
@@ -91,9 +93,12 @@ pub async fn wire(config: &Config) -> Result<LivePurchase, WireError> {
         config.prewarm_lead,
     )
     .with_settle(config.rebuild_settle());
-    let service = PurchaseService::new(stock, queue, catalog)
+    let mut service = PurchaseService::new(stock, queue, catalog)
         .with_metrics(metrics)
         .with_rebuild(std::sync::Arc::new(jobs));
+    if let Some(secret) = &config.edge_secret {
+        service = service.with_edge_secret(secret.clone());
+    }
     Ok(match &config.gate_secret {
         Some(secret) => {
             service.with_gate(seckill_shared::domain::gate::Gate::new(secret.as_bytes()))

@@ -96,6 +96,13 @@ async fn main() -> Result<ExitCode, BoxError> {
     let secrets = aws::secrets(&sdk);
     let gate =
         emulator::ensure_secret(&secrets, &format!("{tag}-gate"), DEFAULT_GATE_SECRET).await?;
+    // With the API's edge in front (ApiEdge=on), a third fetched at once.
+    let edge = emulator::ensure_secret(
+        &secrets,
+        &format!("{tag}-edge"),
+        &format!("{tag}-edge-secret-0123456789abcdef0123456789"),
+    )
+    .await?;
     let redis_auth = RedisUser::add(&redis_url, &tag, &secrets).await?;
 
     // The function's settings as `template.yaml` gives them.
@@ -114,10 +121,12 @@ async fn main() -> Result<ExitCode, BoxError> {
         // Fetched by the function itself at cold start.
         gate_secret: None,
         payment_secret: None,
+        edge_secret: None,
         secrets: SecretArns {
             redis_auth: Some(redis_auth.secret_arn.clone()),
             gate: Some(gate),
             payment: None,
+            edge: Some(edge),
         },
         metrics_namespace: seckill_shared::observe::metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count: None,

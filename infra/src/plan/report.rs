@@ -577,7 +577,7 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
         );
     }
     notes.push(format!(
-        "The sale-page polls assume a CDN in front of GET /sales/{{id}} (the view answers Cache-Control: max-age={}); the template does not put one in front of the API yet: without it all {} polls/s reach the API and count against its quota.",
+        "The sale-page polls assume the API's CloudFront distribution in front of GET /sales/{{id}} (ApiEdge=on, the default; the view answers Cache-Control: max-age={}); with ApiEdge=off all {} polls/s reach the API and count against its quota.",
         plan.input.sale_cache_secs,
         int(plan.input.buyers as f64 / plan.input.sale_poll_secs)
     ));

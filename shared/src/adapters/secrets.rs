@@ -1,21 +1,22 @@
 //! The secrets the functions need, from AWS Secrets Manager: the Redis AUTH
 //! token (`REDIS_AUTH_SECRET_ARN`), the sale gate's HMAC key
-//! (`GATE_SECRET_ARN`) and the payment provider's signing key
-//! (`PAYMENT_SECRET_ARN`, orders-api only). The environment names them; it never holds them, so
+//! (`GATE_SECRET_ARN`), the payment provider's signing key
+//! (`PAYMENT_SECRET_ARN`, orders-api only) and the API edge's secret
+//! (`EDGE_SECRET_ARN`, purchase only). The environment names them; it never holds them, so
 //! `lambda:GetFunctionConfiguration` shows no secret.
 //!
 //! [`resolve`] runs at the top of each function's `wire`, once per execution
 //! environment (the cold start, before the first event). It fetches what the
 //! config names, all at once, and returns the config with the token as the
-//! password of `redis_url` and the keys in `gate_secret` and
-//! `payment_secret`. The clients built
+//! password of `redis_url` and the keys in `gate_secret`, `payment_secret`
+//! and `edge_secret`. The clients built
 //! from that config keep them for the environment's life: no invocation
 //! fetches again. A failed fetch is a [`SecretError`] that fails the init;
 //! it names the variable and the secret, never a value.
 //!
 //! Shapes: the Redis secret is a JSON object `{"token": "..."}` (what
-//! `infra/redis-stack.yaml` generates); the gate and payment secrets are
-//! the keys themselves, [`MIN_GATE_KEY_LEN`] characters or more.
+//! `infra/redis-stack.yaml` generates); the gate, payment and edge secrets
+//! are the keys themselves, [`MIN_GATE_KEY_LEN`] characters or more.
 
 use crate::config::{Config, SecretArns};
 use std::collections::BTreeMap;
@@ -63,14 +64,15 @@ pub fn fetch_count(secret_id: &str) -> u64 {
 }
 
 /// Which secrets a function's wiring uses: every function talks to Redis;
-/// only purchase and orders-api check the gate, and only orders-api takes
-/// the payment provider's callbacks. What a function does not use
+/// only purchase and orders-api check the gate, only orders-api takes
+/// the payment provider's callbacks, and only purchase counts its callers'
+/// addresses (behind the edge, the viewer's). What a function does not use
 /// is never fetched, even when its config names it (the local stack hands
 /// every function one config): on AWS it could not read it anyway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Uses {
     Redis,
-    RedisAndGate,
+    RedisGateAndEdge,
     RedisGateAndPayment,
 }
 
@@ -86,13 +88,17 @@ pub async fn resolve(
     let redis_auth = &config.secrets.redis_auth;
     let gate = match uses {
         Uses::Redis => &None,
-        Uses::RedisAndGate | Uses::RedisGateAndPayment => &config.secrets.gate,
+        Uses::RedisGateAndEdge | Uses::RedisGateAndPayment => &config.secrets.gate,
     };
     let payment = match uses {
         Uses::RedisGateAndPayment => &config.secrets.payment,
-        Uses::Redis | Uses::RedisAndGate => &None,
+        Uses::Redis | Uses::RedisGateAndEdge => &None,
     };
-    if redis_auth.is_none() && gate.is_none() && payment.is_none() {
+    let edge = match uses {
+        Uses::RedisGateAndEdge => &config.secrets.edge,
+        Uses::Redis | Uses::RedisGateAndPayment => &None,
+    };
+    if redis_auth.is_none() && gate.is_none() && payment.is_none() && edge.is_none() {
         return Ok(Config {
             secrets: SecretArns::default(),
             ..config.clone()
@@ -102,7 +108,7 @@ pub async fn resolve(
     let client = crate::adapters::aws::secrets(
         &crate::adapters::aws::sdk_config(caller, FETCH_TIMEOUT).await,
     );
-    let (token, key, payment_key) = tokio::try_join!(
+    let (token, key, payment_key, edge_key) = tokio::try_join!(
         async {
             match redis_auth {
                 Some(id) => redis_token(&client, id).await.map(Some),
@@ -121,6 +127,12 @@ pub async fn resolve(
                 None => Ok(None),
             }
         },
+        async {
+            match edge {
+                Some(id) => key_secret(&client, EDGE_VARIABLE, id).await.map(Some),
+                None => Ok(None),
+            }
+        },
     )?;
     let mut resolved = config.clone();
     if let Some(token) = token {
@@ -132,6 +144,9 @@ pub async fn resolve(
     if payment_key.is_some() {
         resolved.payment_secret = payment_key;
     }
+    if edge_key.is_some() {
+        resolved.edge_secret = edge_key;
+    }
     resolved.secrets = SecretArns::default();
     Ok(resolved)
 }
@@ -139,6 +154,7 @@ pub async fn resolve(
 const REDIS_VARIABLE: &str = "REDIS_AUTH_SECRET_ARN";
 const GATE_VARIABLE: &str = "GATE_SECRET_ARN";
 const PAYMENT_VARIABLE: &str = "PAYMENT_SECRET_ARN";
+const EDGE_VARIABLE: &str = "EDGE_SECRET_ARN";
 
 async fn redis_token(
     client: &crate::adapters::aws::SecretsClient,
@@ -166,8 +182,8 @@ async fn redis_token(
     Ok(token.to_owned())
 }
 
-/// An HMAC key held as the secret string itself (the gate's, the payment
-/// provider's).
+/// A key held as the secret string itself (the gate's, the payment
+/// provider's, the edge's).
 async fn key_secret(
     client: &crate::adapters::aws::SecretsClient,
     variable: &'static str,
@@ -316,7 +332,7 @@ mod tests {
         let resolved = resolve(
             &config,
             crate::adapters::aws::Caller::Tool,
-            Uses::RedisAndGate,
+            Uses::RedisGateAndEdge,
         )
         .await
         .unwrap();

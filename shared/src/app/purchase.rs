@@ -208,6 +208,9 @@ pub struct PurchaseService<S, Q, C> {
     rebuild: Option<std::sync::Arc<dyn RebuildTrigger>>,
     /// Sale id -> when this environment last asked for its rebuild.
     rebuild_asked: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// What the API's edge sends with each request it forwards
+    /// ([`crate::http::source_ip`]); `None`: no edge in front.
+    edge_secret: Option<String>,
 }
 
 /// Starts the rebuild of a live sale whose keys are missing: prewarm's
@@ -238,7 +241,20 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             outcomes: std::sync::Arc::default(),
             rebuild: None,
             rebuild_asked: std::sync::Mutex::default(),
+            edge_secret: None,
         }
+    }
+
+    /// The same service behind the API's edge: a request carrying `secret`
+    /// is counted by its viewer's address.
+    pub fn with_edge_secret(mut self, secret: String) -> Self {
+        self.edge_secret = Some(secret);
+        self
+    }
+
+    /// What the API's edge sends with each request, if one is in front.
+    pub fn edge_secret(&self) -> Option<&str> {
+        self.edge_secret.as_deref()
     }
 
     /// The same service rebuilding a lost live sale at once.

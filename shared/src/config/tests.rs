@@ -203,6 +203,7 @@ fn reads_where_the_secrets_are_and_refuses_two_sources_of_the_password() {
             "arn:aws:secretsmanager:r:1:secret:redis",
         ),
         ("GATE_SECRET_ARN", "arn:aws:secretsmanager:r:1:secret:gate"),
+        ("EDGE_SECRET_ARN", "arn:aws:secretsmanager:r:1:secret:edge"),
     ];
     let with_url = |url: &str| {
         let map = env(&[&base[..], &[("REDIS_URL", url)]].concat());
@@ -215,9 +216,11 @@ fn reads_where_the_secrets_are_and_refuses_two_sources_of_the_password() {
             redis_auth: Some("arn:aws:secretsmanager:r:1:secret:redis".into()),
             gate: Some("arn:aws:secretsmanager:r:1:secret:gate".into()),
             payment: None,
+            edge: Some("arn:aws:secretsmanager:r:1:secret:edge".into()),
         }
     );
     assert_eq!(cfg.gate_secret, None);
+    assert_eq!(cfg.edge_secret, None);
     // A user without a password is fine (the token becomes its password).
     with_url("rediss://default@cache.example:6379").unwrap();
     for url in [
@@ -234,6 +237,7 @@ fn reads_where_the_secrets_are_and_refuses_two_sources_of_the_password() {
     let map = env(&[&base[..], &[("REDIS_URL", "redis://h:1")]].concat());
     let cfg = Config::reading(&|k| map.get(k).cloned(), Reads::COMMON).unwrap();
     assert_eq!(cfg.secrets.gate, None);
+    assert_eq!(cfg.secrets.edge, None);
     assert!(cfg.secrets.redis_auth.is_some());
 }
 

@@ -166,6 +166,7 @@ fn bench_config(
         rate_limits: seckill_infra::loadgen::UNLIMITED,
         gate_secret: None,
         payment_secret: None,
+        edge_secret: None,
         secrets: Default::default(),
         metrics_namespace: metrics::DEFAULT_NAMESPACE.into(),
         max_receive_count,
