@@ -501,6 +501,56 @@ async fn unpaid_orders_expire_in_batches_of_one_sale_item_write() {
     assert!(violations.is_empty(), "{violations:?}");
 }
 
+/// Several sales ending together share one run of release-unpaid (a few
+/// at a time, each sale's chunks in turn): every due order of each is
+/// expired, its units back in its own sale, and nothing else moves.
+#[tokio::test]
+async fn one_run_releases_the_unpaid_orders_of_several_sales() {
+    let app = App::spawn().await;
+    let mut sales = Vec::new();
+    for _ in 0..6 {
+        let mut sale = live_sale(5, 1);
+        sale.payment_window_seconds = 60;
+        app.open_sale(&sale).await;
+        for n in 0..3 {
+            let id = sale.sale_id.as_str();
+            assert_eq!(app.purchase(id, &format!("b{n}"), "").await.status, 202);
+        }
+        sales.push(sale);
+    }
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 18);
+    let past_every_window = orders
+        .values()
+        .filter_map(|o| o.expires_at_ms)
+        .max()
+        .unwrap()
+        + 1;
+    let report = app
+        .jobs()
+        .await
+        .release_unpaid(past_every_window, Instant::now() + Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert!(
+        report.errors.is_empty() && !report.stopped_early,
+        "{report:?}"
+    );
+    assert_eq!((report.expired, report.units_returned), (18, 18));
+    for sale in &sales {
+        let id = sale.sale_id.as_str();
+        assert_eq!(app.sale_counters(id).await, (5, 0), "{id}");
+        assert_eq!(app.stock(id).await, Some(5), "{id}");
+    }
+    assert!(
+        app.orders()
+            .await
+            .values()
+            .all(|o| o.status == OrderStatus::Expired)
+    );
+}
+
 /// A batch of expiries whose answer is lost (applied, then answered after
 /// the job's attempt gave up, as a timeout on AWS may be) is settled from
 /// the ledger: each order found `EXPIRED` at a position the batch sent it

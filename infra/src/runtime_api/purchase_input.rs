@@ -63,6 +63,7 @@ pub fn function_env(config: &Config) -> Vec<(String, String)> {
         ("ORDERS_DLQ_URL", config.orders_dlq_url.clone()),
         ("REDIS_AUTH_SECRET_ARN", config.secrets.redis_auth.clone()),
         ("GATE_SECRET_ARN", config.secrets.gate.clone()),
+        ("EDGE_SECRET_ARN", config.secrets.edge.clone()),
     ];
     let forwarded = [
         "AWS_ENDPOINT_URL",

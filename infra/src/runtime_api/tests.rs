@@ -225,6 +225,7 @@ fn the_purchase_function_env_is_all_its_loader_reads() {
         "SALES_TABLE" | "ORDERS_TABLE" => Some("t".to_owned()),
         "REDIS_AUTH_SECRET_ARN" => Some("x-redis".to_owned()),
         "GATE_SECRET_ARN" => Some("x-gate".to_owned()),
+        "EDGE_SECRET_ARN" => Some("x-edge".to_owned()),
         _ => None,
     };
     let config = purchase::config(&lookup).unwrap();

@@ -32,6 +32,10 @@ const PENDING_HORIZON_MS: i64 = (24 + 1 + 1) * 3_600_000;
 /// Orders expired per query (two of the ledger's batches of expiries); the
 /// job loops until none are due or time is up.
 const RELEASE_CHUNK: usize = 98;
+/// Sales release-unpaid works on at once. Each sale's chunks go one after
+/// another, so many sales ending together share a run instead of queueing
+/// behind the first; bounded, so the run's calls stay a handful at a time.
+const RELEASE_SALES_AT_ONCE: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -129,6 +133,17 @@ pub struct ReleaseReport {
     pub errors: Vec<String>,
     /// Stopped at the deadline with orders possibly still due.
     pub stopped_early: bool,
+}
+
+impl ReleaseReport {
+    /// Adds another sale's report to this run's.
+    fn absorb(&mut self, other: ReleaseReport) {
+        self.expired += other.expired;
+        self.units_returned += other.units_returned;
+        self.redis_missing += other.redis_missing;
+        self.errors.extend(other.errors);
+        self.stopped_early |= other.stopped_early;
+    }
 }
 
 /// How often prewarm writes a sale again that changed in the table while
@@ -496,8 +511,9 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
     }
 
     /// Expires every order past its payment window, in chunks, until none is
-    /// due or `deadline` comes (then the next run goes on). Harmless to re-run:
-    /// each expiry is conditional, and so is giving the units back.
+    /// due or `deadline` comes (then the next run goes on), up to
+    /// [`RELEASE_SALES_AT_ONCE`] sales at a time. Harmless to re-run: each
+    /// expiry is conditional, and so is giving the units back.
     pub async fn release_unpaid(
         &self,
         now_ms: i64,
@@ -506,69 +522,92 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         let mut report = ReleaseReport::default();
         self.metrics.count(Counter::Releases, 0);
         self.metrics.count(Counter::ReleasedUnits, 0);
-        for sale in self.catalog.list_sales().await? {
-            if sale.end_ms + PENDING_HORIZON_MS < now_ms {
-                continue;
+        let sales: Vec<crate::domain::Sale> = self
+            .catalog
+            .list_sales()
+            .await?
+            .into_iter()
+            .filter(|sale| sale.end_ms + PENDING_HORIZON_MS >= now_ms)
+            .collect();
+        for group in sales.chunks(RELEASE_SALES_AT_ONCE) {
+            let parts = crate::app::draw::join_all(
+                group
+                    .iter()
+                    .map(|sale| self.release_sale(sale, now_ms, deadline)),
+            )
+            .await;
+            for part in parts {
+                report.absorb(part?);
             }
-            loop {
-                if Instant::now() >= deadline {
-                    report.stopped_early = true;
-                    return Ok(report);
-                }
-                let due = self
-                    .orders
-                    .due_unpaid(&sale.sale_id, now_ms, RELEASE_CHUNK)
-                    .await?;
-                if due.is_empty() {
-                    break;
-                }
-                let mut progressed = false;
-                let outcomes = match crate::app::release::release_many(
-                    &self.orders,
-                    &self.stock,
-                    &due,
-                    now_ms,
-                )
-                .await
+            if report.stopped_early {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// One sale's share of [`Self::release_unpaid`]: its chunks one after
+    /// another (its sale item takes one batch at a time).
+    async fn release_sale(
+        &self,
+        sale: &crate::domain::Sale,
+        now_ms: i64,
+        deadline: Instant,
+    ) -> Result<ReleaseReport, JobError> {
+        let mut report = ReleaseReport::default();
+        loop {
+            if Instant::now() >= deadline {
+                report.stopped_early = true;
+                return Ok(report);
+            }
+            let due = self
+                .orders
+                .due_unpaid(&sale.sale_id, now_ms, RELEASE_CHUNK)
+                .await?;
+            if due.is_empty() {
+                return Ok(report);
+            }
+            let mut progressed = false;
+            let outcomes =
+                match crate::app::release::release_many(&self.orders, &self.stock, &due, now_ms)
+                    .await
                 {
                     Ok(outcomes) => outcomes,
                     Err(err) => {
                         // Nothing of the chunk could be read: the next run
                         // tries again.
                         report.errors.push(format!("{}: {err}", sale.sale_id));
-                        break;
+                        return Ok(report);
                     }
                 };
-                for (order_id, outcome) in due.iter().zip(outcomes) {
-                    match outcome {
-                        Ok(Released::Now { order, returned }) => {
-                            progressed = true;
-                            report.expired += 1;
-                            report.units_returned += u64::from(order.quantity.get());
-                            self.metrics.count(Counter::Releases, 1);
-                            self.metrics
-                                .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));
-                            match returned {
-                                Ok(Returned::SaleMissing) => report.redis_missing += 1,
-                                Ok(_) => {}
-                                Err(err) => report.errors.push(format!("{order_id}: {err}")),
-                            }
-                            tracing::info!(%order_id, sale_id = %order.sale_id, "unpaid order expired; units returned");
+            for (order_id, outcome) in due.iter().zip(outcomes) {
+                match outcome {
+                    Ok(Released::Now { order, returned }) => {
+                        progressed = true;
+                        report.expired += 1;
+                        report.units_returned += u64::from(order.quantity.get());
+                        self.metrics.count(Counter::Releases, 1);
+                        self.metrics
+                            .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));
+                        match returned {
+                            Ok(Returned::SaleMissing) => report.redis_missing += 1,
+                            Ok(_) => {}
+                            Err(err) => report.errors.push(format!("{order_id}: {err}")),
                         }
-                        // Paid meanwhile, or expired by a concurrent run
-                        // (or by the orders API reading it).
-                        Ok(Released::Not(_)) => {}
-                        Err(err) => report.errors.push(format!("{order_id}: {err}")),
+                        tracing::info!(%order_id, sale_id = %order.sale_id, "unpaid order expired; units returned");
                     }
-                }
-                if !progressed {
-                    // Everything due was taken by someone else or failed; the
-                    // index may lag: leave the rest to the next run.
-                    break;
+                    // Paid meanwhile, or expired by a concurrent run (or by
+                    // the orders API reading it).
+                    Ok(Released::Not(_)) => {}
+                    Err(err) => report.errors.push(format!("{order_id}: {err}")),
                 }
             }
+            if !progressed {
+                // Everything due was taken by someone else or failed; the
+                // index may lag: leave the rest to the next run.
+                return Ok(report);
+            }
         }
-        Ok(report)
     }
 }
 
