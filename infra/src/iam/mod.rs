@@ -263,8 +263,8 @@ pub fn check(calls: &[Call], roles: &BTreeMap<String, Role>) -> Report {
 
 /// The names `seckill-local` and the tests give their resources after a
 /// prefix: tables `-sales` and `-orders`, queues `-dlq` and the bare prefix
-/// (the orders queue), secrets `-gate`, `-payment` and `-redis`.
-const SUFFIXES: [(Service, &str, &str); 7] = [
+/// (the orders queue), secrets `-gate`, `-payment`, `-redis` and `-edge`.
+const SUFFIXES: [(Service, &str, &str); 8] = [
     (Service::DynamoDb, "-sales", "SalesTable"),
     (Service::DynamoDb, "-orders", "OrdersTable"),
     (Service::Sqs, "-dlq", "OrdersDLQ"),
@@ -272,6 +272,7 @@ const SUFFIXES: [(Service, &str, &str); 7] = [
     (Service::SecretsManager, "-gate", "GateSecret"),
     (Service::SecretsManager, "-payment", "PaymentSecret"),
     (Service::SecretsManager, "-redis", "RedisAuthSecret"),
+    (Service::SecretsManager, "-edge", "ApiEdgeSecret"),
 ];
 
 /// A secret's name from how a call names it: the name, or its ARN
