@@ -319,16 +319,19 @@ async fn the_edge_secret_is_fetched_once_by_the_purchase_alone() {
     let redis_url = std::env::var("REDIS_URL").unwrap();
     let key = format!("edgekey-{}-0123456789abcdef0123456789", unique("k"));
     let arn = secret("edge", &key).await;
-    let config = naming(
-        &app.config,
-        &redis_url,
-        SecretArns {
-            redis_auth: None,
-            gate: None,
-            payment: None,
-            edge: Some(arn.clone()),
-        },
-    );
+    let edge_only = |arn: &str| {
+        naming(
+            &app.config,
+            &redis_url,
+            SecretArns {
+                redis_auth: None,
+                gate: None,
+                payment: None,
+                edge: Some(arn.to_owned()),
+            },
+        )
+    };
+    let config = edge_only(&arn);
     // The functions that count no caller's address never fetch it.
     orders_api::wire(&config).await.unwrap();
     order_writer::wire(&config).await.unwrap();
@@ -339,16 +342,7 @@ async fn the_edge_secret_is_fetched_once_by_the_purchase_alone() {
 
     // Too short to be the template's: the init fails and says which.
     let short = secret("edge", "short-edge-key").await;
-    let config = naming(
-        &app.config,
-        &redis_url,
-        SecretArns {
-            redis_auth: None,
-            gate: None,
-            payment: None,
-            edge: Some(short.clone()),
-        },
-    );
+    let config = edge_only(&short);
     let err = purchase::wire(&config).await.err().unwrap().to_string();
     assert!(
         err.contains("EDGE_SECRET_ARN") && err.contains("shorter than 32 characters"),

@@ -40,24 +40,7 @@ pub async fn release<O: OrderStore, S: StockAdmin>(
     order_id: &OrderId,
     now_ms: i64,
 ) -> Result<Released, OrderStoreError> {
-    match orders.expire(order_id, now_ms).await? {
-        ExpireOutcome::Expired(order) => {
-            let returned = stock
-                .return_units(
-                    &order.sale_id,
-                    &order.order_id,
-                    order.user_id.as_str(),
-                    order.quantity.get(),
-                    order.return_seq,
-                )
-                .await;
-            if let Err(err) = &returned {
-                tracing::warn!(%order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
-            }
-            Ok(Released::Now { order, returned })
-        }
-        other => Ok(Released::Not(other)),
-    }
+    Ok(give_back(stock, orders.expire(order_id, now_ms).await?).await)
 }
 
 /// [`release`] of many orders (the job's chunk): the ledger's batches
@@ -71,26 +54,31 @@ pub async fn release_many<O: OrderStore, S: StockAdmin>(
     now_ms: i64,
 ) -> Result<Vec<Result<Released, OrderStoreError>>, OrderStoreError> {
     let outcomes = orders.expire_many(order_ids, now_ms).await?;
-    let returns = crate::app::draw::join_all(outcomes.into_iter().map(|outcome| async move {
-        match outcome? {
-            ExpireOutcome::Expired(order) => {
-                let returned = stock
-                    .return_units(
-                        &order.sale_id,
-                        &order.order_id,
-                        order.user_id.as_str(),
-                        order.quantity.get(),
-                        order.return_seq,
-                    )
-                    .await;
-                if let Err(err) = &returned {
-                    tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
-                }
-                Ok(Released::Now { order, returned })
-            }
-            other => Ok(Released::Not(other)),
-        }
-    }))
-    .await;
-    Ok(returns)
+    Ok(crate::app::draw::join_all(
+        outcomes
+            .into_iter()
+            .map(|outcome| async move { Ok(give_back(stock, outcome?).await) }),
+    )
+    .await)
+}
+
+/// Redis's step of a release: the units of an order the ledger just
+/// expired go back (once per order, whoever runs it again).
+async fn give_back<S: StockAdmin>(stock: &S, outcome: ExpireOutcome) -> Released {
+    let ExpireOutcome::Expired(order) = outcome else {
+        return Released::Not(outcome);
+    };
+    let returned = stock
+        .return_units(
+            &order.sale_id,
+            &order.order_id,
+            order.user_id.as_str(),
+            order.quantity.get(),
+            order.return_seq,
+        )
+        .await;
+    if let Err(err) = &returned {
+        tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
+    }
+    Released::Now { order, returned }
 }

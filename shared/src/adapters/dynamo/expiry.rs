@@ -287,23 +287,7 @@ impl DynamoOrders {
             let q = u64::from(order.quantity.get());
             units += q;
             *by_buyer.entry(&order.user_id).or_default() += q;
-            let mark = Update::builder()
-                .table_name(&self.orders_table)
-                .key("orderId", AttributeValue::S(order.order_id.to_string()))
-                .update_expression(
-                    "SET #s = :expired, expiredAt = :now, returnSeq = :position REMOVE pendingSaleId, pendingBucket",
-                )
-                .condition_expression("#s = :pending AND expiresAt <= :now")
-                .expression_attribute_names("#s", "status")
-                .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
-                .expression_attribute_values(
-                    ":pending",
-                    AttributeValue::S("PENDING_PAYMENT".into()),
-                )
-                .expression_attribute_values(":now", AttributeValue::S(now.clone()))
-                .expression_attribute_values(":position", AttributeValue::N(position.to_string()))
-                .build()
-                .map_err(transient)?;
+            let mark = self.mark_expired(order, &now, position)?;
             items.push(TransactWriteItem::builder().update(mark).build());
         }
         let n = u64::try_from(orders.len()).unwrap_or(u64::MAX);

@@ -547,6 +547,31 @@ impl OrderStore for DynamoOrders {
 }
 
 impl DynamoOrders {
+    /// An order `PENDING_PAYMENT` and due at `now` becomes `EXPIRED` with
+    /// return position `position` (one item of an expiry's transaction,
+    /// single or batched).
+    pub(super) fn mark_expired(
+        &self,
+        order: &Order,
+        now: &str,
+        position: u64,
+    ) -> Result<Update, OrderStoreError> {
+        Update::builder()
+            .table_name(&self.orders_table)
+            .key("orderId", AttributeValue::S(order.order_id.to_string()))
+            .update_expression(
+                "SET #s = :expired, expiredAt = :now, returnSeq = :position REMOVE pendingSaleId, pendingBucket",
+            )
+            .condition_expression("#s = :pending AND expiresAt <= :now")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
+            .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
+            .expression_attribute_values(":now", AttributeValue::S(now.to_owned()))
+            .expression_attribute_values(":position", AttributeValue::N(position.to_string()))
+            .build()
+            .map_err(transient)
+    }
+
     /// One attempt of [`OrderStore::expire`]: the order becomes `EXPIRED`
     /// with return position `seq + 1`, and the sale item moves from `seq` to
     /// `seq + 1` in the same transaction. `None`: the sale item was no
@@ -560,20 +585,7 @@ impl DynamoOrders {
         let now = clock::rfc3339_ms(now_ms);
         let next = AttributeValue::N((seq + 1).to_string());
         let units = u64::from(order.quantity.get());
-        let mark = Update::builder()
-            .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(order.order_id.to_string()))
-            .update_expression(
-                "SET #s = :expired, expiredAt = :now, returnSeq = :next REMOVE pendingSaleId, pendingBucket",
-            )
-            .condition_expression("#s = :pending AND expiresAt <= :now")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
-            .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
-            .expression_attribute_values(":now", AttributeValue::S(now))
-            .expression_attribute_values(":next", next.clone())
-            .build()
-            .map_err(transient)?;
+        let mark = self.mark_expired(order, &now, seq + 1)?;
         let position = if seq == 0 {
             "attribute_not_exists(returnSeq)"
         } else {
