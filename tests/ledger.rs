@@ -679,7 +679,7 @@ async fn sharded_stock(app: &App, sale: &Sale) -> i64 {
 // `available` read after, so the lost shard can only get fewer units.
 #[tokio::test]
 async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger() {
-    use seckill_shared::adapters::redis::{HeldUnits, LedgerRead, home_shard};
+    use seckill_shared::adapters::redis::{LedgerPage, LedgerPosition, home_shard};
     let app = App::spawn().await;
     let mut sale = live_sale(20, 1);
     sale.shards = 2;
@@ -708,26 +708,20 @@ async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger()
         .await
         .unwrap()
         .unwrap();
-    let buyers: Vec<HeldUnits> = held_in_rows(&app)
-        .await
-        .into_iter()
-        .map(|(user, units)| HeldUnits {
-            user_id: user,
-            units: u64::from(units),
-            order_ids: Vec::new(),
-        })
-        .collect();
-    let ledger = LedgerRead {
+    let at = LedgerPosition {
         available: counters.available,
         return_seq: counters.return_seq,
-        ..LedgerRead::default()
     };
-    assert!(
-        stock
-            .rebuild_sale(&sale, clock::now_ms(), &ledger, &buyers, survivors.as_ref())
-            .await
-            .unwrap()
-    );
+    let rows: Vec<_> = app.orders().await.into_values().collect();
+    let mut rebuild = stock
+        .begin_rebuild(&sale, clock::now_ms(), survivors)
+        .await
+        .unwrap();
+    stock
+        .stage_rebuild(&mut rebuild, &LedgerPage::of_rows(&rows, at))
+        .await
+        .unwrap();
+    assert!(stock.commit_rebuild(rebuild, at).await.unwrap().is_some());
     let offered = sharded_stock(&app, &sale).await;
     assert_eq!(counters.available, 15);
     assert!(

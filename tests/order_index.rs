@@ -649,3 +649,133 @@ async fn the_templates_orders_table_is_the_one_the_local_stack_creates() {
         );
     }
 }
+
+/// A rebuild of a lost sale reads the ledger a page at a time and stages it
+/// in Redis in bounded chunks, then renames it into place: no command it
+/// sends carries more than [`STAGE_CHUNK`] orders, whatever the size of the
+/// sale (one `rebuild.lua` call carried all of it, and held the node for as
+/// long as that took; its caller held every order in memory). And the sale
+/// it loads is the ledger's: every order's reservation, every buyer's units,
+/// the stock `available` says.
+///
+/// Its own `redis-server`, so the slow log (threshold 0) holds this test's
+/// commands only; the slow log keeps 32 arguments of a command and says how
+/// many more there were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_stages_the_ledger_in_bounded_chunks_and_loads_every_order() {
+    use seckill_shared::adapters::redis::{RedisStock, STAGE_CHUNK, SaleKeys};
+    use seckill_shared::app::jobs::{Jobs, PrewarmOutcome};
+    use seckill_tests::own_redis::{OwnRedis, log_every_command, slowlog};
+    const ORDERS: usize = 1_200;
+    let redis = OwnRedis::start().await;
+    let url = redis.url.clone();
+    let app = App::spawn_with(|config| config.redis_url = url).await;
+    let sale = live_sale(ORDERS as u32 + 100, 1);
+    app.open_sale(&sale).await;
+    let at = clock::now_ms();
+    let orders: Vec<NewOrder> = order_ids(ORDERS)
+        .iter()
+        .map(|id| new_order(&sale, id, at, 600))
+        .collect();
+    bulk_write(&app, &sale, &orders).await;
+    let keys = SaleKeys::new(&sale.sale_id);
+    let mut conn = redis.conn().await;
+    seckill_tests::lose_key_group(&mut conn, &keys).await;
+
+    let sdk = seckill_shared::adapters::aws::sdk_config(
+        seckill_shared::adapters::aws::Caller::Tool,
+        Duration::from_secs(60),
+    )
+    .await;
+    let queue = seckill_shared::adapters::sqs::SqsInspector::new(
+        seckill_shared::adapters::aws::sqs(&sdk),
+        app.config.orders_queue_url.clone().unwrap(),
+        app.config.orders_dlq_url.clone(),
+    );
+    let jobs = Jobs::new(
+        RedisStock::connect_lazy(&redis.url, Duration::from_secs(10)).unwrap(),
+        seckill_shared::adapters::dynamo::catalog::DynamoCatalog::new(
+            seckill_shared::adapters::aws::dynamodb(&sdk),
+            &app.config.sales_table,
+        ),
+        store(&app).await,
+        Some(queue),
+        Duration::from_secs(300),
+    );
+    log_every_command(&mut conn).await;
+
+    let outcome = jobs.prewarm_sale(&sale.sale_id, clock::now_ms()).await;
+    let logged = slowlog(&mut conn).await;
+    assert_eq!(
+        outcome.unwrap(),
+        PrewarmOutcome::Loaded {
+            stock: 100,
+            buyers: ORDERS
+        }
+    );
+
+    // Each script call's size: the slow log's last kept argument says how
+    // many it left out.
+    let sizes: Vec<(usize, String)> = logged
+        .iter()
+        .filter(|l| l.args[0].eq_ignore_ascii_case("EVALSHA"))
+        .map(|l| {
+            let more = l.args.last().and_then(|a| {
+                a.strip_prefix("... (")?
+                    .strip_suffix(" more arguments)")?
+                    .parse::<usize>()
+                    .ok()
+            });
+            let n = match more {
+                Some(more) => l.args.len() - 1 + more,
+                None => l.args.len(),
+            };
+            (
+                n,
+                l.args.iter().take(4).cloned().collect::<Vec<_>>().join(" "),
+            )
+        })
+        .collect();
+    let largest = sizes.iter().map(|(n, _)| *n).max().unwrap_or(0);
+    println!(
+        "rebuild of {ORDERS} orders: {} script calls, the largest {largest} arguments",
+        sizes.len()
+    );
+    // EVALSHA, the digest, the key count, 4 keys, 2 values and 4 values an
+    // order: a staged chunk. Ten keys and a dozen values: the commit.
+    let bound = 3 + 10 + 12 + 4 * STAGE_CHUNK;
+    for (n, head) in &sizes {
+        assert!(*n <= bound, "a script call of {n} arguments: {head}");
+    }
+    assert!(
+        sizes.len() >= ORDERS / STAGE_CHUNK,
+        "{} script calls for {ORDERS} orders",
+        sizes.len()
+    );
+
+    // The sale Redis holds is the ledger's.
+    let resv: HashMap<String, String> = redis::AsyncCommands::hgetall(&mut conn, &keys.resv)
+        .await
+        .unwrap();
+    let buyers: HashMap<String, i64> = redis::AsyncCommands::hgetall(&mut conn, &keys.buyers)
+        .await
+        .unwrap();
+    let stock: i64 = redis::AsyncCommands::get(&mut conn, &keys.stock)
+        .await
+        .unwrap();
+    assert_eq!(stock, 100);
+    assert_eq!(resv.len(), ORDERS);
+    assert_eq!(buyers.len(), ORDERS);
+    for o in &orders {
+        let r: Value = serde_json::from_str(&resv[o.message.order_id.as_str()]).unwrap();
+        assert_eq!(r["state"], "WRITTEN", "{r}");
+        assert_eq!(buyers[o.message.user_id.as_str()], 1);
+    }
+    // Nothing staged is left behind.
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*:rebuild:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -14,8 +14,8 @@ use redis::AsyncCommands;
 use seckill_shared::adapters::redis::{RedisStock, SCAN_CHUNK, SaleKeys};
 use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
 use seckill_shared::clock;
-use seckill_tests::{App, eventually, free_port, live_sale};
-use std::process::{Child, Command, Stdio};
+use seckill_tests::own_redis::{OwnRedis, log_every_command, patient, slowlog};
+use seckill_tests::{App, eventually, live_sale};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,77 +34,6 @@ const SLOWEST_ALLOWED: Duration = Duration::from_millis(100);
 /// Commands whose work is the whole of a hash or set: never in reconcile's
 /// reads (Redis 7 logs the commands a script runs as entries of their own).
 const WHOLE: [&str; 5] = ["HGETALL", "HKEYS", "HVALS", "SMEMBERS", "KEYS"];
-
-/// A `redis-server` of this test's own, killed on drop.
-struct OwnRedis {
-    child: Child,
-    url: String,
-}
-
-impl OwnRedis {
-    async fn start() -> OwnRedis {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--maxmemory-policy", "noeviction"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is on PATH");
-            let url = format!("redis://127.0.0.1:{port}");
-            let up = eventually(Duration::from_secs(10), || {
-                let url = url.clone();
-                async move {
-                    let Ok(client) = redis::Client::open(url.as_str()) else {
-                        return false;
-                    };
-                    match client.get_multiplexed_async_connection().await {
-                        Ok(mut conn) => redis::cmd("PING")
-                            .query_async::<String>(&mut conn)
-                            .await
-                            .is_ok(),
-                        Err(_) => false,
-                    }
-                }
-            })
-            .await;
-            if up {
-                return OwnRedis { child, url };
-            }
-            // The port was taken in the meantime: another one.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("redis-server did not start");
-    }
-
-    async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        patient(&self.url).await
-    }
-}
-
-/// A connection for planting and reading the test's sale: redis-rs answers
-/// "timed out" after 500 ms by default, and a pipelined chunk of 20,000
-/// buyers takes longer than that on a loaded machine.
-async fn patient(url: &str) -> redis::aio::MultiplexedConnection {
-    let config = redis::AsyncConnectionConfig::new()
-        .set_response_timeout(Some(Duration::from_secs(60)))
-        .set_connection_timeout(Some(Duration::from_secs(10)));
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap()
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn user(n: u32) -> String {
     format!("buyer{n}")
@@ -154,32 +83,6 @@ async fn plant(
     let () = conn.set(&keys.stock, total - buyers).await.unwrap();
 }
 
-/// One entry of `SLOWLOG GET`: how long it took (µs) and what it was.
-struct Logged {
-    micros: i64,
-    args: Vec<String>,
-}
-
-async fn slowlog(conn: &mut redis::aio::MultiplexedConnection) -> Vec<Logged> {
-    let raw: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query_async(conn)
-        .await
-        .unwrap();
-    raw.into_iter()
-        .map(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                panic!("slowlog entry {entry:?}");
-            };
-            let micros: i64 = redis::from_redis_value(fields[2].clone()).unwrap();
-            let args: Vec<String> = redis::from_redis_value(fields[3].clone()).unwrap();
-            Logged { micros, args }
-        })
-        .filter(|l| !matches!(l.args[0].to_uppercase().as_str(), "SLOWLOG" | "CONFIG"))
-        .collect()
-}
-
 fn names(report: &ReconcileReport, code: &str) -> bool {
     report.violations.iter().any(|v| v.code == code)
 }
@@ -225,23 +128,7 @@ async fn reconcile_of_a_big_sale_sends_only_bounded_commands_and_still_repairs()
         max_age: Duration::from_secs(3_600),
         ..ReconcileSettings::default()
     });
-    for (name, value) in [
-        ("slowlog-log-slower-than", "0"),
-        ("slowlog-max-len", "1000000"),
-    ] {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-    }
-    let () = redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    log_every_command(&mut conn).await;
 
     let started = std::time::Instant::now();
     let outcome = reconciler

@@ -12,15 +12,25 @@
 --            ever made here. Bits are never cleared (a released or rejected
 --            reservation only makes the filter answer "maybe").
 
-local function keyed_mark(keyed_key, meta_key, order_id)
+-- Creates the filter for a group of `total` units unless it exists; its
+-- size in bits.
+local function keyed_create(keyed_key, total)
   local m = redis.call('STRLEN', keyed_key) * 8
   if m == 0 then
-    local want = 32 * (tonumber(redis.call('HGET', meta_key, 'total')) or 0)
+    local want = 32 * (tonumber(total) or 0)
     m = 8192
     while m < want and m < 16777216 do
       m = m * 2
     end
     redis.call('SETBIT', keyed_key, m - 1, 0)
+  end
+  return m
+end
+
+local function keyed_mark(keyed_key, meta_key, order_id)
+  local m = redis.call('STRLEN', keyed_key) * 8
+  if m == 0 then
+    m = keyed_create(keyed_key, redis.call('HGET', meta_key, 'total'))
   end
   redis.call('SETBIT', keyed_key, tonumber(string.sub(order_id, 2, 9), 16) % m, 1)
   redis.call('SETBIT', keyed_key, tonumber(string.sub(order_id, 10, 17), 16) % m, 1)

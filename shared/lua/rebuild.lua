@@ -1,7 +1,11 @@
 -- rebuild.lua: load a sale into Redis from the ledger (DynamoDB), once.
 --
 -- KEYS[1] meta  KEYS[2] stock  KEYS[3] buyers  KEYS[4] userorders  KEYS[5] resv
---         KEYS[6] keyed (keyed.lua, prepended; not for a directory)
+--         KEYS[6] keyed (not for a directory)
+--         KEYS[7..10] (a group only): the buyers, userorders, resv and
+--         keyed filter rebuild_stage.lua staged for this rebuild; renamed
+--         into place when this call loads the group, deleted when the group
+--         is there already
 -- ARGV[1..8]: total, startMs, endMs, perUserLimit, shards, status, version,
 --             expireAtMs
 -- ARGV[9]:    stock (this key group's share of the sale item's `available`)
@@ -13,22 +17,25 @@
 -- Otherwise:
 -- ARGV[12]:   ledgerSeq: the sale item's `returnSeq` read with `available`
 --             (every expiry up to it is in that stock; see return_units.lua)
--- ARGV[13]:   n, the number of buyers that follow
--- then n triples userId, units held, comma-separated orderIds;
--- then pairs orderId, reservation JSON: the ledger's orders as decided
---             reservations (WRITTEN, EXPIRED, REJECTED), so an
---             Idempotency-Key retry replays its order instead of reserving
---             again under the same id, and a return already in the stock is
---             not made twice.
+--
+-- The buyers, their orders and the decided reservations (WRITTEN, EXPIRED,
+-- REJECTED: an Idempotency-Key retry replays its order instead of
+-- reserving again under the same id, and a return already in the stock is
+-- not made twice) come staged, a page at a time, by rebuild_stage.lua.
 --
 -- Only when the sale is absent: live stock is never overwritten (that would
 -- sell it twice), so concurrent runs load it exactly once.
--- Replies: {"LOADED"} or {"EXISTS"}; a directory's end with the home table
--- it holds (an existing one keeps its own).
+-- Replies: {"LOADED", buyers loaded} or {"EXISTS"}; a directory's are
+-- {"LOADED" or "EXISTS", the home table it holds} (an existing one keeps
+-- its own).
 
 local meta_key, stock_key, buyers_key, uorders_key, resv_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local staged = {KEYS[7], KEYS[8], KEYS[9], KEYS[10]}
 if redis.call('EXISTS', meta_key) == 1 or redis.call('EXISTS', stock_key) == 1 then
+  if staged[1] then
+    redis.call('DEL', staged[1], staged[2], staged[3], staged[4])
+  end
   if ARGV[11] == '1' then
     return {'EXISTS', redis.call('HGET', meta_key, 'homes') or ''}
   end
@@ -64,32 +71,20 @@ if ARGV[11] ~= '' then
 end
 redis.call('SET', stock_key, tonumber(ARGV[9]))
 redis.call('DEL', buyers_key, uorders_key, resv_key)
--- The filter holds exactly the reservations loaded here: a replay of
--- any of them must reach Redis, and one lost with the keys must not.
+-- The filter holds exactly the reservations staged: a replay of any of
+-- them must reach Redis, and one lost with the keys must not.
 local keyed_key = KEYS[6]
-if keyed_key then
-  redis.call('DEL', keyed_key)
-end
-local n = tonumber(ARGV[13]) or 0
-local i = 14
-for _ = 1, n do
-  redis.call('HSET', buyers_key, ARGV[i], tonumber(ARGV[i + 1]))
-  if ARGV[i + 2] ~= '' then
-    redis.call('HSET', uorders_key, ARGV[i], ARGV[i + 2])
+redis.call('DEL', keyed_key)
+for j, live in ipairs({buyers_key, uorders_key, resv_key, keyed_key}) do
+  if redis.call('EXISTS', staged[j]) == 1 then
+    redis.call('RENAME', staged[j], live)
+    redis.call('PERSIST', live)
   end
-  i = i + 3
-end
-while ARGV[i] do
-  redis.call('HSET', resv_key, ARGV[i], ARGV[i + 1])
-  if keyed_key and string.sub(ARGV[i], 1, 1) == 'k' then
-    keyed_mark(keyed_key, meta_key, ARGV[i])
-  end
-  i = i + 2
 end
 for _, key in ipairs({meta_key, stock_key, buyers_key, uorders_key, resv_key}) do
   redis.call('PEXPIREAT', key, expire_at)
 end
-if keyed_key and redis.call('EXISTS', keyed_key) == 1 then
+if redis.call('EXISTS', keyed_key) == 1 then
   redis.call('PEXPIREAT', keyed_key, expire_at)
 end
-return {'LOADED'}
+return {'LOADED', tostring(redis.call('HLEN', buyers_key))}

@@ -13,7 +13,7 @@
 //! Futures are declared `Send` so services generic over these traits can be
 //! driven from a multi-threaded runtime.
 
-use crate::domain::ledger::{HeldUnits, LedgerRead, SaleCounters};
+use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};

@@ -7,6 +7,7 @@
 //! [`tls`]: the `rediss://` fixtures (a throwaway CA, a TLS `redis-server`,
 //! a TLS Redis Cluster) and the child process that trusts the CA.
 
+pub mod own_redis;
 pub mod tls;
 
 use lambda_http::{Body, Request};

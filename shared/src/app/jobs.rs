@@ -12,8 +12,7 @@ use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::SqsInspector;
 use crate::app::release::Released;
-use crate::domain::ledger::{DecidedOrder, HeldUnits, LedgerRead, SaleCounters};
-use crate::domain::orders::OrderStatus;
+use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::stock_state::{LoadOutcome, Returned};
 use crate::domain::{SaleId, SalePhase};
 use crate::observe::metrics::{Counter, Metrics};
@@ -21,8 +20,12 @@ use crate::ports::{
     CatalogAdmin, CatalogError, OrderLedger, OrderStoreError, QueueDepth, QueueInspector,
     StockAdmin, StoreError,
 };
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// Pages of the ledger read ahead of a rebuild's staging: enough to keep
+/// the index reads busy while Redis takes a page, few enough that the job's
+/// memory is a handful of pages whatever the size of the sale.
+pub const LEDGER_PAGES_AHEAD: usize = 4;
 
 /// How long after its end a sale may still have an order pending payment:
 /// a reservation may become an order until reconcile gives it up (an hour
@@ -380,7 +383,6 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         }
         // Surviving shards first, the ledger after (see `Survivors`).
         let survivors = self.stock.survivors(sale).await?;
-        let (ledger, buyers) = self.read_ledger(&sale.sale_id).await?;
         // Made closed: the sale was read before the ledger, and a pause
         // since then found no keys to pause; `follow_the_table` opens it
         // once a later read says it is live.
@@ -388,103 +390,65 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             paused: true,
             ..sale.clone()
         };
-        if self
-            .stock
-            .rebuild_sale(&closed, now_ms, &ledger, &buyers, survivors.as_ref())
-            .await?
+        let mut rebuild = self.stock.begin_rebuild(&closed, now_ms, survivors).await?;
+        let at = self.stage_ledger(&sale.sale_id, &mut rebuild).await?;
+        let Some(buyers) = self.stock.commit_rebuild(rebuild, at).await? else {
+            return Ok(PrewarmOutcome::Refreshed);
+        };
+        if let Some(at) = noticed
+            && let Err(err) = self
+                .stock
+                .unlock(&sale.sale_id, "loss", &at.to_string())
+                .await
         {
-            if let Some(at) = noticed
-                && let Err(err) = self
-                    .stock
-                    .unlock(&sale.sale_id, "loss", &at.to_string())
-                    .await
-            {
-                // It expires by itself; a later loss then waits from its
-                // own notice once the old one has gone.
-                tracing::warn!(sale_id = %sale.sale_id, %err, "could not clear the noticed loss");
-            }
-            Ok(PrewarmOutcome::Loaded {
-                stock: ledger.available,
-                buyers: buyers.len(),
-            })
-        } else {
-            Ok(PrewarmOutcome::Refreshed)
+            // It expires by itself; a later loss then waits from its own
+            // notice once the old one has gone.
+            tracing::warn!(sale_id = %sale.sale_id, %err, "could not clear the noticed loss");
         }
+        Ok(PrewarmOutcome::Loaded {
+            stock: at.available,
+            buyers: usize::try_from(buyers).unwrap_or(usize::MAX),
+        })
     }
 
     /// What Redis is derived from: the sale item's `available` and
-    /// `returnSeq` (one consistent read), then every order row. An expiry
-    /// after that read has a higher `returnSeq` and no marker, so its
-    /// return is still made once; one before it is in `available` and gets
-    /// an `EXPIRED` marker.
-    async fn read_ledger(
+    /// `returnSeq` (one consistent read), then every order row, staged a
+    /// page at a time as the index hands them over (at most
+    /// [`LEDGER_PAGES_AHEAD`] pages wait: the job holds a few pages, not
+    /// the sale). An expiry after that read has a higher `returnSeq` and no
+    /// marker, so its return is still made once; one before it is in
+    /// `available` and gets an `EXPIRED` marker.
+    async fn stage_ledger(
         &self,
         sale_id: &SaleId,
-    ) -> Result<(LedgerRead, Vec<HeldUnits>), JobError> {
+        rebuild: &mut S::Rebuild,
+    ) -> Result<LedgerPosition, JobError> {
         let Some((_, counters)) = self.catalog.get_record(sale_id).await? else {
             return Err(JobError::Catalog(CatalogError::Malformed(format!(
                 "sale {sale_id} vanished during its rebuild"
             ))));
         };
-        let mut ledger = LedgerRead {
+        let at = LedgerPosition {
             available: counters.available,
             return_seq: counters.return_seq,
-            ..LedgerRead::default()
         };
-        let mut held: BTreeMap<String, HeldUnits> = BTreeMap::new();
-        let orders = self.orders.all_orders_of_sale(sale_id).await?;
-        for status in [
-            OrderStatus::PendingPayment,
-            OrderStatus::Paid,
-            OrderStatus::Expired,
-            OrderStatus::Rejected,
-        ] {
-            for order in orders.iter().filter(|o| o.status == status) {
-                let units = u64::from(order.quantity.get());
-                let state = match status {
-                    OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",
-                    OrderStatus::Expired => {
-                        ledger.expired.push((
-                            order.order_id.to_string(),
-                            i64::try_from(units).unwrap_or(0),
-                        ));
-                        if order
-                            .return_seq
-                            .is_none_or(|seq| seq <= counters.return_seq)
-                        {
-                            "EXPIRED"
-                        } else {
-                            // Expired after `available` was read: at that
-                            // position its units were still held, and its
-                            // return is still to be made.
-                            "WRITTEN"
-                        }
-                    }
-                    OrderStatus::Rejected => "REJECTED",
-                    OrderStatus::Queued => continue,
-                };
-                ledger.decided.push(DecidedOrder {
-                    order_id: order.order_id.to_string(),
-                    user_id: order.user_id.to_string(),
-                    quantity: units,
-                    at_ms: order.created_at_ms,
-                    state,
-                });
-                if state != "WRITTEN" {
-                    continue;
-                }
-                let entry = held
-                    .entry(order.user_id.to_string())
-                    .or_insert_with(|| HeldUnits {
-                        user_id: order.user_id.to_string(),
-                        units: 0,
-                        order_ids: Vec::new(),
-                    });
-                entry.units += units;
-                entry.order_ids.push(order.order_id.to_string());
+        let (pages, mut read) = tokio::sync::mpsc::channel(LEDGER_PAGES_AHEAD);
+        let reader = self.orders.send_orders_of_sale(sale_id, pages);
+        // Owns the receiver: a failed stage drops it, which stops the
+        // reader instead of leaving it waiting on a full channel.
+        let stager = async move {
+            while let Some(rows) = read.recv().await {
+                self.stock
+                    .stage_rebuild(rebuild, &LedgerPage::of_rows(&rows, at))
+                    .await?;
             }
-        }
-        Ok((ledger, held.into_values().collect()))
+            Ok::<(), JobError>(())
+        };
+        // The stage's error first: a reader stopped by it only says so.
+        let (read_result, staged) = tokio::join!(reader, stager);
+        staged?;
+        read_result?;
+        Ok(at)
     }
 
     /// Messages on the orders queue (visible, in flight or delayed) and in

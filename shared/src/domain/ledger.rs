@@ -2,7 +2,9 @@
 //! it: the sale item's counters, and what a rebuild of Redis loads from the
 //! ledger (the decided orders as reservations, each buyer's units). Values
 //! only; [`crate::ports::CatalogAdmin`] and [`crate::ports::OrderLedger`]
-//! read them, [`crate::ports::StockAdmin::rebuild_sale`] loads them.
+//! read them, [`crate::ports::StockAdmin::stage_rebuild`] loads them.
+
+use crate::domain::orders::{Order, OrderStatus};
 
 /// The counters the order-writer and the unpaid release move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,25 +21,68 @@ pub struct SaleCounters {
     pub loaded: bool,
 }
 
-/// A buyer as the source of truth knows them, for a rebuild.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldUnits {
-    pub user_id: String,
-    pub units: u64,
-    pub order_ids: Vec<String>,
-}
-
-/// What a rebuild reads from the ledger: the sale item's `available` and
-/// `returnSeq` (one consistent read), and every decided order as the
-/// reservation Redis keeps for it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LedgerRead {
+/// Where the ledger stood when a rebuild read it: the sale item's
+/// `available` and `returnSeq`, one consistent read taken before the rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerPosition {
     pub available: i64,
     pub return_seq: u64,
+}
+
+/// One page of a sale's order rows as a rebuild stages them: each decided
+/// order as the reservation Redis keeps for it (a `WRITTEN` one holds its
+/// units for its buyer). A rebuild reads and stages the ledger a page at a
+/// time, so its memory is a page's, whatever the size of the sale.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerPage {
     pub decided: Vec<DecidedOrder>,
-    /// Every `EXPIRED` order (id, units), whatever its position: a shard
-    /// that survived a partial loss may still be owed their return.
+    /// The page's `EXPIRED` orders (id, units), whatever their position: a
+    /// shard that survived a partial loss may still be owed their return.
     pub expired: Vec<(String, i64)>,
+}
+
+impl LedgerPage {
+    /// The page of `rows`, read after the sale item at `at`: an expiry
+    /// after that read (a higher `returnSeq`) still held its units at that
+    /// position, and its return is still to be made, so it loads as
+    /// `WRITTEN`; one at or before it is in `available` and loads as
+    /// `EXPIRED` (its return is never made twice). A row still `QUEUED`
+    /// has decided nothing.
+    pub fn of_rows(rows: &[Order], at: LedgerPosition) -> Self {
+        let mut page = Self::default();
+        for order in rows {
+            let units = u64::from(order.quantity.get());
+            let state = match order.status {
+                OrderStatus::PendingPayment | OrderStatus::Paid => "WRITTEN",
+                OrderStatus::Expired => {
+                    page.expired.push((
+                        order.order_id.to_string(),
+                        i64::try_from(units).unwrap_or(0),
+                    ));
+                    if order.return_seq.is_none_or(|seq| seq <= at.return_seq) {
+                        "EXPIRED"
+                    } else {
+                        "WRITTEN"
+                    }
+                }
+                OrderStatus::Rejected => "REJECTED",
+                OrderStatus::Queued => continue,
+            };
+            page.decided.push(DecidedOrder {
+                order_id: order.order_id.to_string(),
+                user_id: order.user_id.to_string(),
+                quantity: units,
+                at_ms: order.created_at_ms,
+                state,
+            });
+        }
+        page
+    }
+
+    /// The units each order of the page holds for its buyer.
+    pub fn held(&self) -> impl Iterator<Item = &DecidedOrder> {
+        self.decided.iter().filter(|d| d.state == "WRITTEN")
+    }
 }
 
 /// An order the ledger has decided, as a reservation in `resv`.

@@ -57,6 +57,9 @@ pub trait StockAdmin: StockStore {
     /// keys, before the ledger is read (opaque: only the same store uses it).
     type Survivors: Send + Sync;
 
+    /// A rebuild staged page by page ([`Self::begin_rebuild`]; opaque).
+    type Rebuild: Send;
+
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites
     /// live stock, only refreshes its window, limit, status and expiry.
     fn load_sale(
@@ -85,16 +88,35 @@ pub trait StockAdmin: StockStore {
         sale: &Sale,
     ) -> impl Future<Output = Result<Option<Self::Survivors>, StoreError>> + Send;
 
-    /// Loads a sale with its stock, buyers and decided orders from the
-    /// ledger unless it is there. Returns true if this call loaded it.
-    fn rebuild_sale(
+    /// Starts a rebuild of a lost sale from the ledger: what follows is
+    /// staged in the store under this rebuild's own name and goes live
+    /// only at [`Self::commit_rebuild`], so a rebuild that dies half way
+    /// sells nothing, and two never mix. `survivors` is what
+    /// [`Self::survivors`] read before the ledger was read (required for a
+    /// sharded sale).
+    fn begin_rebuild(
         &self,
         sale: &Sale,
         version: i64,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
-        survivors: Option<&Self::Survivors>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+        survivors: Option<Self::Survivors>,
+    ) -> impl Future<Output = Result<Self::Rebuild, StoreError>> + Send;
+
+    /// Stages one page of the ledger's orders; a page staged twice (a
+    /// lost answer) counts once.
+    fn stage_rebuild(
+        &self,
+        rebuild: &mut Self::Rebuild,
+        page: &LedgerPage,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Loads the staged sale with the stock the ledger had `at`, unless the
+    /// sale is there (then the staged keys are dropped). The buyers it
+    /// loaded if this call loaded it, `None` if it was there.
+    fn commit_rebuild(
+        &self,
+        rebuild: Self::Rebuild,
+        at: LedgerPosition,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 
     /// Gives an expired order's units back, once: `return_seq` is the
     /// ledger position of the expiry; a sale loaded from the ledger at or
@@ -269,6 +291,16 @@ pub trait OrderLedger: OrderStore {
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Vec<Order>, OrderStoreError>> + Send;
+
+    /// Every order of a sale, whatever its status, in pages sent to
+    /// `pages` as they are read (in no particular order): a reader that
+    /// takes them one at a time holds a few pages, not the sale. Returns
+    /// once every page is sent; fails if `pages` is closed before.
+    fn send_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+    ) -> impl Future<Output = Result<(), OrderStoreError>> + Send;
 
     /// How many orders of a sale are in one status.
     fn count_of_sale(

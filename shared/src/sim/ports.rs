@@ -6,7 +6,7 @@
 use super::clock::SKEW_MS;
 use super::sched::{Sched, Step};
 use crate::adapters::memory::{MemoryCatalog, MemoryStock};
-use crate::domain::ledger::{HeldUnits, LedgerRead, SaleCounters};
+use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
 use crate::domain::{IdempotencyKey, OrderId, Sale, SaleId, UserId};
 use crate::ports::{
@@ -174,6 +174,7 @@ impl StockStore for SimStock {
 
 impl StockAdmin for SimStock {
     type Survivors = ();
+    type Rebuild = <crate::adapters::memory::MemoryStock as StockAdmin>::Rebuild;
 
     async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
         redis!(
@@ -197,20 +198,43 @@ impl StockAdmin for SimStock {
         redis!(self, "redis.survivors", false, self.inner.survivors(sale))
     }
 
-    async fn rebuild_sale(
+    async fn begin_rebuild(
         &self,
         sale: &Sale,
         version: i64,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
-        survivors: Option<&()>,
-    ) -> Result<bool, StoreError> {
+        survivors: Option<()>,
+    ) -> Result<Self::Rebuild, StoreError> {
+        redis!(
+            self,
+            "redis.begin_rebuild",
+            false,
+            self.inner.begin_rebuild(sale, version, survivors)
+        )
+    }
+
+    async fn stage_rebuild(
+        &self,
+        rebuild: &mut Self::Rebuild,
+        page: &LedgerPage,
+    ) -> Result<(), StoreError> {
+        redis!(
+            self,
+            "redis.stage_rebuild",
+            true,
+            self.inner.stage_rebuild(rebuild, page)
+        )
+    }
+
+    async fn commit_rebuild(
+        &self,
+        rebuild: Self::Rebuild,
+        at: LedgerPosition,
+    ) -> Result<Option<u64>, StoreError> {
         redis!(
             self,
             "redis.rebuild_sale",
             true,
-            self.inner
-                .rebuild_sale(sale, version, ledger, buyers, survivors)
+            self.inner.commit_rebuild(rebuild, at)
         )
     }
 

@@ -38,6 +38,11 @@ pub const SALE_BUCKETS: u32 = 32;
 /// Index queries of one read in flight at once.
 pub const MAX_IN_FLIGHT: usize = 8;
 
+/// Orders per page of [`DynamoOrders::send_orders_of_sale`]: an index
+/// entry is a few hundred bytes, so a page is well under DynamoDB's 1 MB
+/// and a few pages in flight stay a few MB in memory.
+pub const STREAM_PAGE: i32 = 500;
+
 /// The index of a sale's orders by status, partitioned by sale bucket.
 pub const BY_SALE_BUCKET_STATUS: &str = "bySaleBucketStatus";
 
@@ -259,6 +264,55 @@ impl DynamoOrders {
             )
         })
         .await
+    }
+
+    /// Every order of a sale, a page of at most [`STREAM_PAGE`] at a time
+    /// into `pages`, [`MAX_IN_FLIGHT`] buckets at once: with a reader that
+    /// takes the pages one by one, a few pages are in memory, not the sale.
+    pub async fn send_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+    ) -> Result<(), OrderStoreError> {
+        let work = (0..SALE_BUCKETS)
+            .map(|bucket| {
+                let query = bucket_query(
+                    &self.client,
+                    &self.orders_table,
+                    BY_SALE_BUCKET_STATUS,
+                    "saleBucket = :bucket",
+                    bucket_key(sale_id, bucket),
+                )
+                .limit(STREAM_PAGE);
+                let pages = pages.clone();
+                async move {
+                    let mut start = None;
+                    loop {
+                        let page = query
+                            .clone()
+                            .set_exclusive_start_key(start)
+                            .send()
+                            .await
+                            .map_err(transient)?;
+                        let orders = page.items().iter().map(order_from_item).collect::<Result<
+                            Vec<Order>,
+                            _,
+                        >>(
+                        )?;
+                        if !orders.is_empty() && pages.send(orders).await.is_err() {
+                            return Err(OrderStoreError::Transient(
+                                "the reader of the orders stopped".into(),
+                            ));
+                        }
+                        match page.last_evaluated_key {
+                            Some(key) if !key.is_empty() => start = Some(key),
+                            _ => return Ok(()),
+                        }
+                    }
+                }
+            })
+            .collect();
+        bounded(work).await.map(|_| ())
     }
 
     /// The orders `query` finds in each bucket, every page, merged oldest

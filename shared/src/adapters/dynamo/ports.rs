@@ -51,6 +51,14 @@ impl OrderLedger for DynamoOrders {
         DynamoOrders::all_orders_of_sale(self, sale_id)
     }
 
+    fn send_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+    ) -> impl Future<Output = Result<(), OrderStoreError>> + Send {
+        DynamoOrders::send_orders_of_sale(self, sale_id, pages)
+    }
+
     fn count_of_sale(
         &self,
         sale_id: &SaleId,

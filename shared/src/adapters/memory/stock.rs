@@ -5,7 +5,7 @@
 
 use super::derived_order_id;
 use crate::clock;
-use crate::domain::ledger::{HeldUnits, LedgerRead};
+use crate::domain::ledger::{DecidedOrder, LedgerPage, LedgerPosition};
 use crate::domain::stock_state::{
     Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned, StoredReservation,
 };

@@ -233,6 +233,10 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
     }
 }
 
+/// Orders per page of `send_orders_of_sale`: small, so a test's sale of a
+/// few dozen orders is staged over several pages, as a big one is.
+const MEMORY_PAGE: usize = 16;
+
 const FAILED: &str = "ConditionalCheckFailed";
 const NONE: &str = "None";
 const CONFLICT: &str = "TransactionConflict";
@@ -505,6 +509,20 @@ impl OrderLedger for MemoryOrders {
             (a.created_at_ms, a.order_id.as_str()).cmp(&(b.created_at_ms, b.order_id.as_str()))
         });
         Ok(orders)
+    }
+
+    async fn send_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+    ) -> Result<(), OrderStoreError> {
+        let orders = self.all_orders_of_sale(sale_id).await?;
+        for page in orders.chunks(MEMORY_PAGE) {
+            pages.send(page.to_vec()).await.map_err(|_| {
+                OrderStoreError::Transient("the reader of the orders stopped".into())
+            })?;
+        }
+        Ok(())
     }
 
     async fn count_of_sale(

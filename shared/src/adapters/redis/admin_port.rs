@@ -2,8 +2,8 @@
 //! method of the same name (in `rebuild.rs`, `shards.rs`, `snapshot.rs`,
 //! `admin.rs`, `sell_out.rs`, `funnel.rs`), so the operations path can be written against the port.
 
-use super::{RedisStock, Survivors};
-use crate::domain::ledger::{HeldUnits, LedgerRead};
+use super::{RedisRebuild, RedisStock, Survivors};
+use crate::domain::ledger::{LedgerPage, LedgerPosition};
 use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::{StockAdmin, StoreError};
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 impl StockAdmin for RedisStock {
     type Survivors = Survivors;
+    type Rebuild = RedisRebuild;
 
     fn load_sale(
         &self,
@@ -37,15 +38,29 @@ impl StockAdmin for RedisStock {
         RedisStock::survivors(self, sale)
     }
 
-    fn rebuild_sale(
+    fn begin_rebuild(
         &self,
         sale: &Sale,
         version: i64,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
-        survivors: Option<&Survivors>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        RedisStock::rebuild_sale(self, sale, version, ledger, buyers, survivors)
+        survivors: Option<Survivors>,
+    ) -> impl Future<Output = Result<RedisRebuild, StoreError>> + Send {
+        RedisStock::begin_rebuild(self, sale, version, survivors)
+    }
+
+    fn stage_rebuild(
+        &self,
+        rebuild: &mut RedisRebuild,
+        page: &LedgerPage,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        RedisStock::stage_rebuild(self, rebuild, page)
+    }
+
+    fn commit_rebuild(
+        &self,
+        rebuild: RedisRebuild,
+        at: LedgerPosition,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send {
+        RedisStock::commit_rebuild(self, rebuild, at)
     }
 
     fn return_units(

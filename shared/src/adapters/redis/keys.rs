@@ -88,6 +88,31 @@ impl SaleKeys {
     }
 }
 
+/// The keys a rebuild stages a key group's buyers, user orders,
+/// reservations and keyed filter in (`rebuild_stage.lua`) before
+/// `rebuild.lua` renames them into place: under the group's hash tag (one
+/// slot) and the rebuild's own token (two rebuilds never mix).
+pub struct StagedKeys {
+    pub buyers: String,
+    pub user_orders: String,
+    pub resv: String,
+    pub keyed: String,
+}
+
+impl StagedKeys {
+    /// The staged keys of `group` (a sale's plain keys, or one shard's) for
+    /// the rebuild `token`.
+    pub fn of(group: &SaleKeys, token: &str) -> Self {
+        let staged = |live: &str| format!("{live}:rebuild:{token}");
+        Self {
+            buyers: staged(&group.buyers),
+            user_orders: staged(&group.user_orders),
+            resv: staged(&group.resv),
+            keyed: staged(&group.keyed),
+        }
+    }
+}
+
 /// A buyer's home shard under the uniform hash (FNV-1a of the user id,
 /// modulo the shard count): every sale on one Redis node. On a cluster the
 /// sale's directory may carry a home table instead ([`ShardLayout`]).

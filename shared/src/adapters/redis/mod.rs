@@ -73,7 +73,9 @@ pub use crate::config::RateLimits;
 pub use crate::domain::shard_layout::ShardLayout;
 pub use funnel::{FUNNEL_BUCKET_MS, FUNNEL_BUCKETS};
 pub use keys::{KEY_TTL_AFTER_END_MS, SaleKeys, home_shard, shard_of_order};
-pub use rebuild::{DecidedOrder, HeldUnits, LedgerRead, Returned, Survivors};
+pub use rebuild::{
+    DecidedOrder, LedgerPage, LedgerPosition, RedisRebuild, Returned, STAGE_CHUNK, Survivors,
+};
 pub use replies::{Holding, LoadOutcome, PendingTransfer, StoredReservation};
 pub use scripts::PURCHASE_SOURCE;
 pub use snapshot::{RedisSnapshot, SCAN_CHUNK, SCAN_INTERVAL};

@@ -2,12 +2,15 @@
 //! only the lost ones), and giving expired units back.
 
 use super::RedisStock;
-use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, shard_of_order};
+use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, StagedKeys, shard_of_order};
 use super::replies::PendingTransfer;
 use super::replies::{
-    LoadOutcome, SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, protocol,
+    LoadOutcome, SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, parse_u64,
+    protocol,
 };
-use super::scripts::{LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReturnUnitsArgs, SaleMeta};
+use super::scripts::{
+    LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, RebuildStageArgs, ReturnUnitsArgs, SaleMeta,
+};
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::StoreError;
@@ -22,8 +25,91 @@ pub struct Survivors {
     lent: Vec<PendingTransfer>,
 }
 
-pub use crate::domain::ledger::{DecidedOrder, HeldUnits, LedgerRead};
+pub use crate::domain::ledger::{DecidedOrder, LedgerPage, LedgerPosition};
 pub use crate::domain::stock_state::Returned;
+
+/// Orders per `rebuild_stage.lua` call: the script's time, not the sale's
+/// size, bounds how long a rebuild holds the Redis node.
+pub const STAGE_CHUNK: usize = 250;
+
+/// How long a staged rebuild's keys live without a commit: a rebuild that
+/// dies half way leaves nothing behind for long (the next run stages
+/// afresh under its own token).
+const STAGED_TTL: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+/// A rebuild staged page by page (`StockAdmin::begin_rebuild`), with what
+/// the pages told it that the lost shards' shares need.
+pub struct RedisRebuild {
+    sale: Sale,
+    version: i64,
+    /// Names the staged keys: two rebuilds never add into each other's.
+    token: String,
+    layout: ShardLayout,
+    /// The directory was loaded by this rebuild.
+    loaded: bool,
+    survivors: Option<Survivors>,
+    /// Per shard: units of `EXPIRED` rows made there that a surviving
+    /// shard has not been given back yet.
+    owed: Vec<i64>,
+    /// Survivors' `QUEUED` reservations no page has shown a written row of
+    /// (id, units).
+    queued_without_row: std::collections::HashMap<String, i64>,
+}
+
+impl RedisRebuild {
+    fn meta(&self) -> SaleMeta<'_> {
+        SaleMeta {
+            sale: &self.sale,
+            version: self.version,
+            expire_at_ms: self.sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS),
+        }
+    }
+
+    /// What a page tells the shares of a partial loss: expiries a survivor
+    /// is owed, and its queued reservations whose rows are written.
+    fn account(&mut self, page: &LedgerPage) {
+        let Some(survivors) = &self.survivors else {
+            return;
+        };
+        for (id, units) in &page.expired {
+            let k = shard_of_order(id).unwrap_or(0) as usize;
+            let Some(Some(part)) = survivors.parts.get(k) else {
+                continue;
+            };
+            if part
+                .reservations
+                .get(id)
+                .is_none_or(|r| r.state != "EXPIRED")
+                && let Some(owed) = self.owed.get_mut(k)
+            {
+                *owed += units;
+            }
+        }
+        for held in page.held() {
+            self.queued_without_row.remove(&held.order_id);
+        }
+    }
+}
+
+/// An order as one stage call sends it to one group: its reservation if
+/// the group made it, its units if the group is its buyer's home.
+#[derive(Clone, Copy)]
+pub(super) struct StagedOrder<'a> {
+    pub order: &'a DecidedOrder,
+    pub reservation: bool,
+    pub held: bool,
+}
+
+/// A rebuild's own name: random, so a retried or concurrent rebuild never
+/// stages into another's keys.
+fn rebuild_token() -> String {
+    let mut bytes = [0u8; 8];
+    if aws_lc_rs::rand::fill(&mut bytes).is_err() {
+        // No randomness: the clock still tells two runs apart.
+        return format!("t{}", crate::clock::now_ms());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 impl RedisStock {
     /// Loads a sale (meta and stock) unless it is loaded; never overwrites
@@ -135,82 +221,159 @@ impl RedisStock {
         Ok(Some(Survivors { parts, lent }))
     }
 
-    /// Loads a sale with its stock and buyers from DynamoDB unless it is
-    /// there (`rebuild.lua`). Returns true if this call loaded it.
-    ///
-    /// `survivors` is what [`Self::survivors`] read before `ledger` was
-    /// read (required for a sharded sale: without it nothing is loaded).
-    pub async fn rebuild_sale(
+    /// Starts a rebuild of a lost sale from the ledger (see
+    /// `StockAdmin::begin_rebuild`). A sharded sale's directory is loaded
+    /// here, unless it is there: the groups are staged by its home table.
+    pub async fn begin_rebuild(
         &self,
         sale: &Sale,
         version: i64,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
-        survivors: Option<&Survivors>,
-    ) -> Result<bool, StoreError> {
-        let stock = ledger.available;
-        let expire_at = sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
-        let meta = SaleMeta {
-            sale,
-            version,
-            expire_at_ms: expire_at,
-        };
+        survivors: Option<Survivors>,
+    ) -> Result<RedisRebuild, StoreError> {
         let shards = sale.shards.max(1);
-        let mut loaded = false;
-        let mut layout = ShardLayout::uniform(1);
-        if shards > 1 {
-            // A directory a rebuild that died half way left behind keeps its
-            // home table: the shards already loaded placed buyers by it.
-            let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
-            let reply: Vec<String> = self
-                .run(&RebuildArgs {
-                    keys: &SaleKeys::new(&sale.sale_id),
-                    meta: &meta,
-                    part: RebuildPart::Directory { homes: &proposed },
-                })
-                .await?;
-            loaded |= parse_rebuild_reply(&reply)?;
-            let homes = reply.get(1).map_or("", String::as_str);
-            layout = ShardLayout::parse(shards, homes)
-                .map_err(|e| StoreError::Protocol(e.to_string()))?;
-        }
-        // Each shard is loaded only if absent, so a rebuild that died half
-        // way is finished by the next one.
-        let shares = if shards > 1 {
-            let Some(survivors) = survivors else {
-                return Err(StoreError::Protocol(
-                    "a sharded sale is rebuilt only with what its shards held first".into(),
-                ));
-            };
-            self.rebuild_shares(&sale.sale_id, &layout, ledger, buyers, survivors, expire_at)
-                .await?
-        } else {
-            vec![stock]
+        let mut rebuild = RedisRebuild {
+            sale: sale.clone(),
+            version,
+            token: rebuild_token(),
+            layout: ShardLayout::uniform(1),
+            loaded: false,
+            owed: vec![0; shards as usize],
+            queued_without_row: std::collections::HashMap::new(),
+            survivors: None,
         };
+        if shards <= 1 {
+            return Ok(rebuild);
+        }
+        let Some(survivors) = survivors else {
+            return Err(StoreError::Protocol(
+                "a sharded sale is rebuilt only with what its shards held first".into(),
+            ));
+        };
+        if survivors.parts.len() != shards as usize {
+            return Err(StoreError::Protocol("survivors of another layout".into()));
+        }
+        // A directory a rebuild that died half way left behind keeps its
+        // home table: the shards already loaded placed buyers by it.
+        let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
+        let reply: Vec<String> = self
+            .run(&RebuildArgs {
+                keys: &SaleKeys::new(&sale.sale_id),
+                meta: &rebuild.meta(),
+                part: RebuildPart::Directory { homes: &proposed },
+            })
+            .await?;
+        rebuild.loaded = parse_rebuild_reply(&reply)?;
+        let homes = reply.get(1).map_or("", String::as_str);
+        rebuild.layout =
+            ShardLayout::parse(shards, homes).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        // A survivor's reservation still QUEUED is Redis's to sell until
+        // its order is written; the pages strike off those that are.
+        for part in survivors.parts.iter().flatten() {
+            for (id, r) in part
+                .reservations
+                .iter()
+                .filter(|(_, r)| r.state == "QUEUED")
+            {
+                rebuild
+                    .queued_without_row
+                    .insert(id.clone(), i64::try_from(r.quantity).unwrap_or(i64::MAX));
+            }
+        }
+        rebuild.survivors = Some(survivors);
+        Ok(rebuild)
+    }
+
+    /// Stages one page of the ledger (`rebuild_stage.lua`): each order's
+    /// reservation on the group that made it, each held unit on its
+    /// buyer's home group, [`STAGE_CHUNK`] orders a call.
+    pub async fn stage_rebuild(
+        &self,
+        rebuild: &mut RedisRebuild,
+        page: &LedgerPage,
+    ) -> Result<(), StoreError> {
+        rebuild.account(page);
+        let shards = rebuild.sale.shards.max(1);
+        let shard = |id: &str| {
+            if shards > 1 {
+                shard_of_order(id).unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        let expire_ms = u64::try_from(STAGED_TTL.as_millis()).unwrap_or(u64::MAX);
+        for k in 0..shards {
+            let mut entries: Vec<StagedOrder<'_>> = Vec::new();
+            for d in &page.decided {
+                let holds = d.state == "WRITTEN";
+                let here = shard(&d.order_id) == k;
+                let home = holds && rebuild.layout.home(&d.user_id) == k;
+                if here || home {
+                    entries.push(StagedOrder {
+                        order: d,
+                        reservation: here,
+                        held: home,
+                    });
+                }
+            }
+            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
+            let staged = StagedKeys::of(&group, &rebuild.token);
+            for chunk in entries.chunks(STAGE_CHUNK) {
+                let _: i64 = self
+                    .run(&RebuildStageArgs {
+                        staged: &staged,
+                        ttl_ms: expire_ms,
+                        total: rebuild.sale.total_stock,
+                        orders: chunk.to_vec(),
+                    })
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads each group of the staged sale unless it is there
+    /// (`rebuild.lua`, which renames the staged keys into place): the
+    /// stock of `at`, split by [`Self::rebuild_shares`] for a sharded
+    /// sale. Each group is loaded only if absent, so a rebuild that died
+    /// half way is finished by the next one. The buyers of the groups this
+    /// call loaded, if it loaded any; `None` if all were there.
+    pub async fn commit_rebuild(
+        &self,
+        rebuild: RedisRebuild,
+        at: LedgerPosition,
+    ) -> Result<Option<u64>, StoreError> {
+        let shards = rebuild.sale.shards.max(1);
+        let expire_at = rebuild.sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let shares = match &rebuild.survivors {
+            Some(survivors) if shards > 1 => {
+                self.rebuild_shares(&rebuild, survivors, at.available, expire_at)
+                    .await?
+            }
+            _ => vec![at.available],
+        };
+        let meta = rebuild.meta();
+        let mut loaded = rebuild.loaded;
+        let mut buyers = 0u64;
         for (k, share) in (0..shards).zip(shares) {
-            let part = RebuildPart::Group {
-                stock: share,
-                ledger_seq: ledger.return_seq,
-                buyers: buyers
-                    .iter()
-                    .filter(|b| layout.home(&b.user_id) == k)
-                    .collect(),
-                decided: ledger
-                    .decided
-                    .iter()
-                    .filter(|m| shard_of_order(&m.order_id).unwrap_or(0) == k)
-                    .collect(),
-            };
+            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
+            let staged = StagedKeys::of(&group, &rebuild.token);
             let reply: Vec<String> = self
                 .run(&RebuildArgs {
-                    keys: &SaleKeys::of(&sale.sale_id, shards, k),
+                    keys: &group,
                     meta: &meta,
-                    part,
+                    part: RebuildPart::Group {
+                        stock: share,
+                        ledger_seq: at.return_seq,
+                        staged: &staged,
+                    },
                 })
                 .await?;
-            loaded |= parse_rebuild_reply(&reply)?;
+            if parse_rebuild_reply(&reply)? {
+                loaded = true;
+                buyers += reply.get(1).map_or(Ok(0), |n| parse_u64(n))?;
+            }
         }
-        Ok(loaded)
+        Ok(loaded.then_some(buyers))
     }
 
     /// The stock each shard of a sharded sale is rebuilt with. With every
@@ -226,23 +389,18 @@ impl RedisStock {
     /// Units a survivor lent to a lost shard are the lost shard's: they are
     /// recorded received on it before it is rebuilt, so reconcile does not
     /// credit them a second time.
-    pub(super) async fn rebuild_shares(
+    async fn rebuild_shares(
         &self,
-        sale_id: &SaleId,
-        layout: &ShardLayout,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
+        rebuild: &RedisRebuild,
         survivors: &Survivors,
+        available: i64,
         expire_at: i64,
     ) -> Result<Vec<i64>, StoreError> {
-        let available = ledger.available;
+        let sale_id = &rebuild.sale.sale_id;
         let Survivors { parts, lent } = survivors;
-        if parts.len() != layout.shards() as usize {
-            return Err(StoreError::Protocol("survivors of another layout".into()));
-        }
         let lost: Vec<usize> = (0..parts.len()).filter(|k| parts[*k].is_none()).collect();
         if lost.len() == parts.len() {
-            return Ok(layout.shares(available));
+            return Ok(rebuild.layout.shares(available));
         }
         for t in lent.iter().filter(|t| lost.contains(&(t.to as usize))) {
             let received = SaleKeys::shard(sale_id, t.to).received;
@@ -263,35 +421,15 @@ impl RedisStock {
             };
             self.bounded(call).await?;
         }
-        let with_rows: std::collections::HashSet<&str> = buyers
-            .iter()
-            .flat_map(|b| b.order_ids.iter().map(String::as_str))
-            .collect();
         let mut received = std::collections::HashSet::new();
-        let mut offered = 0i64;
-        for (k, part) in parts.iter().enumerate() {
-            let Some(part) = part else { continue };
+        // Expired on a survivor and not given back to it yet: the release
+        // (or reconcile) gives them to that shard, whose ledger position is
+        // its own; they are not the lost shard's.
+        let mut offered: i64 = rebuild.owed.iter().sum();
+        // Queued on a survivor with no row: counted once, whichever shard.
+        offered += rebuild.queued_without_row.values().sum::<i64>();
+        for part in parts.iter().flatten() {
             offered += part.stock;
-            // Expired on a survivor and not given back to it yet: the
-            // release (or reconcile) gives them to that shard, whose ledger
-            // position is its own; they are not the lost shard's.
-            offered += ledger
-                .expired
-                .iter()
-                .filter(|(id, _)| shard_of_order(id).unwrap_or(0) as usize == k)
-                .filter(|(id, _)| {
-                    part.reservations
-                        .get(id)
-                        .is_none_or(|r| r.state != "EXPIRED")
-                })
-                .map(|(_, units)| units)
-                .sum::<i64>();
-            offered += part
-                .reservations
-                .iter()
-                .filter(|(id, r)| r.state == "QUEUED" && !with_rows.contains(id.as_str()))
-                .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
-                .sum::<i64>();
             received.extend(part.received.iter().cloned());
         }
         // Lent to a survivor and not received yet: still Redis's to sell

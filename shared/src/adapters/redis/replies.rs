@@ -274,6 +274,11 @@ pub(super) fn parse_u32(raw: &str) -> Result<u32, StoreError> {
         .map_err(|_| StoreError::Protocol(format!("not a count: {raw:?}")))
 }
 
+pub(super) fn parse_u64(raw: &str) -> Result<u64, StoreError> {
+    raw.parse()
+        .map_err(|_| StoreError::Protocol(format!("not a count: {raw:?}")))
+}
+
 pub(super) fn parse_order_id(raw: &str) -> Result<OrderId, StoreError> {
     OrderId::parse(raw).map_err(|e| StoreError::Protocol(e.to_string()))
 }

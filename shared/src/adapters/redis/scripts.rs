@@ -27,8 +27,9 @@ pub(super) use stock::{
     PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs,
 };
 pub(super) use upkeep::{
-    HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, ReceiveArgs, SaleMeta,
-    SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs, SnapshotHeadArgs, UnlockArgs,
+    HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, RebuildStageArgs,
+    ReceiveArgs, SaleMeta, SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs,
+    SnapshotHeadArgs, UnlockArgs,
 };
 
 use crate::config::RateLimits;
@@ -89,10 +90,12 @@ static RESOLVE: LazyLock<Script> = LazyLock::new(|| {
 });
 static PEEK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/peek.lua")));
-static REBUILD: LazyLock<Script> = LazyLock::new(|| {
+static REBUILD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/rebuild.lua")));
+static REBUILD_STAGE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/keyed.lua"),
-        include_str!("../../../lua/rebuild.lua")
+        include_str!("../../../lua/rebuild_stage.lua")
     ))
 });
 static KEYED_FILTER: LazyLock<Script> =

@@ -269,6 +269,21 @@ impl OrderLedger for SimOrders {
         })
     }
 
+    async fn send_orders_of_sale(
+        &self,
+        sale_id: &SaleId,
+        pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+    ) -> Result<(), OrderStoreError> {
+        // The same read, faults and lag as the whole listing, then paged.
+        let rows = self.all_orders_of_sale(sale_id).await?;
+        for page in rows.chunks(16) {
+            pages.send(page.to_vec()).await.map_err(|_| {
+                OrderStoreError::Transient("the reader of the orders stopped".into())
+            })?;
+        }
+        Ok(())
+    }
+
     async fn count_of_sale(
         &self,
         sale_id: &SaleId,

@@ -8,6 +8,9 @@ impl StockAdmin for MemoryStock {
     /// One shard per sale: nothing survives apart from the sale itself.
     type Survivors = ();
 
+    /// The sale and the decided orders staged so far, by order id.
+    type Rebuild = (Sale, std::collections::BTreeMap<String, DecidedOrder>);
+
     async fn load_sale(&self, sale: &Sale, _version: i64) -> Result<LoadOutcome, StoreError> {
         let mut sales = self.lock()?;
         if let Some(s) = sales.get_mut(&sale.sale_id) {
@@ -56,32 +59,50 @@ impl StockAdmin for MemoryStock {
         Ok(None)
     }
 
-    async fn rebuild_sale(
+    async fn begin_rebuild(
         &self,
         sale: &Sale,
         _version: i64,
-        ledger: &LedgerRead,
-        buyers: &[HeldUnits],
-        _survivors: Option<&()>,
-    ) -> Result<bool, StoreError> {
+        _survivors: Option<()>,
+    ) -> Result<Self::Rebuild, StoreError> {
         if sale.shards > 1 {
             return Err(StoreError::Protocol(
                 "the memory store keeps one shard per sale".into(),
             ));
         }
+        Ok((sale.clone(), std::collections::BTreeMap::new()))
+    }
+
+    async fn stage_rebuild(
+        &self,
+        rebuild: &mut Self::Rebuild,
+        page: &LedgerPage,
+    ) -> Result<(), StoreError> {
+        for d in &page.decided {
+            rebuild
+                .1
+                .entry(d.order_id.clone())
+                .or_insert_with(|| d.clone());
+        }
+        Ok(())
+    }
+
+    async fn commit_rebuild(
+        &self,
+        (sale, staged): Self::Rebuild,
+        at: LedgerPosition,
+    ) -> Result<Option<u64>, StoreError> {
         let mut sales = self.lock()?;
         if sales.contains_key(&sale.sale_id) {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut s = MemorySale::new(sale.clone(), ledger.available, sale.paused);
-        s.ledger_seq = Some(ledger.return_seq);
-        for b in buyers {
-            s.buyers.insert(
-                b.user_id.clone(),
-                i64::try_from(b.units).unwrap_or(i64::MAX),
-            );
+        let mut s = MemorySale::new(sale.clone(), at.available, sale.paused);
+        s.ledger_seq = Some(at.return_seq);
+        for d in staged.values().filter(|d| d.state == "WRITTEN") {
+            *s.buyers.entry(d.user_id.clone()).or_default() +=
+                i64::try_from(d.quantity).unwrap_or(i64::MAX);
         }
-        for d in &ledger.decided {
+        for d in staged.values() {
             let order_id = OrderId::parse(&d.order_id).map_err(|e| StoreError::Protocol(e.0))?;
             let quantity =
                 crate::domain::Quantity::new(d.quantity).map_err(|e| StoreError::Protocol(e.0))?;
@@ -103,8 +124,9 @@ impl StockAdmin for MemoryStock {
                 },
             );
         }
+        let buyers = u64::try_from(s.buyers.len()).unwrap_or(u64::MAX);
         sales.insert(sale.sale_id.clone(), s);
-        Ok(true)
+        Ok(Some(buyers))
     }
 
     async fn return_units(

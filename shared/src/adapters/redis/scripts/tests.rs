@@ -2,8 +2,8 @@
 //! the right script and sends its KEYS and ARGV in the file's order. The
 //! keys are also checked against the `KEYS[i] name` the file's header gives.
 
-use super::super::keys::SaleKeys;
-use super::super::rebuild::{DecidedOrder, HeldUnits};
+use super::super::keys::{SaleKeys, StagedKeys};
+use super::super::rebuild::{DecidedOrder, StagedOrder};
 use super::*;
 use crate::domain::SaleId;
 
@@ -385,39 +385,91 @@ fn rebuild_directory_and_group() {
         &[&head[..], &["0", "1", "1", "h"]].concat(),
         false,
     );
-    let buyer = HeldUnits {
-        user_id: "u".into(),
-        units: 2,
-        order_ids: vec!["o1".into(), "o2".into()],
-    };
-    let order = DecidedOrder {
-        order_id: "o1".into(),
-        user_id: "u".into(),
-        quantity: 1,
-        at_ms: 4,
-        state: "WRITTEN",
-    };
-    let json = order.reservation_json();
     let shard = SaleKeys::shard(&sale_id(), 1);
+    let staged = StagedKeys::of(&shard, "t1");
     let call = RebuildArgs {
         keys: &shard,
         meta: &meta,
         part: RebuildPart::Group {
             stock: 40,
             ledger_seq: 8,
-            buyers: vec![&buyer],
-            decided: vec![&order],
+            staged: &staged,
         },
     };
+    let group = ["meta", "stock", "buyers", "userorders", "resv", "keyed"];
     check(
         &call,
         lua,
-        &["meta", "stock", "buyers", "userorders", "resv", "keyed"],
+        &[&group[..], &["buyers", "userorders", "resv", "keyed"]].concat(),
+        &[&head[..], &["40", "1", "", "8"]].concat(),
+        true,
+    );
+    let (names, _) = sent(&call);
+    assert!(
+        names[6..]
+            .iter()
+            .all(|k| k.starts_with("sale:{s:1}:") && k.ends_with(":rebuild:t1")),
+        "staged under the shard's tag and the rebuild's token: {names:?}"
+    );
+}
+
+#[test]
+fn rebuild_stage() {
+    let shard = SaleKeys::shard(&sale_id(), 1);
+    let staged = StagedKeys::of(&shard, "t1");
+    let held = DecidedOrder {
+        order_id: "o1".into(),
+        user_id: "u".into(),
+        quantity: 2,
+        at_ms: 4,
+        state: "WRITTEN",
+    };
+    let expired = DecidedOrder {
+        order_id: "o2".into(),
+        state: "EXPIRED",
+        ..held.clone()
+    };
+    check(
+        &RebuildStageArgs {
+            staged: &staged,
+            ttl_ms: 60_000,
+            total: 100,
+            orders: vec![
+                StagedOrder {
+                    order: &held,
+                    reservation: true,
+                    held: true,
+                },
+                StagedOrder {
+                    order: &expired,
+                    reservation: true,
+                    held: false,
+                },
+                StagedOrder {
+                    order: &held,
+                    reservation: false,
+                    held: false,
+                },
+            ],
+        },
+        include_str!("../../../../lua/rebuild_stage.lua"),
+        &["buyers", "userorders", "resv", "keyed"],
         &[
-            &head[..],
-            &["40", "1", "", "8", "1", "u", "2", "o1,o2", "o1", &json],
-        ]
-        .concat(),
+            "60000",
+            "100",
+            "o1",
+            &held.reservation_json(),
+            "u",
+            "2",
+            "o2",
+            &expired.reservation_json(),
+            "u",
+            "0",
+            "o1",
+            "",
+            "u",
+            "0",
+        ],
         false,
     );
 }

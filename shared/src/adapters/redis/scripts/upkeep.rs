@@ -3,11 +3,11 @@
 //! repairs, pause and resume, locks. See [`super::ScriptCall`] for how
 //! each struct is sent.
 
-use super::super::keys::SaleKeys;
-use super::super::rebuild::{DecidedOrder, HeldUnits};
+use super::super::keys::{SaleKeys, StagedKeys};
+use super::super::rebuild::StagedOrder;
 use super::{
-    HOLDING, LEND, LOAD_SALE, NO_ARGV, REBUILD, RECEIVE, SET_BUYER, SET_STATUS, SET_STOCK,
-    SNAPSHOT, SNAPSHOT_HEAD, ScriptCall, UNLOCK, status_of,
+    HOLDING, LEND, LOAD_SALE, NO_ARGV, REBUILD, REBUILD_STAGE, RECEIVE, SET_BUYER, SET_STATUS,
+    SET_STOCK, SNAPSHOT, SNAPSHOT_HEAD, ScriptCall, UNLOCK, status_of,
 };
 use crate::domain::Sale;
 use redis::{Script, ToRedisArgs};
@@ -138,20 +138,17 @@ pub(in super::super) enum RebuildPart<'a> {
         /// ARGV[12] ledgerSeq: the `returnSeq` read with `available`
         /// (ARGV[11] is "", or "windowEndMs|seed" for a lottery window).
         ledger_seq: u64,
-        /// ARGV[13] n, then n triples userId, units held, orderIds joined
-        /// by `,`: the buyers whose home this group is.
-        buyers: Vec<&'a HeldUnits>,
-        /// Then pairs orderId, reservation JSON: the ledger's decided
-        /// orders made on this group.
-        decided: Vec<&'a DecidedOrder>,
+        /// KEYS[7..10]: what `rebuild_stage.lua` staged for this group,
+        /// renamed into place when the group is loaded.
+        staged: &'a StagedKeys,
     },
 }
 
-/// `rebuild.lua` (with `keyed.lua` before it): loads a sale from the
-/// ledger, only when it is absent.
+/// `rebuild.lua`: loads a sale from the ledger (staged by
+/// [`RebuildStageArgs`]), only when it is absent.
 pub(in super::super) struct RebuildArgs<'a> {
     /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] userorders; for
-    /// a group also KEYS[5] resv, KEYS[6] keyed.
+    /// a group also KEYS[5] resv, KEYS[6] keyed and the staged keys.
     pub keys: &'a SaleKeys,
     /// ARGV[1..8], and ARGV[10] gate.
     pub meta: &'a SaleMeta<'a>,
@@ -169,7 +166,17 @@ impl ScriptCall for RebuildArgs<'_> {
         let head = [k.meta.as_str(), &k.stock, &k.buyers, &k.user_orders];
         match self.part {
             RebuildPart::Directory { .. } => head.to_vec(),
-            RebuildPart::Group { .. } => [head.as_slice(), &[k.resv.as_str(), &k.keyed]].concat(),
+            RebuildPart::Group { staged, .. } => [
+                head.as_slice(),
+                &[k.resv.as_str(), &k.keyed],
+                &[
+                    staged.buyers.as_str(),
+                    &staged.user_orders,
+                    &staged.resv,
+                    &staged.keyed,
+                ],
+            ]
+            .concat(),
         }
     }
 
@@ -180,37 +187,68 @@ impl ScriptCall for RebuildArgs<'_> {
                 vec!["0".to_owned(), gate, "1".to_owned(), (*homes).to_owned()]
             }
             RebuildPart::Group {
-                stock,
-                ledger_seq,
-                buyers,
-                decided,
+                stock, ledger_seq, ..
             } => {
                 let s = self.meta.sale;
                 let window = match (&s.admission, s.window_end_ms()) {
                     (Some(a), Some(closes)) => format!("{closes}|{}", a.seed.to_hex()),
                     _ => String::new(),
                 };
-                let mut rest = vec![
-                    stock.to_string(),
-                    gate,
-                    window,
-                    ledger_seq.to_string(),
-                    buyers.len().to_string(),
-                ];
-                for b in buyers {
-                    rest.extend([
-                        b.user_id.clone(),
-                        b.units.to_string(),
-                        b.order_ids.join(","),
-                    ]);
-                }
-                for m in decided {
-                    rest.extend([m.order_id.clone(), m.reservation_json()]);
-                }
-                rest
+                vec![stock.to_string(), gate, window, ledger_seq.to_string()]
             }
         };
         (self.meta.fields(), rest)
+    }
+}
+
+/// `rebuild_stage.lua` (with `keyed.lua` before it): one page of the
+/// ledger's orders staged for a key group's rebuild.
+pub(in super::super) struct RebuildStageArgs<'a> {
+    /// KEYS[1..4] staged buyers, userorders, resv, keyed filter.
+    pub staged: &'a StagedKeys,
+    /// ARGV[1] how long the staged keys live (ms).
+    pub ttl_ms: u64,
+    /// ARGV[2] the sale's total (the keyed filter's size).
+    pub total: u32,
+    /// Then 4-tuples orderId, reservation JSON ("" unless this group made
+    /// the order), userId, units held here (0 unless it holds units and
+    /// this group is its buyer's home).
+    pub orders: Vec<StagedOrder<'a>>,
+}
+
+impl ScriptCall for RebuildStageArgs<'_> {
+    fn script() -> &'static Script {
+        &REBUILD_STAGE
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let st = self.staged;
+        [st.buyers.as_str(), &st.user_orders, &st.resv, &st.keyed]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        let mut argv = Vec::with_capacity(2 + 4 * self.orders.len());
+        argv.push(self.ttl_ms.to_string());
+        argv.push(self.total.to_string());
+        for staged in &self.orders {
+            let o = staged.order;
+            let held = if staged.held && o.state == "WRITTEN" {
+                o.quantity
+            } else {
+                0
+            };
+            argv.extend([
+                o.order_id.clone(),
+                if staged.reservation {
+                    o.reservation_json()
+                } else {
+                    String::new()
+                },
+                o.user_id.clone(),
+                held.to_string(),
+            ]);
+        }
+        argv
     }
 }
 
