@@ -418,7 +418,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
     /// the sale). An expiry after that read has a higher `returnSeq` and no
     /// marker, so its return is still made once; one before it is in
     /// `available` and gets an `EXPIRED` marker.
-    async fn stage_ledger(
+    pub async fn stage_ledger(
         &self,
         sale_id: &SaleId,
         rebuild: &mut S::Rebuild,

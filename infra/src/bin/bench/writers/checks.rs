@@ -28,6 +28,9 @@ pub(super) struct MemoryCheck {
     pub(super) orders: usize,
     pub(super) all_orders_bytes: u64,
     pub(super) observe_bytes: u64,
+    /// A rebuild's staging of the whole ledger, a page at a time (the sale
+    /// is loaded, so the commit drops what was staged).
+    pub(super) rebuild_bytes: u64,
 }
 
 /// release-unpaid over the drained orders, all past their payment window,
@@ -98,11 +101,30 @@ pub(super) async fn memory_check(
         Ok(())
     })
     .await;
-    Ok(match (all_orders, observe) {
-        (Some(all_orders_bytes), Some(observe_bytes)) => Some(MemoryCheck {
+    let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
+    let jobs = seckill_shared::app::jobs::Jobs::<SqsInspector>::new(
+        stock.clone(),
+        DynamoCatalog::new(db.clone(), sales_table),
+        DynamoOrders::new(db.clone(), orders_table, sales_table),
+        None,
+        Duration::ZERO,
+    );
+    let rebuild = peak_added(async {
+        let survivors = stock.survivors(sale).await?;
+        let mut rebuild = stock
+            .begin_rebuild(sale, clock::now_ms(), survivors)
+            .await?;
+        let at = jobs.stage_ledger(&sale.sale_id, &mut rebuild).await?;
+        stock.commit_rebuild(rebuild, at).await?;
+        Ok(())
+    })
+    .await;
+    Ok(match (all_orders, observe, rebuild) {
+        (Some(all_orders_bytes), Some(observe_bytes), Some(rebuild_bytes)) => Some(MemoryCheck {
             orders: read.load(Ordering::Relaxed),
             all_orders_bytes,
             observe_bytes,
+            rebuild_bytes,
         }),
         _ => None,
     })
