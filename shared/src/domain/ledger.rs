@@ -108,3 +108,67 @@ impl DecidedOrder {
         .to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{OrderId, Quantity, SaleId, UserId};
+
+    fn row(id: &str, status: OrderStatus, return_seq: Option<u64>) -> Order {
+        Order {
+            order_id: OrderId::parse(id).unwrap(),
+            sale_id: SaleId::parse("s1").unwrap(),
+            user_id: UserId::parse(&format!("u-{id}")).unwrap(),
+            quantity: Quantity::new(2).unwrap(),
+            status,
+            created_at_ms: 7,
+            expires_at_ms: None,
+            reject_reason: None,
+            return_seq,
+            amount: None,
+            paid_at_ms: None,
+            payment_id: None,
+            refunds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_page_holds_what_each_row_decided_at_the_position_read() {
+        let at = LedgerPosition {
+            available: 10,
+            return_seq: 5,
+        };
+        let rows = [
+            row("pending", OrderStatus::PendingPayment, None),
+            row("paid", OrderStatus::Paid, None),
+            row("returned", OrderStatus::Expired, Some(5)),
+            row("later", OrderStatus::Expired, Some(6)),
+            row("rejected", OrderStatus::Rejected, None),
+            row("queued", OrderStatus::Queued, None),
+        ];
+        let page = LedgerPage::of_rows(&rows, at);
+        let states: Vec<(&str, &str)> = page
+            .decided
+            .iter()
+            .map(|d| (d.order_id.as_str(), d.state))
+            .collect();
+        // An expiry after the position read still held its units there:
+        // its return is still to be made, so it loads as held.
+        assert_eq!(
+            states,
+            [
+                ("pending", "WRITTEN"),
+                ("paid", "WRITTEN"),
+                ("returned", "EXPIRED"),
+                ("later", "WRITTEN"),
+                ("rejected", "REJECTED"),
+            ]
+        );
+        let held: Vec<&str> = page.held().map(|d| d.order_id.as_str()).collect();
+        assert_eq!(held, ["pending", "paid", "later"]);
+        assert_eq!(
+            page.expired,
+            [("returned".to_owned(), 2), ("later".to_owned(), 2)]
+        );
+    }
+}
