@@ -45,8 +45,8 @@ pub struct RedisRebuild {
     /// Names the staged keys: two rebuilds never add into each other's.
     token: String,
     layout: ShardLayout,
-    /// The directory was loaded by this rebuild.
-    loaded: bool,
+    /// The home table the groups are staged by (a sharded sale's).
+    homes: String,
     survivors: Option<Survivors>,
     /// Per shard: units of `EXPIRED` rows made there that a surviving
     /// shard has not been given back yet.
@@ -236,7 +236,7 @@ impl RedisStock {
             version,
             token: rebuild_token(),
             layout: ShardLayout::uniform(1),
-            loaded: false,
+            homes: String::new(),
             owed: vec![0; shards as usize],
             queued_without_row: std::collections::HashMap::new(),
             survivors: None,
@@ -253,19 +253,28 @@ impl RedisStock {
             return Err(StoreError::Protocol("survivors of another layout".into()));
         }
         // A directory a rebuild that died half way left behind keeps its
-        // home table: the shards already loaded placed buyers by it.
-        let proposed = self.new_layout(&sale.sale_id, shards).await.encode();
-        let reply: Vec<String> = self
-            .run(&RebuildArgs {
-                keys: &SaleKeys::new(&sale.sale_id),
-                meta: &rebuild.meta(),
-                part: RebuildPart::Directory { homes: &proposed },
+        // home table: the shards already loaded placed buyers by it. The
+        // directory itself is written at the commit, with the groups: one
+        // written now would stand alone while the pages are staged, and an
+        // operator's command in that time would reach it but no group.
+        let directory = SaleKeys::new(&sale.sale_id).meta;
+        let kept: Option<String> = self
+            .bounded(async {
+                let mut conn = self.conn.get().await?;
+                redis::cmd("HGET")
+                    .arg(&directory)
+                    .arg("homes")
+                    .query_async(&mut conn)
+                    .await
             })
             .await?;
-        rebuild.loaded = parse_rebuild_reply(&reply)?;
-        let homes = reply.get(1).map_or("", String::as_str);
+        let homes = match kept {
+            Some(homes) => homes,
+            None => self.new_layout(&sale.sale_id, shards).await.encode(),
+        };
         rebuild.layout =
-            ShardLayout::parse(shards, homes).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            ShardLayout::parse(shards, &homes).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        rebuild.homes = homes;
         // A survivor's reservation still QUEUED is Redis's to sell until
         // its order is written; the pages strike off those that are.
         for part in survivors.parts.iter().flatten() {
@@ -352,8 +361,28 @@ impl RedisStock {
             _ => vec![at.available],
         };
         let meta = rebuild.meta();
-        let mut loaded = rebuild.loaded;
+        let mut loaded = false;
         let mut buyers = 0u64;
+        if shards > 1 {
+            let reply: Vec<String> = self
+                .run(&RebuildArgs {
+                    keys: &SaleKeys::new(&rebuild.sale.sale_id),
+                    meta: &meta,
+                    part: RebuildPart::Directory {
+                        homes: &rebuild.homes,
+                    },
+                })
+                .await?;
+            loaded = parse_rebuild_reply(&reply)?;
+            if reply.get(1).map_or("", String::as_str) != rebuild.homes {
+                // Another rebuild's directory came first with another home
+                // table: the buyers were staged by this one's. The next run
+                // stages again by the directory's.
+                return Err(StoreError::Protocol(
+                    "the sale's home table changed while it was staged".into(),
+                ));
+            }
+        }
         for (k, share) in (0..shards).zip(shares) {
             let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
             let staged = StagedKeys::of(&group, &rebuild.token);
