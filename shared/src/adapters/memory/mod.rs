@@ -44,6 +44,8 @@ pub(crate) mod fixture;
 mod queue;
 mod stock;
 mod tables;
+#[cfg(test)]
+pub(crate) use tables::send_in_pages;
 
 pub use queue::{MemoryQueue, QueueMode};
 pub use stock::{MemoryStock, StockCheckpoint};

@@ -237,6 +237,21 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
 /// few dozen orders is staged over several pages, as a big one is.
 const MEMORY_PAGE: usize = 16;
 
+/// `orders` to `pages`, [`MEMORY_PAGE`] at a time, as the index's reads
+/// would send them.
+pub(crate) async fn send_in_pages(
+    orders: Vec<Order>,
+    pages: tokio::sync::mpsc::Sender<Vec<Order>>,
+) -> Result<(), OrderStoreError> {
+    for page in orders.chunks(MEMORY_PAGE) {
+        pages
+            .send(page.to_vec())
+            .await
+            .map_err(|_| OrderStoreError::Transient("the reader of the orders stopped".into()))?;
+    }
+    Ok(())
+}
+
 const FAILED: &str = "ConditionalCheckFailed";
 const NONE: &str = "None";
 const CONFLICT: &str = "TransactionConflict";
@@ -516,13 +531,7 @@ impl OrderLedger for MemoryOrders {
         sale_id: &SaleId,
         pages: tokio::sync::mpsc::Sender<Vec<Order>>,
     ) -> Result<(), OrderStoreError> {
-        let orders = self.all_orders_of_sale(sale_id).await?;
-        for page in orders.chunks(MEMORY_PAGE) {
-            pages.send(page.to_vec()).await.map_err(|_| {
-                OrderStoreError::Transient("the reader of the orders stopped".into())
-            })?;
-        }
-        Ok(())
+        send_in_pages(self.all_orders_of_sale(sale_id).await?, pages).await
     }
 
     async fn count_of_sale(

@@ -276,12 +276,7 @@ impl OrderLedger for SimOrders {
     ) -> Result<(), OrderStoreError> {
         // The same read, faults and lag as the whole listing, then paged.
         let rows = self.all_orders_of_sale(sale_id).await?;
-        for page in rows.chunks(16) {
-            pages.send(page.to_vec()).await.map_err(|_| {
-                OrderStoreError::Transient("the reader of the orders stopped".into())
-            })?;
-        }
-        Ok(())
+        crate::adapters::memory::send_in_pages(rows, pages).await
     }
 
     async fn count_of_sale(
