@@ -35,6 +35,15 @@ async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]
         .unwrap()
         .unwrap();
     assert_eq!(violations, vec![]);
+    // The same sale read as a big one is, in slices of its buyers on local
+    // disk (a slice per two units of stock: each shard's key group is
+    // streamed into every slice).
+    let sliced = app.checker().with_slice_orders(2);
+    let mut read = sliced.read(&sale.sale_id).await.unwrap().unwrap();
+    assert!(read.slices() > 1, "{} slices", read.slices());
+    let judged = sliced.judge(&mut read, true, &accepted).await.unwrap();
+    assert_eq!(judged.violations, vec![]);
+    assert_eq!(judged.unplaced, vec![]);
 }
 
 fn reconciler(app: &App) -> Reconciler {

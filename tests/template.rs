@@ -1655,3 +1655,37 @@ fn the_queue_age_alarm_pages_before_reconcile_gives_a_queued_order_up() {
         give_up.saturating_sub(highest + to_fire)
     );
 }
+
+/// Reconcile and the invariant checker read a big sale in slices of its
+/// buyers kept on local disk (`seckill_shared::adapters::spill`), at most
+/// `BYTES_PER_ORDER` an order: every function whose code reconciles has the
+/// `/tmp` for a sale of a million orders at the longest ids, and no other
+/// asks for more than Lambda's default.
+#[test]
+fn the_functions_that_reconcile_have_tmp_for_a_million_orders() {
+    use seckill_shared::adapters::spill::BYTES_PER_ORDER;
+    let t = template();
+    let needed_mb = (1_000_000 * BYTES_PER_ORDER).div_ceil(1_024 * 1_024);
+    let mut reconciling = Vec::new();
+    for (name, function) in resources(&t, "AWS::Serverless::Function") {
+        let binary = function["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} names its binary"));
+        let dir = format!("functions/{binary}/src");
+        let reconciles = code_contains(&[&dir], "reconcile_sale")
+            || code_contains(&[&dir], "reconcile::wire")
+            || code_contains(&[&dir], "check_sale");
+        let size = function["Properties"]["EphemeralStorage"]["Size"].as_u64();
+        if reconciles {
+            reconciling.push(name.as_str());
+            let size = size.unwrap_or(512);
+            assert!(
+                size >= needed_mb,
+                "{name}: /tmp of {size} MB, a read of 1,000,000 orders takes up to {needed_mb} MB"
+            );
+        } else {
+            assert_eq!(size, None, "{name} reads no sale in slices");
+        }
+    }
+    assert_eq!(reconciling, ["AdminApiFunction", "ReconcileFunction"]);
+}

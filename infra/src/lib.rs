@@ -34,6 +34,8 @@
 //!   against the role the template gives it (the IAM test).
 //! - [`consistency`]: `template.yaml` against the code: binaries, the
 //!   environment each function reads, routes, events (the consistency test).
+//! - [`peak`]: what a piece of work adds to the peak resident memory
+//!   (`make bench`'s memory figures).
 //! - `main.rs`: the `seckill-local` command line.
 //! - `bin/bench/`: `seckill-bench`, the purchase benchmark of `make bench`,
 //!   a function per row.
@@ -56,6 +58,7 @@ pub mod lambda_limits;
 pub mod loadgen;
 pub mod local;
 pub mod pages;
+pub mod peak;
 pub mod plan;
 pub mod runtime_api;
 pub mod sign_payment;

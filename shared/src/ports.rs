@@ -15,7 +15,9 @@
 
 use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
-use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
+use crate::domain::stock_state::{
+    Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned, SnapshotHead, SnapshotSink,
+};
 use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use std::collections::HashMap;
 use std::future::Future;

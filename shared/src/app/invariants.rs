@@ -2,8 +2,14 @@
 //! and DynamoDB. Reconcile runs the same checks before it repairs anything;
 //! the chaos scenarios and the benchmark end with them.
 //!
-//! [`InvariantChecker::observe`] reads the state; [`check`] is pure, so the
-//! rules are unit-tested on hand-built states. The codes:
+//! [`InvariantChecker::observe`] reads the whole state into memory;
+//! [`InvariantChecker::read`] reads it into slices of its buyers
+//! ([`SaleRead`]: one per [`SLICE_ORDERS`] orders the sale can have, kept
+//! on local disk past one) and [`InvariantChecker::judge`] checks a slice
+//! at a time, so a check holds a slice, whatever the size of the sale.
+//! [`check`] is pure (the whole-sale rules [`check_whole`] over the sums of
+//! [`check_buyers`]'s slices), so the rules are unit-tested on hand-built
+//! states. The codes:
 //!
 //! - `OVERSELL`: orders hold, or the sale item counts, more than the stock.
 //! - `USER_OVER_LIMIT`: a buyer holds (rows) or is counted (Redis) above the
@@ -39,11 +45,12 @@
 use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::RedisStock;
+use crate::adapters::spill::SaleSlices;
 use crate::adapters::sqs::SqsInspector;
 use crate::app::jobs::JobError;
 use crate::domain::ledger::SaleCounters;
 use crate::domain::orders::{Order, OrderStatus};
-use crate::domain::stock_state::{Holding, RedisSnapshot, StoredReservation};
+use crate::domain::stock_state::{Holding, RedisSnapshot, SnapshotHead, StoredReservation};
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::{CatalogAdmin, OrderLedger, QueueError, QueueInspector, StockAdmin};
 use serde::Serialize;
@@ -55,12 +62,16 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// One sale as the three stores see it, read at (about) the same moment.
+/// One sale as the three stores see it, read at (about) the same moment:
+/// the whole sale ([`InvariantChecker::observe`]), or one slice of its
+/// buyers ([`InvariantChecker::slice`]), whose rows, counts and
+/// reservations are those of its buyers only (the whole-sale figures of
+/// the stock and the sale item are the sale's).
 #[derive(Debug, Clone)]
 pub struct SaleState {
     pub sale: Sale,
     pub counters: SaleCounters,
-    /// Every order row of the sale, by order id.
+    /// Every order row of the sale (or of the slice's buyers), by order id.
     pub rows: BTreeMap<String, Order>,
     /// `None` when Redis does not hold the sale (never loaded, or lost).
     pub redis: Option<RedisSnapshot>,
@@ -118,19 +129,108 @@ impl SaleState {
     pub fn queue_quiet(&self) -> bool {
         self.queue_visible + self.queue_in_flight == 0
     }
+
+    /// What this state adds to its sale's sums.
+    pub fn totals(&self) -> SaleTotals {
+        let mut totals = SaleTotals {
+            held: self.held_by_user().values().sum(),
+            queued: self
+                .queued_without_row()
+                .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
+                .sum(),
+            owed: self.owed_to_redis(),
+            ..SaleTotals::default()
+        };
+        for o in self.rows.values() {
+            *totals.orders.entry(o.status.as_str().into()).or_default() += 1;
+        }
+        for r in self.redis.iter().flat_map(|s| s.reservations.values()) {
+            *totals.reservations.entry(r.state.clone()).or_default() += 1;
+        }
+        totals
+    }
+
+    /// What the state knows of the whole sale, besides its buyers.
+    fn whole(&self) -> Whole {
+        Whole {
+            sale: self.sale.clone(),
+            counters: self.counters,
+            redis: self.redis.as_ref().map(RedisSnapshot::head),
+            queue_visible: self.queue_visible,
+            queue_in_flight: self.queue_in_flight,
+            dlq_visible: self.dlq_visible,
+            settled: self.settled,
+        }
+    }
+}
+
+/// The sums over a sale's buyers that the whole-sale checks need, added
+/// up slice by slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SaleTotals {
+    /// Units the rows hold (pending payment or paid).
+    pub held: i64,
+    /// Units of reservations still `QUEUED` with no row yet.
+    pub queued: i64,
+    /// Units of `EXPIRED` rows Redis has not been given back yet.
+    pub owed: i64,
+    /// Rows by status.
+    pub orders: BTreeMap<String, usize>,
+    /// Reservations by state.
+    pub reservations: BTreeMap<String, usize>,
+}
+
+impl SaleTotals {
+    pub fn add(&mut self, other: SaleTotals) {
+        self.held += other.held;
+        self.queued += other.queued;
+        self.owed += other.owed;
+        for (status, n) in other.orders {
+            *self.orders.entry(status).or_default() += n;
+        }
+        for (state, n) in other.reservations {
+            *self.reservations.entry(state).or_default() += n;
+        }
+    }
+}
+
+/// What a read knows of the whole sale, besides its buyers: the sale item,
+/// the queues and Redis's stock.
+#[derive(Debug, Clone)]
+pub struct Whole {
+    pub sale: Sale,
+    pub counters: SaleCounters,
+    /// `None` when Redis does not hold the sale.
+    pub redis: Option<SnapshotHead>,
+    pub queue_visible: u64,
+    pub queue_in_flight: u64,
+    pub dlq_visible: u64,
+    /// The sale item's counters did not move from before the rows to
+    /// after Redis (see [`SaleState::settled`]).
+    pub settled: bool,
+}
+
+impl Whole {
+    pub fn queue_quiet(&self) -> bool {
+        self.queue_visible + self.queue_in_flight == 0
+    }
 }
 
 /// Every invariant the state violates.
 pub fn check(state: &SaleState) -> Vec<Violation> {
+    check_whole(&state.whole(), &state.totals(), check_buyers(state))
+}
+
+/// The invariants of the whole sale, over the sums of its buyers
+/// (`totals`), around what its buyers violate (`buyers`, from
+/// [`check_buyers`] of each slice).
+pub fn check_whole(whole: &Whole, totals: &SaleTotals, buyers: Vec<Violation>) -> Vec<Violation> {
     let mut out = Vec::new();
-    let sale = &state.sale;
-    let total = i64::from(sale.total_stock);
-    let limit = i64::from(sale.per_user_limit);
-    let held_by_user = state.held_by_user();
-    let held: i64 = held_by_user.values().sum();
+    let total = i64::from(whole.sale.total_stock);
+    let held = totals.held;
     let SaleCounters {
         available, sold, ..
-    } = state.counters;
+    } = whole.counters;
 
     if held > total || sold > total {
         out.push(violation(
@@ -138,7 +238,7 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
             format!("orders hold {held} units, sold {sold}, total {total}"),
         ));
     }
-    if state.settled && (sold != held || available + sold != total) {
+    if whole.settled && (sold != held || available + sold != total) {
         out.push(violation(
             "COUNTS_DISAGREE",
             format!(
@@ -146,6 +246,48 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
             ),
         ));
     }
+    out.extend(buyers);
+    let Some(snap) = &whole.redis else {
+        return out;
+    };
+    if snap.stock < 0 {
+        out.push(violation(
+            "OVERSELL_RISK",
+            format!("Redis stock is {}", snap.stock),
+        ));
+    }
+    if whole.settled && whole.queue_quiet() && !snap.moving {
+        let (queued_units, owed) = (totals.queued, totals.owed);
+        // Units lent by one shard and not yet received by another are still
+        // Redis's to sell (reconcile completes the transfer).
+        let offered = snap.stock + snap.in_transit + queued_units + owed;
+        if offered > available {
+            out.push(violation(
+                "OVERSELL_RISK",
+                format!(
+                    "Redis offers {} units plus {} in transit, {queued_units} queued (+{owed} owed back), DynamoDB has {available} available",
+                    snap.stock, snap.in_transit
+                ),
+            ));
+        } else if offered < available {
+            out.push(violation(
+                "STOCK_DRIFT",
+                format!(
+                    "Redis offers {offered} units (stock {} + in transit {} + queued {queued_units} + owed {owed}) but DynamoDB has {available} available: underselling",
+                    snap.stock, snap.in_transit
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The invariants of each buyer of the state (the whole sale's, or a
+/// slice's): the limit, and Redis's count against what they hold.
+pub fn check_buyers(state: &SaleState) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let limit = i64::from(state.sale.per_user_limit);
+    let held_by_user = state.held_by_user();
     let mut over: Vec<_> = held_by_user.iter().filter(|(_, u)| **u > limit).collect();
     over.sort();
     for (user, units) in over {
@@ -158,17 +300,9 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
     let Some(snap) = &state.redis else {
         return out;
     };
-    if snap.stock < 0 {
-        out.push(violation(
-            "OVERSELL_RISK",
-            format!("Redis stock is {}", snap.stock),
-        ));
-    }
     let mut queued_by_user: HashMap<&str, i64> = HashMap::new();
-    let mut queued_units = 0i64;
     for (_, r) in state.queued_without_row() {
         let units = i64::try_from(r.quantity).unwrap_or(i64::MAX);
-        queued_units += units;
         *queued_by_user.entry(r.user_id.as_str()).or_default() += units;
     }
     // A buyer read again with their reservations is judged on that read
@@ -204,29 +338,6 @@ pub fn check(state: &SaleState) -> Vec<Violation> {
             "OVERSELL_RISK",
             format!("{user} holds {units} units but Redis does not count them"),
         ));
-    }
-    if state.settled && state.queue_quiet() && !snap.moving {
-        let owed = state.owed_to_redis();
-        // Units lent by one shard and not yet received by another are still
-        // Redis's to sell (reconcile completes the transfer).
-        let offered = snap.stock + snap.in_transit + queued_units + owed;
-        if offered > available {
-            out.push(violation(
-                "OVERSELL_RISK",
-                format!(
-                    "Redis offers {} units plus {} in transit, {queued_units} queued (+{owed} owed back), DynamoDB has {available} available",
-                    snap.stock, snap.in_transit
-                ),
-            ));
-        } else if offered < available {
-            out.push(violation(
-                "STOCK_DRIFT",
-                format!(
-                    "Redis offers {offered} units (stock {} + in transit {} + queued {queued_units} + owed {owed}) but DynamoDB has {available} available: underselling",
-                    snap.stock, snap.in_transit
-                ),
-            ));
-        }
     }
     out
 }
@@ -315,13 +426,58 @@ pub fn lost_orders(
                 .is_some_and(|s| s.reservations.contains_key(*id))
         })
         .filter(|id| !in_queues.contains(*id))
-        .map(|id| {
-            violation(
-                "LOST_ORDER",
-                format!("{id} was accepted but has no row, reservation or message"),
-            )
-        })
+        .map(lost_order)
         .collect()
+}
+
+fn lost_order(id: &str) -> Violation {
+    violation(
+        "LOST_ORDER",
+        format!("{id} was accepted but has no row, reservation or message"),
+    )
+}
+
+/// Orders one slice of a read holds, about, at most: a sale expected to
+/// have more is read in as many slices of its buyers, kept on local disk
+/// and judged and repaired one at a time ([`InvariantChecker::read`]), so
+/// a run holds one slice, whatever the size of the sale.
+pub const SLICE_ORDERS: u64 = 20_000;
+
+/// The most slices a read is cut into (each is a file open while the sale
+/// is read).
+pub const MAX_SLICES: u32 = 256;
+
+/// A sale read from the stores, its buyers (their rows, counts and
+/// reservations) kept in slices ([`SaleSlices`]): what the sale item, the
+/// queues and Redis's stock say of the whole sale is here, each slice is
+/// [`InvariantChecker::slice`].
+pub struct SaleRead {
+    pub whole: Whole,
+    slices: SaleSlices,
+    /// Buyers this read may still read again ([`BUYERS_READ_AGAIN`]).
+    read_again_left: usize,
+}
+
+impl SaleRead {
+    pub fn slices(&self) -> u32 {
+        self.slices.slices()
+    }
+
+    /// A new pass over the slices: it may read [`BUYERS_READ_AGAIN`]
+    /// buyers again, whatever the last pass read.
+    pub fn rewind(&mut self) {
+        self.read_again_left = BUYERS_READ_AGAIN;
+    }
+}
+
+/// What a pass over every slice of a read found.
+#[derive(Debug, Clone, Default)]
+pub struct Judgement {
+    pub violations: Vec<Violation>,
+    pub totals: SaleTotals,
+    /// The given accepted order ids no slice holds a row or a reservation
+    /// of.
+    pub unplaced: Vec<OrderId>,
 }
 
 /// Reads a sale's state from the stores: the stock store, the catalog, the
@@ -332,6 +488,7 @@ pub struct InvariantChecker<Q = SqsInspector, S = RedisStock, C = DynamoCatalog,
     catalog: C,
     orders: O,
     queue: Q,
+    slice_orders: u64,
 }
 
 impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
@@ -343,7 +500,15 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
             catalog,
             orders,
             queue,
+            slice_orders: SLICE_ORDERS,
         }
+    }
+
+    /// The same checker cutting its reads into slices of about
+    /// `orders` orders (at least 1) in place of [`SLICE_ORDERS`].
+    pub fn with_slice_orders(mut self, orders: u64) -> Self {
+        self.slice_orders = orders.max(1);
+        self
     }
 
     pub fn stock(&self) -> &S {
@@ -363,27 +528,60 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
         &self.queue
     }
 
-    /// The sale's state; `None` when the sale does not exist.
+    /// The whole sale's state in memory, in one slice; `None` when the
+    /// sale does not exist. [`Self::read`] and [`Self::judge`] hold one
+    /// slice at a time.
+    pub async fn observe(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
+        let Some(mut read) = self.read_in(sale_id, Some(1)).await? else {
+            return Ok(None);
+        };
+        self.slice(&mut read, 0).await.map(Some)
+    }
+
+    /// The sale read from the stores in slices of about the checker's
+    /// slice size, as many as the sale's stock and expiries promise rows;
+    /// `None` when the sale does not exist.
     ///
     /// The stores cannot be read at one instant: an order written or
     /// released between reading the sale item and reading the rows would
     /// look like counts that disagree. So the counters are read again at
     /// the end, and the whole read is taken again (a few times) while they
-    /// moved; a state that never settled says so and is not compared.
-    pub async fn observe(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
+    /// moved; a read that never settled says so and is not compared.
+    pub async fn read(&self, sale_id: &SaleId) -> Result<Option<SaleRead>, JobError> {
+        self.read_in(sale_id, None).await
+    }
+
+    async fn read_in(
+        &self,
+        sale_id: &SaleId,
+        slices: Option<u32>,
+    ) -> Result<Option<SaleRead>, JobError> {
         let mut attempt = 1;
         loop {
-            let Some(state) = self.observe_once(sale_id).await? else {
+            let Some(read) = self.read_once(sale_id, slices).await? else {
                 return Ok(None);
             };
-            if state.settled || attempt == OBSERVE_ATTEMPTS {
-                return Ok(Some(state));
+            if read.whole.settled || attempt == OBSERVE_ATTEMPTS {
+                return Ok(Some(read));
             }
             attempt += 1;
         }
     }
 
-    async fn observe_once(&self, sale_id: &SaleId) -> Result<Option<SaleState>, JobError> {
+    /// Slices for a sale: its rows are the orders holding units (at most
+    /// the stock), the expired ones (one per return) and the few rejected.
+    fn slices_for(&self, sale: &Sale, counters: &SaleCounters) -> u32 {
+        let rows = u64::from(sale.total_stock) + counters.return_seq;
+        u32::try_from(rows.div_ceil(self.slice_orders))
+            .unwrap_or(MAX_SLICES)
+            .clamp(1, MAX_SLICES)
+    }
+
+    async fn read_once(
+        &self,
+        sale_id: &SaleId,
+        slices: Option<u32>,
+    ) -> Result<Option<SaleRead>, JobError> {
         let Some((sale, counters)) = self.catalog.get_record(sale_id).await? else {
             return Ok(None);
         };
@@ -395,59 +593,141 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger>
             .await
             .map_err(queue_error)?
             .map_or(0, |dlq| dlq.visible + dlq.delayed);
-        let rows: BTreeMap<String, Order> = self
-            .orders
-            .all_orders_of_sale(sale_id)
-            .await?
-            .into_iter()
-            .map(|o| (o.order_id.to_string(), o))
-            .collect();
-        let mut redis = self.stock.snapshot(sale_id).await?;
-        if let Some(snap) = redis.as_mut() {
-            let again = buyers_to_read_again(&rows, snap);
-            if !again.is_empty() {
-                snap.holdings = self
-                    .stock
-                    .holdings(sale_id, &again)
-                    .await?
-                    .into_iter()
-                    .collect();
+        let slices = slices.unwrap_or_else(|| self.slices_for(&sale, &counters));
+        let mut kept = SaleSlices::new(sale_id, slices).map_err(spill_error)?;
+        let (pages, mut arriving) =
+            tokio::sync::mpsc::channel(crate::app::jobs::LEDGER_PAGES_AHEAD);
+        let send = self.orders.send_orders_of_sale(sale_id, pages);
+        let keep = async {
+            while let Some(page) = arriving.recv().await {
+                for order in page {
+                    kept.row(order);
+                }
             }
-        }
+        };
+        let (sent, ()) = tokio::join!(send, keep);
+        sent?;
+        let redis = self.stock.stream_snapshot(sale_id, &mut kept).await?;
+        kept.finish().map_err(spill_error)?;
         let after = self.catalog.get_record(sale_id).await?;
         let settled = after.is_some_and(|(_, again)| again == counters);
-        Ok(Some(SaleState {
-            sale,
-            counters,
-            rows,
-            redis,
-            queue_visible,
-            queue_in_flight,
-            dlq_visible,
-            settled,
+        Ok(Some(SaleRead {
+            whole: Whole {
+                sale,
+                counters,
+                redis,
+                queue_visible,
+                queue_in_flight,
+                dlq_visible,
+                settled,
+            },
+            slices: kept,
+            read_again_left: BUYERS_READ_AGAIN,
         }))
     }
 
+    /// Slice `k` of a read: its buyers' rows, counts and reservations, and
+    /// each of its buyers whose count the rows and queued reservations do
+    /// not explain read again with their reservations in one step. The
+    /// slice is settled when the read was and the sale item's counters did
+    /// not move by the time those buyers were read.
+    pub async fn slice(&self, read: &mut SaleRead, k: u32) -> Result<SaleState, JobError> {
+        let slice = read.slices.load(k).map_err(spill_error)?;
+        let whole = &read.whole;
+        let mut redis = whole
+            .redis
+            .clone()
+            .map(|head| RedisSnapshot::of_head(head, slice.buyers, slice.reservations));
+        let mut settled = whole.settled;
+        if let Some(snap) = redis.as_mut() {
+            let mut again = buyers_to_read_again(&slice.rows, snap);
+            again.truncate(read.read_again_left);
+            if !again.is_empty() {
+                read.read_again_left -= again.len();
+                snap.holdings = self
+                    .stock
+                    .holdings(&whole.sale.sale_id, &again)
+                    .await?
+                    .into_iter()
+                    .collect();
+                let after = self.catalog.get_record(&whole.sale.sale_id).await?;
+                settled &= after.is_some_and(|(_, again)| again == whole.counters);
+            }
+        }
+        Ok(SaleState {
+            sale: whole.sale.clone(),
+            counters: whole.counters,
+            rows: slice.rows,
+            redis,
+            queue_visible: whole.queue_visible,
+            queue_in_flight: whole.queue_in_flight,
+            dlq_visible: whole.dlq_visible,
+            settled,
+        })
+    }
+
+    /// Every slice of a read judged in turn: the violations of the whole
+    /// sale and of each buyer (with `LEDGER_DISAGREES` of each settled
+    /// slice when `ledger`), the sums, and which of `accepted` no slice
+    /// holds.
+    pub async fn judge(
+        &self,
+        read: &mut SaleRead,
+        ledger: bool,
+        accepted: &[OrderId],
+    ) -> Result<Judgement, JobError> {
+        read.rewind();
+        let mut buyers = Vec::new();
+        let mut totals = SaleTotals::default();
+        let mut unplaced: BTreeSet<&OrderId> = accepted.iter().collect();
+        for k in 0..read.slices() {
+            let state = self.slice(read, k).await?;
+            buyers.extend(check_buyers(&state));
+            if ledger && state.settled {
+                buyers.extend(self.ledger_records(&state).await?);
+            }
+            unplaced.retain(|id| {
+                !state.rows.contains_key(id.as_str())
+                    && !state
+                        .redis
+                        .as_ref()
+                        .is_some_and(|s| s.reservations.contains_key(id.as_str()))
+            });
+            totals.add(state.totals());
+        }
+        let violations = check_whole(&read.whole, &totals, buyers);
+        Ok(Judgement {
+            violations,
+            totals,
+            unplaced: unplaced.into_iter().cloned().collect(),
+        })
+    }
+
     /// Every violation of the sale, including `LOST_ORDER` for the accepted
-    /// ids given. `None` when the sale does not exist.
+    /// ids given. `None` when the sale does not exist. The sale is read in
+    /// slices ([`Self::read`]).
     pub async fn check_sale(
         &self,
         sale_id: &SaleId,
         accepted: &[OrderId],
     ) -> Result<Option<Vec<Violation>>, JobError> {
-        let Some(state) = self.observe(sale_id).await? else {
+        let Some(mut read) = self.read(sale_id).await? else {
             return Ok(None);
         };
-        let mut found = check(&state);
-        if state.settled {
-            found.extend(self.ledger_records(&state).await?);
-        }
-        let unplaced = lost_orders(&state, accepted, &HashSet::new());
-        if !unplaced.is_empty() {
+        let judged = self.judge(&mut read, true, accepted).await?;
+        let mut found = judged.violations;
+        if !judged.unplaced.is_empty() {
             // Only then look into the queues: peeking costs a receive per
             // message (it counts towards the redrive limit).
             let in_queues = self.queue.order_ids().await.map_err(queue_error)?;
-            found.extend(lost_orders(&state, accepted, &in_queues));
+            found.extend(
+                judged
+                    .unplaced
+                    .iter()
+                    .map(OrderId::as_str)
+                    .filter(|id| !in_queues.contains(*id))
+                    .map(lost_order),
+            );
         }
         Ok(Some(found))
     }
@@ -492,6 +772,10 @@ const OBSERVE_ATTEMPTS: u32 = 3;
 
 fn queue_error(err: QueueError) -> JobError {
     JobError::Queue(err.0)
+}
+
+fn spill_error(err: crate::adapters::spill::SpillError) -> JobError {
+    JobError::Spill(err.to_string())
 }
 
 fn violation(code: &'static str, detail: String) -> Violation {

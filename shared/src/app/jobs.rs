@@ -50,6 +50,8 @@ pub enum JobError {
     Orders(#[from] OrderStoreError),
     #[error("queue attributes unavailable: {0}")]
     Queue(String),
+    #[error("{0}")]
+    Spill(String),
 }
 
 /// Loads a sale into Redis (or refreshes it there), marking it loaded on

@@ -30,6 +30,17 @@
 //! repair followed: DynamoDB's conditions stopped any oversell, but an
 //! operator should know Redis was wrong.
 //!
+//! # A sale of any size
+//!
+//! A run reads the sale into slices of its buyers
+//! ([`InvariantChecker::read`]), judges them one at a time, and, once the
+//! violations are confirmed, repairs them one at a time (each slice loaded
+//! again, its unexplained buyers read again): the reservations, expiries
+//! and buyers of a slice, then what belongs to the whole sale (transfers
+//! between shards, the stock reset, on the sums over every slice). A
+//! buyer's rows, count and reservations are in one slice, so every
+//! per-buyer rule and repair sees what it saw on a whole read.
+//!
 //! # Reading Redis while the sale runs
 //!
 //! A run never stalls the sale: every Redis command it sends touches at
@@ -81,11 +92,13 @@ use crate::adapters::dynamo::catalog::DynamoCatalog;
 use crate::adapters::dynamo::orders::DynamoOrders;
 use crate::adapters::redis::RedisStock;
 use crate::adapters::sqs::{SqsInspector, SqsQueue};
-use crate::app::invariants::{self, InvariantChecker, SaleState};
+use crate::app::invariants::{self, InvariantChecker, SaleState, SaleTotals};
 use crate::app::jobs::JobError;
 use crate::clock;
 use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
-use crate::domain::stock_state::{Holding, RedisSnapshot, Returned, StoredReservation};
+use crate::domain::stock_state::{
+    Holding, RedisSnapshot, Returned, SnapshotHead, StoredReservation,
+};
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
@@ -171,6 +184,13 @@ where
         self.checker.catalog()
     }
 
+    /// The same reconciler reading sales in slices of about `orders`
+    /// orders ([`InvariantChecker::with_slice_orders`]).
+    pub fn with_slice_orders(mut self, orders: u64) -> Self {
+        self.checker = self.checker.with_slice_orders(orders);
+        self
+    }
+
     /// The same reconciler with other grace and maximum ages.
     pub fn with_settings(mut self, settings: ReconcileSettings) -> Self {
         self.settings = settings;
@@ -209,46 +229,49 @@ where
         true
     }
 
-    /// Reconciles one sale; `None` when it does not exist.
+    /// Reconciles one sale; `None` when it does not exist. The sale is
+    /// read, judged and repaired a slice of its buyers at a time
+    /// ([`InvariantChecker::read`]).
     pub async fn reconcile_sale(
         &self,
         sale_id: &SaleId,
         now_ms: i64,
     ) -> Result<Option<ReconcileReport>, JobError> {
-        let Some(mut state) = self.checker.observe(sale_id).await? else {
+        let Some(mut read) = self.checker.read(sale_id).await? else {
             return Ok(None);
         };
-        if self.finish_draw(&state.sale, now_ms).await {
-            let Some(drawn) = self.checker.observe(sale_id).await? else {
+        if self.finish_draw(&read.whole.sale, now_ms).await {
+            let Some(drawn) = self.checker.read(sale_id).await? else {
                 return Ok(None);
             };
-            state = drawn;
+            read = drawn;
         }
-        let mut violations = invariants::check(&state);
-        if !violations.is_empty() {
+        let mut judged = self.checker.judge(&mut read, false, &[]).await?;
+        if !judged.violations.is_empty() {
             tokio::time::sleep(self.settings.confirm_after).await;
-            let Some(again) = self.checker.observe(sale_id).await? else {
+            let Some(mut again) = self.checker.read(sale_id).await? else {
                 return Ok(None);
             };
-            let seen_first: Vec<&'static str> = violations.iter().map(|v| v.code).collect();
-            violations = invariants::check(&again);
-            violations.retain(|v| seen_first.contains(&v.code));
-            state = again;
+            let seen_first: Vec<&'static str> = judged.violations.iter().map(|v| v.code).collect();
+            judged = self.checker.judge(&mut again, false, &[]).await?;
+            judged.violations.retain(|v| seen_first.contains(&v.code));
+            read = again;
         }
+        let whole = &read.whole;
         let mut report = ReconcileReport {
             sale_id: sale_id.to_string(),
             at: clock::rfc3339_ms(now_ms),
-            total_stock: i64::from(state.sale.total_stock),
-            available: state.counters.available,
-            sold: state.counters.sold,
-            queue_visible: state.queue_visible,
-            queue_in_flight: state.queue_in_flight,
-            dlq_visible: state.dlq_visible,
-            redis_loaded: state.redis.is_some(),
-            redis_stock: state.redis.as_ref().map(|s| s.stock),
+            total_stock: i64::from(whole.sale.total_stock),
+            available: whole.counters.available,
+            sold: whole.counters.sold,
+            queue_visible: whole.queue_visible,
+            queue_in_flight: whole.queue_in_flight,
+            dlq_visible: whole.dlq_visible,
+            redis_loaded: whole.redis.is_some(),
+            redis_stock: whole.redis.as_ref().map(|s| s.stock),
             // Judged on what was read, before any repair changes it.
-            violations,
-            counts_compared: state.settled && state.redis.as_ref().is_none_or(|s| !s.moving),
+            violations: std::mem::take(&mut judged.violations),
+            counts_compared: whole.settled && whole.redis.as_ref().is_none_or(|s| !s.moving),
             ..ReconcileReport::default()
         };
         for status in [
@@ -259,14 +282,20 @@ where
         ] {
             report.orders.insert(status.as_str().into(), 0);
         }
-        for o in state.rows.values() {
-            *report.orders.entry(o.status.as_str().into()).or_default() += 1;
+        for (status, n) in &judged.totals.orders {
+            *report.orders.entry(status.clone()).or_default() += n;
         }
-        if let Some(snap) = &state.redis {
-            for r in snap.reservations.values() {
-                *report.reservations.entry(r.state.clone()).or_default() += 1;
+        report.reservations = judged.totals.reservations.clone();
+        if read.whole.redis.is_some() {
+            read.rewind();
+            for k in 0..read.slices() {
+                let state = self.checker.slice(&mut read, k).await?;
+                if let Some(snap) = &state.redis {
+                    self.repair_buyers(&state, snap, now_ms, &mut report).await;
+                }
             }
-            self.repair(&state, snap, now_ms, &mut report).await;
+            self.repair_whole(&read.whole, &judged.totals, now_ms, &mut report)
+                .await;
         }
         self.store(sale_id, &report).await;
         self.count(&report);
@@ -274,6 +303,7 @@ where
             sale_id = %sale_id,
             violations = report.violations.len(),
             repairs = report.repairs.len(),
+            slices = read.slices(),
             "reconciled"
         );
         Ok(Some(report))
@@ -289,13 +319,25 @@ where
     ) -> (Vec<Repair>, Vec<Violation>) {
         let mut report = ReconcileReport::default();
         if let Some(snap) = &state.redis {
-            self.repair(state, snap, now_ms, &mut report).await;
+            self.repair_buyers(state, snap, now_ms, &mut report).await;
+            let whole = invariants::Whole {
+                sale: state.sale.clone(),
+                counters: state.counters,
+                redis: Some(snap.head()),
+                queue_visible: state.queue_visible,
+                queue_in_flight: state.queue_in_flight,
+                dlq_visible: state.dlq_visible,
+                settled: state.settled,
+            };
+            self.repair_whole(&whole, &state.totals(), now_ms, &mut report)
+                .await;
         }
         (report.repairs, report.violations)
     }
 
-    /// Only the provably safe repairs; see the module documentation.
-    async fn repair(
+    /// Only the provably safe repairs of the buyers of `state` (the whole
+    /// sale's, or a slice's); see the module documentation.
+    async fn repair_buyers(
         &self,
         state: &SaleState,
         snap: &RedisSnapshot,
@@ -338,27 +380,6 @@ where
                     }
                 }
                 _ => {}
-            }
-        }
-        // A borrow between shards that died between its two steps.
-        for transfer in &snap.pending_transfers {
-            if now_ms - transfer.at_ms <= grace {
-                continue;
-            }
-            match stock.complete_transfer(sale_id, transfer).await {
-                Ok(true) => report.repairs.push(Repair {
-                    kind: "TRANSFER_COMPLETED",
-                    order_id: None,
-                    detail: format!(
-                        "{} units lent by shard {} credited to shard {}",
-                        transfer.units, transfer.from, transfer.to
-                    ),
-                }),
-                Ok(false) => {}
-                Err(err) => report.violations.push(Violation {
-                    code: "REPAIR_FAILED",
-                    detail: format!("transfer {}: {err}", transfer.id),
-                }),
             }
         }
         // Expired in DynamoDB, units never given back to Redis.
@@ -452,7 +473,46 @@ where
                 });
             }
         }
-        self.reset_stock(state, snap, report).await;
+    }
+
+    /// The repairs of the whole sale, after its buyers': a borrow between
+    /// shards that died between its steps, and the stock reset.
+    async fn repair_whole(
+        &self,
+        whole: &invariants::Whole,
+        totals: &SaleTotals,
+        now_ms: i64,
+        report: &mut ReconcileReport,
+    ) {
+        let Some(snap) = &whole.redis else { return };
+        let sale_id = &whole.sale.sale_id;
+        let grace = millis(self.settings.grace);
+        for transfer in &snap.pending_transfers {
+            if now_ms - transfer.at_ms <= grace {
+                continue;
+            }
+            match self
+                .checker
+                .stock()
+                .complete_transfer(sale_id, transfer)
+                .await
+            {
+                Ok(true) => report.repairs.push(Repair {
+                    kind: "TRANSFER_COMPLETED",
+                    order_id: None,
+                    detail: format!(
+                        "{} units lent by shard {} credited to shard {}",
+                        transfer.units, transfer.from, transfer.to
+                    ),
+                }),
+                Ok(false) => {}
+                Err(err) => report.violations.push(Violation {
+                    code: "REPAIR_FAILED",
+                    detail: format!("transfer {}: {err}", transfer.id),
+                }),
+            }
+        }
+        self.reset_stock(whole, snap, totals, report).await;
     }
 
     /// Redis's stock is derived from the ledger: `available`, less what
@@ -470,27 +530,25 @@ where
     /// never reset here.
     async fn reset_stock(
         &self,
-        state: &SaleState,
-        snap: &RedisSnapshot,
+        whole: &invariants::Whole,
+        snap: &SnapshotHead,
+        totals: &SaleTotals,
         report: &mut ReconcileReport,
     ) {
         // Expiries this run just gave back (the index shows them owed) move
         // the stock it read: the next run compares again.
-        if !state.settled
+        if !whole.settled
             || snap.moving
-            || !state.queue_quiet()
-            || state.dlq_visible > 0
+            || !whole.queue_quiet()
+            || whole.dlq_visible > 0
             || snap.shards > 1
             || !snap.pending_transfers.is_empty()
-            || state.owed_to_redis() > 0
+            || totals.owed > 0
         {
             return;
         }
-        let queued: i64 = state
-            .queued_without_row()
-            .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
-            .sum();
-        let target = state.counters.available - queued;
+        let queued = totals.queued;
+        let target = whole.counters.available - queued;
         if target == snap.stock || target < 0 {
             return;
         }
@@ -498,21 +556,21 @@ where
             .checker
             .stock()
             .set_stock(
-                &state.sale.sale_id,
+                &whole.sale.sale_id,
                 snap.stock,
                 target,
-                state.counters.return_seq,
+                whole.counters.return_seq,
             )
             .await
         {
             Ok(Some(now)) if now == target => {
-                tracing::warn!(sale_id = %state.sale.sale_id, from = snap.stock, to = target, "Redis stock reset to the ledger's figure");
+                tracing::warn!(sale_id = %whole.sale.sale_id, from = snap.stock, to = target, "Redis stock reset to the ledger's figure");
                 report.repairs.push(Repair {
                     kind: "STOCK_RESET",
                     order_id: None,
                     detail: format!(
                         "Redis stock {} -> {target} (available {} at returnSeq {} - queued {queued})",
-                        snap.stock, state.counters.available, state.counters.return_seq,
+                        snap.stock, whole.counters.available, whole.counters.return_seq,
                     ),
                 });
             }

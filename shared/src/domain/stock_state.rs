@@ -4,10 +4,10 @@
 //! snapshot, and what loading a sale or returning an order's units did.
 //! Values only; [`crate::ports::StockAdmin`] reads and writes them.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A reservation as the purchase script stores it (the value in `resv`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredReservation {
     pub user_id: String,
@@ -66,6 +66,127 @@ pub struct RedisSnapshot {
     pub holdings: std::collections::BTreeMap<String, Holding>,
 }
 
+impl RedisSnapshot {
+    /// The whole-sale part of the snapshot, without its buyers and
+    /// reservations.
+    pub fn head(&self) -> SnapshotHead {
+        SnapshotHead {
+            stock: self.stock,
+            stock_seq: self.stock_seq,
+            total: self.total,
+            in_transit: self.in_transit,
+            pending_transfers: self.pending_transfers.clone(),
+            shards: self.shards,
+            moving: self.moving,
+        }
+    }
+
+    /// A snapshot of `head` holding the buyers and reservations given.
+    pub fn of_head(
+        head: SnapshotHead,
+        buyers: std::collections::BTreeMap<String, i64>,
+        reservations: std::collections::BTreeMap<String, StoredReservation>,
+    ) -> Self {
+        Self {
+            stock: head.stock,
+            stock_seq: head.stock_seq,
+            total: head.total,
+            buyers,
+            reservations,
+            in_transit: head.in_transit,
+            pending_transfers: head.pending_transfers,
+            shards: head.shards,
+            moving: head.moving,
+            holdings: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+/// What a streamed read of a sale's Redis state keeps whole
+/// ([`crate::ports::StockAdmin::stream_snapshot`]): everything of a
+/// [`RedisSnapshot`] but its buyers and reservations, which it hands to a
+/// [`SnapshotSink`] as they are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotHead {
+    pub stock: i64,
+    pub stock_seq: Option<u64>,
+    pub total: i64,
+    pub in_transit: i64,
+    pub pending_transfers: Vec<PendingTransfer>,
+    pub shards: u32,
+    pub moving: bool,
+}
+
+/// Where a streamed read hands a sale's buyers and reservations, key group
+/// after key group (every buyer of a group before the next group's), in the
+/// order it reads them. A scan may hand an entry twice (the later one
+/// stands); a buyer counted on several groups (a sharded sale) holds the
+/// sum of their groups' counts.
+pub trait SnapshotSink: Send {
+    /// A read of group `group`'s reservations starts again (its stock moved
+    /// during the last one): every reservation of that group handed so far
+    /// is void.
+    fn restart_reservations(&mut self, group: u32);
+    fn buyer(&mut self, group: u32, user: String, count: i64);
+    fn reservation(&mut self, group: u32, order_id: String, reservation: StoredReservation);
+}
+
+/// A [`SnapshotSink`] that keeps what it is handed in memory: the buyers
+/// and reservations of a [`RedisSnapshot`]. Groups are handed one after
+/// the other, so a group's counts are kept apart (a repeat replaces) only
+/// until the next group starts, then added to the sums.
+#[derive(Debug, Default)]
+pub struct SnapshotCollector {
+    /// Each buyer's count summed over the groups read before `group`.
+    buyers: std::collections::BTreeMap<String, i64>,
+    group: u32,
+    group_buyers: std::collections::HashMap<String, i64>,
+    reservations: std::collections::BTreeMap<String, (u32, StoredReservation)>,
+}
+
+impl SnapshotCollector {
+    /// The snapshot of `head` with what was collected.
+    pub fn into_snapshot(mut self, head: SnapshotHead) -> RedisSnapshot {
+        self.fold_group();
+        let reservations = self
+            .reservations
+            .into_iter()
+            .map(|(id, (_, r))| (id, r))
+            .collect();
+        RedisSnapshot::of_head(head, self.buyers, reservations)
+    }
+
+    fn fold_group(&mut self) {
+        if self.buyers.is_empty() {
+            // The first group's counts are taken whole: adding a million
+            // buyers one by one into another map costs as much as reading them.
+            self.buyers = std::mem::take(&mut self.group_buyers).into_iter().collect();
+        } else {
+            for (user, count) in self.group_buyers.drain() {
+                *self.buyers.entry(user).or_default() += count;
+            }
+        }
+    }
+}
+
+impl SnapshotSink for SnapshotCollector {
+    fn restart_reservations(&mut self, group: u32) {
+        self.reservations.retain(|_, (g, _)| *g != group);
+    }
+
+    fn buyer(&mut self, group: u32, user: String, count: i64) {
+        if group != self.group {
+            self.fold_group();
+            self.group = group;
+        }
+        self.group_buyers.insert(user, count);
+    }
+
+    fn reservation(&mut self, group: u32, order_id: String, reservation: StoredReservation) {
+        self.reservations.insert(order_id, (group, reservation));
+    }
+}
+
 /// What loading a sale did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadOutcome {
@@ -86,4 +207,38 @@ pub enum Returned {
     Already,
     /// The sale has no keys; a rebuild reads the units from DynamoDB.
     SaleMissing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resv(state: &str) -> StoredReservation {
+        StoredReservation {
+            user_id: "alice".into(),
+            quantity: 1,
+            at_ms: "1".into(),
+            state: state.into(),
+        }
+    }
+
+    #[test]
+    fn the_collector_replaces_a_repeat_sums_groups_and_voids_a_restarted_group() {
+        let mut c = SnapshotCollector::default();
+        c.buyer(0, "alice".into(), 1);
+        c.buyer(0, "alice".into(), 2);
+        c.buyer(0, "bob".into(), 1);
+        c.reservation(0, "o-gone".into(), resv("QUEUED"));
+        c.restart_reservations(0);
+        c.reservation(0, "o0".into(), resv("WRITTEN"));
+        c.buyer(1, "alice".into(), 3);
+        c.reservation(1, "o1".into(), resv("QUEUED"));
+        let snap = c.into_snapshot(SnapshotHead::default());
+        assert_eq!(
+            snap.buyers,
+            [("alice".to_string(), 5), ("bob".to_string(), 1)].into()
+        );
+        let ids: Vec<&str> = snap.reservations.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["o0", "o1"]);
+    }
 }

@@ -212,6 +212,29 @@ pub trait StockAdmin: StockStore {
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<RedisSnapshot>, StoreError>> + Send;
 
+    /// The same read as [`Self::snapshot`], its buyers and reservations
+    /// handed to `sink` as they are read instead of kept: the reader holds
+    /// what the sink keeps, not the sale. `None` when it has no keys.
+    fn stream_snapshot(
+        &self,
+        sale_id: &SaleId,
+        sink: &mut dyn SnapshotSink,
+    ) -> impl Future<Output = Result<Option<SnapshotHead>, StoreError>> + Send {
+        async move {
+            let Some(snap) = self.snapshot(sale_id).await? else {
+                return Ok(None);
+            };
+            let head = snap.head();
+            for (user, count) in snap.buyers {
+                sink.buyer(0, user, count);
+            }
+            for (id, r) in snap.reservations {
+                sink.reservation(0, id, r);
+            }
+            Ok(Some(head))
+        }
+    }
+
     /// Each of `users`' count and reservations, each read at one instant.
     fn holdings(
         &self,

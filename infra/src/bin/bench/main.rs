@@ -82,7 +82,8 @@
 //!
 //! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
 //! (256), `--drain-orders N` (10000), `--skip-sqs`, `--skip-drain`,
-//! `--skip-fairness`, `--only-drain`, `--only-fairness`, `--only-ceiling`.
+//! `--skip-fairness`, `--only-drain`, `--only-fairness`, `--only-ceiling`,
+//! `--only-reconcile`.
 //!
 //! # Layout
 //!
@@ -203,8 +204,13 @@ struct Args {
     drain_orders: u32,
     /// Only the order-writer drain's tables: needs `REDIS_URL` and the
     /// emulator.
-    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
+    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness", "only_reconcile"])]
     only_drain: bool,
+    /// Only the reconcile row (a million planted buyers: purchase latency
+    /// while reconcile reads them, and the read's memory): needs nothing
+    /// but `REDIS_URL`.
+    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
+    only_reconcile: bool,
     /// Only the ceiling rows (redis-benchmark on the seed's script and on
     /// the purchase script): what a change to the script costs, in seconds
     /// and with nothing but `REDIS_URL` and `redis-benchmark`.
@@ -235,6 +241,10 @@ async fn main() -> Result<ExitCode, BoxError> {
     let mut bench = Bench::start(args).await?;
     if bench.args.only_fairness {
         fairness::fairness_table(&mut bench).await?;
+        return Ok(bench.finish());
+    }
+    if bench.args.only_reconcile {
+        rows::reconcile_row(&bench).await?;
         return Ok(bench.finish());
     }
     if bench.args.only_drain {

@@ -4,7 +4,9 @@
 
 use super::{RedisRebuild, RedisStock, Survivors};
 use crate::domain::ledger::{LedgerPage, LedgerPosition};
-use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
+use crate::domain::stock_state::{
+    Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned, SnapshotHead, SnapshotSink,
+};
 use crate::domain::{OrderId, Sale, SaleId};
 use crate::ports::{StockAdmin, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -147,6 +149,14 @@ impl StockAdmin for RedisStock {
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<RedisSnapshot>, StoreError>> + Send {
         RedisStock::snapshot(self, sale_id)
+    }
+
+    fn stream_snapshot(
+        &self,
+        sale_id: &SaleId,
+        sink: &mut dyn SnapshotSink,
+    ) -> impl Future<Output = Result<Option<SnapshotHead>, StoreError>> + Send {
+        RedisStock::stream_snapshot(self, sale_id, sink)
     }
 
     fn holdings(

@@ -23,9 +23,6 @@ pub struct StoredTicket {
 /// One key group's stock, buyers, reservations and the transfers it received.
 pub(super) struct SnapshotPart {
     pub(super) stock: i64,
-    /// The ledger position of the group's last stock reset (`stockSeq`).
-    pub(super) stock_seq: Option<u64>,
-    pub(super) total: i64,
     pub(super) buyers: std::collections::HashMap<String, i64>,
     pub(super) reservations: std::collections::HashMap<String, StoredReservation>,
     pub(super) received: std::collections::HashSet<String>,
@@ -118,18 +115,17 @@ pub(super) fn parse_snapshot(
         redis::from_redis_value::<Vec<String>>(v.clone())
             .map_err(|e| StoreError::Protocol(e.to_string()))
     };
-    let (stock, total, buyers, resv, transfers) = match parts.as_slice() {
+    // The total is the sale's, known to the rebuild from the catalog.
+    let (stock, buyers, resv, transfers) = match parts.as_slice() {
         [tag] if text(tag)? == "MISSING" => return Ok(None),
-        [_, stock, total, buyers, resv] => (stock, total, buyers, resv, None),
-        [_, stock, total, buyers, resv, lent, received] => {
-            (stock, total, buyers, resv, Some((lent, received)))
+        [_, stock, _total, buyers, resv] => (stock, buyers, resv, None),
+        [_, stock, _total, buyers, resv, lent, received] => {
+            (stock, buyers, resv, Some((lent, received)))
         }
         _ => return Err(StoreError::Protocol("unexpected snapshot".into())),
     };
     let mut part = SnapshotPart {
         stock: parse_i64(&text(stock)?)?,
-        stock_seq: None,
-        total: parse_i64(&text(total)?)?,
         buyers: std::collections::HashMap::new(),
         reservations: std::collections::HashMap::new(),
         received: std::collections::HashSet::new(),

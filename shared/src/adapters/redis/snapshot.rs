@@ -11,6 +11,7 @@ use super::replies::{
 use super::scripts::{HoldingArgs, SnapshotArgs, SnapshotHeadArgs};
 use crate::domain::SaleId;
 use crate::domain::shard_layout::ShardLayout;
+use crate::domain::stock_state::{SnapshotCollector, SnapshotHead, SnapshotSink};
 use crate::ports::StoreError;
 use std::time::Duration;
 
@@ -52,10 +53,12 @@ pub(super) struct Head {
     lens: Vec<usize>,
 }
 
-/// One key group read in chunks.
-pub(super) struct GroupRead {
-    part: SnapshotPart,
+/// What one key group's chunked read keeps (its buyers and reservations
+/// went to the sink).
+struct GroupRead {
+    head: Head,
     lent: std::collections::HashMap<String, String>,
+    received: std::collections::HashSet<String>,
     moving: bool,
 }
 
@@ -82,44 +85,44 @@ impl RedisStock {
     /// read shard by shard, as before (with transfers recorded on both
     /// sides, a unit in flight is counted once).
     pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
+        let mut collector = SnapshotCollector::default();
+        Ok(self
+            .stream_snapshot(sale_id, &mut collector)
+            .await?
+            .map(|head| collector.into_snapshot(head)))
+    }
+
+    /// [`Self::snapshot`]'s read, its buyers and reservations handed to
+    /// `sink` as each chunk arrives instead of kept: the reader holds one
+    /// chunk and the shards' transfers, whatever the size of the sale.
+    pub async fn stream_snapshot(
+        &self,
+        sale_id: &SaleId,
+        sink: &mut dyn SnapshotSink,
+    ) -> Result<Option<SnapshotHead>, StoreError> {
         let Some(shards) = self.shard_count(sale_id).await? else {
             return Ok(None);
         };
-        let mut merged = RedisSnapshot {
+        let mut merged = SnapshotHead {
             shards,
-            ..RedisSnapshot::default()
+            ..SnapshotHead::default()
         };
         let mut lent: Vec<PendingTransfer> = Vec::new();
         let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
         for k in 0..shards {
             let keys = SaleKeys::of(sale_id, shards, k);
-            let Some(group) = self.read_group(&keys, shards > 1).await? else {
+            let Some(group) = self.read_group(&keys, k, shards > 1, sink).await? else {
                 // A shard without keys: the sale is not whole in Redis.
                 return Ok(None);
             };
-            let part = group.part;
             merged.moving |= group.moving;
-            merged.stock += part.stock;
-            merged.stock_seq = merged.stock_seq.max(part.stock_seq);
-            merged.total = part.total;
-            if merged.buyers.is_empty() {
-                // The first group's maps are taken whole: copying a million
-                // buyers into another map costs as much as reading them.
-                merged.buyers = part.buyers.into_iter().collect();
-            } else {
-                for (user, units) in part.buyers {
-                    *merged.buyers.entry(user).or_default() += units;
-                }
-            }
-            if merged.reservations.is_empty() {
-                merged.reservations = part.reservations.into_iter().collect();
-            } else {
-                merged.reservations.extend(part.reservations);
-            }
+            merged.stock += group.head.stock;
+            merged.stock_seq = merged.stock_seq.max(group.head.stock_seq);
+            merged.total = group.head.total;
             for (id, value) in &group.lent {
                 lent.push(parse_transfer(id, value, k)?);
             }
-            received.push(part.received);
+            received.push(group.received);
         }
         merged.pending_transfers = lent
             .into_iter()
@@ -133,18 +136,17 @@ impl RedisStock {
         Ok(Some(merged))
     }
 
-    /// One key group in chunks (see [`Self::snapshot`]); `None` when its
-    /// keys are gone.
-    pub(super) async fn read_group(
+    /// One key group in chunks handed to `sink` as group `group` (see
+    /// [`Self::snapshot`]); `None` when its keys are gone.
+    async fn read_group(
         &self,
         keys: &SaleKeys,
+        group: u32,
         sharded: bool,
+        sink: &mut dyn SnapshotSink,
     ) -> Result<Option<GroupRead>, StoreError> {
-        // Sized once: growing a map of a million buyers copies it a few times.
-        let mut buyers =
-            std::collections::HashMap::with_capacity(self.hash_len(&keys.buyers).await?);
         self.scan_hash(&keys.buyers, |user, units| {
-            buyers.insert(user, parse_i64(&units)?);
+            sink.buyer(group, user, parse_i64(&units)?);
             Ok(())
         })
         .await?;
@@ -153,11 +155,18 @@ impl RedisStock {
             let Some(before) = self.head(keys, sharded).await? else {
                 return Ok(None);
             };
-            let mut reservations = std::collections::HashMap::new();
+            if attempt > 1 {
+                sink.restart_reservations(group);
+            }
+            // Entries handed, a repeat counted again: `HSCAN` returns every
+            // entry present throughout at least once, so fewer than the
+            // hash holds means one was not there throughout.
+            let mut scanned = 0usize;
             self.scan_hash(&keys.resv, |id, raw| {
                 let stored: StoredReservation =
                     serde_json::from_str(&raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
-                reservations.insert(id, stored);
+                sink.reservation(group, id, stored);
+                scanned += 1;
                 Ok(())
             })
             .await?;
@@ -178,22 +187,18 @@ impl RedisStock {
             let Some(after) = self.head(keys, sharded).await? else {
                 return Ok(None);
             };
-            let mut seen = vec![reservations.len()];
+            let mut seen = vec![scanned];
             if sharded {
                 seen.extend([lent.len(), received.len()]);
             }
-            let still = before == after && after.lens == seen;
+            let complete = seen.len() == after.lens.len()
+                && seen.iter().zip(&after.lens).all(|(seen, len)| seen >= len);
+            let still = before == after && complete;
             if still || attempt == READ_ATTEMPTS {
                 return Ok(Some(GroupRead {
-                    part: SnapshotPart {
-                        stock: after.stock,
-                        stock_seq: after.stock_seq,
-                        total: after.total,
-                        buyers,
-                        reservations,
-                        received,
-                    },
+                    head: after,
                     lent,
+                    received,
                     moving: !still,
                 }));
             }
@@ -228,18 +233,6 @@ impl RedisStock {
             })),
             _ => Err(protocol(&reply)),
         }
-    }
-
-    /// How many fields a hash holds (`HLEN`, O(1)).
-    pub(super) async fn hash_len(&self, key: &str) -> Result<usize, StoreError> {
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("HLEN")
-                .arg(key)
-                .query_async::<usize>(&mut conn)
-                .await
-        };
-        self.bounded(call).await
     }
 
     /// Every field of a hash handed to `each`, [`SCAN_CHUNK`] entries a

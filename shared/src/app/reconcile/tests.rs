@@ -3,7 +3,7 @@
 //! on Redis and the emulator).
 
 use super::*;
-use crate::adapters::memory::fixture::Stores;
+use crate::adapters::memory::fixture::{MemoryReconciler, Stores};
 use crate::domain::orders::Order;
 use crate::ports::{OrderStore, StockAdmin};
 
@@ -303,4 +303,115 @@ async fn the_check_reports_a_buyer_redis_counts_over_the_limit() {
             detail: "Redis counts u1 at 3 > 2".into(),
         }]
     );
+}
+
+/// A sale of 40 units with something of every kind to find and repair:
+/// rows past the limit, counts below and above what buyers hold, one over
+/// the limit, an expiry Redis never got back, reservations to relay.
+/// Returns the moment to reconcile at.
+async fn broken_sale(w: &Stores) -> i64 {
+    w.load().await;
+    let mut last = 0;
+    let mut reservations = Vec::new();
+    for i in 0..24 {
+        let r = w.reserve(&format!("u{i}"), 1).await;
+        last = last.max(r.reserved_at_ms);
+        reservations.push(r);
+    }
+    for (i, r) in reservations.iter().enumerate().take(16) {
+        w.write(&format!("u{i}"), r, r.reserved_at_ms).await;
+    }
+    let now = last + 61_000;
+    // Expired in the ledger, the release stopped before Redis.
+    let unpaid = &reservations[2];
+    let expired = w
+        .orders
+        .expire(&unpaid.order_id, unpaid.reserved_at_ms + 900_001)
+        .await
+        .unwrap();
+    assert!(matches!(expired, crate::ports::ExpireOutcome::Expired(_)));
+    w.stock.set_buyer(w.sale_id(), "u0", 1, 0).await.unwrap();
+    w.stock.set_buyer(w.sale_id(), "u1", 1, 2).await.unwrap();
+    w.stock.set_buyer(w.sale_id(), "u30", 0, 3).await.unwrap();
+    w.orders.insert_row(row(w, "ox1", "u5", OrderStatus::Paid));
+    w.orders.insert_row(row(w, "ox2", "u5", OrderStatus::Paid));
+    now
+}
+
+fn sorted_violations(mut v: Vec<Violation>) -> Vec<(&'static str, String)> {
+    v.sort_by(|a, b| (a.code, &a.detail).cmp(&(b.code, &b.detail)));
+    v.into_iter().map(|v| (v.code, v.detail)).collect()
+}
+
+#[tokio::test]
+async fn a_sale_read_in_slices_is_judged_as_a_whole_read_judges_it() {
+    let w = Stores::new(40, 2);
+    broken_sale(&w).await;
+    let whole = w.reconciler();
+    let sliced = w.reconciler().with_slice_orders(3);
+    let mut read = sliced.checker().read(w.sale_id()).await.unwrap().unwrap();
+    assert!(read.slices() >= 14, "{} slices", read.slices());
+    let judged = sliced.checker().judge(&mut read, true, &[]).await.unwrap();
+    let state = whole.checker().observe(w.sale_id()).await.unwrap().unwrap();
+    assert_eq!(judged.totals, state.totals());
+
+    let found = |r: &MemoryReconciler| {
+        let checker = r.checker().clone();
+        let sale_id = w.sale_id().clone();
+        async move { checker.check_sale(&sale_id, &[]).await.unwrap().unwrap() }
+    };
+    let in_whole = sorted_violations(found(&whole).await);
+    let in_slices = sorted_violations(found(&sliced).await);
+    let codes: std::collections::BTreeSet<&str> = in_whole.iter().map(|v| v.0).collect();
+    assert_eq!(
+        codes,
+        [
+            "COUNTS_DISAGREE",
+            "LEDGER_DISAGREES",
+            "OVERSELL_RISK",
+            "USER_OVER_LIMIT"
+        ]
+        .into(),
+        "{in_whole:?}"
+    );
+    assert_eq!(in_slices, in_whole);
+}
+
+#[tokio::test]
+async fn a_sale_reconciled_in_slices_is_repaired_as_a_whole_read_repairs_it() {
+    let mut outcomes = Vec::new();
+    for slice_orders in [super::invariants::SLICE_ORDERS, 3] {
+        let w = Stores::new(40, 2);
+        let now = broken_sale(&w).await;
+        let report = w
+            .reconciler()
+            .with_slice_orders(slice_orders)
+            .reconcile_sale(w.sale_id(), now)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut repairs: Vec<(&str, String)> = report
+            .repairs
+            .iter()
+            .map(|r| (r.kind, r.detail.clone()))
+            .collect();
+        repairs.sort();
+        let snap = w.snapshot().await;
+        outcomes.push((
+            repairs,
+            sorted_violations(report.violations),
+            report.orders,
+            report.reservations,
+            snap.buyers,
+            w.view().await.unwrap().remaining,
+        ));
+    }
+    let kinds: std::collections::BTreeSet<&str> = outcomes[0].0.iter().map(|r| r.0).collect();
+    assert_eq!(
+        kinds,
+        ["BUYER_CLEARED", "BUYER_RAISED", "RELAYED", "UNITS_RETURNED"].into(),
+        "{:?}",
+        outcomes[0].0
+    );
+    assert_eq!(outcomes[1], outcomes[0]);
 }

@@ -3,12 +3,12 @@
 //! how much memory the jobs' whole-sale reads of the sale take.
 
 use crate::{BoxError, REDIS_TIMEOUT};
+use seckill_infra::peak::peak_added;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
-use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,14 @@ pub(super) struct MemoryCheck {
     /// A rebuild's staging of the whole ledger, a page at a time (the sale
     /// is loaded, so the commit drops what was staged).
     pub(super) rebuild_bytes: u64,
+    /// Reconcile's read and judgement of the sale cut into `slices` slices
+    /// of its buyers (on local disk, judged one at a time).
+    pub(super) sliced_bytes: u64,
+    pub(super) slices: u32,
 }
+
+/// The slices the sliced read cuts the drained sale into, about.
+const BENCH_SLICES: u64 = 10;
 
 /// release-unpaid over the drained orders, all past their payment window,
 /// for [`EXPIRY_RUN`], next to what `make plan`'s model says of a run that
@@ -45,29 +52,6 @@ pub(super) struct ExpiryCheck {
     /// Whether the run used its whole time; one that expired every due
     /// order first says only that the model's figure was not reached.
     pub(super) ran_its_time: bool,
-}
-
-/// The process's resident memory now and its peak since the last reset,
-/// in bytes (`/proc/self/status`), or `None` off Linux.
-pub(super) fn resident() -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1_024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// What `work` adds to the process's peak resident memory: the peak is
-/// reset (`/proc/self/clear_refs`, 5) before it runs. `None` where Linux
-/// does not allow it.
-pub(super) async fn peak_added<F: Future<Output = Result<(), BoxError>>>(work: F) -> Option<u64> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    let (before, _) = resident()?;
-    work.await.ok()?;
-    let (_, peak) = resident()?;
-    Some(peak.saturating_sub(before))
 }
 
 /// The jobs' whole-sale reads over the drained sale, each measured by
@@ -87,7 +71,7 @@ pub(super) async fn memory_check(
     let all_orders = peak_added(async {
         let all = orders.all_orders_of_sale(&sale.sale_id).await?;
         read.store(all.len(), Ordering::Relaxed);
-        Ok(())
+        Ok::<_, BoxError>(())
     })
     .await;
     let checker = InvariantChecker::new(
@@ -98,7 +82,21 @@ pub(super) async fn memory_check(
     );
     let observe = peak_added(async {
         checker.observe(&sale.sale_id).await?;
-        Ok(())
+        Ok::<_, BoxError>(())
+    })
+    .await;
+    // Slices are sized by the sale's stock, the rows it can hold.
+    let checker =
+        checker.with_slice_orders(u64::from(sale.total_stock).div_ceil(BENCH_SLICES).max(1));
+    let slices = std::sync::atomic::AtomicU32::new(0);
+    let sliced = peak_added(async {
+        let mut read = checker
+            .read(&sale.sale_id)
+            .await?
+            .ok_or("the sale is gone")?;
+        checker.judge(&mut read, true, &[]).await?;
+        slices.store(read.slices(), Ordering::Relaxed);
+        Ok::<_, BoxError>(())
     })
     .await;
     let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
@@ -116,15 +114,22 @@ pub(super) async fn memory_check(
             .await?;
         let at = jobs.stage_ledger(&sale.sale_id, &mut rebuild).await?;
         stock.commit_rebuild(rebuild, at).await?;
-        Ok(())
+        Ok::<_, BoxError>(())
     })
     .await;
-    Ok(match (all_orders, observe, rebuild) {
-        (Some(all_orders_bytes), Some(observe_bytes), Some(rebuild_bytes)) => Some(MemoryCheck {
+    Ok(match (all_orders, observe, rebuild, sliced) {
+        (
+            Some((all_orders_bytes, ())),
+            Some((observe_bytes, ())),
+            Some((rebuild_bytes, ())),
+            Some((sliced_bytes, ())),
+        ) => Some(MemoryCheck {
             orders: read.load(Ordering::Relaxed),
             all_orders_bytes,
             observe_bytes,
             rebuild_bytes,
+            sliced_bytes,
+            slices: slices.load(Ordering::Relaxed),
         }),
         _ => None,
     })

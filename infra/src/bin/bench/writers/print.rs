@@ -102,7 +102,7 @@ pub(super) fn print(rows: &[WritersRow]) {
             let mib = |bytes: f64| bytes / (1_024.0 * 1_024.0);
             let most = per_order(m.all_orders_bytes.max(m.observe_bytes));
             println!(
-                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB. A rebuild, staged a page at a time: {:.1} MiB ({:.0} B an order; its pages, not the sale)",
+                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB. A rebuild, staged a page at a time: {:.1} MiB ({:.0} B an order; its pages, not the sale). Reconcile's read in {} slices of its buyers (on local disk, judged one at a time): {:.1} MiB ({:.0} B an order; a slice, not the sale)",
                 row.target.label(),
                 m.orders,
                 mib(m.all_orders_bytes as f64),
@@ -112,6 +112,9 @@ pub(super) fn print(rows: &[WritersRow]) {
                 mib(most * 1e6),
                 mib(m.rebuild_bytes as f64),
                 per_order(m.rebuild_bytes),
+                m.slices,
+                mib(m.sliced_bytes as f64),
+                per_order(m.sliced_bytes),
             );
         }
     }
