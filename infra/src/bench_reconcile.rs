@@ -29,7 +29,6 @@
 
 use seckill_shared::adapters::memory::test_sale;
 use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
-use seckill_shared::adapters::spill::SaleSlices;
 use seckill_shared::clock;
 use seckill_shared::domain::{InvalidValue, Quantity, Sale, UserId};
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
@@ -94,14 +93,12 @@ pub struct Reads {
     /// One whole read after the run, purchases stopped.
     pub whole_secs: f64,
     pub buyers_seen: usize,
-    /// What that whole read added to the peak resident memory (`None`
-    /// where Linux does not let the peak be reset).
-    pub whole_bytes: Option<u64>,
-    /// The same read as reconcile makes it of a sale this big: streamed
-    /// into [`SLICES`] slices of its buyers on local disk, each slice then
-    /// loaded in turn; what it added to the peak, and the largest slice.
-    pub sliced_bytes: Option<u64>,
-    pub largest_slice: usize,
+    /// A process that makes that whole read, and nothing else.
+    pub whole: crate::peak::Peak,
+    /// A process that reads the sale as reconcile reads a sale this big:
+    /// streamed into [`SLICES`] slices of its buyers on local disk, each
+    /// slice then loaded in turn.
+    pub sliced: crate::peak::Peak,
 }
 
 /// The slices reconcile cuts a sale of [`BUYERS`] orders into.
@@ -170,18 +167,14 @@ impl std::fmt::Display for ReconcileRow {
             self.reads.buyers_seen,
             self.reads.whole_secs
         )?;
-        let mib = |bytes: Option<u64>| {
-            bytes.map_or_else(
-                || "- (no peak reset here)".into(),
-                |b| format!("{:.1} MiB", b as f64 / (1_024.0 * 1_024.0)),
-            )
-        };
+        let mib = |bytes: u64| bytes as f64 / (1_024.0 * 1_024.0);
         write!(
             f,
-            "\n  its memory (the peak resident memory it adds, a floor): the whole read {}; read as reconcile reads a sale this big, into {SLICES} slices of its buyers on local disk, each loaded in turn (the largest {} buyers), {}",
-            mib(self.reads.whole_bytes),
-            self.reads.largest_slice,
-            mib(self.reads.sliced_bytes),
+            "\n  its memory, each read in a process of its own (peak resident memory, and what the process held before the read): the whole read {:.1} MiB ({:.1} MiB before); read as reconcile reads a sale this big, into {SLICES} slices of its buyers on local disk, each loaded in turn, {:.1} MiB ({:.1} MiB before)",
+            mib(self.reads.whole.peak),
+            mib(self.reads.whole.before),
+            mib(self.reads.sliced.peak),
+            mib(self.reads.sliced.before),
         )
     }
 }
@@ -230,46 +223,33 @@ pub async fn run(redis_url: &str, tag: &str) -> Result<ReconcileRow, BenchError>
     }
 
     let began = Instant::now();
-    let whole = crate::peak::peak_added(async {
-        let whole = store
-            .snapshot(&sale.sale_id)
-            .await?
-            .ok_or_else(|| BenchError::Run("the planted sale is gone".into()))?;
-        Ok::<_, BenchError>(whole.buyers.len())
-    })
-    .await;
-    let whole_secs = began.elapsed().as_secs_f64();
-    let (whole_bytes, buyers_seen) = match whole {
-        Some((bytes, buyers)) => (Some(bytes), buyers),
-        None => (None, 0),
+    let whole = store
+        .snapshot(&sale.sale_id)
+        .await?
+        .ok_or_else(|| BenchError::Run("the planted sale is gone".into()))?;
+    let (whole_secs, buyers_seen) = (began.elapsed().as_secs_f64(), whole.buyers.len());
+    drop(whole);
+    // Each read again in a process of its own, for its memory.
+    let target = crate::peak::Target {
+        sale_id: sale.sale_id.to_string(),
+        redis_url: redis_url.to_owned(),
+        slices: SLICES,
+        ..crate::peak::Target::default()
     };
-    let sliced = crate::peak::peak_added(async {
-        let mut slices =
-            SaleSlices::new(&sale.sale_id, SLICES).map_err(|e| BenchError::Run(e.to_string()))?;
-        store
-            .stream_snapshot(&sale.sale_id, &mut slices)
-            .await?
-            .ok_or_else(|| BenchError::Run("the planted sale is gone".into()))?;
-        slices
-            .finish()
-            .map_err(|e| BenchError::Run(e.to_string()))?;
-        let mut largest = 0;
-        for k in 0..SLICES {
-            let slice = slices.load(k).map_err(|e| BenchError::Run(e.to_string()))?;
-            largest = largest.max(slice.buyers.len());
-        }
-        Ok::<_, BenchError>(largest)
-    })
-    .await;
+    let whole_peak = crate::peak::in_child(crate::peak::Read::RedisWhole, &target)
+        .await
+        .map_err(BenchError::Run)?;
+    let sliced_peak = crate::peak::in_child(crate::peak::Read::RedisSliced, &target)
+        .await
+        .map_err(BenchError::Run)?;
     let reads = Reads {
         slices: windows.len(),
         chunks_per_sec: scans as f64 / reading.max(0.001),
         reniced,
         whole_secs,
         buyers_seen,
-        whole_bytes,
-        sliced_bytes: sliced.as_ref().map(|s| s.0),
-        largest_slice: sliced.map_or(0, |s| s.1),
+        whole: whole_peak,
+        sliced: sliced_peak,
     };
 
     // UNLINK: the million-field hash is freed off Redis's main thread.

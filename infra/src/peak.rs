@@ -1,10 +1,109 @@
-//! How much a piece of work raises the process's peak resident memory:
-//! `make bench`'s memory figures of the jobs' reads.
+//! How much memory the jobs' reads of a sale take: `make bench`'s memory
+//! figures. Each read runs in a process of its own (this binary run again,
+//! [`in_child`]), and the figure is that process's peak resident memory
+//! (`VmHWM`), what Lambda reports as a function's "Max Memory Used": a read
+//! measured in the bench's own process would reuse what earlier work freed,
+//! and show a floor, not the read.
 
-use std::future::Future;
+use seckill_shared::adapters::aws;
+use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::redis::RedisStock;
+use seckill_shared::adapters::spill::SaleSlices;
+use seckill_shared::adapters::sqs::SqsInspector;
+use seckill_shared::app::invariants::InvariantChecker;
+use seckill_shared::domain::SaleId;
+use seckill_shared::ports::SaleCatalog;
+use std::time::Duration;
 
-/// The process's resident memory now and its peak since the last reset,
-/// in bytes (`/proc/self/status`), or `None` off Linux.
+/// The variable that makes a run of the binary the child of [`in_child`]:
+/// the read it names, then its memory on standard output.
+pub const READ_VAR: &str = "SECKILL_BENCH_READ";
+
+/// What the child's last line starts with.
+const MARK: &str = "peak-rss";
+
+/// One read of a sale, made in a process of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Every order of the sale in memory (`all_orders_of_sale`).
+    Orders,
+    /// The invariant checker's whole read in one slice (`observe`).
+    Observe,
+    /// Reconcile's read: in slices of `SECKILL_BENCH_SLICE_ORDERS` orders,
+    /// each judged in turn (`read`, `judge`).
+    Sliced,
+    /// A rebuild staging the whole ledger a page at a time (the sale is
+    /// loaded, so its commit drops what was staged).
+    Rebuild,
+    /// Redis's state of the sale read whole (`RedisStock::snapshot`).
+    RedisWhole,
+    /// Redis's state of the sale streamed into `SECKILL_BENCH_SLICES`
+    /// slices, each loaded in turn.
+    RedisSliced,
+}
+
+impl Read {
+    fn name(self) -> &'static str {
+        match self {
+            Read::Orders => "orders",
+            Read::Observe => "observe",
+            Read::Sliced => "sliced",
+            Read::Rebuild => "rebuild",
+            Read::RedisWhole => "redis-whole",
+            Read::RedisSliced => "redis-sliced",
+        }
+    }
+
+    fn parse(raw: &str) -> Option<Self> {
+        [
+            Read::Orders,
+            Read::Observe,
+            Read::Sliced,
+            Read::Rebuild,
+            Read::RedisWhole,
+            Read::RedisSliced,
+        ]
+        .into_iter()
+        .find(|r| r.name() == raw)
+    }
+}
+
+/// Where the child finds the sale: passed as its environment.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub sale_id: String,
+    pub redis_url: String,
+    /// The DynamoDB and SQS endpoint (empty: Redis reads only).
+    pub endpoint: String,
+    pub sales_table: String,
+    pub orders_table: String,
+    pub queue_url: String,
+    pub dlq_url: String,
+    /// Orders a slice holds ([`Read::Sliced`]).
+    pub slice_orders: u64,
+    /// Slices of [`Read::RedisSliced`].
+    pub slices: u32,
+}
+
+/// The memory of a process that made one read.
+#[derive(Debug, Clone, Copy)]
+pub struct Peak {
+    /// Resident memory once its clients were built, before the read.
+    pub before: u64,
+    /// Its peak resident memory.
+    pub peak: u64,
+}
+
+impl Peak {
+    /// What the read added over the process before it.
+    pub fn added(&self) -> u64 {
+        self.peak.saturating_sub(self.before)
+    }
+}
+
+/// The process's resident memory now and its peak, in bytes
+/// (`/proc/self/status`), or `None` off Linux.
 pub fn resident() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let field = |name: &str| -> Option<u64> {
@@ -15,14 +114,189 @@ pub fn resident() -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// What `work` adds to the process's peak resident memory: the peak is
-/// reset (`/proc/self/clear_refs`, 5) before it runs. `None` where Linux
-/// does not allow it, or when `work` fails. A floor: memory the process
-/// freed before is reused first.
-pub async fn peak_added<T, E, F: Future<Output = Result<T, E>>>(work: F) -> Option<(u64, T)> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    let (before, _) = resident()?;
-    let done = work.await.ok()?;
-    let (_, peak) = resident()?;
-    Some((peak.saturating_sub(before), done))
+/// Runs `read` of `target` in a new process of this binary (whose `main`
+/// calls [`child`] first) and returns its memory.
+pub async fn in_child(read: Read, target: &Target) -> Result<Peak, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = tokio::process::Command::new(exe)
+        .env(READ_VAR, read.name())
+        .env("SECKILL_BENCH_SALE", &target.sale_id)
+        .env("REDIS_URL", &target.redis_url)
+        .env("SECKILL_BENCH_ENDPOINT", &target.endpoint)
+        .env("SECKILL_BENCH_SALES_TABLE", &target.sales_table)
+        .env("SECKILL_BENCH_ORDERS_TABLE", &target.orders_table)
+        .env("SECKILL_BENCH_QUEUE_URL", &target.queue_url)
+        .env("SECKILL_BENCH_DLQ_URL", &target.dlq_url)
+        .env(
+            "SECKILL_BENCH_SLICE_ORDERS",
+            target.slice_orders.to_string(),
+        )
+        .env("SECKILL_BENCH_SLICES", target.slices.to_string())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("{}: {e}", read.name()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with(MARK));
+    match (out.status.success(), line) {
+        (true, Some(line)) => {
+            let numbers: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            match numbers.as_slice() {
+                [before, peak] => Ok(Peak {
+                    before: *before,
+                    peak: *peak,
+                }),
+                _ => Err(format!("{}: {line}", read.name())),
+            }
+        }
+        _ => Err(format!(
+            "{} exited with {}: {}",
+            read.name(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+/// In a process started by [`in_child`]: its read, then its memory on
+/// standard output. `None` in any other process.
+pub async fn child() -> Option<Result<(), String>> {
+    let read = std::env::var(READ_VAR).ok()?;
+    Some(run_child(&read).await)
+}
+
+fn var(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+async fn run_child(raw: &str) -> Result<(), String> {
+    let read = Read::parse(raw).ok_or_else(|| format!("no read {raw}"))?;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let sale_id = SaleId::parse(&var("SECKILL_BENCH_SALE")?).map_err(|e| err(&e))?;
+    let stock = RedisStock::connect_lazy(&var("REDIS_URL")?, Duration::from_secs(5))
+        .map_err(|e| err(&e))?;
+    let endpoint = var("SECKILL_BENCH_ENDPOINT")?;
+    let (db, sqs) = if endpoint.is_empty() {
+        (None, None)
+    } else {
+        let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(20))
+            .endpoint_url(&endpoint)
+            .load()
+            .await;
+        (Some(aws::dynamodb(&sdk)), Some(aws::sqs(&sdk)))
+    };
+    let number = |name: &str| -> Result<u64, String> {
+        var(name)?
+            .parse()
+            .map_err(|_| format!("{name} is not a number"))
+    };
+    let (sales_table, orders_table) = (
+        var("SECKILL_BENCH_SALES_TABLE")?,
+        var("SECKILL_BENCH_ORDERS_TABLE")?,
+    );
+    let checker = |db: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client| {
+        Ok::<_, String>(InvariantChecker::new(
+            stock.clone(),
+            DynamoCatalog::new(db.clone(), &sales_table),
+            DynamoOrders::new(db.clone(), &orders_table, &sales_table),
+            SqsInspector::new(
+                sqs.clone(),
+                var("SECKILL_BENCH_QUEUE_URL")?,
+                Some(var("SECKILL_BENCH_DLQ_URL")?),
+            ),
+        ))
+    };
+    let aws = || match (&db, &sqs) {
+        (Some(db), Some(sqs)) => Ok((db, sqs)),
+        _ => Err(format!(
+            "{raw} reads DynamoDB: SECKILL_BENCH_ENDPOINT is empty"
+        )),
+    };
+    let (before, _) = resident().ok_or("no /proc/self/status")?;
+    match read {
+        Read::Orders => {
+            let (db, _) = aws()?;
+            DynamoOrders::new(db.clone(), &orders_table, &sales_table)
+                .all_orders_of_sale(&sale_id)
+                .await
+                .map_err(|e| err(&e))?;
+        }
+        Read::Observe => {
+            let (db, sqs) = aws()?;
+            checker(db, sqs)?
+                .observe(&sale_id)
+                .await
+                .map_err(|e| err(&e))?;
+        }
+        Read::Sliced => {
+            let (db, sqs) = aws()?;
+            let checker =
+                checker(db, sqs)?.with_slice_orders(number("SECKILL_BENCH_SLICE_ORDERS")?);
+            let mut read = checker
+                .read(&sale_id)
+                .await
+                .map_err(|e| err(&e))?
+                .ok_or("the sale is gone")?;
+            checker
+                .judge(&mut read, true, &[])
+                .await
+                .map_err(|e| err(&e))?;
+        }
+        Read::Rebuild => {
+            let (db, _) = aws()?;
+            let catalog = DynamoCatalog::new(db.clone(), &sales_table);
+            let sale = catalog
+                .get_sale(&sale_id)
+                .await
+                .map_err(|e| err(&e))?
+                .ok_or("the sale is gone")?;
+            let jobs = seckill_shared::app::jobs::Jobs::<SqsInspector>::new(
+                stock.clone(),
+                catalog,
+                DynamoOrders::new(db.clone(), &orders_table, &sales_table),
+                None,
+                Duration::ZERO,
+            );
+            let survivors = stock.survivors(&sale).await.map_err(|e| err(&e))?;
+            let mut rebuild = stock
+                .begin_rebuild(&sale, seckill_shared::clock::now_ms(), survivors)
+                .await
+                .map_err(|e| err(&e))?;
+            let at = jobs
+                .stage_ledger(&sale_id, &mut rebuild)
+                .await
+                .map_err(|e| err(&e))?;
+            stock
+                .commit_rebuild(rebuild, at)
+                .await
+                .map_err(|e| err(&e))?;
+        }
+        Read::RedisWhole => {
+            stock
+                .snapshot(&sale_id)
+                .await
+                .map_err(|e| err(&e))?
+                .ok_or("the sale is gone")?;
+        }
+        Read::RedisSliced => {
+            let slices = u32::try_from(number("SECKILL_BENCH_SLICES")?).map_err(|e| err(&e))?;
+            let mut kept = SaleSlices::new(&sale_id, slices).map_err(|e| err(&e))?;
+            stock
+                .stream_snapshot(&sale_id, &mut kept)
+                .await
+                .map_err(|e| err(&e))?
+                .ok_or("the sale is gone")?;
+            kept.finish().map_err(|e| err(&e))?;
+            for k in 0..slices {
+                kept.load(k).map_err(|e| err(&e))?;
+            }
+        }
+    }
+    let (_, peak) = resident().ok_or("no /proc/self/status")?;
+    println!("{MARK} {before} {peak}");
+    Ok(())
 }

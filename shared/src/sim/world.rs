@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub(crate) faults: bool,
     /// Print the run's story (`make simulate SEED=n TRACE=1`).
     pub(crate) trace: bool,
+    /// Orders a slice of reconcile's and the checker's reads holds.
+    pub(crate) slice_orders: u64,
 }
 
 pub(crate) const EPOCH_MS: i64 = 1_900_000_000_000;
@@ -170,7 +172,8 @@ impl World {
             queue.clone(),
             queue.clone(),
             ReconcileSettings::default(),
-        );
+        )
+        .with_slice_orders(settings.slice_orders);
         let queries = OrderQueries::new(
             orders.clone(),
             stock.clone(),

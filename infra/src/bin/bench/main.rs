@@ -204,11 +204,11 @@ struct Args {
     drain_orders: u32,
     /// Only the order-writer drain's tables: needs `REDIS_URL` and the
     /// emulator.
-    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness", "only_reconcile"])]
+    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
     only_drain: bool,
     /// Only the reconcile row (a million planted buyers: purchase latency
     /// while reconcile reads them, and the read's memory): needs nothing
-    /// but `REDIS_URL`.
+    /// but `REDIS_URL`. With `--only-drain`, the drain's tables follow.
     #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
     only_reconcile: bool,
     /// Only the ceiling rows (redis-benchmark on the seed's script and on
@@ -236,6 +236,17 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // with one; the flag row 156k/s against 190k/s).
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<ExitCode, BoxError> {
+    // A run of this binary that measures one read of a sale for the
+    // memory figures (`seckill_infra::peak`).
+    if let Some(done) = seckill_infra::peak::child().await {
+        return match done {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(err) => {
+                eprintln!("{err}");
+                Ok(ExitCode::FAILURE)
+            }
+        };
+    }
     let args = Args::parse();
     let _flusher = record_metrics();
     let mut bench = Bench::start(args).await?;
@@ -245,7 +256,9 @@ async fn main() -> Result<ExitCode, BoxError> {
     }
     if bench.args.only_reconcile {
         rows::reconcile_row(&bench).await?;
-        return Ok(bench.finish());
+        if !bench.args.only_drain {
+            return Ok(bench.finish());
+        }
     }
     if bench.args.only_drain {
         let emulator = Emulator::setup(&bench).await?;

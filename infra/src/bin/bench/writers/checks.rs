@@ -3,13 +3,12 @@
 //! how much memory the jobs' whole-sale reads of the sale take.
 
 use crate::{BoxError, REDIS_TIMEOUT};
-use seckill_infra::peak::peak_added;
+use seckill_infra::peak::{Peak, Read, Target, in_child};
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// release-unpaid's run in the expiry check: the function's, its
@@ -20,21 +19,22 @@ pub(super) const EXPIRY_RUN: Duration = Duration::from_secs(55);
 /// of which is timed for the check's model input.
 pub(super) const EXPIRY_CHUNK: i32 = 98;
 
-/// The peak resident memory each whole-sale read of the jobs adds over
-/// what the process held before it: the orders of the sale (what the
-/// rebuild and the checker read), and reconcile's observation (those
-/// orders, Redis's view of the sale and the queues).
+/// The jobs' reads of the drained sale, each in a process of its own
+/// (`seckill_infra::peak`): its peak resident memory, and what it held
+/// before the read.
 pub(super) struct MemoryCheck {
-    pub(super) orders: usize,
-    pub(super) all_orders_bytes: u64,
-    pub(super) observe_bytes: u64,
+    pub(super) orders: u64,
+    /// Every order of the sale in memory (`all_orders_of_sale`).
+    pub(super) all_orders: Peak,
+    /// The checker's whole read in one slice (`observe`).
+    pub(super) observe: Peak,
     /// A rebuild's staging of the whole ledger, a page at a time (the sale
     /// is loaded, so the commit drops what was staged).
-    pub(super) rebuild_bytes: u64,
+    pub(super) rebuild: Peak,
     /// Reconcile's read and judgement of the sale cut into `slices` slices
     /// of its buyers (on local disk, judged one at a time).
-    pub(super) sliced_bytes: u64,
-    pub(super) slices: u32,
+    pub(super) sliced: Peak,
+    pub(super) slices: u64,
 }
 
 /// The slices the sliced read cuts the drained sale into, about.
@@ -54,85 +54,39 @@ pub(super) struct ExpiryCheck {
     pub(super) ran_its_time: bool,
 }
 
-/// The jobs' whole-sale reads over the drained sale, each measured by
-/// [`peak_added`].
+/// The jobs' reads of the drained sale, each in a process of its own
+/// calling `endpoint` (the strict layer).
 pub(super) async fn memory_check(
-    db: &aws_sdk_dynamodb::Client,
-    sqs: &aws_sdk_sqs::Client,
+    endpoint: &str,
     redis_url: &str,
     (sales_table, orders_table): (&str, &str),
     (queue_url, dlq_url): (&str, &str),
     sale: &Sale,
 ) -> Result<Option<MemoryCheck>, BoxError> {
-    use seckill_shared::adapters::sqs::SqsInspector;
-    use seckill_shared::app::invariants::InvariantChecker;
-    let orders = DynamoOrders::new(db.clone(), orders_table, sales_table);
-    let read = std::sync::atomic::AtomicUsize::new(0);
-    let all_orders = peak_added(async {
-        let all = orders.all_orders_of_sale(&sale.sale_id).await?;
-        read.store(all.len(), Ordering::Relaxed);
-        Ok::<_, BoxError>(())
-    })
-    .await;
-    let checker = InvariantChecker::new(
-        RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?,
-        DynamoCatalog::new(db.clone(), sales_table),
-        orders,
-        SqsInspector::new(sqs.clone(), queue_url, Some(dlq_url.to_owned())),
-    );
-    let observe = peak_added(async {
-        checker.observe(&sale.sale_id).await?;
-        Ok::<_, BoxError>(())
-    })
-    .await;
     // Slices are sized by the sale's stock, the rows it can hold.
-    let checker =
-        checker.with_slice_orders(u64::from(sale.total_stock).div_ceil(BENCH_SLICES).max(1));
-    let slices = std::sync::atomic::AtomicU32::new(0);
-    let sliced = peak_added(async {
-        let mut read = checker
-            .read(&sale.sale_id)
-            .await?
-            .ok_or("the sale is gone")?;
-        checker.judge(&mut read, true, &[]).await?;
-        slices.store(read.slices(), Ordering::Relaxed);
-        Ok::<_, BoxError>(())
-    })
-    .await;
-    let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
-    let jobs = seckill_shared::app::jobs::Jobs::<SqsInspector>::new(
-        stock.clone(),
-        DynamoCatalog::new(db.clone(), sales_table),
-        DynamoOrders::new(db.clone(), orders_table, sales_table),
-        None,
-        Duration::ZERO,
-    );
-    let rebuild = peak_added(async {
-        let survivors = stock.survivors(sale).await?;
-        let mut rebuild = stock
-            .begin_rebuild(sale, clock::now_ms(), survivors)
-            .await?;
-        let at = jobs.stage_ledger(&sale.sale_id, &mut rebuild).await?;
-        stock.commit_rebuild(rebuild, at).await?;
-        Ok::<_, BoxError>(())
-    })
-    .await;
-    Ok(match (all_orders, observe, rebuild, sliced) {
-        (
-            Some((all_orders_bytes, ())),
-            Some((observe_bytes, ())),
-            Some((rebuild_bytes, ())),
-            Some((sliced_bytes, ())),
-        ) => Some(MemoryCheck {
-            orders: read.load(Ordering::Relaxed),
-            all_orders_bytes,
-            observe_bytes,
-            rebuild_bytes,
-            sliced_bytes,
-            slices: slices.load(Ordering::Relaxed),
-        }),
-        _ => None,
-    })
+    let slice_orders = u64::from(sale.total_stock).div_ceil(BENCH_SLICES).max(1);
+    let target = Target {
+        sale_id: sale.sale_id.to_string(),
+        redis_url: redis_url.to_owned(),
+        endpoint: endpoint.to_owned(),
+        sales_table: sales_table.to_owned(),
+        orders_table: orders_table.to_owned(),
+        queue_url: queue_url.to_owned(),
+        dlq_url: dlq_url.to_owned(),
+        slice_orders,
+        slices: 1,
+    };
+    if seckill_infra::peak::resident().is_none() {
+        return Ok(None);
+    }
+    Ok(Some(MemoryCheck {
+        orders: u64::from(sale.total_stock),
+        all_orders: in_child(Read::Orders, &target).await?,
+        observe: in_child(Read::Observe, &target).await?,
+        rebuild: in_child(Read::Rebuild, &target).await?,
+        sliced: in_child(Read::Sliced, &target).await?,
+        slices: u64::from(sale.total_stock).div_ceil(slice_orders),
+    }))
 }
 
 /// release-unpaid, through `db` (the strict layer), over the drained

@@ -330,8 +330,7 @@ async fn run(
     let (memory, expiry) = match target {
         Target::Strict if left == 0 => (
             memory_check(
-                &db,
-                &sqs,
+                &endpoint,
                 env.redis_url,
                 (&sales_table, &orders_table),
                 (&queues.orders_url, &queues.dlq_url),

@@ -1,6 +1,7 @@
 //! The writers table and what is printed under it.
 
 use super::*;
+use seckill_infra::peak::Peak;
 
 pub(super) fn print(rows: &[WritersRow]) {
     let ms = |v: Option<i64>| v.map_or_else(|| "-".into(), |v| v.to_string());
@@ -98,23 +99,26 @@ pub(super) fn print(rows: &[WritersRow]) {
     }
     for row in rows {
         if let Some(m) = &row.memory {
-            let per_order = |bytes: u64| bytes as f64 / m.orders.max(1) as f64;
-            let mib = |bytes: f64| bytes / (1_024.0 * 1_024.0);
-            let most = per_order(m.all_orders_bytes.max(m.observe_bytes));
+            let mib = |bytes: u64| bytes as f64 / (1_024.0 * 1_024.0);
+            let per_order = |p: &Peak| p.added() as f64 / m.orders.max(1) as f64;
+            let shown = |p: &Peak| {
+                format!(
+                    "{:.1} MiB (+{:.1} MiB over the process before the read, {:.0} B an order)",
+                    mib(p.peak),
+                    mib(p.added()),
+                    per_order(p)
+                )
+            };
             println!(
-                "  {}: the jobs' whole-sale reads of {} orders raise the peak resident memory by: every order of the sale (the checker's read) {:.1} MiB, {:.0} B an order; reconcile's observation {:.1} MiB, {:.0} B an order. Each is a floor (memory the process freed before is reused first): at 1,000,000 orders, at least {:.0} MiB, against the jobs' 256 MB. A rebuild, staged a page at a time: {:.1} MiB ({:.0} B an order; its pages, not the sale). Reconcile's read in {} slices of its buyers (on local disk, judged one at a time): {:.1} MiB ({:.0} B an order; a slice, not the sale)",
+                "  {}: the jobs' reads of the {} orders, each in a process of its own, its peak resident memory: every order of the sale {}; the checker's whole read {}; a rebuild staged a page at a time {}; reconcile's read in {} slices of its buyers (on local disk, judged one at a time) {}. At 1,000,000 orders the whole reads would add at least {:.0} MiB, against the jobs' 256 MB",
                 row.target.label(),
                 m.orders,
-                mib(m.all_orders_bytes as f64),
-                per_order(m.all_orders_bytes),
-                mib(m.observe_bytes as f64),
-                per_order(m.observe_bytes),
-                mib(most * 1e6),
-                mib(m.rebuild_bytes as f64),
-                per_order(m.rebuild_bytes),
+                shown(&m.all_orders),
+                shown(&m.observe),
+                shown(&m.rebuild),
                 m.slices,
-                mib(m.sliced_bytes as f64),
-                per_order(m.sliced_bytes),
+                shown(&m.sliced),
+                mib((per_order(&m.all_orders).max(per_order(&m.observe)) * 1e6) as u64),
             );
         }
     }
