@@ -100,17 +100,15 @@ pub(super) fn print(rows: &[WritersRow]) {
     for row in rows {
         if let Some(m) = &row.memory {
             let mib = |bytes: u64| bytes as f64 / (1_024.0 * 1_024.0);
-            let per_order = |p: &Peak| p.added() as f64 / m.orders.max(1) as f64;
             let shown = |p: &Peak| {
                 format!(
-                    "{:.1} MiB (+{:.1} MiB over the process before the read, {:.0} B an order)",
+                    "{:.1} MiB (+{:.1} MiB over the process before the read)",
                     mib(p.peak),
                     mib(p.added()),
-                    per_order(p)
                 )
             };
             println!(
-                "  {}: the jobs' reads of the {} orders, each in a process of its own, its peak resident memory: every order of the sale {}; the checker's whole read {}; a rebuild staged a page at a time {}; reconcile's read in {} slices of its buyers (on local disk, judged one at a time) {}. At 1,000,000 orders the whole reads would add at least {:.0} MiB, against the jobs' 256 MB",
+                "  {}: the jobs' reads of the {} orders, each in a process of its own, its peak resident memory: every order of the sale {}; the checker's whole read {}; a rebuild staged a page at a time {}; reconcile's read in {} slices of its buyers (on local disk, judged one at a time) {}",
                 row.target.label(),
                 m.orders,
                 shown(&m.all_orders),
@@ -118,7 +116,6 @@ pub(super) fn print(rows: &[WritersRow]) {
                 shown(&m.rebuild),
                 m.slices,
                 shown(&m.sliced),
-                mib((per_order(&m.all_orders).max(per_order(&m.observe)) * 1e6) as u64),
             );
         }
     }
