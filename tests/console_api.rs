@@ -230,7 +230,10 @@ async fn end_now_is_obeyed_at_once_and_kept_by_every_job() {
         stack
             .scheduled
             .reconcile
-            .reconcile_all(clock::now_ms())
+            .reconcile_all(
+                clock::now_ms(),
+                std::time::Instant::now() + std::time::Duration::from_secs(600),
+            )
             .await
             .unwrap();
         let (status, reply) = client.buy(&id, "c").await;

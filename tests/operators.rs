@@ -108,7 +108,10 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
         stack
             .scheduled
             .reconcile
-            .reconcile_all(clock::now_ms())
+            .reconcile_all(
+                clock::now_ms(),
+                std::time::Instant::now() + std::time::Duration::from_secs(600),
+            )
             .await
             .unwrap();
         let (status, reply) = client.buy(&id, "b").await;

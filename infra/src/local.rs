@@ -509,7 +509,7 @@ pub async fn run_job(admin: &admin_api::Admin, job: Job) -> serde_json::Value {
             .map(|report| serde_json::to_value(report).unwrap_or_default()),
         Job::Reconcile => admin
             .reconciler
-            .reconcile_all(now)
+            .reconcile_all(now, std::time::Instant::now() + Duration::from_secs(115))
             .await
             .map(|reports| serde_json::to_value(reports).unwrap_or_default()),
     };

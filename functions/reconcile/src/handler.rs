@@ -25,7 +25,14 @@ pub async fn handle(
     reconciler: &Reconciler,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, ReconcileError> {
-    let reports = reconciler.reconcile_all(clock::now_ms()).await;
+    // A sale is not started with less than a margin left: its read, the
+    // confirming read and the repairs need that much.
+    let deadline = clock::deadline_of(
+        event.context.deadline,
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(115),
+    );
+    let reports = reconciler.reconcile_all(clock::now_ms(), deadline).await;
     reconciler
         .metrics()
         .invocation_done(&Invocation::request(&event.context.request_id));

@@ -4,7 +4,7 @@ use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::app::jobs::{JobError, Jobs};
 use seckill_shared::clock;
 use seckill_shared::observe::metrics::Invocation;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Time kept back from the Lambda deadline to finish the order in hand.
 const MARGIN: Duration = Duration::from_secs(5);
@@ -36,17 +36,8 @@ pub async fn handle(
     Ok(serde_json::to_value(&report).unwrap_or_default())
 }
 
-/// The invocation's deadline (epoch ms in the context) as an `Instant`,
-/// less a margin. A context without one (local runs) gets a minute.
+/// The invocation's deadline less a margin; a local run (no deadline) gets
+/// a minute.
 fn deadline_of(context: &lambda_runtime::Context) -> Instant {
-    let now = Instant::now();
-    let deadline_ms = context.deadline;
-    if deadline_ms == 0 {
-        return now + Duration::from_secs(60);
-    }
-    let wall_now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let left = Duration::from_millis(deadline_ms.saturating_sub(wall_now));
-    now + left.saturating_sub(MARGIN)
+    clock::deadline_of(context.deadline, MARGIN, Duration::from_secs(60))
 }

@@ -110,6 +110,10 @@ use std::time::Duration;
 mod report;
 pub use report::{ReconcileReport, ReconcileSettings, Repair, Violation};
 
+/// How often the schedule runs reconcile (`template.yaml`'s
+/// `ReconcileFunction` schedule, `rate(5 minutes)`).
+pub const RUN_PERIOD_MS: i64 = 300_000;
+
 /// Reconciles sales over the ports; the type parameters default to the
 /// live adapters (SQS, Redis, DynamoDB).
 pub struct Reconciler<
@@ -197,13 +201,41 @@ where
         self
     }
 
-    /// Reconciles every sale that is running or ended within the key TTL.
-    pub async fn reconcile_all(&self, now_ms: i64) -> Result<Vec<ReconcileReport>, JobError> {
+    /// Reconciles every sale that is running or ended within the key TTL,
+    /// while there is time: no sale is started at or past `deadline`, but
+    /// every run reconciles one at least. The sales are taken in turn
+    /// from one that moves on by one every [`RUN_PERIOD_MS`], so runs cut
+    /// short by big sales still reach every sale within as many runs as
+    /// there are sales (always starting from the first, the same ones were
+    /// reconciled and the rest never).
+    pub async fn reconcile_all(
+        &self,
+        now_ms: i64,
+        deadline: std::time::Instant,
+    ) -> Result<Vec<ReconcileReport>, JobError> {
+        let mut open: Vec<Sale> = SaleCatalog::list_sales(self.catalog())
+            .await?
+            .into_iter()
+            .filter(|sale| {
+                now_ms >= sale.start_ms
+                    && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS
+            })
+            .collect();
+        open.sort_by(|a, b| a.sale_id.cmp(&b.sale_id));
+        let turn = usize::try_from(now_ms.div_euclid(RUN_PERIOD_MS)).unwrap_or(0);
+        let first = turn % open.len().max(1);
+        open.rotate_left(first);
         let mut reports = Vec::new();
-        for sale in SaleCatalog::list_sales(self.catalog()).await? {
-            let open = now_ms >= sale.start_ms
-                && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS;
-            if open && let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
+        for (done, sale) in open.iter().enumerate() {
+            if done > 0 && std::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    reconciled = done,
+                    left = open.len() - done,
+                    "reconcile ran out of time; the next runs start further on"
+                );
+                break;
+            }
+            if let Some(report) = self.reconcile_sale(&sale.sale_id, now_ms).await? {
                 reports.push(report);
             }
         }

@@ -415,3 +415,52 @@ async fn a_sale_reconciled_in_slices_is_repaired_as_a_whole_read_repairs_it() {
     );
     assert_eq!(outcomes[1], outcomes[0]);
 }
+
+/// Three open sales in one catalog, each loaded.
+async fn three_sales() -> (Stores, Vec<SaleId>) {
+    let w = Stores::new(10, 2);
+    w.load().await;
+    let mut ids = vec![w.sale_id().clone()];
+    for id in ["s2", "s3"] {
+        let sale = crate::adapters::memory::test_sale(id, 10, 2).unwrap();
+        w.catalog.insert(sale.clone());
+        crate::app::jobs::mark_and_load(&w.catalog, &w.stock, &sale, clock::now_ms())
+            .await
+            .unwrap();
+        ids.push(sale.sale_id);
+    }
+    (w, ids)
+}
+
+#[tokio::test]
+async fn a_run_out_of_time_stops_and_the_next_runs_start_where_it_stopped() {
+    let (w, ids) = three_sales().await;
+    let reconciler = w.reconciler();
+    let now = clock::now_ms();
+    // Time enough: every sale.
+    let all = reconciler
+        .reconcile_all(now, std::time::Instant::now() + Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+
+    // Out of time from the start (a run that reached its deadline on a big
+    // sale): each run still reconciles one sale, and the runs that follow,
+    // one schedule period apart, take the others in turn.
+    let mut seen = std::collections::BTreeSet::new();
+    for run in 0..3 {
+        let reports = reconciler
+            .reconcile_all(now + run * super::RUN_PERIOD_MS, std::time::Instant::now())
+            .await
+            .unwrap();
+        let names: Vec<&str> = reports.iter().map(|r| r.sale_id.as_str()).collect();
+        assert_eq!(
+            names.len(),
+            1,
+            "run {run} reconciled {names:?} past its deadline"
+        );
+        seen.insert(names[0].to_string());
+    }
+    let every: std::collections::BTreeSet<String> = ids.iter().map(ToString::to_string).collect();
+    assert_eq!(seen, every, "three runs out of time reached every sale");
+}
