@@ -12,10 +12,11 @@ use seckill_shared::adapters::dynamo::order_index::{
     SALE_BUCKETS, bucket_key, bucket_of, order_item,
 };
 use seckill_shared::adapters::dynamo::orders::{DynamoOrders, is_order_item};
+use seckill_shared::app::jobs::JobError;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
-use seckill_shared::ports::{GroupWrite, OrderStore, PayOutcome, RejectWrite};
+use seckill_shared::ports::{GroupWrite, OrderStore, OrderStoreError, PayOutcome, RejectWrite};
 use seckill_tests::{App, live_sale};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -369,11 +370,23 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut expired = 0;
     let mut runs = Vec::new();
+    // A run whose read of what is due timed out (the emulator's index query
+    // scans its table: with the two cores busy, one attempt outlasts the
+    // client's 2.25 s) expires nothing and fails; the schedule's next run
+    // reads again. Only such transient failures are excused.
+    let mut unread = Vec::new();
     while Instant::now() < deadline {
-        let report = jobs
+        let report = match jobs
             .release_unpaid(clock::now_ms(), Instant::now() + Duration::from_secs(600))
             .await
-            .unwrap();
+        {
+            Ok(report) => report,
+            Err(JobError::Orders(OrderStoreError::Transient(err))) => {
+                unread.push(err);
+                continue;
+            }
+            Err(err) => panic!("release-unpaid failed: {err}"),
+        };
         expired += report.expired;
         let clean = report.errors.is_empty() && !report.stopped_early;
         runs.push(report);
@@ -381,8 +394,12 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
             break;
         }
     }
-    println!("released at {:?}", started.elapsed());
-    assert_eq!(expired, 30, "{runs:?}");
+    println!(
+        "released at {:?} ({} runs that could not read what was due)",
+        started.elapsed(),
+        unread.len()
+    );
+    assert_eq!(expired, 30, "{runs:?} {unread:?}");
     assert!(runs.len() <= 3, "{runs:?}");
     assert_eq!(count(OrderStatus::Expired).await, 30);
     assert_eq!(count(OrderStatus::PendingPayment).await, 2_820);
