@@ -37,17 +37,7 @@ pub const BYTES_PER_ORDER: u64 = 1_024;
 /// The slice of a buyer among `slices`: a function of the user id alone,
 /// so a buyer's rows, count and reservations meet in one slice.
 pub fn slice_of(user_id: &str, slices: u32) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in user_id.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    // MurmurHash3's finaliser: FNV-1a's low bits depend only on the low
-    // bits of each byte, and the remainder below keeps only low bits.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
+    let h = crate::domain::stable_hash(user_id);
     u32::try_from(h % u64::from(slices.max(1))).unwrap_or(0)
 }
 

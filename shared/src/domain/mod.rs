@@ -38,3 +38,20 @@ pub mod values;
 
 pub use outcome::Outcome;
 pub use values::*;
+
+/// A hash of `text` that is the same in every process and release (FNV-1a,
+/// then MurmurHash3's finaliser: FNV-1a's low bits depend only on the low
+/// bits of each byte, and the callers keep only low bits by a remainder).
+/// It places an order in its index bucket and a buyer in a read's slice.
+pub fn stable_hash(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
+}

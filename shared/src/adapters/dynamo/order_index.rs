@@ -53,18 +53,7 @@ pub const PENDING_BUCKET_BY_EXPIRY: &str = "pendingBucketByExpiry";
 /// and every rewrite of the order (and a retried batch, whose
 /// `ClientRequestToken` needs byte-identical items) lands in the same one.
 pub fn bucket_of(order_id: &OrderId) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in order_id.as_str().bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    // MurmurHash3's finaliser: FNV-1a's low bits depend only on the low bits
-    // of each byte (a product's low bits come from the factors' low bits),
-    // and the remainder below keeps only low bits.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
+    let h = crate::domain::stable_hash(order_id.as_str());
     u32::try_from(h % u64::from(SALE_BUCKETS)).unwrap_or(0)
 }
 

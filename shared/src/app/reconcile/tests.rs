@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::adapters::memory::fixture::{MemoryReconciler, Stores};
-use crate::domain::orders::Order;
+use crate::domain::orders::{Order, RejectReason};
+use crate::domain::{OrderId, Quantity, UserId};
 use crate::ports::{OrderStore, StockAdmin};
 
 const HOUR_MS: i64 = 3_600_000;
