@@ -239,21 +239,26 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
         if attempt >= b.retries {
             return false;
         }
-        let ceiling = b.ceiling(attempt);
-        let wait = if b.jitter {
+        // In whole milliseconds, rounded up: the timer wakes on no finer
+        // tick, so a wait of a fraction takes the next whole one, and the
+        // budget below must count what a wait takes, not what it asked.
+        let ceiling_ms =
+            u64::try_from(b.ceiling(attempt).as_micros().div_ceil(1_000)).unwrap_or(u64::MAX);
+        let wait_ms = if b.jitter {
             let draw = self
                 .jitter_keys
                 .hash_one(self.draws.fetch_add(1, Ordering::Relaxed));
-            let ceiling_us = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX);
-            Duration::from_micros(draw % ceiling_us.saturating_add(1))
+            draw % ceiling_ms.saturating_add(1)
         } else {
-            ceiling
+            ceiling_ms
         };
+        let wait = Duration::from_millis(wait_ms);
         if report.backoff + wait > b.budget {
             return false;
         }
+        let slept_from = tokio::time::Instant::now();
         tokio::time::sleep(wait).await;
-        report.backoff += wait;
+        report.backoff += slept_from.elapsed();
         report.conflicts_retried += 1;
         true
     }

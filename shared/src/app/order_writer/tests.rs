@@ -231,3 +231,31 @@ fn token_is_order_independent_and_short() {
     assert!(a.len() <= 36);
     assert_ne!(a, request_token(&[order("a")]));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_counts_the_time_the_waits_took_not_the_time_they_asked_for() {
+    // The timer wakes on whole milliseconds: a wait of 1.5 ms takes 2 ms.
+    // Counted as asked, 66 such waits fit a 100 ms budget and take 132 ms.
+    let (writer, orders) = writer();
+    let backoff = Backoff {
+        base: Duration::from_micros(1_500),
+        cap: Duration::from_micros(1_500),
+        retries: 1_000,
+        budget: Duration::from_millis(100),
+        jitter: false,
+    };
+    let writer = writer.with_backoff(backoff);
+    orders.conflict_next(u32::MAX);
+    let now = clock::now_ms();
+    let records = vec![record("o1", "u1", now)];
+    let started = tokio::time::Instant::now();
+    let report = writer.write_batch(&records).await;
+    assert!(
+        started.elapsed() <= backoff.budget,
+        "waited {:?} of a {:?} budget: {report:?}",
+        started.elapsed(),
+        backoff.budget
+    );
+    assert!(report.backoff <= backoff.budget, "{report:?}");
+    assert_eq!((report.transient, report.written), (1, 0), "{report:?}");
+}
