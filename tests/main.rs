@@ -52,6 +52,8 @@
 //! - `consistency`, `template`: `template.yaml` against the code, and the
 //!   template's traps that only show on AWS (`cfn` reads it as JSON).
 //! - `iam`: every AWS call of the suite against its function's role.
+//! - `emulator_index`: `infra/moto/server.py`'s index queries answer what
+//!   moto's own do.
 //! - `strict`: the strict layer in front of the emulator: each AWS limit
 //!   it shows bites, and the emulator alone does not show it.
 //! - `lambda_limits`: the local stack's Lambda limits (each function's
@@ -65,6 +67,7 @@ mod chaos;
 mod cluster_tls;
 mod consistency;
 mod console_api;
+mod emulator_index;
 mod fairness;
 mod fuzz;
 mod gate;
