@@ -17,6 +17,9 @@
 //! - [`runtime_api`]: a loopback Lambda Runtime API and the cold-start
 //!   measurement of a real function binary against it.
 //! - [`loadgen`]: the HTTP load generator and the purchase benchmark over HTTP.
+//! - [`bench_ledger`]: `make bench`'s ledger row: prewarm, reconcile and
+//!   release-unpaid on a sale of many orders, each job's peak memory and
+//!   time next to its function's.
 //! - [`bench_reconcile`]: `make bench`'s row of purchase latency while
 //!   reconcile reads a sale of a million buyers.
 //! - [`fairness`]: `make bench`'s fairness table (issue 19): scripts at
@@ -44,6 +47,7 @@
 //! - `bin/httpbench.rs`: `seckill-httpbench`, purchase decisions over HTTP.
 
 pub mod backfill;
+pub mod bench_ledger;
 pub mod bench_reconcile;
 pub mod consistency;
 pub mod emulator;

@@ -22,6 +22,12 @@ pub const READ_VAR: &str = "SECKILL_BENCH_READ";
 
 /// What the child's last line starts with.
 const MARK: &str = "peak-rss";
+/// What a line the child says about its read's outcome starts with.
+const NOTE: &str = "read-note";
+
+/// The time a release-unpaid run has: the function's `Timeout` (60 s in
+/// `template.yaml`) less the 5 s it keeps to finish its last chunk.
+const RELEASE_RUN: Duration = Duration::from_secs(55);
 
 /// One read of a sale, made in a process of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +47,16 @@ pub enum Read {
     /// Redis's state of the sale streamed into `SECKILL_BENCH_SLICES`
     /// slices, each loaded in turn.
     RedisSliced,
+    /// Prewarm of a live sale Redis lost: its rebuild from the ledger
+    /// (`Jobs::prewarm_sale`, the queue and the DLQ empty).
+    Prewarm,
+    /// One release-unpaid run (`Jobs::release_unpaid`) with the
+    /// function's time: its timeout less the margin it keeps.
+    Release,
+    /// The ledger's pages as the rebuild and reconcile read them
+    /// (`send_orders_of_sale`), each dropped when it arrives: how much of
+    /// their time is the emulator's index.
+    Pages,
 }
 
 impl Read {
@@ -52,6 +68,9 @@ impl Read {
             Read::Rebuild => "rebuild",
             Read::RedisWhole => "redis-whole",
             Read::RedisSliced => "redis-sliced",
+            Read::Prewarm => "prewarm",
+            Read::Release => "release",
+            Read::Pages => "pages",
         }
     }
 
@@ -63,6 +82,9 @@ impl Read {
             Read::Rebuild,
             Read::RedisWhole,
             Read::RedisSliced,
+            Read::Prewarm,
+            Read::Release,
+            Read::Pages,
         ]
         .into_iter()
         .find(|r| r.name() == raw)
@@ -87,12 +109,16 @@ pub struct Target {
 }
 
 /// The memory of a process that made one read.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Peak {
     /// Resident memory once its clients were built, before the read.
     pub before: u64,
     /// Its peak resident memory.
     pub peak: u64,
+    /// The read's outcome, as the child said it (empty when it said none).
+    pub note: String,
+    /// The child's whole life, start to exit.
+    pub wall: Duration,
 }
 
 impl Peak {
@@ -118,6 +144,7 @@ pub fn resident() -> Option<(u64, u64)> {
 /// calls [`child`] first) and returns its memory.
 pub async fn in_child(read: Read, target: &Target) -> Result<Peak, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
     let out = tokio::process::Command::new(exe)
         .env(READ_VAR, read.name())
         .env("SECKILL_BENCH_SALE", &target.sale_id)
@@ -136,7 +163,14 @@ pub async fn in_child(read: Read, target: &Target) -> Result<Peak, String> {
         .output()
         .await
         .map_err(|e| format!("{}: {e}", read.name()))?;
+    let wall = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let note = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(NOTE))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("; ");
     let line = stdout.lines().rev().find(|l| l.starts_with(MARK));
     match (out.status.success(), line) {
         (true, Some(line)) => {
@@ -149,6 +183,8 @@ pub async fn in_child(read: Read, target: &Target) -> Result<Peak, String> {
                 [before, peak] => Ok(Peak {
                     before: *before,
                     peak: *peak,
+                    note,
+                    wall,
                 }),
                 _ => Err(format!("{}: {line}", read.name())),
             }
@@ -216,6 +252,24 @@ async fn run_child(raw: &str) -> Result<(), String> {
             "{raw} reads DynamoDB: SECKILL_BENCH_ENDPOINT is empty"
         )),
     };
+    // The jobs as prewarm and release-unpaid wire them, on the sale's
+    // queues.
+    let jobs = |db: &aws_sdk_dynamodb::Client, sqs: &aws_sdk_sqs::Client| {
+        Ok::<_, String>(
+            seckill_shared::app::jobs::Jobs::new(
+                stock.clone(),
+                DynamoCatalog::new(db.clone(), &sales_table),
+                DynamoOrders::new(db.clone(), &orders_table, &sales_table),
+                Some(SqsInspector::new(
+                    sqs.clone(),
+                    var("SECKILL_BENCH_QUEUE_URL")?,
+                    Some(var("SECKILL_BENCH_DLQ_URL")?),
+                )),
+                Duration::from_secs(600),
+            )
+            .with_settle(Duration::ZERO),
+        )
+    };
     let (before, _) = resident().ok_or("no /proc/self/status")?;
     match read {
         Read::Orders => {
@@ -241,10 +295,17 @@ async fn run_child(raw: &str) -> Result<(), String> {
                 .await
                 .map_err(|e| err(&e))?
                 .ok_or("the sale is gone")?;
-            checker
+            let judged = checker
                 .judge(&mut read, true, &[])
                 .await
                 .map_err(|e| err(&e))?;
+            let mut codes: Vec<&str> = judged.violations.iter().map(|v| v.code).collect();
+            codes.dedup();
+            println!(
+                "{NOTE} {} violations {codes:?}, {} slices",
+                judged.violations.len(),
+                read.slices()
+            );
         }
         Read::Rebuild => {
             let (db, _) = aws()?;
@@ -274,6 +335,47 @@ async fn run_child(raw: &str) -> Result<(), String> {
                 .commit_rebuild(rebuild, at)
                 .await
                 .map_err(|e| err(&e))?;
+        }
+        Read::Prewarm => {
+            let (db, sqs) = aws()?;
+            let outcome = jobs(db, sqs)?
+                .prewarm_sale(&sale_id, seckill_shared::clock::now_ms())
+                .await
+                .map_err(|e| err(&e))?;
+            println!("{NOTE} {outcome:?}");
+        }
+        Read::Pages => {
+            let (db, _) = aws()?;
+            let orders = DynamoOrders::new(db.clone(), &orders_table, &sales_table);
+            let (pages, mut read) = tokio::sync::mpsc::channel(4);
+            let counted = async move {
+                let (mut pages, mut rows) = (0u64, 0usize);
+                while let Some(page) = read.recv().await {
+                    pages += 1;
+                    rows += Vec::len(&page);
+                }
+                (pages, rows)
+            };
+            let (sent, (pages, rows)) =
+                tokio::join!(orders.send_orders_of_sale(&sale_id, pages), counted);
+            sent.map_err(|e| err(&e))?;
+            println!("{NOTE} {rows} orders in {pages} pages");
+        }
+        Read::Release => {
+            let (db, sqs) = aws()?;
+            let report = jobs(db, sqs)?
+                .release_unpaid(
+                    seckill_shared::clock::now_ms(),
+                    std::time::Instant::now() + RELEASE_RUN,
+                )
+                .await
+                .map_err(|e| err(&e))?;
+            println!(
+                "{NOTE} {} expired, {} errors, stopped at the deadline: {}",
+                report.expired,
+                report.errors.len(),
+                report.stopped_early
+            );
         }
         Read::RedisWhole => {
             stock

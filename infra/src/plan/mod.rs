@@ -16,7 +16,7 @@
 //! - [`PlanArgs`]: the command line's flags, one per [`PlanInput`] field.
 
 use crate::lambda_limits;
-use seckill_shared::adapters::dynamo::order_index::{MAX_IN_FLIGHT, SALE_BUCKETS};
+use seckill_shared::adapters::dynamo::order_index::{MAX_IN_FLIGHT, SALE_BUCKETS, STREAM_PAGE};
 use seckill_shared::app::draw::{CHUNK as DRAW_CHUNK, SEND_CONCURRENCY};
 use seckill_shared::domain::sale_spec::{
     ADMISSION_WINDOW_SECS, MAX_SHARDS, MAX_TOTAL_STOCK, PAYMENT_WINDOW_SECS,
@@ -95,6 +95,20 @@ const RELEASE_RUN_SECS: f64 = 55.0;
 const RELEASE_PERIOD_SECS: f64 = 60.0;
 /// One query of one bucket inside the region (an assumption).
 const DYNAMO_QUERY_MS: f64 = 10.0;
+/// One page of a sale's index ([`STREAM_PAGE`] orders, a few hundred KB)
+/// inside the region (an assumption): prewarm's rebuild and reconcile read
+/// the ledger a page at a time, [`MAX_IN_FLIGHT`] buckets at once. Locally
+/// the rebuild took as long as the pages alone (`seckill-bench
+/// --only-ledger`): Redis's staging hides behind the reads.
+const DYNAMO_PAGE_MS: f64 = 40.0;
+/// Reconcile's Redis read of a sale, per buyer: its `HSCAN` chunks are
+/// paced to leave the purchases their Redis (`seckill-bench
+/// --only-reconcile`: two million buyers read in 48.9 s).
+const REDIS_READ_US_PER_BUYER: f64 = 25.0;
+/// The `Timeout` of `PrewarmFunction` and `ReconcileFunction` in
+/// `template.yaml`.
+const PREWARM_TIMEOUT_SECS: f64 = 60.0;
+const RECONCILE_TIMEOUT_SECS: f64 = 120.0;
 /// One `SendMessageBatch` inside the region (an assumption): the draw sends
 /// its winners ten to a call, [`SEND_CONCURRENCY`] calls at a time.
 const SQS_CALL_MS: f64 = 20.0;

@@ -145,6 +145,20 @@ pub struct Expiry {
     pub target_secs: f64,
 }
 
+/// The jobs that read the whole sale: prewarm's rebuild of a sale Redis
+/// lost, and reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Jobs {
+    /// Pages of the sale's index: at least one a bucket.
+    pub ledger_pages: f64,
+    /// The index read, [`MAX_IN_FLIGHT`] buckets at once.
+    pub ledger_secs: f64,
+    /// Prewarm's rebuild: the index read (Redis's staging overlaps it).
+    pub rebuild_secs: f64,
+    /// Reconcile's read: the index, then Redis's buyers.
+    pub reconcile_secs: f64,
+}
+
 /// The lottery's draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Draw {
@@ -178,6 +192,7 @@ pub struct Plan {
     pub dynamo: DynamoPlan,
     pub drain: Drain,
     pub expiry: Expiry,
+    pub jobs: Jobs,
     pub draw: Option<Draw>,
     /// orders-api requests/s at its peak (polls).
     pub orders_api_rps: f64,
@@ -468,6 +483,19 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
             .max(drain_secs + RELEASE_PERIOD_SECS),
     };
 
+    // The jobs that read the whole sale, each run a page of the index at a
+    // time; one buyer an order.
+    let ledger_pages = (orders / f64::from(STREAM_PAGE))
+        .ceil()
+        .max(f64::from(SALE_BUCKETS));
+    let ledger_secs = (ledger_pages / MAX_IN_FLIGHT as f64).ceil() * DYNAMO_PAGE_MS / 1_000.0;
+    let jobs = Jobs {
+        ledger_pages,
+        ledger_secs,
+        rebuild_secs: ledger_secs,
+        reconcile_secs: ledger_secs + orders * REDIS_READ_US_PER_BUYER / 1_000_000.0,
+    };
+
     let mut plan = Plan {
         input: input.clone(),
         load,
@@ -476,6 +504,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         dynamo,
         drain,
         expiry,
+        jobs,
         draw,
         orders_api_rps,
         rows: Vec::new(),

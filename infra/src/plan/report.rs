@@ -276,6 +276,29 @@ pub(super) fn rows(plan: &Plan) -> Vec<Row> {
             Verdict::Limit
         }),
     );
+    let jobs = &plan.jobs;
+    let within = |need: f64, timeout: f64| {
+        Some(if need <= timeout {
+            Verdict::Ok
+        } else {
+            Verdict::Limit
+        })
+    };
+    row(
+        format!(
+            "prewarm's rebuild of the sale ({} index pages)",
+            int(jobs.ledger_pages)
+        ),
+        secs(jobs.rebuild_secs),
+        format!("{} Timeout", secs(PREWARM_TIMEOUT_SECS)),
+        within(jobs.rebuild_secs, PREWARM_TIMEOUT_SECS),
+    );
+    row(
+        "reconcile of the sale (index, then Redis)".into(),
+        secs(jobs.reconcile_secs),
+        format!("{} Timeout", secs(RECONCILE_TIMEOUT_SECS)),
+        within(jobs.reconcile_secs, RECONCILE_TIMEOUT_SECS),
+    );
     rows
 }
 
@@ -585,5 +608,16 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
         "A --parameter-overrides on the command line replaces samconfig.toml's list: merge these values into it (or add the rest of the parameters to the line)."
             .to_owned(),
     );
+    let jobs = &plan.jobs;
+    if jobs.rebuild_secs > PREWARM_TIMEOUT_SECS || jobs.reconcile_secs > RECONCILE_TIMEOUT_SECS {
+        notes.push(format!(
+            "The sale is too big for its jobs' time: prewarm's rebuild of a lost sale reads {} index pages ({}, {} s Timeout) and reconcile the pages and every buyer's Redis entry ({}, {} s Timeout). A run cut off starts again from the first page at its next schedule, so it never ends: raise the functions' Timeout in template.yaml (Lambda allows 900 s), or split the stock over sales.",
+            int(jobs.ledger_pages),
+            secs(jobs.rebuild_secs),
+            int(PREWARM_TIMEOUT_SECS),
+            secs(jobs.reconcile_secs),
+            int(RECONCILE_TIMEOUT_SECS),
+        ));
+    }
     notes
 }

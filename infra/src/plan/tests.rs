@@ -291,6 +291,55 @@ fn a_small_sale_needs_nothing_raised() {
 }
 
 #[test]
+fn the_jobs_that_read_the_whole_sale_fit_their_timeouts_at_a_million_orders_not_at_ten() {
+    let million = plan(&PlanInput {
+        units: 1_000_000,
+        buyers: 1_000_000,
+        ..PlanInput::default()
+    })
+    .unwrap();
+    // 1,000,000 / 500 = 2,000 pages, 8 at once: 250 x 40 ms = 10 s; then
+    // reconcile's Redis read, 1,000,000 x 25 us = 25 s.
+    close(million.jobs.ledger_pages, 2_000.0);
+    close(million.jobs.rebuild_secs, 10.0);
+    close(million.jobs.reconcile_secs, 35.0);
+    assert_eq!(verdict_of(&million, "prewarm's rebuild"), Verdict::Ok);
+    assert_eq!(verdict_of(&million, "reconcile of the sale"), Verdict::Ok);
+    assert!(
+        !million
+            .notes
+            .iter()
+            .any(|n| n.contains("too big for its jobs"))
+    );
+
+    // A small sale still reads one page of each of the 32 buckets.
+    let small = plan(&PlanInput {
+        units: 100,
+        buyers: 1_000,
+        ..PlanInput::default()
+    })
+    .unwrap();
+    close(small.jobs.ledger_pages, 32.0);
+    close(small.jobs.rebuild_secs, 0.16);
+
+    // Ten million: 20,000 pages = 100 s, over prewarm's 60 s.
+    let ten = plan(&PlanInput {
+        units: 10_000_000,
+        buyers: 10_000_000,
+        ..PlanInput::default()
+    })
+    .unwrap();
+    close(ten.jobs.rebuild_secs, 100.0);
+    assert_eq!(verdict_of(&ten, "prewarm's rebuild"), Verdict::Limit);
+    assert_eq!(verdict_of(&ten, "reconcile of the sale"), Verdict::Limit);
+    assert!(
+        ten.notes.iter().any(|n| n.contains("too big for its jobs")),
+        "{:?}",
+        ten.notes
+    );
+}
+
+#[test]
 fn the_table_columns_line_up() {
     let p = plan(&PlanInput::scarce()).unwrap();
     let text = p.to_string();

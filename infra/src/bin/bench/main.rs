@@ -39,6 +39,11 @@
 //!   median run shown; the notes give every round's figure and each
 //!   master's script calls (`INFO commandstats` after `CONFIG RESETSTAT`).
 //!
+//! - **ledger** (`--only-ledger` alone): prewarm's rebuild, reconcile's
+//!   read and one release-unpaid run on a sale of `--ledger-orders` orders
+//!   planted in the emulator, each in a process of its own: peak memory
+//!   and time next to its function's `MemorySize` and `Timeout`
+//!   (`seckill_infra::bench_ledger`).
 //! - **reconcile**: purchase p99 on a sale of 1,000,000 buyers and 10,000
 //!   reservations while reconcile's Redis read loops over it, against the
 //!   p99 without it (`seckill_infra::bench_reconcile`).
@@ -83,7 +88,8 @@
 //! Options: `--requests N` (100000), `--stock N` (1000), `--concurrency N`
 //! (256), `--drain-orders N` (10000), `--skip-sqs`, `--skip-drain`,
 //! `--skip-fairness`, `--only-drain`, `--only-fairness`, `--only-ceiling`,
-//! `--only-reconcile`.
+//! `--only-reconcile`, `--only-ledger` (with `--ledger-orders N`,
+//! 1000000).
 //!
 //! # Layout
 //!
@@ -211,6 +217,14 @@ struct Args {
     /// but `REDIS_URL`. With `--only-drain`, the drain's tables follow.
     #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness"])]
     only_reconcile: bool,
+    /// Only the ledger row: prewarm, reconcile and release-unpaid on a
+    /// sale of `--ledger-orders` orders planted in the emulator, each
+    /// job's peak memory and time (`seckill_infra::bench_ledger`).
+    #[arg(long, conflicts_with_all = ["only_ceiling", "only_fairness", "only_reconcile", "only_drain"])]
+    only_ledger: bool,
+    /// Orders of the ledger row's sale.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = value_parser!(u32).range(1..))]
+    ledger_orders: u32,
     /// Only the ceiling rows (redis-benchmark on the seed's script and on
     /// the purchase script): what a change to the script costs, in seconds
     /// and with nothing but `REDIS_URL` and `redis-benchmark`.
@@ -252,6 +266,10 @@ async fn main() -> Result<ExitCode, BoxError> {
     let mut bench = Bench::start(args).await?;
     if bench.args.only_fairness {
         fairness::fairness_table(&mut bench).await?;
+        return Ok(bench.finish());
+    }
+    if bench.args.only_ledger {
+        rows::ledger_row(&mut bench).await?;
         return Ok(bench.finish());
     }
     if bench.args.only_reconcile {

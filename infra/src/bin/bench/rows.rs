@@ -459,6 +459,39 @@ pub(crate) async fn reconcile_row(bench: &Bench) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// The jobs on a sale of `--ledger-orders` orders: each one's peak memory
+/// and time, a failure when one is over its function's.
+pub(crate) async fn ledger_row(bench: &mut Bench) -> Result<(), BoxError> {
+    // The emulator itself: the planting is set-up, not what the strict
+    // layer measures.
+    let endpoint = std::env::var("SECKILL_EMULATOR_URL")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .map_err(|_| "AWS_ENDPOINT_URL is not set (run through `make bench`)")?;
+    let run = seckill_infra::bench_ledger::run(
+        bench.args.ledger_orders,
+        &bench.tag,
+        &bench.redis_url,
+        &endpoint,
+    )
+    .await?;
+    println!("\n{run}");
+    bench.failures.extend(run.over_limits());
+    for step in &run.steps {
+        if step.job.starts_with("reconcile") && !step.peak.note.starts_with("0 violations") {
+            bench
+                .failures
+                .push(format!("ledger: reconcile found {}", step.peak.note));
+        }
+        if step.job.starts_with("prewarm") && !step.peak.note.starts_with("Loaded") {
+            bench.failures.push(format!(
+                "ledger: prewarm did not rebuild: {}",
+                step.peak.note
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Cold start of the real `purchase` binary (release profile), through the
 /// loopback Lambda Runtime API, on the same Redis and emulator.
 pub(crate) fn cold_start(bench: &mut Bench) -> Result<(), BoxError> {
