@@ -4,7 +4,8 @@
 //! writes go to both, each kind of write there is (put, update that moves
 //! or drops an item's index key, delete, batch, transaction written or
 //! cancelled), and after each round every key of the index is paged
-//! through on both, a few items a page.
+//! through on both, a few items a page, both ways, with a condition on
+//! the sort key and without.
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
@@ -264,33 +265,38 @@ async fn apply(db: &aws_sdk_dynamodb::Client, write: &Write) {
     }
 }
 
-/// Every key of the index paged through, two items a page: each page as
+/// Every key of the index paged through, two items a page, forward and
+/// backward, with a condition on the sort key and without: each page as
 /// the emulator answered it.
 async fn pages(db: &aws_sdk_dynamodb::Client) -> Vec<Vec<HashMap<String, AttributeValue>>> {
     let mut all = Vec::new();
     for bucket in 0..BUCKETS {
         for forward in [true, false] {
-            let mut start = None;
-            loop {
-                let page = db
-                    .query()
-                    .table_name(TABLE)
-                    .index_name(INDEX)
-                    .key_condition_expression("#b = :b AND #a >= :from")
-                    .expression_attribute_names("#b", "bucket")
-                    .expression_attribute_names("#a", "at")
-                    .expression_attribute_values(":b", s(&format!("b{bucket}")))
-                    .expression_attribute_values(":from", s("t010"))
-                    .scan_index_forward(forward)
-                    .limit(2)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .unwrap();
-                all.push(page.items().to_vec());
-                start = page.last_evaluated_key().cloned();
-                if start.is_none() {
-                    break;
+            for from in [Some("t010"), None] {
+                let mut start = None;
+                loop {
+                    let mut query = db
+                        .query()
+                        .table_name(TABLE)
+                        .index_name(INDEX)
+                        .expression_attribute_names("#b", "bucket")
+                        .expression_attribute_values(":b", s(&format!("b{bucket}")))
+                        .scan_index_forward(forward)
+                        .limit(2)
+                        .set_exclusive_start_key(start);
+                    query = match from {
+                        Some(from) => query
+                            .key_condition_expression("#b = :b AND #a >= :from")
+                            .expression_attribute_names("#a", "at")
+                            .expression_attribute_values(":from", s(from)),
+                        None => query.key_condition_expression("#b = :b"),
+                    };
+                    let page = query.send().await.unwrap();
+                    all.push(page.items().to_vec());
+                    start = page.last_evaluated_key().cloned();
+                    if start.is_none() {
+                        break;
+                    }
                 }
             }
         }
