@@ -13,8 +13,9 @@ moto also answers a query of a global secondary index by reading every item
 of the table, sorting those that match and skipping to the page's start,
 for every page: paging through a sale of a million orders would take hours.
 Here the items under an index key are found once and filed again by every
-write, sorted once per change of a key's items, and each page is cut where
-its start key is: what an index is for. A page's items are copied one
+write, sorted once per change of a key's items, and each page is handed to
+moto's own query cut to its start key and, when nothing is filtered after
+the sort, to as many items as it can hold: what an index is for. A page's items are copied one
 level deep (each item's own attribute map), not deep-copied value by value:
 nothing changes an attribute's value in place, only replaces it. Which
 items a page returns, in which order, is moto's own code's answer. And a
@@ -28,6 +29,7 @@ Run with the Python that has moto installed, with moto_server's arguments:
 
 import copy
 import json
+from decimal import Decimal
 import sys
 import threading
 
@@ -35,7 +37,7 @@ import moto.dynamodb.models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 import moto.dynamodb.models.table as table_models
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.server import main
 
@@ -214,10 +216,48 @@ for _name in (
     setattr(DynamoDBBackend, _name, _forgetting(getattr(DynamoDBBackend, _name)))
 
 
+def _sort_attrs(table, index_name):
+    """The attributes moto sorts a query of `index_name` by, as its own
+    query works them out, and the index's sort key."""
+    index = table.get_index(index_name)
+    hash_keys = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
+    range_keys = [k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"]
+    hash_attrs = hash_keys + [table.hash_key_attr]
+    if range_keys:
+        range_attrs = range_keys + [table.range_key_attr]
+        index_range = range_keys[0]
+    elif isinstance(index, GlobalSecondaryIndex) and table.range_key_attr:
+        range_attrs = [table.range_key_attr, table.range_key_attr]
+        index_range = table.range_key_attr
+    else:
+        range_attrs = [table.hash_key_attr, table.range_key_attr]
+        index_range = table.hash_key_attr
+    return table._generate_attr_to_sort_by(hash_attrs, range_attrs), index_range
+
+
+def _native(value):
+    """A sort key that orders as the `DynamoType` does, for strings and
+    numbers; anything else is not sorted natively."""
+    if value.type == "S":
+        return value.value
+    if value.type == "N":
+        return Decimal(value.value)
+    raise TypeError(value.type)
+
+
+def _sorted(table, items, attrs):
+    try:
+        return sorted(items, key=lambda i: tuple(_native(i.attrs[a]) for a in attrs))
+    except (KeyError, TypeError, ArithmeticError):
+        return sorted(items, key=lambda i: tuple(i.attrs[a] for a in attrs))
+
+
 class _Narrowed:
-    """A table as moto's query sees it, whose items are only those under
-    the queried index key, sorted as moto sorts them once per change of
-    that key's items, and cut where the page starts."""
+    """A table as moto's query sees it: its items are those under the
+    queried index key from the page's start key on, and when nothing is
+    filtered out after the sort, only as many as the page can hold and one
+    more (which tells moto there is a next page). The key's items are
+    sorted once per change of them."""
 
     def __init__(self, table, items, entry, group, version, page):
         self._table = table
@@ -225,42 +265,55 @@ class _Narrowed:
         self._entry = entry
         self._group = group
         self._version = version
-        # (exclusive start key, forward, at most this many items or None)
         self._page = page
 
     def all_items(self):
-        return self._items
-
-    def sorted_items(self, hash_attrs, range_attrs, items):
-        attrs = (tuple(hash_attrs), tuple(range_attrs))
+        page = self._page
+        attrs, index_range = _sort_attrs(self._table, page["index_name"])
         with _index_lock:
             cached = self._entry["sorted"].get(self._group)
-        if cached is not None and cached[0] == self._version and cached[1] == attrs:
-            order, positions = cached[2], cached[3]
+        if cached is not None and cached[0] == self._version:
+            order, positions = cached[1], cached[2]
         else:
-            order = self._table.sorted_items(hash_attrs, range_attrs, list(self._items))
+            order = _sorted(self._table, self._items, attrs)
             positions = {
                 _item_key(item.hash_key, item.range_key): n for n, item in enumerate(order)
             }
             with _index_lock:
                 if self._entry["versions"].get(self._group, 0) == self._version:
-                    self._entry["sorted"][self._group] = (self._version, attrs, order, positions)
-        wanted = {id(item) for item in items}
-        start_key, forward, most = self._page
+                    self._entry["sorted"][self._group] = (self._version, order, positions)
+        forward = page["forward"]
         low, high = 0, len(order)
-        at = self._start_of(start_key, order, positions, hash_attrs, range_attrs)
+        at = self._start_of(page["start_key"], order, positions, attrs)
         if at is not None:
             # moto skips every item up to the start key: start past it.
             low, high = (at + 1, high) if forward else (low, at)
-        if most is not None:
-            # The page's items and one more, which tells moto there is a
-            # next page: with no filter, moto reads no further.
-            low, high = (low, min(high, low + most)) if forward else (max(low, high - most), high)
-        return [item for item in order[low:high] if id(item) in wanted]
+        limit = page["limit"]
+        if not page["exact"] or not isinstance(limit, int) or limit <= 0:
+            return order[low:high]
+        comparison, objs = page["comparison"], page["objs"]
+        range_attr = page["range_attr"] or index_range
+        conditions = page["conditions"]
+        out, matched = [], 0
+        for n in range(low, high) if forward else range(high - 1, low - 1, -1):
+            item = order[n]
+            out.append(item)
+            if matched == limit:
+                break
+            # What moto's loop counts: the key still the queried one, and
+            # the sort key's condition met.
+            if any(item.attrs.get(name) != value for name, value in conditions):
+                continue
+            if comparison:
+                value = item.attrs.get(range_attr)
+                if not value or not value.compare(comparison, objs):
+                    continue
+            matched += 1
+        return out
 
-    def _start_of(self, start_key, order, positions, hash_attrs, range_attrs):
+    def _start_of(self, start_key, order, positions, attrs):
         """The position of the page's start key among the sorted items, if
-        an item there has every key value the start key names."""
+        the item there has every sort value the start key names."""
         if not start_key:
             return None
         table = self._table
@@ -275,10 +328,8 @@ class _Narrowed:
         if at is None:
             return None
         item = order[at]
-        for name in list(hash_attrs) + list(range_attrs):
-            if name is None or name not in start_key:
-                continue
-            if item.attrs.get(name) != DynamoType(start_key[name]):
+        for name in attrs:
+            if name in start_key and item.attrs.get(name) != DynamoType(start_key[name]):
                 return None
         return at
 
@@ -345,17 +396,21 @@ def query(self, *args, **kwargs):
         group_key = tuple(_value_key(v) for _, v in conditions)
         items = list(entry["groups"].get(group_key, {}).values())
         version = entry["versions"].get(group_key, 0)
-    limit = named.get("limit")
-    # Only with nothing to filter out after the sort is a page's end known
-    # before moto reads it.
-    unfiltered = not named.get("range_comparison") and not (
-        set(kwargs) - set(_QUERY_ARGS) - {"hash_key_conditions", "range_key_conditions"}
-    )
-    page = (
-        named.get("exclusive_start_key"),
-        named.get("scan_index_forward", True) is not False,
-        limit + 1 if unfiltered and isinstance(limit, int) and limit > 0 else None,
-    )
+    range_conditions = named.get("range_key_conditions") or []
+    page = {
+        "index_name": index_name,
+        "start_key": named.get("exclusive_start_key"),
+        "forward": named.get("scan_index_forward", True) is not False,
+        "limit": named.get("limit"),
+        "comparison": named.get("range_comparison"),
+        "objs": named.get("range_objs") or [],
+        "range_attr": range_conditions[-1][0] if range_conditions else None,
+        "conditions": list(conditions),
+        # Only with no filter of moto's older interface and no equality on
+        # a second sort key does the page end where the count says.
+        "exact": len(range_conditions) <= 1
+        and not (set(kwargs) - set(_QUERY_ARGS) - {"hash_key_conditions", "range_key_conditions"}),
+    }
     narrowed = _Narrowed(self, items, entry, group_key, version, page)
     return _query(narrowed, *args, **kwargs)
 
