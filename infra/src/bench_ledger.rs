@@ -58,6 +58,10 @@ const PLANTERS: usize = 16;
 const BATCH: usize = 25;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The memory at which a Lambda function has one vCPU; below it, its
+/// share of one is its memory over this (AWS's Lambda documentation).
+const VCPU_MB: f64 = 1_769.0;
+
 /// A function's limits, as `template.yaml` gives them.
 struct Limits {
     memory_mb: u64,
@@ -153,21 +157,26 @@ impl fmt::Display for LedgerRun {
         )?;
         writeln!(
             f,
-            "| job | peak RSS | added by the job | time | less the index's pages | its function | outcome |"
+            "| job | peak RSS | added by the job | time | less the index's pages | CPU | CPU on its Lambda | its function | outcome |"
         )?;
-        writeln!(f, "|---|---|---|---|---|---|---|")?;
+        writeln!(f, "|---|---|---|---|---|---|---|---|---|")?;
         for step in &self.steps {
             let function = step.limits.as_ref().map_or("-".to_owned(), |l| {
                 format!("{} MB, {} s", l.memory_mb, l.timeout.as_secs())
             });
             writeln!(
                 f,
-                "| {} | {} MiB | {} MiB | {:.1} s | {:.1} s | {} | {} |",
+                "| {} | {} MiB | {} MiB | {:.1} s | {:.1} s | {:.1} s | {} | {} | {} |",
                 step.job,
                 mib(step.peak.peak),
                 mib(step.peak.added()),
                 step.peak.wall.as_secs_f64(),
                 step.own().as_secs_f64(),
+                step.peak.cpu.as_secs_f64(),
+                step.limits.as_ref().map_or("-".to_owned(), |l| format!(
+                    "{:.0} s",
+                    step.peak.cpu.as_secs_f64() * VCPU_MB / l.memory_mb as f64
+                )),
                 function,
                 step.peak.note
             )?;

@@ -119,6 +119,9 @@ pub struct Peak {
     pub note: String,
     /// The child's whole life, start to exit.
     pub wall: Duration,
+    /// The CPU time it used (user and system), all its threads: what a
+    /// Lambda function's share of a vCPU must give it.
+    pub cpu: Duration,
 }
 
 impl Peak {
@@ -138,6 +141,19 @@ pub fn resident() -> Option<(u64, u64)> {
         Some(kb * 1_024)
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// The CPU time this process has used, user and system
+/// (`/proc/self/stat`, in the kernel's clock ticks of 1/100 s), or `None`
+/// off Linux.
+pub fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's closing parenthesis: state is the
+    // first, utime the 12th and stime the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |n: usize| fields.get(n)?.parse::<u64>().ok();
+    Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 /// Runs `read` of `target` in a new process of this binary (whose `main`
@@ -180,11 +196,12 @@ pub async fn in_child(read: Read, target: &Target) -> Result<Peak, String> {
                 .filter_map(|n| n.parse().ok())
                 .collect();
             match numbers.as_slice() {
-                [before, peak] => Ok(Peak {
+                [before, peak, cpu_ms] => Ok(Peak {
                     before: *before,
                     peak: *peak,
                     note,
                     wall,
+                    cpu: Duration::from_millis(*cpu_ms),
                 }),
                 _ => Err(format!("{}: {line}", read.name())),
             }
@@ -399,6 +416,7 @@ async fn run_child(raw: &str) -> Result<(), String> {
         }
     }
     let (_, peak) = resident().ok_or("no /proc/self/status")?;
-    println!("{MARK} {before} {peak}");
+    let cpu_ms = cpu_time().map_or(0, |cpu| u64::try_from(cpu.as_millis()).unwrap_or(u64::MAX));
+    println!("{MARK} {before} {peak} {cpu_ms}");
     Ok(())
 }
