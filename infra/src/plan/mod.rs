@@ -105,6 +105,15 @@ const DYNAMO_PAGE_MS: f64 = 40.0;
 /// paced to leave the purchases their Redis (`seckill-bench
 /// --only-reconcile`: two million buyers read in 48.9 s).
 const REDIS_READ_US_PER_BUYER: f64 = 25.0;
+/// CPU each job spends per order of the sale, all its work (parsing the
+/// pages, staging or slicing, judging), measured in a process of its own
+/// by `seckill-bench --only-ledger` (100,000 orders: prewarm 1.1 s,
+/// reconcile 2.0 s).
+const PREWARM_CPU_US_PER_ORDER: f64 = 11.0;
+const RECONCILE_CPU_US_PER_ORDER: f64 = 20.0;
+/// Lambda gives a function one vCPU at 1,769 MB, and below that a share
+/// of one in proportion to its memory: the jobs' 256 MB get a seventh.
+const VCPU_MB: f64 = 1_769.0;
 /// The `Timeout` of `PrewarmFunction` and `ReconcileFunction` in
 /// `template.yaml`.
 const PREWARM_TIMEOUT_SECS: f64 = 60.0;

@@ -153,9 +153,14 @@ pub struct Jobs {
     pub ledger_pages: f64,
     /// The index read, [`MAX_IN_FLIGHT`] buckets at once.
     pub ledger_secs: f64,
-    /// Prewarm's rebuild: the index read (Redis's staging overlaps it).
+    /// Prewarm's CPU at its function's share of a vCPU.
+    pub rebuild_cpu_secs: f64,
+    /// Prewarm's rebuild: the index read, or its CPU if longer (Redis's
+    /// staging overlaps the reads).
     pub rebuild_secs: f64,
-    /// Reconcile's read: the index, then Redis's buyers.
+    /// Reconcile's CPU at its function's share of a vCPU.
+    pub reconcile_cpu_secs: f64,
+    /// Reconcile: the index, Redis's buyers, and its CPU.
     pub reconcile_secs: f64,
 }
 
@@ -489,11 +494,18 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         .ceil()
         .max(f64::from(SALE_BUCKETS));
     let ledger_secs = (ledger_pages / MAX_IN_FLIGHT as f64).ceil() * DYNAMO_PAGE_MS / 1_000.0;
+    let vcpu_share = OTHER_GB * 1_024.0 / VCPU_MB;
+    let rebuild_cpu_secs = orders * PREWARM_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
+    let reconcile_cpu_secs = orders * RECONCILE_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
     let jobs = Jobs {
         ledger_pages,
         ledger_secs,
-        rebuild_secs: ledger_secs,
-        reconcile_secs: ledger_secs + orders * REDIS_READ_US_PER_BUYER / 1_000_000.0,
+        rebuild_cpu_secs,
+        rebuild_secs: ledger_secs.max(rebuild_cpu_secs),
+        reconcile_cpu_secs,
+        reconcile_secs: ledger_secs
+            + orders * REDIS_READ_US_PER_BUYER / 1_000_000.0
+            + reconcile_cpu_secs,
     };
 
     let mut plan = Plan {

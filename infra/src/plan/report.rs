@@ -294,7 +294,7 @@ pub(super) fn rows(plan: &Plan) -> Vec<Row> {
         within(jobs.rebuild_secs, PREWARM_TIMEOUT_SECS),
     );
     row(
-        "reconcile of the sale (index, then Redis)".into(),
+        "reconcile of the sale (index, Redis, CPU)".into(),
         secs(jobs.reconcile_secs),
         format!("{} Timeout", secs(RECONCILE_TIMEOUT_SECS)),
         within(jobs.reconcile_secs, RECONCILE_TIMEOUT_SECS),
@@ -611,10 +611,12 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
     let jobs = &plan.jobs;
     if jobs.rebuild_secs > PREWARM_TIMEOUT_SECS || jobs.reconcile_secs > RECONCILE_TIMEOUT_SECS {
         notes.push(format!(
-            "The sale is too big for its jobs' time: prewarm's rebuild of a lost sale reads {} index pages ({}, {} s Timeout) and reconcile the pages and every buyer's Redis entry ({}, {} s Timeout). A run cut off starts again from the first page at its next schedule, so it never ends: raise the functions' Timeout in template.yaml (Lambda allows 900 s), or split the stock over sales.",
+            "The sale is too big for its jobs' time: prewarm's rebuild of a lost sale reads {} index pages and spends {} of CPU at its 256 MB's seventh of a vCPU ({} in all, {} s Timeout); reconcile reads the pages and every buyer's Redis entry and spends {} of CPU ({} in all, {} s Timeout). A run cut off starts again from the first page at its next schedule, so it never ends: raise the functions' MemorySize (more CPU) and Timeout in template.yaml (Lambda allows 900 s), or split the stock over sales.",
             int(jobs.ledger_pages),
+            secs(jobs.rebuild_cpu_secs),
             secs(jobs.rebuild_secs),
             int(PREWARM_TIMEOUT_SECS),
+            secs(jobs.reconcile_cpu_secs),
             secs(jobs.reconcile_secs),
             int(RECONCILE_TIMEOUT_SECS),
         ));

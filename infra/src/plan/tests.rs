@@ -291,28 +291,34 @@ fn a_small_sale_needs_nothing_raised() {
 }
 
 #[test]
-fn the_jobs_that_read_the_whole_sale_fit_their_timeouts_at_a_million_orders_not_at_ten() {
-    let million = plan(&PlanInput {
-        units: 1_000_000,
-        buyers: 1_000_000,
+fn the_jobs_that_read_the_whole_sale_are_held_to_their_timeouts_with_their_cpu_share() {
+    // 256 MB is 256 / 1,769 of a vCPU.
+    let share = 256.0 / 1_769.0;
+    let hundred = plan(&PlanInput {
+        units: 100_000,
+        buyers: 100_000,
         ..PlanInput::default()
     })
     .unwrap();
-    // 1,000,000 / 500 = 2,000 pages, 8 at once: 250 x 40 ms = 10 s; then
-    // reconcile's Redis read, 1,000,000 x 25 us = 25 s.
-    close(million.jobs.ledger_pages, 2_000.0);
-    close(million.jobs.rebuild_secs, 10.0);
-    close(million.jobs.reconcile_secs, 35.0);
-    assert_eq!(verdict_of(&million, "prewarm's rebuild"), Verdict::Ok);
-    assert_eq!(verdict_of(&million, "reconcile of the sale"), Verdict::Ok);
+    // 200 pages, 8 at once: 25 x 40 ms = 1 s of reads; prewarm's CPU
+    // 100,000 x 11 us = 1.1 s, at the share 7.6 s, which is longer.
+    close(hundred.jobs.ledger_pages, 200.0);
+    close(hundred.jobs.ledger_secs, 1.0);
+    close(hundred.jobs.rebuild_cpu_secs, 1.1 / share);
+    close(hundred.jobs.rebuild_secs, 1.1 / share);
+    // Reconcile: 1 s + 100,000 x 25 us of Redis + 2.0 s of CPU at the share.
+    close(hundred.jobs.reconcile_secs, 1.0 + 2.5 + 2.0 / share);
+    assert_eq!(verdict_of(&hundred, "prewarm's rebuild"), Verdict::Ok);
+    assert_eq!(verdict_of(&hundred, "reconcile of the sale"), Verdict::Ok);
     assert!(
-        !million
+        !hundred
             .notes
             .iter()
             .any(|n| n.contains("too big for its jobs"))
     );
 
-    // A small sale still reads one page of each of the 32 buckets.
+    // A small sale still reads one page of each of the 32 buckets, and
+    // its reads are longer than its CPU.
     let small = plan(&PlanInput {
         units: 100,
         buyers: 1_000,
@@ -322,20 +328,29 @@ fn the_jobs_that_read_the_whole_sale_fit_their_timeouts_at_a_million_orders_not_
     close(small.jobs.ledger_pages, 32.0);
     close(small.jobs.rebuild_secs, 0.16);
 
-    // Ten million: 20,000 pages = 100 s, over prewarm's 60 s.
-    let ten = plan(&PlanInput {
-        units: 10_000_000,
-        buyers: 10_000_000,
+    // A million: prewarm's CPU 11 s at the share is 76 s, over its 60 s;
+    // reconcile's 20 s is 138 s, and with 10 s of reads and 25 s of
+    // Redis 173 s, over its 120 s.
+    let million = plan(&PlanInput {
+        units: 1_000_000,
+        buyers: 1_000_000,
         ..PlanInput::default()
     })
     .unwrap();
-    close(ten.jobs.rebuild_secs, 100.0);
-    assert_eq!(verdict_of(&ten, "prewarm's rebuild"), Verdict::Limit);
-    assert_eq!(verdict_of(&ten, "reconcile of the sale"), Verdict::Limit);
+    close(million.jobs.rebuild_secs, 11.0 / share);
+    close(million.jobs.reconcile_secs, 10.0 + 25.0 + 20.0 / share);
+    assert_eq!(verdict_of(&million, "prewarm's rebuild"), Verdict::Limit);
+    assert_eq!(
+        verdict_of(&million, "reconcile of the sale"),
+        Verdict::Limit
+    );
     assert!(
-        ten.notes.iter().any(|n| n.contains("too big for its jobs")),
+        million
+            .notes
+            .iter()
+            .any(|n| n.contains("too big for its jobs") && n.contains("MemorySize")),
         "{:?}",
-        ten.notes
+        million.notes
     );
 }
 
