@@ -1389,6 +1389,31 @@ fn the_plans_overrides_are_values_the_template_takes() {
     }
 }
 
+/// The plan holds the jobs that read a whole sale to their functions'
+/// `Timeout` and their memory's share of a vCPU: the figures it uses are
+/// the template's.
+#[test]
+fn the_plans_job_limits_are_the_templates() {
+    use seckill_infra::plan::{OTHER_GB, PREWARM_TIMEOUT_SECS, RECONCILE_TIMEOUT_SECS};
+    let parent = template();
+    for (function, timeout) in [
+        ("PrewarmFunction", PREWARM_TIMEOUT_SECS),
+        ("ReconcileFunction", RECONCILE_TIMEOUT_SECS),
+    ] {
+        let properties = &parent["Resources"][function]["Properties"];
+        assert_eq!(
+            properties["Timeout"].as_f64(),
+            Some(timeout),
+            "{function}'s Timeout"
+        );
+        assert_eq!(
+            properties["MemorySize"].as_f64(),
+            Some(OTHER_GB * 1_024.0),
+            "{function}'s MemorySize"
+        );
+    }
+}
+
 // ------------------------------------------------------------ API edge
 
 /// CloudFront's managed cache policy `CachingDisabled`.

@@ -116,8 +116,8 @@ const RECONCILE_CPU_US_PER_ORDER: f64 = 20.0;
 const VCPU_MB: f64 = 1_769.0;
 /// The `Timeout` of `PrewarmFunction` and `ReconcileFunction` in
 /// `template.yaml`.
-const PREWARM_TIMEOUT_SECS: f64 = 60.0;
-const RECONCILE_TIMEOUT_SECS: f64 = 120.0;
+pub const PREWARM_TIMEOUT_SECS: f64 = 60.0;
+pub const RECONCILE_TIMEOUT_SECS: f64 = 120.0;
 /// One `SendMessageBatch` inside the region (an assumption): the draw sends
 /// its winners ten to a call, [`SEND_CONCURRENCY`] calls at a time.
 const SQS_CALL_MS: f64 = 20.0;
@@ -140,7 +140,7 @@ const JOB_RUNS_PER_HOUR: f64 = 60.0 + 60.0 + 12.0;
 /// `MemorySize` in `template.yaml`: purchase 512 MB, every other function
 /// 256 MB.
 const PURCHASE_GB: f64 = 0.5;
-const OTHER_GB: f64 = 0.25;
+pub const OTHER_GB: f64 = 0.25;
 
 /// us-east-1 list prices (`docs/operations.md`, "Costs"; the provisioned
 /// concurrency and CloudFront prices are assumptions of this plan, to
