@@ -73,22 +73,31 @@ def _put_back(table, hash_key, range_key, item):
         table.items[hash_key] = item
 
 
-def transact_write_items(self, transact_items):
-    saved = []
+def _written_by(backend, transact_items):
+    """(table, hash key, range key) of every item a transaction writes;
+    entries moto's own checks refuse are left to them."""
+    written = []
     for entry in transact_items:
         try:
             op_type, op = next(iter(entry.items()))
             if op_type == "ConditionCheck":  # checks, never writes
                 continue
-            table = self.tables.get(op.get("TableName"))
+            table = backend.tables.get(op.get("TableName"))
             if table is None:
                 continue
             keys = op["Item"] if "Item" in op else op["Key"]
-            hash_key, range_key = self.get_keys_value(table, keys)
-            current = table.get_item(hash_key, range_key)
+            hash_key, range_key = backend.get_keys_value(table, keys)
         except Exception:  # moto's own checks answer a malformed entry
             continue
-        saved.append((table, hash_key, range_key, copy.deepcopy(current)))
+        written.append((table, hash_key, range_key))
+    return written
+
+
+def transact_write_items(self, transact_items):
+    saved = [
+        (table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key)))
+        for table, hash_key, range_key in _written_by(self, transact_items)
+    ]
     try:
         return _transact_write_items(self, transact_items)
     except Exception:
@@ -178,18 +187,10 @@ def _single(self, table_name, keys, *_args, **_kwargs):
 
 
 def _transacted(self, transact_items, *_args, **_kwargs):
-    named = []
-    for entry in transact_items:
-        try:
-            op_type, op = next(iter(entry.items()))
-        except Exception:
-            continue
-        if op_type == "ConditionCheck":
-            continue
-        keys = op.get("Item") if "Item" in op else op.get("Key")
-        if keys is not None:
-            named.append(_named_keys(self, op.get("TableName"), keys))
-    return named
+    return [
+        (table, [(hash_key, range_key)])
+        for table, hash_key, range_key in _written_by(self, transact_items)
+    ]
 
 
 def _forgetting(method):
