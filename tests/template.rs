@@ -1391,11 +1391,28 @@ fn the_plans_overrides_are_values_the_template_takes() {
 
 /// The plan holds the jobs that read a whole sale to their functions'
 /// `Timeout` and their memory's share of a vCPU: the figures it uses are
-/// the template's.
+/// the template's, and the memory it picks is the `JobsMemorySize`
+/// parameter both functions take (its default the plan's first step, every
+/// step a value the parameter allows).
 #[test]
 fn the_plans_job_limits_are_the_templates() {
-    use seckill_infra::plan::{OTHER_GB, PREWARM_TIMEOUT_SECS, RECONCILE_TIMEOUT_SECS};
+    use seckill_infra::plan::{JOBS_MEMORY_MB, PREWARM_TIMEOUT_SECS, RECONCILE_TIMEOUT_SECS};
     let parent = template();
+    let parameter = &parent["Parameters"]["JobsMemorySize"];
+    assert_eq!(parameter["Type"], "Number");
+    assert_eq!(
+        scalar(&parameter["Default"]),
+        JOBS_MEMORY_MB[0].to_string(),
+        "JobsMemorySize's Default"
+    );
+    for step in JOBS_MEMORY_MB {
+        let step = f64::from(step);
+        assert!(
+            parameter["MinValue"].as_f64().is_some_and(|m| m <= step)
+                && parameter["MaxValue"].as_f64().is_some_and(|m| m >= step),
+            "JobsMemorySize ({parameter}) refuses the plan's {step} MB"
+        );
+    }
     for (function, timeout) in [
         ("PrewarmFunction", PREWARM_TIMEOUT_SECS),
         ("ReconcileFunction", RECONCILE_TIMEOUT_SECS),
@@ -1407,8 +1424,8 @@ fn the_plans_job_limits_are_the_templates() {
             "{function}'s Timeout"
         );
         assert_eq!(
-            properties["MemorySize"].as_f64(),
-            Some(OTHER_GB * 1_024.0),
+            properties["MemorySize"],
+            json!({"Ref": "JobsMemorySize"}),
             "{function}'s MemorySize"
         );
     }

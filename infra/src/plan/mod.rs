@@ -114,6 +114,11 @@ const RECONCILE_CPU_US_PER_ORDER: f64 = 20.0;
 /// Lambda gives a function one vCPU at 1,769 MB, and below that a share
 /// of one in proportion to its memory: the jobs' 256 MB get a seventh.
 const VCPU_MB: f64 = 1_769.0;
+/// The `JobsMemorySize` steps the plan picks from for prewarm and
+/// reconcile, the smallest that holds both to their `Timeout`: the first
+/// is the template's default, the last a whole vCPU (more memory adds a
+/// second vCPU, which the jobs' one thread of work cannot use).
+pub const JOBS_MEMORY_MB: [u32; 4] = [256, 512, 1_024, 1_769];
 /// The `Timeout` of `PrewarmFunction` and `ReconcileFunction` in
 /// `template.yaml`.
 pub const PREWARM_TIMEOUT_SECS: f64 = 60.0;
@@ -135,12 +140,13 @@ const UNRESERVED_MINIMUM: f64 = 100.0;
 const QUOTA_HEADROOM: f64 = 1.25;
 /// Scheduled runs in an hour: prewarm and release-unpaid every minute,
 /// reconcile every five.
-const JOB_RUNS_PER_HOUR: f64 = 60.0 + 60.0 + 12.0;
+const JOB_RUNS_PER_HOUR: f64 = 60.0 + 60.0 + RECONCILE_RUNS_PER_HOUR;
+const RECONCILE_RUNS_PER_HOUR: f64 = 12.0;
 
 /// `MemorySize` in `template.yaml`: purchase 512 MB, every other function
 /// 256 MB.
 const PURCHASE_GB: f64 = 0.5;
-pub const OTHER_GB: f64 = 0.25;
+const OTHER_GB: f64 = 0.25;
 
 /// us-east-1 list prices (`docs/operations.md`, "Costs"; the provisioned
 /// concurrency and CloudFront prices are assumptions of this plan, to
@@ -222,7 +228,7 @@ pub const REDIS_NODES: [RedisNode; 7] = [
 
 /// The template parameters the plan sets, spelled as `template.yaml` names
 /// them, in the order the `--parameter-overrides` line gives them.
-pub const PARAMETERS: [&str; 10] = [
+pub const PARAMETERS: [&str; 11] = [
     "ApiThrottlingRateLimit",
     "ApiThrottlingBurstLimit",
     "RedisNodeType",
@@ -233,6 +239,7 @@ pub const PARAMETERS: [&str; 10] = [
     "OrdersApiProvisionedConcurrency",
     "OrdersTableWarmWriteUnitsPerSecond",
     "ApiPollRateLimit",
+    "JobsMemorySize",
 ];
 
 mod cli;

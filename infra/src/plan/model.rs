@@ -149,6 +149,10 @@ pub struct Expiry {
 /// lost, and reconcile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Jobs {
+    /// `MemorySize` of prewarm and reconcile (`JobsMemorySize`): the
+    /// smallest of [`JOBS_MEMORY_MB`] whose share of a vCPU holds both to
+    /// their `Timeout`, or the last.
+    pub memory_mb: u32,
     /// Pages of the sale's index: at least one a bucket.
     pub ledger_pages: f64,
     /// The index read, [`MAX_IN_FLIGHT`] buckets at once.
@@ -218,6 +222,14 @@ impl Drain {
             <= self
                 .target_secs
                 .max(self.accept_secs + BATCHING_WINDOW_SECS)
+    }
+}
+
+impl Jobs {
+    /// Prewarm's rebuild and reconcile each end within their function's
+    /// `Timeout`.
+    pub fn within_timeouts(&self) -> bool {
+        self.rebuild_secs <= PREWARM_TIMEOUT_SECS && self.reconcile_secs <= RECONCILE_TIMEOUT_SECS
     }
 }
 
@@ -494,19 +506,27 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         .ceil()
         .max(f64::from(SALE_BUCKETS));
     let ledger_secs = (ledger_pages / MAX_IN_FLIGHT as f64).ceil() * DYNAMO_PAGE_MS / 1_000.0;
-    let vcpu_share = OTHER_GB * 1_024.0 / VCPU_MB;
-    let rebuild_cpu_secs = orders * PREWARM_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
-    let reconcile_cpu_secs = orders * RECONCILE_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
-    let jobs = Jobs {
-        ledger_pages,
-        ledger_secs,
-        rebuild_cpu_secs,
-        rebuild_secs: ledger_secs.max(rebuild_cpu_secs),
-        reconcile_cpu_secs,
-        reconcile_secs: ledger_secs
-            + orders * REDIS_READ_US_PER_BUYER / 1_000_000.0
-            + reconcile_cpu_secs,
+    let jobs_at = |memory_mb: u32| {
+        let vcpu_share = f64::from(memory_mb).min(VCPU_MB) / VCPU_MB;
+        let rebuild_cpu_secs = orders * PREWARM_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
+        let reconcile_cpu_secs = orders * RECONCILE_CPU_US_PER_ORDER / 1_000_000.0 / vcpu_share;
+        Jobs {
+            memory_mb,
+            ledger_pages,
+            ledger_secs,
+            rebuild_cpu_secs,
+            rebuild_secs: ledger_secs.max(rebuild_cpu_secs),
+            reconcile_cpu_secs,
+            reconcile_secs: ledger_secs
+                + orders * REDIS_READ_US_PER_BUYER / 1_000_000.0
+                + reconcile_cpu_secs,
+        }
     };
+    let jobs = JOBS_MEMORY_MB
+        .into_iter()
+        .map(jobs_at)
+        .find(Jobs::within_timeouts)
+        .unwrap_or_else(|| jobs_at(JOBS_MEMORY_MB[JOBS_MEMORY_MB.len() - 1]));
 
     let mut plan = Plan {
         input: input.clone(),

@@ -277,24 +277,32 @@ pub(super) fn rows(plan: &Plan) -> Vec<Row> {
         }),
     );
     let jobs = &plan.jobs;
+    // Within the Timeout at the default memory is ok; within it only at
+    // more memory is the JobsMemorySize parameter.
     let within = |need: f64, timeout: f64| {
-        Some(if need <= timeout {
-            Verdict::Ok
-        } else {
+        Some(if need > timeout {
             Verdict::Limit
+        } else if jobs.memory_mb > JOBS_MEMORY_MB[0] {
+            Verdict::Parameter
+        } else {
+            Verdict::Ok
         })
     };
     row(
         format!(
-            "prewarm's rebuild of the sale ({} index pages)",
-            int(jobs.ledger_pages)
+            "prewarm's rebuild of the sale ({} index pages, {} MB)",
+            int(jobs.ledger_pages),
+            jobs.memory_mb
         ),
         secs(jobs.rebuild_secs),
         format!("{} Timeout", secs(PREWARM_TIMEOUT_SECS)),
         within(jobs.rebuild_secs, PREWARM_TIMEOUT_SECS),
     );
     row(
-        "reconcile of the sale (index, Redis, CPU)".into(),
+        format!(
+            "reconcile of the sale (index, Redis, CPU; {} MB)",
+            jobs.memory_mb
+        ),
         secs(jobs.reconcile_secs),
         format!("{} Timeout", secs(RECONCILE_TIMEOUT_SECS)),
         within(jobs.reconcile_secs, RECONCILE_TIMEOUT_SECS),
@@ -345,6 +353,7 @@ pub(super) fn overrides(plan: &Plan) -> Vec<(&'static str, String)> {
         c.orders_api_provisioned.to_string(),
         plan.dynamo.warm.to_string(),
         api_poll_rate(plan).to_string(),
+        plan.jobs.memory_mb.to_string(),
     ];
     PARAMETERS.into_iter().zip(values).collect()
 }
@@ -406,7 +415,10 @@ pub(super) fn costs(plan: &Plan) -> Vec<CostLine> {
     let other_gbs = (orders_api_invocations * input.orders_api_ms / 1_000.0
         + writer_invocations * input.writer_batch_ms / 1_000.0
         + release_busy)
-        * OTHER_GB;
+        * OTHER_GB
+        // Reconcile reads the whole sale each of its runs, at JobsMemorySize.
+        + RECONCILE_RUNS_PER_HOUR * plan.jobs.reconcile_secs * f64::from(plan.jobs.memory_mb)
+            / 1_024.0;
     // Invocations served by provisioned environments bill the lower
     // duration price; the plan provisions the whole peak.
     let purchase_price = if provisioned > 0.0 {
@@ -609,9 +621,10 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
             .to_owned(),
     );
     let jobs = &plan.jobs;
-    if jobs.rebuild_secs > PREWARM_TIMEOUT_SECS || jobs.reconcile_secs > RECONCILE_TIMEOUT_SECS {
+    if !jobs.within_timeouts() {
         notes.push(format!(
-            "The sale is too big for its jobs' time: prewarm's rebuild of a lost sale reads {} index pages and spends {} of CPU at its 256 MB's seventh of a vCPU ({} in all, {} s Timeout); reconcile reads the pages and every buyer's Redis entry and spends {} of CPU ({} in all, {} s Timeout). A run cut off starts again from the first page at its next schedule, so it never ends: raise the functions' MemorySize (more CPU) and Timeout in template.yaml (Lambda allows 900 s), or split the stock over sales.",
+            "The sale is too big for its jobs' time even at JobsMemorySize={} (a whole vCPU): prewarm's rebuild of a lost sale reads {} index pages and spends {} of CPU ({} in all, {} s Timeout); reconcile reads the pages and every buyer's Redis entry and spends {} of CPU ({} in all, {} s Timeout). A run cut off starts again from the first page at its next schedule, so it never ends: split the stock over sales.",
+            jobs.memory_mb,
             int(jobs.ledger_pages),
             secs(jobs.rebuild_cpu_secs),
             secs(jobs.rebuild_secs),

@@ -328,29 +328,64 @@ fn the_jobs_that_read_the_whole_sale_are_held_to_their_timeouts_with_their_cpu_s
     close(small.jobs.ledger_pages, 32.0);
     close(small.jobs.rebuild_secs, 0.16);
 
-    // A million: prewarm's CPU 11 s at the share is 76 s, over its 60 s;
-    // reconcile's 20 s is 138 s, and with 10 s of reads and 25 s of
-    // Redis 173 s, over its 120 s.
+    // A million at 256 MB: prewarm's CPU 11 s at the share would be 76 s,
+    // over its 60 s; reconcile's 20 s would be 138 s, and with 10 s of
+    // reads and 25 s of Redis 173 s, over its 120 s. At 512 MB (a share
+    // of 512 / 1,769) both fit: 38 s and 104 s, so the plan sets
+    // JobsMemorySize=512 and its rows say "parameter".
     let million = plan(&PlanInput {
         units: 1_000_000,
         buyers: 1_000_000,
         ..PlanInput::default()
     })
     .unwrap();
+    let share = 512.0 / 1_769.0;
+    assert_eq!(million.jobs.memory_mb, 512);
     close(million.jobs.rebuild_secs, 11.0 / share);
     close(million.jobs.reconcile_secs, 10.0 + 25.0 + 20.0 / share);
-    assert_eq!(verdict_of(&million, "prewarm's rebuild"), Verdict::Limit);
+    assert_eq!(
+        verdict_of(&million, "prewarm's rebuild"),
+        Verdict::Parameter
+    );
     assert_eq!(
         verdict_of(&million, "reconcile of the sale"),
-        Verdict::Limit
+        Verdict::Parameter
     );
     assert!(
-        million
+        million.deploy_line().contains(" JobsMemorySize=512"),
+        "{}",
+        million.deploy_line()
+    );
+    assert!(
+        !million
             .notes
             .iter()
-            .any(|n| n.contains("too big for its jobs") && n.contains("MemorySize")),
+            .any(|n| n.contains("too big for its jobs"))
+    );
+    assert_eq!(hundred.jobs.memory_mb, 256);
+    assert!(hundred.deploy_line().contains(" JobsMemorySize=256"));
+
+    // Three million: even a whole vCPU (1,769 MB; more memory adds a
+    // second vCPU the jobs' one thread cannot use) leaves reconcile at
+    // 30 + 75 + 60 = 165 s, over its 120 s: the plan asks for the whole
+    // vCPU and says the sale is too big.
+    let three = plan(&PlanInput {
+        units: 3_000_000,
+        buyers: 3_000_000,
+        ..PlanInput::default()
+    })
+    .unwrap();
+    assert_eq!(three.jobs.memory_mb, 1_769);
+    close(three.jobs.reconcile_secs, 30.0 + 75.0 + 60.0);
+    assert_eq!(verdict_of(&three, "prewarm's rebuild"), Verdict::Parameter);
+    assert_eq!(verdict_of(&three, "reconcile of the sale"), Verdict::Limit);
+    assert!(
+        three
+            .notes
+            .iter()
+            .any(|n| n.contains("too big for its jobs") && n.contains("JobsMemorySize=1769")),
         "{:?}",
-        million.notes
+        three.notes
     );
 }
 
