@@ -5,7 +5,7 @@ use super::RedisStock;
 use super::keys::{KEY_TTL_AFTER_END_MS, SaleKeys, StagedKeys, shard_of_order};
 use super::replies::PendingTransfer;
 use super::replies::{
-    LoadOutcome, SnapshotPart, parse_i64, parse_load_reply, parse_rebuild_reply, parse_u64,
+    LoadOutcome, SurvivorPart, parse_i64, parse_load_reply, parse_rebuild_reply, parse_u64,
     protocol,
 };
 use super::scripts::{
@@ -21,8 +21,22 @@ use crate::ports::StoreError;
 /// in the lower `available` read after), never not at all: a lost shard
 /// rebuilt from it can only get fewer units than the ledger has, never more.
 pub struct Survivors {
-    parts: Vec<Option<SnapshotPart>>,
+    parts: Vec<Option<SurvivorPart>>,
     lent: Vec<PendingTransfer>,
+}
+
+impl Survivors {
+    /// Entries (expired orders' digests, queued reservations, transfers)
+    /// held in memory through the rebuild: what a partly lost sale's
+    /// rebuild costs in memory, besides the pages.
+    pub fn held_entries(&self) -> usize {
+        self.parts
+            .iter()
+            .flatten()
+            .map(|p| p.expired.len() + p.queued.len() + p.received.len())
+            .sum::<usize>()
+            + self.lent.len()
+    }
 }
 
 pub use crate::domain::ledger::{DecidedOrder, LedgerPage, LedgerPosition};
@@ -76,10 +90,7 @@ impl RedisRebuild {
             let Some(Some(part)) = survivors.parts.get(k) else {
                 continue;
             };
-            if part
-                .reservations
-                .get(id)
-                .is_none_or(|r| r.state != "EXPIRED")
+            if !part.expired.contains(id)
                 && let Some(owed) = self.owed.get_mut(k)
             {
                 *owed += units;
@@ -217,7 +228,7 @@ impl RedisStock {
         if sale.shards <= 1 {
             return Ok(None);
         }
-        let (parts, lent) = self.shard_parts(&sale.sale_id, sale.shards).await?;
+        let (parts, lent) = self.survivor_parts(&sale.sale_id, sale.shards).await?;
         Ok(Some(Survivors { parts, lent }))
     }
 
@@ -278,15 +289,9 @@ impl RedisStock {
         // A survivor's reservation still QUEUED is Redis's to sell until
         // its order is written; the pages strike off those that are.
         for part in survivors.parts.iter().flatten() {
-            for (id, r) in part
-                .reservations
-                .iter()
-                .filter(|(_, r)| r.state == "QUEUED")
-            {
-                rebuild
-                    .queued_without_row
-                    .insert(id.clone(), i64::try_from(r.quantity).unwrap_or(i64::MAX));
-            }
+            rebuild
+                .queued_without_row
+                .extend(part.queued.iter().cloned());
         }
         rebuild.survivors = Some(survivors);
         Ok(rebuild)

@@ -20,12 +20,47 @@ pub struct StoredTicket {
     pub o: Option<String>,
 }
 
-/// One key group's stock, buyers, reservations and the transfers it received.
-pub(super) struct SnapshotPart {
+/// What a rebuild of lost shards keeps of a shard that kept its keys
+/// (`survivor.lua`): nothing that grows with its buyers or its written
+/// orders.
+pub(super) struct SurvivorPart {
     pub(super) stock: i64,
-    pub(super) buyers: std::collections::HashMap<String, i64>,
-    pub(super) reservations: std::collections::HashMap<String, StoredReservation>,
+    /// The orders whose units this shard has had back (`EXPIRED`).
+    pub(super) expired: OrderDigests,
+    /// Reservations still `QUEUED` here: order id, units.
+    pub(super) queued: Vec<(String, i64)>,
+    /// The transfers this shard received.
     pub(super) received: std::collections::HashSet<String>,
+}
+
+/// A set of order ids, each kept as the first 16 bytes of its SHA-256,
+/// sorted: a survivor's expired orders can be most of a big sale's, and 16
+/// bytes an order keep a million in 16 MB. Two ids of one sale share a
+/// digest with a chance of about n^2 / 2^129 (1e-27 for a million): never
+/// in practice.
+pub(super) struct OrderDigests(Vec<[u8; 16]>);
+
+impl OrderDigests {
+    fn digest(id: &[u8]) -> [u8; 16] {
+        let full = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, id);
+        let mut cut = [0u8; 16];
+        cut.copy_from_slice(&full.as_ref()[..16]);
+        cut
+    }
+
+    fn of(mut digests: Vec<[u8; 16]>) -> Self {
+        digests.sort_unstable();
+        digests.dedup();
+        Self(digests)
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.0.binary_search(&Self::digest(id.as_bytes())).is_ok()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 pub(super) fn parse_reserve_reply(
@@ -99,60 +134,79 @@ pub(super) fn parse_reserve_reply(
 }
 
 /// Parses one group's snapshot; its `lent` entries go to `lent`.
-pub(super) fn parse_snapshot(
+/// A `survivor.lua` reply for shard `shard`; the transfers it lent are
+/// added to `lent`. The reply is taken by value: its lists are read once.
+pub(super) fn parse_survivor(
     reply: redis::Value,
     shard: u32,
     lent: &mut Vec<PendingTransfer>,
-) -> Result<Option<SnapshotPart>, StoreError> {
+) -> Result<Option<SurvivorPart>, StoreError> {
     let redis::Value::Array(parts) = reply else {
-        return Err(StoreError::Protocol("snapshot is not a list".into()));
+        return Err(StoreError::Protocol("survivor reply is not a list".into()));
     };
-    let text = |v: &redis::Value| -> Result<String, StoreError> {
-        redis::from_redis_value::<String>(v.clone())
-            .map_err(|e| StoreError::Protocol(e.to_string()))
+    let text = |v: redis::Value| -> Result<String, StoreError> {
+        redis::from_redis_value::<String>(v).map_err(|e| StoreError::Protocol(e.to_string()))
     };
-    let flat = |v: &redis::Value| -> Result<Vec<String>, StoreError> {
-        redis::from_redis_value::<Vec<String>>(v.clone())
-            .map_err(|e| StoreError::Protocol(e.to_string()))
+    let flat = |v: redis::Value| -> Result<Vec<String>, StoreError> {
+        redis::from_redis_value::<Vec<String>>(v).map_err(|e| StoreError::Protocol(e.to_string()))
     };
+    let mut parts = parts.into_iter();
     // The total is the sale's, known to the rebuild from the catalog.
-    let (stock, buyers, resv, transfers) = match parts.as_slice() {
-        [tag] if text(tag)? == "MISSING" => return Ok(None),
-        [_, stock, _total, buyers, resv] => (stock, buyers, resv, None),
-        [_, stock, _total, buyers, resv, lent, received] => {
-            (stock, buyers, resv, Some((lent, received)))
-        }
-        _ => return Err(StoreError::Protocol("unexpected snapshot".into())),
+    let (Some(tag), stock, _total, expired, queued, lent_flat, received_flat) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(StoreError::Protocol("empty survivor reply".into()));
     };
-    let mut part = SnapshotPart {
+    let tag = text(tag)?;
+    let (Some(stock), Some(expired), Some(queued), Some(lent_flat), Some(received_flat)) =
+        (stock, expired, queued, lent_flat, received_flat)
+    else {
+        return if tag == "MISSING" {
+            Ok(None)
+        } else {
+            Err(StoreError::Protocol(format!(
+                "unexpected survivor reply {tag}"
+            )))
+        };
+    };
+    let redis::Value::Array(expired) = expired else {
+        return Err(StoreError::Protocol(
+            "survivor's expired ids are not a list".into(),
+        ));
+    };
+    let expired = expired
+        .into_iter()
+        .map(|id| match id {
+            redis::Value::BulkString(bytes) => Ok(OrderDigests::digest(&bytes)),
+            other => Ok(OrderDigests::digest(text(other)?.as_bytes())),
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut part = SurvivorPart {
         stock: parse_i64(&text(stock)?)?,
-        buyers: std::collections::HashMap::new(),
-        reservations: std::collections::HashMap::new(),
+        expired: OrderDigests::of(expired),
+        queued: Vec::new(),
         received: std::collections::HashSet::new(),
     };
-    for pair in flat(buyers)?.chunks(2) {
-        if let [user, units] = pair {
-            part.buyers.insert(user.clone(), parse_i64(units)?);
+    for pair in flat(queued)?.chunks(2) {
+        if let [id, units] = pair {
+            part.queued.push((id.clone(), parse_i64(units)?));
         }
     }
-    for pair in flat(resv)?.chunks(2) {
-        if let [id, raw] = pair {
-            let stored: StoredReservation =
-                serde_json::from_str(raw).map_err(|e| StoreError::Protocol(e.to_string()))?;
-            part.reservations.insert(id.clone(), stored);
+    for pair in flat(lent_flat)?.chunks(2) {
+        if let [id, value] = pair {
+            lent.push(parse_transfer(id, value, shard)?);
         }
     }
-    if let Some((lent_flat, received_flat)) = transfers {
-        for pair in flat(lent_flat)?.chunks(2) {
-            if let [id, value] = pair {
-                lent.push(parse_transfer(id, value, shard)?);
-            }
-        }
-        part.received = flat(received_flat)?
-            .chunks(2)
-            .filter_map(|pair| pair.first().cloned())
-            .collect();
-    }
+    part.received = flat(received_flat)?
+        .chunks(2)
+        .filter_map(|pair| pair.first().cloned())
+        .collect();
     Ok(Some(part))
 }
 

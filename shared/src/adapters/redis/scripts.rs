@@ -28,8 +28,8 @@ pub(super) use stock::{
 };
 pub(super) use upkeep::{
     HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, RebuildStageArgs,
-    ReceiveArgs, SaleMeta, SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotArgs,
-    SnapshotHeadArgs, UnlockArgs,
+    ReceiveArgs, SaleMeta, SetBuyerArgs, SetStatusArgs, SetStockArgs, SnapshotHeadArgs,
+    SurvivorArgs, UnlockArgs,
 };
 
 use crate::config::RateLimits;
@@ -106,8 +106,8 @@ static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
         include_str!("../../../lua/return_units.lua")
     ))
 });
-static SNAPSHOT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot.lua")));
+static SURVIVOR: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/survivor.lua")));
 static SNAPSHOT_HEAD: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/snapshot_head.lua")));
 static HOLDING: LazyLock<Script> =

@@ -5,10 +5,10 @@ use super::RedisStock;
 use super::keys::SaleKeys;
 use super::replies::{Holding, PendingTransfer};
 use super::replies::{
-    SnapshotPart, StoredReservation, parse_holding, parse_i64, parse_snapshot, parse_transfer,
+    StoredReservation, SurvivorPart, parse_holding, parse_i64, parse_survivor, parse_transfer,
     protocol,
 };
-use super::scripts::{HoldingArgs, SnapshotArgs, SnapshotHeadArgs};
+use super::scripts::{HoldingArgs, SnapshotHeadArgs, SurvivorArgs};
 use crate::domain::SaleId;
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::stock_state::{SnapshotCollector, SnapshotHead, SnapshotSink};
@@ -307,27 +307,23 @@ impl RedisStock {
         Ok(out)
     }
 
-    /// Each shard's state, read atomically per shard (`None`: that shard's
-    /// keys are gone), and the transfers the shards lent: what a rebuild of
-    /// lost shards reads of the survivors (`snapshot.lua`, one script per
-    /// shard: it is the one read here whose work grows with the sale, and
-    /// it runs only after a shard was lost).
-    pub(super) async fn shard_parts(
+    /// What a rebuild of lost shards needs of each shard (`None`: that
+    /// shard's keys are gone), read atomically per shard, and the transfers
+    /// the shards lent (`survivor.lua`, one script per shard: it is the one
+    /// read here whose Redis work grows with the sale, and it runs only
+    /// after a shard was lost; its reply grows only with the expired and
+    /// queued reservations).
+    pub(super) async fn survivor_parts(
         &self,
         sale_id: &SaleId,
         shards: u32,
-    ) -> Result<(Vec<Option<SnapshotPart>>, Vec<PendingTransfer>), StoreError> {
+    ) -> Result<(Vec<Option<SurvivorPart>>, Vec<PendingTransfer>), StoreError> {
         let mut parts = Vec::new();
         let mut lent: Vec<PendingTransfer> = Vec::new();
         for k in 0..shards {
             let keys = SaleKeys::of(sale_id, shards, k);
-            let reply: redis::Value = self
-                .run(&SnapshotArgs {
-                    keys: &keys,
-                    sharded: shards > 1,
-                })
-                .await?;
-            parts.push(parse_snapshot(reply, k, &mut lent)?);
+            let reply: redis::Value = self.run(&SurvivorArgs { keys: &keys }).await?;
+            parts.push(parse_survivor(reply, k, &mut lent)?);
         }
         Ok((parts, lent))
     }

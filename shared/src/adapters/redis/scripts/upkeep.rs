@@ -7,7 +7,7 @@ use super::super::keys::{SaleKeys, StagedKeys};
 use super::super::rebuild::StagedOrder;
 use super::{
     HOLDING, LEND, LOAD_SALE, NO_ARGV, REBUILD, REBUILD_STAGE, RECEIVE, SET_BUYER, SET_STATUS,
-    SET_STOCK, SNAPSHOT, SNAPSHOT_HEAD, ScriptCall, UNLOCK, status_of,
+    SET_STOCK, SNAPSHOT_HEAD, SURVIVOR, ScriptCall, UNLOCK, status_of,
 };
 use crate::domain::Sale;
 use redis::{Script, ToRedisArgs};
@@ -312,28 +312,23 @@ impl ScriptCall for ReceiveArgs<'_> {
     }
 }
 
-/// `snapshot.lua`: everything a key group holds, in one atomic read. No
-/// ARGV.
-pub(in super::super) struct SnapshotArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] resv; for a
-    /// shard also KEYS[5] lent, KEYS[6] received.
+/// `survivor.lua`: what a rebuild of lost shards needs of a shard that kept
+/// its keys (stock, expired and queued reservations, transfers), in one
+/// atomic read. No ARGV.
+pub(in super::super) struct SurvivorArgs<'a> {
+    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv, KEYS[4] lent,
+    /// KEYS[5] received: a shard's keys.
     pub keys: &'a SaleKeys,
-    /// A shard of a sharded sale: its transfers are read too.
-    pub sharded: bool,
 }
 
-impl ScriptCall for SnapshotArgs<'_> {
+impl ScriptCall for SurvivorArgs<'_> {
     fn script() -> &'static Script {
-        &SNAPSHOT
+        &SURVIVOR
     }
 
     fn keys(&self) -> impl AsRef<[&str]> {
         let k = self.keys;
-        let mut names = vec![k.meta.as_str(), &k.stock, &k.buyers, &k.resv];
-        if self.sharded {
-            names.extend([k.lent.as_str(), &k.received]);
-        }
-        names
+        [k.meta.as_str(), &k.stock, &k.resv, &k.lent, &k.received]
     }
 
     fn argv(&self) -> impl ToRedisArgs {
