@@ -16,13 +16,18 @@
 //!    is the emulator's index, not the job.
 //! 1. **prewarm**: `Jobs::prewarm_sale` rebuilds the live sale from the
 //!    ledger (the queue and the DLQ empty).
-//! 2. **reconcile**: reconcile's read and judgement of the sale
+//! 2. **prewarm, one shard lost**: the sale is spread over
+//!    [`LEDGER_SHARDS`] shards; the bench deletes the keys of shard 0 of
+//!    the sale prewarm just rebuilt, and prewarm rebuilds that shard alone,
+//!    from the ledger and what the other shards hold
+//!    (`RedisStock::survivors`).
+//! 3. **reconcile**: reconcile's read and judgement of the sale
 //!    (`InvariantChecker::read` in slices of `SLICE_ORDERS`, `judge`); it
 //!    must find nothing wrong with the sale prewarm rebuilt.
-//! 3. **release-unpaid**: one run with the function's time, expiring what
+//! 4. **release-unpaid**: one run with the function's time, expiring what
 //!    it can of the due orders (on the emulator, its transactions set the
 //!    pace; the memory is the figure).
-//! 4. **every order in memory** (`all_orders_of_sale`, what the jobs did
+//! 5. **every order in memory** (`all_orders_of_sale`, what the jobs did
 //!    before they read a page at a time), only up to
 //!    [`WHOLE_READ_UP_TO`] orders: the curve is enough.
 //!
@@ -40,6 +45,7 @@ use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::order_index;
 use seckill_shared::adapters::dynamo::orders::buyer_key;
 use seckill_shared::adapters::memory::test_sale;
+use seckill_shared::adapters::redis::{SaleKeys, home_shard};
 use seckill_shared::app::invariants::SLICE_ORDERS;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus};
@@ -48,6 +54,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+/// Shards of the sale: a sale of a million units spreads its stock over
+/// several, and a rebuild of one lost shard reads the others.
+pub const LEDGER_SHARDS: u32 = 8;
 /// Orders each buyer holds (the sale's per-user limit).
 pub const ORDERS_PER_BUYER: u32 = 4;
 /// The largest sale whose every order is also read into memory at once.
@@ -203,7 +212,8 @@ pub async fn run(
     emulator::ensure_tables(&db, &sales_table, &orders_table).await?;
     let queues =
         emulator::ensure_queues(&sqs, &format!("{name}-q"), &format!("{name}-dlq"), 61).await?;
-    let sale = test_sale(&name, orders, ORDERS_PER_BUYER)?;
+    let mut sale = test_sale(&name, orders, ORDERS_PER_BUYER)?;
+    sale.shards = LEDGER_SHARDS;
     DynamoCatalog::new(db.clone(), &sales_table)
         .create_sale(&sale)
         .await?;
@@ -242,9 +252,13 @@ pub async fn run(
     }];
     for (job, read, limits, reads_index) in [
         ("prewarm (rebuild)", Read::Prewarm, PREWARM, true),
+        ("prewarm (one shard lost)", Read::Prewarm, PREWARM, true),
         ("reconcile (read, judge)", Read::Sliced, RECONCILE, true),
         ("release-unpaid (one run)", Read::Release, RELEASE, false),
     ] {
+        if job == "prewarm (one shard lost)" {
+            lose_shard(redis_url, &sale.sale_id, 0).await?;
+        }
         steps.push(Step {
             job,
             peak: peak::in_child(read, &target).await?,
@@ -266,6 +280,30 @@ pub async fn run(
         plant: plant_time,
         steps,
     })
+}
+
+/// Deletes every key of shard `k` of the sale, as a Redis node lost with
+/// its data would.
+async fn lose_shard(redis_url: &str, sale_id: &SaleId, k: u32) -> Result<(), Error> {
+    let keys = SaleKeys::shard(sale_id, k);
+    let mut conn = redis::Client::open(redis_url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let _: () = redis::cmd("DEL")
+        .arg(&[
+            &keys.meta,
+            &keys.stock,
+            &keys.buyers,
+            &keys.resv,
+            &keys.user_orders,
+            &keys.gate_used,
+            &keys.keyed,
+            &keys.lent,
+            &keys.received,
+        ])
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
 }
 
 /// One query of each index the jobs read, with all the time it takes:
@@ -308,13 +346,16 @@ fn items_of(
 ) -> Result<Vec<HashMap<String, AttributeValue>>, Error> {
     let buyer = n / ORDERS_PER_BUYER;
     let user_id = UserId::parse(&format!("u{buyer}"))?;
+    // Reserved on the buyer's home shard, named as `purchase.lua` names
+    // an order made there.
+    let shard = home_shard(user_id.as_str(), LEDGER_SHARDS);
     let message = OrderMessage {
         v: OrderMessage::VERSION,
-        order_id: OrderId::parse(&format!("{sale_id}-o{n}"))?,
+        order_id: OrderId::parse(&format!("n{n:031}-s{shard}"))?,
         sale_id: sale_id.clone(),
         user_id: user_id.clone(),
         quantity: Quantity::ONE,
-        shard: 0,
+        shard,
         reserved_at: clock::rfc3339_ms(reserved_at_ms),
     };
     // Written when reserved, its window long past.

@@ -39,8 +39,9 @@
 //!   median run shown; the notes give every round's figure and each
 //!   master's script calls (`INFO commandstats` after `CONFIG RESETSTAT`).
 //!
-//! - **ledger** (`--only-ledger` alone): prewarm's rebuild, reconcile's
-//!   read and one release-unpaid run on a sale of `--ledger-orders` orders
+//! - **ledger** (`--only-ledger` alone): prewarm's rebuild of the whole
+//!   sale and of one of its 8 shards, reconcile's read and one
+//!   release-unpaid run on a sale of `--ledger-orders` orders
 //!   planted in the emulator, each in a process of its own: peak memory
 //!   and time next to its function's `MemorySize` and `Timeout`
 //!   (`seckill_infra::bench_ledger`).
