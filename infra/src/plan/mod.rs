@@ -76,6 +76,21 @@ const RRU_PER_ORDER_POLL: f64 = 1.0;
 const RRU_PER_TICKET_POLL: f64 = 0.5;
 const RRU_PER_PAYMENT: f64 = 1.0;
 const RRU_PER_EXPIRY: f64 = 1.0 + 1.0 / EXPIRE_BATCH;
+/// An order item, index attributes and all, at most: the pending index
+/// projects it whole (`ProjectionType: ALL`), so a due order found costs
+/// its size (`plan::tests::an_order_item_is_within_its_planned_size`
+/// measures one).
+pub const ORDER_ITEM_BYTES: f64 = 512.0;
+
+/// An expiry's share of the queries that found it: each chunk queries
+/// every bucket of the sale for up to [`RELEASE_CHUNK`] due orders
+/// (eventually consistent: 0.5 RRU a 4 KB read, rounded up a query) and
+/// releases the first [`RELEASE_CHUNK`] of them. Counted with every bucket
+/// holding that many due, as it does through the bulk of a sale's expiry.
+fn rru_per_expiry_queries() -> f64 {
+    let per_query = (RELEASE_CHUNK * ORDER_ITEM_BYTES / 4_096.0).ceil() * 0.5;
+    f64::from(SALE_BUCKETS) * per_query / RELEASE_CHUNK
+}
 /// Redis calls per poll: `GET /orders/{id}` of a `QUEUED` order reads its
 /// reservation; `GET /sales/{id}/orders` reads the ticket and the buyer's
 /// reservations (`OrderQueries::my_ticket`, `my_orders`).

@@ -477,7 +477,7 @@ pub(super) fn costs(plan: &Plan) -> Vec<CostLine> {
     let rru = order_polls * RRU_PER_ORDER_POLL
         + ticket_polls * RRU_PER_TICKET_POLL
         + paid * RRU_PER_PAYMENT
-        + unpaid * RRU_PER_EXPIRY;
+        + unpaid * (RRU_PER_EXPIRY + rru_per_expiry_queries());
     line(
         "DynamoDB reads",
         format!("{} RRU x $0.125/M", int(rru)),

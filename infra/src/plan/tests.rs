@@ -465,3 +465,66 @@ fn no_flag_prints_the_three_examples_and_an_example_takes_no_flag() {
         }
     ));
 }
+
+/// DynamoDB's size of an item: each attribute's name and value (a string
+/// its UTF-8 bytes, a number about one byte per two digits plus one, a map
+/// 3 bytes plus its entries and one a value).
+fn item_bytes(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> usize {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    fn value(v: &A) -> usize {
+        match v {
+            A::S(s) => s.len(),
+            A::N(n) => n.len().div_ceil(2) + 1,
+            A::Bool(_) | A::Null(_) => 1,
+            A::M(m) => 3 + m.iter().map(|(k, v)| k.len() + value(v) + 1).sum::<usize>(),
+            A::L(l) => 3 + l.iter().map(|v| value(v) + 1).sum::<usize>(),
+            _ => 64,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
+#[test]
+fn an_order_item_is_within_its_planned_size() {
+    use seckill_shared::adapters::dynamo::order_index::order_item;
+    use seckill_shared::domain::money::{Currency, Money};
+    use seckill_shared::domain::orders::{NewOrder, OrderStatus};
+    use seckill_shared::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
+    // A 36-character sale id and buyer (a Cognito `sub`), a priced sale,
+    // still pending: the item the pending index holds.
+    let sale_id = SaleId::parse("spring-sale-2026-12-04-limited-drop1").unwrap();
+    let message = OrderMessage {
+        v: OrderMessage::VERSION,
+        order_id: OrderId::parse(&format!("n{:031}-s7", 123_456_789)).unwrap(),
+        sale_id,
+        user_id: UserId::parse("3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c").unwrap(),
+        quantity: Quantity::ONE,
+        shard: 7,
+        reserved_at: "2026-12-04T10:00:00.123Z".into(),
+    };
+    let mut order = NewOrder::new(message, 1_780_000_000_000, 1_780_000_000_000, 900);
+    order.amount = Some(Money {
+        amount: 1_999_999,
+        currency: Currency::parse("EUR").unwrap(),
+    });
+    let bytes = item_bytes(&order_item(&order, OrderStatus::PendingPayment, None));
+    assert!(
+        (bytes as f64) <= ORDER_ITEM_BYTES && (bytes as f64) > ORDER_ITEM_BYTES / 2.0,
+        "an order item is {bytes} bytes; the plan counts {ORDER_ITEM_BYTES}"
+    );
+}
+
+#[test]
+fn an_expiry_pays_for_the_queries_that_found_it() {
+    // 98 due orders of 512 bytes a bucket: 49 KB, 13 x 4 KB, 6.5 RRU a
+    // query; 32 buckets a chunk of 98 expiries: 2.12 RRU an expiry.
+    close(rru_per_expiry_queries(), 32.0 * 6.5 / 98.0);
+    // Plan (a): 47,561 RRU of polls, payments and the expiries' own reads,
+    // and 3,000 expiries x 2.12 of queries: 53,929 (each rounded).
+    let p = plan(&PlanInput::scarce()).unwrap();
+    let reads = p.costs.iter().find(|c| c.item == "DynamoDB reads").unwrap();
+    close(p.expiry.unpaid, 3_000.0);
+    assert!(reads.arithmetic.starts_with("53,929 RRU"), "{reads:?}");
+}
