@@ -1267,6 +1267,111 @@ fn a_big_sales_settings_are_parameters_that_can_be_off() {
     }
 }
 
+/// Provisioned concurrency can be kept for the sale's window alone: with
+/// `ProvisionedConcurrencyFrom` and `...Until` set, the functions' aliases
+/// get no standing configuration, and Application Auto Scaling raises each
+/// to its parameter at the start of the window and takes it to 0 at its end
+/// (billed for the window, not every hour the stack stands); without them,
+/// as before. Half a window is refused by the template's rules.
+#[test]
+fn provisioned_concurrency_can_be_held_for_the_sales_window_alone() {
+    let parent = template();
+    let r = &parent["Resources"];
+    let (from, until) = ("2026-12-05T09:50:00", "2026-12-05T11:00:00");
+    let windowed = Stack::new(
+        &parent,
+        &BTreeMap::from([
+            ("PurchaseProvisionedConcurrency".into(), "300".into()),
+            ("OrdersApiProvisionedConcurrency".into(), "40".into()),
+            ("ProvisionedConcurrencyFrom".into(), from.into()),
+            ("ProvisionedConcurrencyUntil".into(), until.into()),
+        ]),
+    )
+    .unwrap();
+    let always = Stack::new(
+        &parent,
+        &BTreeMap::from([
+            ("PurchaseProvisionedConcurrency".into(), "300".into()),
+            ("OrdersApiProvisionedConcurrency".into(), "40".into()),
+        ]),
+    )
+    .unwrap();
+    let defaults = Stack::new(&parent, &BTreeMap::new()).unwrap();
+    for (function, schedule, n) in [
+        ("PurchaseFunction", "PurchaseProvisionedSchedule", 300),
+        ("OrdersApiFunction", "OrdersApiProvisionedSchedule", 40),
+    ] {
+        let config = &r[function]["Properties"]["ProvisionedConcurrencyConfig"];
+        assert_eq!(
+            windowed.eval(config),
+            None,
+            "{function} keeps a standing configuration"
+        );
+        assert!(always.eval(config).is_some(), "{function}");
+        let target = &r[schedule];
+        assert_eq!(
+            target["Type"],
+            "AWS::ApplicationAutoScaling::ScalableTarget"
+        );
+        let condition = target["Condition"].as_str().unwrap();
+        assert_eq!(windowed.condition(condition), Some(true), "{schedule}");
+        assert_eq!(always.condition(condition), Some(false), "{schedule}");
+        assert_eq!(defaults.condition(condition), Some(false), "{schedule}");
+        // The alias SAM makes for `AutoPublishAlias: live`.
+        assert_eq!(target["DependsOn"], format!("{function}Aliaslive"));
+        let p = &target["Properties"];
+        assert_eq!(p["ServiceNamespace"], "lambda");
+        assert_eq!(
+            p["ScalableDimension"],
+            "lambda:function:ProvisionedConcurrency"
+        );
+        assert_eq!(
+            p["ResourceId"],
+            json!({"Fn::Sub": format!("function:${{{function}}}:live")})
+        );
+        assert_eq!(deployed_number(&windowed, &p["MinCapacity"]), Some(0));
+        assert_eq!(deployed_number(&windowed, &p["MaxCapacity"]), Some(n));
+        let actions = as_list(&p["ScheduledActions"]);
+        let at = |a: &Json| scalar(&windowed.eval(&a["Schedule"]).unwrap());
+        let capacity = |a: &Json| {
+            (
+                deployed_number(&windowed, &a["ScalableTargetAction"]["MinCapacity"]),
+                deployed_number(&windowed, &a["ScalableTargetAction"]["MaxCapacity"]),
+            )
+        };
+        assert_eq!(actions.len(), 2, "{schedule}");
+        assert_eq!(at(&actions[0]), format!("at({from})"));
+        assert_eq!(capacity(&actions[0]), (Some(n), Some(n)));
+        assert_eq!(at(&actions[1]), format!("at({until})"));
+        assert_eq!(capacity(&actions[1]), (Some(0), Some(0)));
+    }
+    // Both ends or neither, each a UTC time as `at()` takes it.
+    for name in ["ProvisionedConcurrencyFrom", "ProvisionedConcurrencyUntil"] {
+        let spec = &parent["Parameters"][name];
+        assert_eq!(spec["Default"], "", "{name}");
+        let pattern = spec["AllowedPattern"].as_str().unwrap();
+        assert_eq!(
+            pattern, r"^$|^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$",
+            "{name}"
+        );
+    }
+    let rule = &parent["Rules"]["ProvisionedConcurrencyWindowIsWhole"]["Assertions"][0]["Assert"];
+    assert_eq!(
+        rule,
+        &json!({"Fn::Or": [
+            {"Fn::And": [
+                {"Fn::Equals": [{"Ref": "ProvisionedConcurrencyFrom"}, ""]},
+                {"Fn::Equals": [{"Ref": "ProvisionedConcurrencyUntil"}, ""]}
+            ]},
+            {"Fn::And": [
+                {"Fn::Not": [{"Fn::Equals": [{"Ref": "ProvisionedConcurrencyFrom"}, ""]}]},
+                {"Fn::Not": [{"Fn::Equals": [{"Ref": "ProvisionedConcurrencyUntil"}, ""]}]}
+            ]}
+        ]}),
+        "half a window must be refused"
+    );
+}
+
 /// The polling routes have a ceiling of their own below the stage's, on
 /// routes the template has, so polls cannot take the purchases' share.
 #[test]

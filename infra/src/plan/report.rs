@@ -616,6 +616,13 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
         plan.input.sale_cache_secs,
         int(plan.input.buyers as f64 / plan.input.sale_poll_secs)
     ));
+    let c = &plan.concurrency;
+    if c.provisioned + c.orders_api_provisioned > 0 {
+        notes.push(
+            "Provisioned concurrency is billed every hour it is set: add ProvisionedConcurrencyFrom=<the start less the prewarm lead> and ProvisionedConcurrencyUntil=<the end> (UTC, yyyy-mm-ddThh:mm:ss) to hold it for the sale's window alone; the cost above counts one hour."
+                .to_owned(),
+        );
+    }
     notes.push(
         "A --parameter-overrides on the command line replaces samconfig.toml's list: merge these values into it (or add the rest of the parameters to the line)."
             .to_owned(),

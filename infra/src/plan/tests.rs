@@ -528,3 +528,15 @@ fn an_expiry_pays_for_the_queries_that_found_it() {
     close(p.expiry.unpaid, 3_000.0);
     assert!(reads.arithmetic.starts_with("53,929 RRU"), "{reads:?}");
 }
+
+#[test]
+fn a_plan_that_provisions_says_how_to_hold_it_for_the_window() {
+    let window = |p: &Plan| {
+        p.notes.iter().any(|n| {
+            n.contains("ProvisionedConcurrencyFrom=") && n.contains("ProvisionedConcurrencyUntil=")
+        })
+    };
+    let scarce = plan(&PlanInput::scarce()).unwrap();
+    assert!(scarce.concurrency.provisioned > 0);
+    assert!(window(&scarce), "{:?}", scarce.notes);
+}
