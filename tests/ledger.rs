@@ -671,6 +671,39 @@ async fn sharded_stock(app: &App, sale: &Sale) -> i64 {
     total
 }
 
+/// Rebuilds `sale`'s lost key groups from the ledger as prewarm does (the
+/// sale item's position, then every row, here in one page), from the
+/// survivors read before; returns the ledger's `available`.
+async fn rebuild_from_the_ledger(
+    app: &App,
+    sale: &Sale,
+    survivors: Option<seckill_shared::adapters::redis::Survivors>,
+) -> i64 {
+    use seckill_shared::adapters::redis::{LedgerPage, LedgerPosition};
+    let stock = app.service.stock();
+    let (_, counters) = app
+        .catalog
+        .get_record(&sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let at = LedgerPosition {
+        available: counters.available,
+        return_seq: counters.return_seq,
+    };
+    let rows: Vec<_> = app.orders().await.into_values().collect();
+    let mut rebuild = stock
+        .begin_rebuild(sale, clock::now_ms(), survivors)
+        .await
+        .unwrap();
+    stock
+        .stage_rebuild(&mut rebuild, &LedgerPage::of_rows(&rows, at))
+        .await
+        .unwrap();
+    assert!(stock.commit_rebuild(rebuild, at).await.unwrap().is_some());
+    counters.available
+}
+
 // Defect 6: a shard lost alone was rebuilt from `available` read at the
 // start of prewarm and a snapshot of the surviving shards taken later; what
 // they sold and wrote in between was counted neither in the stale
@@ -679,7 +712,7 @@ async fn sharded_stock(app: &App, sale: &Sale) -> i64 {
 // `available` read after, so the lost shard can only get fewer units.
 #[tokio::test]
 async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger() {
-    use seckill_shared::adapters::redis::{LedgerPage, LedgerPosition, home_shard};
+    use seckill_shared::adapters::redis::home_shard;
     let app = App::spawn().await;
     let mut sale = live_sale(20, 1);
     sale.shards = 2;
@@ -702,32 +735,12 @@ async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger()
         order_id(&app.purchase(id, &on_shard0.next().unwrap(), "").await);
     }
     app.write_queued_orders().await;
-    let (_, counters) = app
-        .catalog
-        .get_record(&sale.sale_id)
-        .await
-        .unwrap()
-        .unwrap();
-    let at = LedgerPosition {
-        available: counters.available,
-        return_seq: counters.return_seq,
-    };
-    let rows: Vec<_> = app.orders().await.into_values().collect();
-    let mut rebuild = stock
-        .begin_rebuild(&sale, clock::now_ms(), survivors)
-        .await
-        .unwrap();
-    stock
-        .stage_rebuild(&mut rebuild, &LedgerPage::of_rows(&rows, at))
-        .await
-        .unwrap();
-    assert!(stock.commit_rebuild(rebuild, at).await.unwrap().is_some());
+    let available = rebuild_from_the_ledger(&app, &sale, survivors).await;
     let offered = sharded_stock(&app, &sale).await;
-    assert_eq!(counters.available, 15);
+    assert_eq!(available, 15);
     assert!(
-        offered <= counters.available,
-        "Redis offers {offered} units, the ledger has {}",
-        counters.available
+        offered <= available,
+        "Redis offers {offered} units, the ledger has {available}"
     );
 }
 
@@ -741,7 +754,7 @@ async fn defect6_a_lost_shard_is_rebuilt_from_survivors_read_before_the_ledger()
 // the units offered come out the same.
 #[tokio::test]
 async fn a_lost_shard_is_rebuilt_from_the_survivors_sums_not_a_copy_of_them() {
-    use seckill_shared::adapters::redis::{LedgerPage, LedgerPosition, home_shard};
+    use seckill_shared::adapters::redis::home_shard;
     let app = App::spawn().await;
     let mut sale = quick_expiring_sale(40, 1);
     sale.shards = 2;
@@ -806,30 +819,11 @@ async fn a_lost_shard_is_rebuilt_from_the_survivors_sums_not_a_copy_of_them() {
         "the survivors' copy holds {} entries for 9 orders and 7 buyers",
         survivors.held_entries()
     );
-    let (_, counters) = app
-        .catalog
-        .get_record(&sale.sale_id)
-        .await
-        .unwrap()
-        .unwrap();
-    let at = LedgerPosition {
-        available: counters.available,
-        return_seq: counters.return_seq,
-    };
-    let rows: Vec<_> = app.orders().await.into_values().collect();
-    let mut rebuild = stock
-        .begin_rebuild(&sale, clock::now_ms(), Some(survivors))
-        .await
-        .unwrap();
-    stock
-        .stage_rebuild(&mut rebuild, &LedgerPage::of_rows(&rows, at))
-        .await
-        .unwrap();
-    assert!(stock.commit_rebuild(rebuild, at).await.unwrap().is_some());
+    let available = rebuild_from_the_ledger(&app, &sale, Some(survivors)).await;
     // 40 - 8 written + 3 expired; Redis offers all of it but the owed unit
     // (it goes back when the release is retried) and the queued one (it is
     // sold, and leaves `available` when written).
-    assert_eq!(counters.available, 35);
+    assert_eq!(available, 35);
     assert_eq!(sharded_stock(&app, &sale).await, 35 - 1 - 1);
 }
 

@@ -290,17 +290,7 @@ async fn lose_shard(redis_url: &str, sale_id: &SaleId, k: u32) -> Result<(), Err
         .get_multiplexed_async_connection()
         .await?;
     let _: () = redis::cmd("DEL")
-        .arg(&[
-            &keys.meta,
-            &keys.stock,
-            &keys.buyers,
-            &keys.resv,
-            &keys.user_orders,
-            &keys.gate_used,
-            &keys.keyed,
-            &keys.lent,
-            &keys.received,
-        ])
+        .arg(&keys.lost_with_the_node())
         .query_async(&mut conn)
         .await?;
     Ok(())

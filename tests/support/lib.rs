@@ -651,23 +651,7 @@ impl App {
 /// Deletes every key of one group (a sale, or one shard of it), as a
 /// restart of the node holding it would.
 pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: &SaleKeys) {
-    let _: () = conn
-        .del(&[
-            &keys.meta,
-            &keys.stock,
-            &keys.buyers,
-            &keys.resv,
-            &keys.user_orders,
-            &keys.gate_used,
-            &keys.rate_limit,
-            &keys.keyed,
-            &keys.lent,
-            &keys.received,
-            &keys.tickets,
-            &keys.draw_order,
-        ])
-        .await
-        .unwrap();
+    let _: () = conn.del(&keys.lost_with_the_node()).await.unwrap();
 }
 
 /// Prewarm as the schedule runs it, asked again while another run holds

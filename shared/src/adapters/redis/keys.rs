@@ -50,6 +50,26 @@ impl SaleKeys {
         Self::tagged(&format!("{sale_id}:{k}"), format!("-s{k}"))
     }
 
+    /// Every key a node restarted without its data loses of this group
+    /// (the sale's own, not the operator's tallies on its tag): what the
+    /// tests and the bench delete to lose a sale or a shard.
+    pub fn lost_with_the_node(&self) -> [&str; 12] {
+        [
+            &self.meta,
+            &self.stock,
+            &self.buyers,
+            &self.resv,
+            &self.user_orders,
+            &self.gate_used,
+            &self.rate_limit,
+            &self.keyed,
+            &self.lent,
+            &self.received,
+            &self.tickets,
+            &self.draw_order,
+        ]
+    }
+
     /// Shard `k`'s keys of a sale of `shards`: the plain keys when it has one.
     pub fn of(sale_id: &SaleId, shards: u32, k: u32) -> Self {
         if shards <= 1 {
