@@ -42,7 +42,8 @@
 //! - `stock_store.rs`: the [`StockStore`] port (purchase, release, views).
 //! - `shards.rs`: layouts, and moving borrowed units between shards.
 //! - `rebuild.rs`: loading a sale, rebuilding a lost one, returning units.
-//! - `snapshot.rs`: reconcile's paced read and per-buyer holdings.
+//! - `snapshot.rs`: reconcile's paced read, per-buyer holdings, and what a lost
+//!   shard's rebuild reads of the survivors (`survivor.lua`).
 //! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
 //! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
 //! - `sell_out.rs`: when a sale first sold out.
