@@ -77,22 +77,28 @@ struct Limits {
     timeout: Duration,
     /// Whether the run's time is checked against `timeout`.
     timed: bool,
+    /// Whether its function takes `JobsMemorySize`, which `make plan` sizes
+    /// for the sale: its CPU is then also shown at the plan's memory.
+    sized_by_plan: bool,
 }
 
 const PREWARM: Limits = Limits {
     memory_mb: 256,
     timeout: Duration::from_secs(60),
     timed: true,
+    sized_by_plan: true,
 };
 const RECONCILE: Limits = Limits {
     memory_mb: 256,
     timeout: Duration::from_secs(120),
     timed: true,
+    sized_by_plan: true,
 };
 const RELEASE: Limits = Limits {
     memory_mb: 256,
     timeout: Duration::from_secs(60),
     timed: false,
+    sized_by_plan: false,
 };
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -121,6 +127,10 @@ pub struct LedgerRun {
     pub buyers: u32,
     pub plant: Duration,
     pub steps: Vec<Step>,
+    /// The `JobsMemorySize` `make plan` sets for a sale of this many
+    /// orders; the memory checked is still the template's default, the
+    /// stricter.
+    pub planned_jobs_mb: u32,
 }
 
 impl LedgerRun {
@@ -166,26 +176,42 @@ impl fmt::Display for LedgerRun {
         )?;
         writeln!(
             f,
-            "| job | peak RSS | added by the job | time | less the index's pages | CPU | CPU on its Lambda | its function | outcome |"
+            "| job | peak RSS | added by the job | time | less the index's pages | CPU | CPU on its Lambda | at JobsMemorySize={} | its function | outcome |",
+            self.planned_jobs_mb
         )?;
-        writeln!(f, "|---|---|---|---|---|---|---|---|---|")?;
+        writeln!(f, "|---|---|---|---|---|---|---|---|---|---|")?;
         for step in &self.steps {
             let function = step.limits.as_ref().map_or("-".to_owned(), |l| {
                 format!("{} MB, {} s", l.memory_mb, l.timeout.as_secs())
             });
+            // Lambda gives memory / 1,769 MB of a vCPU, and no more than one
+            // to the jobs' one thread.
+            let on_lambda = |mb: u64| {
+                format!(
+                    "{:.0} s",
+                    step.peak.cpu.as_secs_f64() * VCPU_MB / (mb as f64).min(VCPU_MB)
+                )
+            };
+            let planned = step
+                .limits
+                .as_ref()
+                .filter(|l| l.sized_by_plan)
+                .map_or("-".to_owned(), |_| {
+                    on_lambda(u64::from(self.planned_jobs_mb))
+                });
             writeln!(
                 f,
-                "| {} | {} MiB | {} MiB | {:.1} s | {:.1} s | {:.1} s | {} | {} | {} |",
+                "| {} | {} MiB | {} MiB | {:.1} s | {:.1} s | {:.1} s | {} | {} | {} | {} |",
                 step.job,
                 mib(step.peak.peak),
                 mib(step.peak.added()),
                 step.peak.wall.as_secs_f64(),
                 step.own().as_secs_f64(),
                 step.peak.cpu.as_secs_f64(),
-                step.limits.as_ref().map_or("-".to_owned(), |l| format!(
-                    "{:.0} s",
-                    step.peak.cpu.as_secs_f64() * VCPU_MB / l.memory_mb as f64
-                )),
+                step.limits
+                    .as_ref()
+                    .map_or("-".to_owned(), |l| on_lambda(l.memory_mb)),
+                planned,
                 function,
                 step.peak.note
             )?;
@@ -274,11 +300,17 @@ pub async fn run(
             index,
         });
     }
+    let planned = crate::plan::plan(&crate::plan::PlanInput {
+        units: i64::from(orders),
+        buyers: i64::from(orders),
+        ..crate::plan::PlanInput::default()
+    })?;
     Ok(LedgerRun {
         orders,
         buyers,
         plant: plant_time,
         steps,
+        planned_jobs_mb: planned.jobs.memory_mb,
     })
 }
 
