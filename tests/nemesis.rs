@@ -168,8 +168,14 @@ async fn nemesis() {
         &reconciled,
     )
     .await;
-    // A duration, not a poll: the run lasts `run` even if the schedule ended before it.
-    tokio::time::sleep_until((started + run).into()).await;
+    // The run lasts `run`, even if the schedule ended before it. The actors
+    // end only when stopped: one that ends before then has failed, and its
+    // panic is the test's at once rather than at the end of the run.
+    let end = tokio::time::Instant::from_std(started + run);
+    if let Ok(Some(early)) = tokio::time::timeout_at(end, actors.join_next()).await {
+        early.unwrap();
+        panic!("{replay}: an actor of the workload ended before the run did");
+    }
     stop.send(true).unwrap();
     while let Some(done) = actors.join_next().await {
         done.unwrap();
@@ -443,14 +449,17 @@ async fn poll_until<T, E: std::fmt::Display>(
     mut between: impl AsyncFnMut(&E),
 ) -> T {
     let deadline = Instant::now() + within;
+    // A check every `pace` at most, each after the last one's `between`.
+    let mut every = tokio::time::interval(pace);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        every.tick().await;
         let missing = match check().await {
             Ok(done) => return done,
             Err(missing) => missing,
         };
         assert!(Instant::now() < deadline, "{replay}: {missing}");
         between(&missing).await;
-        tokio::time::sleep(pace).await;
     }
 }
 

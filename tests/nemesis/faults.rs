@@ -113,6 +113,9 @@ impl RedisPair {
 
     async fn paused(&mut self, hold: Duration) -> String {
         let mut conn = self.primary.conn().await;
+        // Opened before the pause: a PING on it is held with every client's
+        // command and answered when Redis lets them go.
+        let mut probe = self.primary.conn().await;
         let millis = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
         let _: () = redis::cmd("CLIENT")
             .arg("PAUSE")
@@ -120,8 +123,17 @@ impl RedisPair {
             .query_async(&mut conn)
             .await
             .unwrap();
-        // A duration, not a poll: the fault is every client held this long.
-        tokio::time::sleep(hold).await;
+        // The fault lasts until Redis answers clients again (it ends the
+        // pause itself after `hold`); a Redis that never does fails here.
+        let answered = tokio::time::timeout(
+            hold + Duration::from_secs(30),
+            redis::cmd("PING").query_async::<String>(&mut probe),
+        )
+        .await;
+        assert!(
+            matches!(answered, Ok(Ok(_))),
+            "Redis did not answer after its pause of {hold:?}: {answered:?}"
+        );
         "CLIENT PAUSE (every client waits)".into()
     }
 

@@ -26,15 +26,15 @@ const USERS: u64 = 240;
 /// counts as unanswered (status 0) instead of holding the run.
 const REQUEST_BOUND: Duration = Duration::from_secs(30);
 
-/// Sleeps `d`, or less if the run stops; whether the run goes on.
+/// Waits `d` for the run to stop; whether it goes on.
 pub async fn nap(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     if *stop.borrow() {
         return false;
     }
-    tokio::select! {
-        // A duration, not a poll: a pause between steps, cut short only by the stop.
-        () = tokio::time::sleep(d) => !*stop.borrow(),
-        _ = stop.changed() => false,
+    // Waits for the stop, at most `d` (a buyer's pause between steps).
+    match tokio::time::timeout(d, stop.changed()).await {
+        Err(_paused_enough) => !*stop.borrow(),
+        Ok(_) => false,
     }
 }
 
