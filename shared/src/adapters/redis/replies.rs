@@ -141,7 +141,7 @@ pub(super) fn parse_survivor(
     shard: u32,
     lent: &mut Vec<PendingTransfer>,
 ) -> Result<Option<SurvivorPart>, StoreError> {
-    let redis::Value::Array(parts) = reply else {
+    let redis::Value::Array(mut parts) = reply else {
         return Err(StoreError::Protocol("survivor reply is not a list".into()));
     };
     let text = |v: redis::Value| -> Result<String, StoreError> {
@@ -150,30 +150,19 @@ pub(super) fn parse_survivor(
     let flat = |v: redis::Value| -> Result<Vec<String>, StoreError> {
         redis::from_redis_value::<Vec<String>>(v).map_err(|e| StoreError::Protocol(e.to_string()))
     };
-    let mut parts = parts.into_iter();
-    // The total is the sale's, known to the rebuild from the catalog.
-    let (Some(tag), stock, _total, expired, queued, lent_flat, received_flat) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return Err(StoreError::Protocol("empty survivor reply".into()));
-    };
-    let tag = text(tag)?;
-    let (Some(stock), Some(expired), Some(queued), Some(lent_flat), Some(received_flat)) =
-        (stock, expired, queued, lent_flat, received_flat)
-    else {
-        return if tag == "MISSING" {
-            Ok(None)
-        } else {
-            Err(StoreError::Protocol(format!(
+    if parts.len() == 1 {
+        return match text(parts.swap_remove(0))?.as_str() {
+            "MISSING" => Ok(None),
+            tag => Err(StoreError::Protocol(format!(
                 "unexpected survivor reply {tag}"
-            )))
+            ))),
         };
+    }
+    // The total is the sale's, known to the rebuild from the catalog.
+    let Ok([_, stock, _total, expired, queued, lent_flat, received_flat]) =
+        <[redis::Value; 7]>::try_from(parts)
+    else {
+        return Err(StoreError::Protocol("unexpected survivor reply".into()));
     };
     let redis::Value::Array(expired) = expired else {
         return Err(StoreError::Protocol(
