@@ -68,7 +68,12 @@ async fn retry_with_the_same_idempotency_key_gets_the_same_202() {
     assert_eq!(first.body, second.body);
     assert_eq!(app.stock(id).await, Some(4), "deducted once");
     assert_eq!(app.buyers(id).await["bob"], 1);
-    assert_eq!(app.drain_queue().await.len(), 1, "queued once");
+    // The retry sent the order again (it cannot know the first request
+    // did): one order all the same.
+    app.write_queued_orders().await;
+    let orders = app.orders().await;
+    assert_eq!(orders.len(), 1, "written once: {orders:?}");
+    assert!(orders.contains_key(first.body["orderId"].as_str().unwrap()));
 
     // A different key is a different purchase (limit 2 allows it).
     let other = app
@@ -81,6 +86,62 @@ async fn retry_with_the_same_idempotency_key_gets_the_same_202() {
         .await;
     assert_eq!(other.status, 202);
     assert_ne!(other.body["orderId"], first.body["orderId"]);
+}
+
+// The nemesis's seed 430613383: a keyed purchase's script ran in Redis
+// but its answer never came back (a CLIENT PAUSE outlasted the client's
+// timeout), so that request was answered 503 and sent nothing; the retry
+// with the same key was answered 202 from the reservation alone, and Redis
+// lost the reservation before reconcile relayed it: an accepted order with
+// no row, reservation or message.
+#[tokio::test]
+async fn a_keyed_retry_of_a_reservation_nothing_sent_sends_its_order() {
+    use seckill_shared::domain::{IdempotencyKey, Quantity, SaleId, UserId};
+    use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    // The first request's script, its answer lost: Redis holds the
+    // reservation, the queue nothing.
+    let (user, key) = (
+        UserId::parse("bob").unwrap(),
+        IdempotencyKey::parse("click-1").unwrap(),
+    );
+    let first = app
+        .service
+        .stock()
+        .reserve(ReserveRequest {
+            sale_id: &SaleId::parse(id).unwrap(),
+            user_id: &user,
+            quantity: Quantity::new(1).unwrap(),
+            idempotency_key: Some(&key),
+            gate_nonce: None,
+            gate_issued_ms: None,
+            source_ip: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(first, ReserveOutcome::Reserved(_)), "{first:?}");
+
+    let retry = app
+        .call(purchase_event(
+            id,
+            Some("bob"),
+            "",
+            &[("Idempotency-Key", "click-1")],
+        ))
+        .await;
+    assert_eq!(retry.status, 202, "{retry:?}");
+    let order_id = retry.body["orderId"].as_str().unwrap().to_owned();
+    // Redis loses the sale before reconcile's relay (a restart without
+    // persistence): the 202 must not have rested on the reservation alone.
+    app.lose_redis_keys(id).await;
+    app.write_queued_orders().await;
+    assert!(
+        app.orders().await.contains_key(&order_id),
+        "the retry's 202 promised {order_id}, and nothing sent it: no row"
+    );
 }
 
 #[tokio::test]

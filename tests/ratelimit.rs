@@ -67,6 +67,71 @@ async fn one_flooding_buyer_gets_429_while_others_buy() {
     }
 }
 
+// A keyed retry of an order not written yet sends it again (its first
+// answer may have been lost before anything was sent); each such send is
+// paid from the buyer's bucket like a purchase, so a client repeating one
+// key cannot flood the queue. Once the order is written, retries send
+// nothing and pay nothing.
+#[tokio::test]
+async fn a_repeated_key_pays_for_each_send_of_its_order() {
+    let app = App::spawn_with(|c| {
+        c.rate_limits = RateLimits {
+            ip_per_sec: 1_000.0,
+            ip_burst: 1_000.0,
+            ..tight()
+        }
+    })
+    .await;
+    let sale = live_sale(100, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let keyed =
+        || seckill_tests::purchase_event(id, Some("repeater"), "", &[("Idempotency-Key", "k-1")]);
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(app.call(keyed()).await.status);
+    }
+    let accepted = statuses.iter().filter(|&&s| s == 202).count();
+    // The burst of 3 (the purchase and two sends again), plus at most one
+    // token refilled while the loop ran; the rest told to wait.
+    assert!((3..=4).contains(&accepted), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|&s| s == 202 || s == 429),
+        "{statuses:?}"
+    );
+    assert_eq!(app.stock(id).await, Some(99), "one unit taken");
+    let sent: Vec<seckill_shared::domain::OrderMessage> = app
+        .take_messages()
+        .await
+        .iter()
+        .map(|(_, body)| serde_json::from_str(body).unwrap())
+        .collect();
+    assert_eq!(sent.len(), accepted, "one message per 202");
+    assert!(sent.iter().all(|m| m.order_id == sent[0].order_id));
+
+    // Written: a retry is answered from the reservation, free.
+    let order = sent[0].order_id.clone();
+    app.service
+        .stock()
+        .resolve(
+            &sale.sale_id,
+            &order,
+            seckill_shared::ports::Resolution::Written,
+        )
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let reply = app.call(keyed()).await;
+        assert_eq!(reply.status, 202, "{reply:?}");
+        assert_eq!(reply.body["orderId"], order.as_str());
+    }
+    assert_eq!(
+        app.queue_depth().await,
+        0,
+        "nothing sent for a written order"
+    );
+}
+
 #[tokio::test]
 async fn one_address_is_limited_across_buyers() {
     let app = App::spawn_with(|c| {

@@ -47,12 +47,15 @@
 -- answered DRAWING, then first come, first served as without a window.
 -- The order of the checks is the cost of a refusal: the replay, a pause
 -- and a sell-out are decided from meta, stock and one HGET, before the
--- clock; then the window, the gate and the buyer's limit, all reads; the
+-- clock (a replay that will send its order again pays the limiter first); then the window, the gate and the buyer's limit, all reads; the
 -- limiter and every write only for a call that will take stock.
 --
 -- Replies (all strings, first element is the outcome):
 --   {"OK", orderId, atMs, stockLeft}       reserved now
 --   {"REPLAY", orderId, reservationJson}   same Idempotency-Key seen before
+--   {"REPLAY", orderId, reservationJson, "SEND"}  the same, its order not
+--                   written yet: the caller sends its message again before
+--                   answering (the limiter's buckets paid for the send)
 --   {"MISSING"} {"PAUSED"} {"NOT_STARTED", startMs} {"ENDED"} {"GATE"}
 --   {"SHARDED", n, homes}  these are a sharded sale's directory keys (n shards,
 --                   homes the home table or ""): nothing done
@@ -92,6 +95,30 @@ if not start_ms or not end_ms or not limit or not stock then
   return {'MISSING'}
 end
 
+-- The buyer's and the address's token buckets (ratelimit.lua, prepended),
+-- at `now` (read here when not given): allowed, the wait in ms, and whether
+-- the limiter failed (it then lets the call through). Without KEYS[7]
+-- there is no limit.
+local function take_token(now)
+  if not KEYS[7] then
+    return true, 0, false
+  end
+  if not now then
+    local lt = redis.call('TIME')
+    now = tonumber(lt[1]) * 1000 + math.floor(tonumber(lt[2]) / 1000)
+  end
+  local ip_field = ''
+  if ARGV[6] and ARGV[6] ~= '' then
+    ip_field = 'ip:' .. ARGV[6]
+  end
+  -- Fields of one hash, not keys: a `{` in the user id cannot move a key
+  -- to another slot. "u:" and "ip:" keep a buyer's bucket apart from an
+  -- address's whatever the user id holds (a sub of "ip:1.2.3.4" is the
+  -- field "u:ip:1.2.3.4").
+  return rate_limit(KEYS[7], meta_key, 'u:' .. user, ip_field,
+    ARGV[7], ARGV[8], ARGV[9], ARGV[10], now)
+end
+
 -- A retry with the same key (or the same call run again) gets its first
 -- answer, even after sell-out.
 local order_id
@@ -111,14 +138,28 @@ local existing = redis.call('HGET', resv_key, order_id)
 if existing then
   if idem ~= '' then
     local resv = cjson.decode(existing)
-    if resv.state == 'QUEUED' and not resv.replayed then
-      -- This retry is answered 202 while the first request may still be
-      -- sending: if that send is refused, its release must not take back
-      -- what this answer promised (release.lua refuses a replayed
-      -- reservation; reconcile relays it).
-      resv.replayed = 1
-      existing = cjson.encode(resv)
-      redis.call('HSET', resv_key, order_id, existing)
+    if resv.state == 'QUEUED' then
+      -- Whether anything sent its message is unknown here: the first
+      -- request's answer may have been lost before it sent (a timeout, and
+      -- its buyer was told 503), and then a 202 would rest on Redis alone
+      -- until reconcile's relay. So the caller sends it again (the writer
+      -- writes an order once). A send costs what a purchase's does, and
+      -- the buyer's and the address's buckets pay for it as for one: a
+      -- client repeating one key cannot flood the queue.
+      local allowed, wait = take_token()
+      if not allowed then
+        return {'RATE_LIMITED', tostring(wait)}
+      end
+      if not resv.replayed then
+        -- This retry is answered 202 while the first request may still be
+        -- sending: if that send is refused, its release must not take back
+        -- what this answer promised (release.lua refuses a replayed
+        -- reservation; reconcile relays it).
+        resv.replayed = 1
+        existing = cjson.encode(resv)
+        redis.call('HSET', resv_key, order_id, existing)
+      end
+      return {'REPLAY', order_id, existing, 'SEND'}
     end
   end
   return {'REPLAY', order_id, existing}
@@ -198,22 +239,11 @@ end
 -- not 429. A sale Redis does not hold has no buckets (junk ids create no
 -- keys). The limiter's failure lets the purchase through, flagged.
 local lf = nil
-if KEYS[7] then
-  local ip_field = ''
-  if ARGV[6] and ARGV[6] ~= '' then
-    ip_field = 'ip:' .. ARGV[6]
-  end
-  -- Fields of one hash, not keys: a `{` in the user id cannot move a key
-  -- to another slot. "u:" and "ip:" keep a buyer's bucket apart from an
-  -- address's whatever the user id holds (a sub of "ip:1.2.3.4" is the
-  -- field "u:ip:1.2.3.4").
-  local allowed, wait, failed = rate_limit(KEYS[7], meta_key, 'u:' .. user, ip_field,
-    ARGV[7], ARGV[8], ARGV[9], ARGV[10], now)
-  if failed then
-    lf = 'LF'
-  elseif not allowed then
-    return {'RATE_LIMITED', tostring(wait)}
-  end
+local allowed, wait, failed = take_token(now)
+if failed then
+  lf = 'LF'
+elseif not allowed then
+  return {'RATE_LIMITED', tostring(wait)}
 end
 local function reply(r)
   if lf then

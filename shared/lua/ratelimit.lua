@@ -1,7 +1,8 @@
 -- ratelimit.lua: two token buckets, one per buyer and one per source
 -- address. Prepended to purchase.lua (see adapters/redis/scripts.rs), which calls
--- rate_limit() after every refusal, for calls that may take stock only,
--- so the limit costs no extra round trip and a refused call no write; it
+-- rate_limit() after every refusal, for calls that may take stock only
+-- (and for a keyed retry that will send its order again), so the limit
+-- costs no extra round trip and a refused call no write; it
 -- stays its own piece of code with its own key on the sale's hash tag.
 --
 -- rl_key    sale:{S}:ratelimit  hash  "u:<user>" / "ip:<ip>" -> "tokens:lastMs"

@@ -60,8 +60,16 @@ pub struct Reservation {
 pub enum ReserveOutcome {
     /// Stock taken, buyer counted, reservation recorded.
     Reserved(Reservation),
-    /// The same `Idempotency-Key` was reserved before: nothing changed.
-    Replayed(Reservation),
+    /// The same `Idempotency-Key` was reserved before: nothing changed but
+    /// the reservation's marks.
+    Replayed {
+        reservation: Reservation,
+        /// Its order is not written yet: whether any send of its message
+        /// reached the queue is unknown (the first request's answer may
+        /// have been lost before it sent), so the caller sends it again
+        /// before answering. The buyer's rate limit paid for the send.
+        resend: bool,
+    },
     /// The same `Idempotency-Key` was reserved before, and its order has
     /// since ended without being paid (`EXPIRED`, or `REJECTED`: given up,
     /// or refused by the ledger): nothing changed, and no order is coming.

@@ -873,6 +873,10 @@ impl LocalStack {
         login_url: Option<String>,
         redis_url: Option<String>,
     ) -> LocalStack {
+        // Logs only when asked for (`RUST_LOG=warn make nemesis`).
+        if std::env::var_os("RUST_LOG").is_some() {
+            seckill_shared::observe::telemetry::init();
+        }
         let name = unique("l");
         let settings = seckill_infra::local::LocalSettings {
             listen: "127.0.0.1:0".into(),

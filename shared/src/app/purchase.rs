@@ -115,6 +115,10 @@ pub enum PurchaseError {
     Catalog(#[from] crate::ports::CatalogError),
     #[error("queue rejected the order; stock returned")]
     QueueRejected,
+    /// A keyed retry's send of its order was refused: the order may still
+    /// come (its reservation is kept), but nothing vouches for it yet.
+    #[error("queue refused the retry's send; reservation kept")]
+    ResendRefused,
     #[error("rate limited")]
     RateLimited { retry_after_ms: u64 },
     #[error("gate pass missing, invalid or used")]
@@ -173,6 +177,9 @@ impl From<PurchaseError> for ApiError {
             }
             PurchaseError::QueueRejected => ApiError::paused(
                 "your purchase could not be queued and was not taken; retry shortly",
+            ),
+            PurchaseError::ResendRefused => ApiError::paused(
+                "your order could not be confirmed yet; retry shortly with the same Idempotency-Key",
             ),
         }
     }
@@ -479,14 +486,21 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             // Without an Idempotency-Key a replay is this very call, run a
             // second time by the Redis client after a dropped connection:
             // the first run's answer never came back, so nothing was sent
-            // for it yet. Send now; a duplicate is written once.
-            ReserveOutcome::Replayed(resv) if req.idempotency_key.is_none() => {
-                self.hand_off_replayed(req, resv).await
+            // for it yet, and it is handed off as if reserved now.
+            ReserveOutcome::Replayed { reservation, .. } if req.idempotency_key.is_none() => {
+                self.hand_off(req, reservation).await
             }
-            ReserveOutcome::Replayed(resv) => Ok(Accepted {
-                order_id: resv.order_id,
+            ReserveOutcome::Replayed {
+                reservation,
+                resend: true,
+            } => self.resend(req, reservation).await,
+            ReserveOutcome::Replayed {
+                reservation,
+                resend: false,
+            } => Ok(Accepted {
+                order_id: reservation.order_id,
                 sale_id: req.sale_id.clone(),
-                quantity: resv.quantity,
+                quantity: reservation.quantity,
                 replayed: true,
             }),
             // The first answer was a 202; what became of its order is the
@@ -522,24 +536,36 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         accepted.map(Admitted::Order)
     }
 
-    /// The send of a reservation a first run of the script made. Any
-    /// failure keeps it (reconcile relays it): whether an earlier attempt
-    /// of this purchase reached the queue is unknown.
-    async fn hand_off_replayed(
+    /// A keyed retry of an order not written yet. The first request may
+    /// have lost its answer before it sent anything (its buyer was told
+    /// 503 and retried), so a 202 now must not rest on Redis alone: the
+    /// message is sent again (a duplicate is written once). A send that
+    /// surely did not arrive is not a 202; the reservation stays, marked
+    /// replayed (an earlier request may have promised it), for the next
+    /// retry or reconcile's relay.
+    async fn resend(
         &self,
         req: &PurchaseRequest,
         resv: Reservation,
     ) -> Result<Accepted, PurchaseError> {
         let message = order_message(req, &resv);
-        if let Err(err) = self.queue.send(&message).await {
-            tracing::warn!(order_id = %resv.order_id, %err, "send of a replayed reservation failed; reservation kept for relay");
-        }
-        Ok(Accepted {
-            order_id: resv.order_id,
+        let accepted = Accepted {
+            order_id: resv.order_id.clone(),
             sale_id: req.sale_id.clone(),
             quantity: resv.quantity,
-            replayed: false,
-        })
+            replayed: true,
+        };
+        match self.queue.send(&message).await {
+            Ok(()) => Ok(accepted),
+            Err(SendError::Ambiguous(why)) => {
+                tracing::warn!(order_id = %resv.order_id, %why, "resend outcome unknown; reservation kept for relay");
+                Ok(accepted)
+            }
+            Err(SendError::Rejected(why)) => {
+                tracing::warn!(order_id = %resv.order_id, %why, "queue refused a keyed retry's resend; reservation kept for relay");
+                Err(PurchaseError::ResendRefused)
+            }
+        }
     }
 
     async fn hand_off(

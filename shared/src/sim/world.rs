@@ -78,9 +78,9 @@ pub(crate) struct Log {
     pub(crate) paid: BTreeSet<OrderId>,
     /// Operator commands sent: (command, sent at, answered success at).
     pub(crate) commands: Vec<(Command, i64, Option<i64>)>,
-    /// Accepted orders whose only trace was a reservation Redis lost with
-    /// its keys before its message was sent (a loss of Redis and of the
-    /// send together): excused from `LOST_ORDER`, counted.
+    /// Reservations Redis lost with its keys before their message was
+    /// sent: an accepted one is excused from `LOST_ORDER` (and counted)
+    /// only when a send of it ended unknown ([`World::excused`]).
     pub(crate) lost_with_redis: BTreeSet<OrderId>,
     /// When Redis failed over to a replica behind it.
     pub(crate) failovers: Vec<i64>,

@@ -237,7 +237,10 @@ impl StockStore for MemoryStock {
         if let Some(Ok(id)) = &keyed_id
             && let Some(held) = s.resv.get_mut(id)
         {
-            held.replayed |= held.state == State::Queued;
+            // As purchase.lua: a replay of an order not written yet sends
+            // it again (no limiter here).
+            let resend = held.state == State::Queued;
+            held.replayed |= resend;
             let ended = match held.state {
                 State::Expired => Some(crate::domain::orders::OrderStatus::Expired),
                 State::Rejected => Some(crate::domain::orders::OrderStatus::Rejected),
@@ -248,7 +251,10 @@ impl StockStore for MemoryStock {
                     order_id: held.reservation.order_id.clone(),
                     status,
                 },
-                None => ReserveOutcome::Replayed(held.reservation.clone()),
+                None => ReserveOutcome::Replayed {
+                    reservation: held.reservation.clone(),
+                    resend,
+                },
             });
         }
         if s.paused {

@@ -76,7 +76,7 @@ pub(super) fn parse_reserve_reply(
             reserved_at_ms: parse_i64(at_ms)?,
             shard,
         })),
-        ["REPLAY", order_id, stored] => {
+        ["REPLAY", order_id, stored, rest @ ..] if matches!(rest, [] | ["SEND"]) => {
             let stored: StoredReservation =
                 serde_json::from_str(stored).map_err(|e| StoreError::Protocol(e.to_string()))?;
             let ended = match stored.state.as_str() {
@@ -90,13 +90,16 @@ pub(super) fn parse_reserve_reply(
                     status,
                 });
             }
-            Ok(ReserveOutcome::Replayed(Reservation {
-                order_id: parse_order_id(order_id)?,
-                quantity: Quantity::new(stored.quantity)
-                    .map_err(|e| StoreError::Protocol(e.to_string()))?,
-                reserved_at_ms: parse_i64(&stored.at_ms)?,
-                shard,
-            }))
+            Ok(ReserveOutcome::Replayed {
+                reservation: Reservation {
+                    order_id: parse_order_id(order_id)?,
+                    quantity: Quantity::new(stored.quantity)
+                        .map_err(|e| StoreError::Protocol(e.to_string()))?,
+                    reserved_at_ms: parse_i64(&stored.at_ms)?,
+                    shard,
+                },
+                resend: rest == ["SEND"],
+            })
         }
         ["MISSING"] => Ok(ReserveOutcome::SaleMissing),
         ["PAUSED"] => Ok(ReserveOutcome::Paused),

@@ -108,8 +108,58 @@ async fn idempotency_key_replays_the_first_answer() {
         .unwrap();
     assert_eq!(first.body(), again.body());
     assert!(again.replayed);
-    assert_eq!(w.queue.messages().len(), 1);
+    // The retry cannot know the first request sent (its answer may have
+    // been lost before), so it sends the same order again; once written,
+    // a retry sends nothing.
+    let sent: Vec<_> = w.queue.messages().into_iter().map(|m| m.order_id).collect();
+    assert_eq!(sent, [first.order_id.clone(), first.order_id.clone()]);
+    w.stock
+        .resolve(
+            &first.sale_id,
+            &first.order_id,
+            crate::ports::Resolution::Written,
+        )
+        .await
+        .unwrap();
+    let third = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(first.body(), third.body());
+    assert_eq!(w.queue.messages().len(), 2);
     assert_eq!(w.stock.stock_of(&first.sale_id), Some(9));
+}
+
+// A keyed retry's 202 must not rest on the reservation alone: when its
+// resend is refused, the buyer is told to retry, and the reservation (which
+// an earlier answer may have promised) is neither released nor forgotten.
+#[tokio::test]
+async fn a_keyed_retry_whose_resend_is_refused_is_not_a_202() {
+    let w = world();
+    w.stock.load(test_sale("s", 10, 1).unwrap());
+    let first = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    w.queue.set_mode(QueueMode::Reject);
+    let err = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PurchaseError::ResendRefused), "{err:?}");
+    assert_eq!(ApiError::from(err).status(), 503);
+    assert_eq!(w.stock.reservations_of(&first.sale_id), 1);
+    assert_eq!(w.stock.stock_of(&first.sale_id), Some(9));
+    w.queue.set_mode(QueueMode::Accept);
+    let again = w
+        .service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(again.order_id, first.order_id);
 }
 
 #[tokio::test]
