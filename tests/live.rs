@@ -134,6 +134,7 @@ async fn live_shows_the_exact_numbers_of_a_small_sale() {
         body["orders"],
         json!({"PENDING_PAYMENT": 0, "PAID": 0, "EXPIRED": 0, "REJECTED": 0})
     );
+    assert!(body["ordersAt"].is_string(), "{body}");
     assert_eq!(outcomes(&body), []);
     assert!(body["outcomes"]["ACCEPTED"].is_number());
     // The rows a page shows: the listed outcomes, in their order.
@@ -199,11 +200,19 @@ async fn live_shows_the_exact_numbers_of_a_small_sale() {
         ("LIMIT_EXCEEDED".to_owned(), 1),
         ("SOLD_OUT".to_owned(), 2),
     ];
+    // The orders as counted at most about once a second (a count every
+    // console shares: `ordersAt` says when).
+    let settled = json!({"PENDING_PAYMENT": 0, "PAID": 1, "EXPIRED": 1, "REJECTED": 0});
     let body = caller
         .live_until(&sale, |b| {
-            b["queue"]["visible"] == 0 && b["queue"]["inFlight"] == 0 && outcomes(b) == tallied
+            b["queue"]["visible"] == 0
+                && b["queue"]["inFlight"] == 0
+                && outcomes(b) == tallied
+                && b["orders"] == settled
         })
         .await;
+    let counted_at = clock::parse_rfc3339_ms(body["ordersAt"].as_str().unwrap()).unwrap();
+    assert!(counted_at <= body["atMs"].as_i64().unwrap(), "{body}");
     assert_eq!(
         body["stock"],
         json!({"total": 2, "remaining": 1, "status": "LIVE"})
@@ -411,4 +420,74 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
     assert!(body["queue"]["inFlight"].is_null(), "{body}");
     assert_eq!(body["queue"]["dlq"], 0, "the DLQ still answers: {body}");
     assert_eq!(body["stock"]["remaining"], 4, "{body}");
+}
+
+// Every console polling a sale shares one count of its orders, made at most
+// as often as the count's read units allow (`live::count_holds`): the
+// index is not read per poll.
+#[tokio::test]
+async fn consoles_share_one_count_of_the_orders_for_as_long_as_it_holds() {
+    use seckill_shared::ports::OrderCounts;
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let reply = app.purchase(sale.sale_id.as_str(), "alice", "").await;
+    assert_eq!(reply.status, 202, "{:?}", reply.body);
+    app.write_queued_orders().await;
+    let reconciler = seckill_shared::app::reconcile::wire(
+        &app.config,
+        seckill_shared::adapters::aws::Caller::Tool,
+    )
+    .await
+    .unwrap();
+    let view = || async {
+        seckill_shared::app::live::live(reconciler.checker(), &sale.sale_id)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let stock = reconciler.checker().stock();
+    // A count of a million orders made just now holds for minutes: the
+    // view answers it (not the index's one order) and says when it was made.
+    let now = clock::now_ms();
+    let big = OrderCounts {
+        at_ms: now,
+        counts: [("PAID".to_owned(), 1_000_000)].into(),
+    };
+    stock.store_order_counts(&sale.sale_id, &big).await.unwrap();
+    let body = view().await;
+    assert_eq!(body["orders"]["PAID"], 1_000_000, "{body}");
+    assert_eq!(body["orders"]["PENDING_PAYMENT"], 0, "{body}");
+    assert_eq!(body["ordersAt"], clock::rfc3339_ms(now), "{body}");
+
+    // Made long enough ago, while another console holds the next count:
+    // the old count still (one reader of the index at a time).
+    let old = OrderCounts {
+        at_ms: now - 3_600_000,
+        ..big
+    };
+    stock.store_order_counts(&sale.sale_id, &old).await.unwrap();
+    assert!(
+        stock
+            .claim_order_count(&sale.sale_id, Duration::from_secs(600))
+            .await
+            .unwrap()
+    );
+    assert_eq!(view().await["orders"]["PAID"], 1_000_000);
+
+    // Once nobody holds it, this poll counts the index and shares the count.
+    let mut redis = app.redis.clone();
+    let _: () = redis
+        .del(format!("sale:{{{}}}:ordercounting", sale.sale_id))
+        .await
+        .unwrap();
+    let body = view().await;
+    assert_eq!(
+        body["orders"],
+        json!({"PENDING_PAYMENT": 1, "PAID": 0, "EXPIRED": 0, "REJECTED": 0}),
+        "{body}"
+    );
+    let shared = stock.order_counts(&sale.sale_id).await.unwrap().unwrap();
+    assert_eq!(shared.counts["PENDING_PAYMENT"], 1);
+    assert_eq!(body["ordersAt"], clock::rfc3339_ms(shared.at_ms));
 }

@@ -94,6 +94,12 @@ pub(super) async fn dashboard_shows_the_sale(ui: &Ui) {
         .await;
     }
     ui.until(
+        "when the orders were counted",
+        "const e = document.getElementById('orders-at'); \
+         return !!e && e.textContent.startsWith('Counted at ') && e.dataset.countedAt !== ''",
+    )
+    .await;
+    ui.until(
         "report without violations",
         "return document.querySelector('#violations li.none') !== null",
     )

@@ -64,6 +64,7 @@
     queueInflight: $("queue-inflight"),
     queueDlq: $("queue-dlq"),
     orders: $("orders"),
+    ordersAt: $("orders-at"),
     outcomes: $("outcomes"),
     funnel: $("funnel"),
     reportSummary: $("report-summary"),
@@ -1267,6 +1268,14 @@
 
     const unknown = (keys) => Object.fromEntries(keys.map((k) => [k, null]));
     const orders = live.orders || unknown(STATUS_ORDER.slice(1));
+    // One count serves every console, refreshed as its read cost allows.
+    const countedAt = Date.parse(live.ordersAt || "");
+    ui.ordersAt.textContent = Number.isFinite(countedAt)
+      ? "Counted at " +
+        S.time(countedAt) +
+        ", once for every open console: a big sale's count is refreshed less often."
+      : "Not counted: the orders table cannot be read.";
+    ui.ordersAt.dataset.countedAt = Number.isFinite(countedAt) ? String(countedAt) : "";
     ui.orders.replaceChildren(
       ...ordered(Object.keys(orders), STATUS_ORDER).map((status) => {
         const row = document.createElement("tr");

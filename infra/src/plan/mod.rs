@@ -91,6 +91,19 @@ fn rru_per_expiry_queries() -> f64 {
     let per_query = (RELEASE_CHUNK * ORDER_ITEM_BYTES / 4_096.0).ceil() * 0.5;
     f64::from(SALE_BUCKETS) * per_query / RELEASE_CHUNK
 }
+/// The operator console open for the hour: its one shared count of the
+/// orders (`seckill_shared::app::live::count_holds`) reads the index once
+/// a second, or as often as 100 read units a second pay for, however many
+/// consoles poll.
+fn console_rru_per_hour(orders: f64) -> f64 {
+    use seckill_shared::app::live::{
+        COUNT_READ_UNITS_PER_SECOND, INDEX_BUCKETS, READ_UNITS_PER_ORDER, STORED_STATUSES,
+    };
+    let per_count = 0.5 * STORED_STATUSES.len() as f64 * f64::from(INDEX_BUCKETS)
+        + READ_UNITS_PER_ORDER * orders;
+    per_count.min(COUNT_READ_UNITS_PER_SECOND) * 3_600.0
+}
+
 /// Redis calls per poll: `GET /orders/{id}` of a `QUEUED` order reads its
 /// reservation; `GET /sales/{id}/orders` reads the ticket and the buyer's
 /// reservations (`OrderQueries::my_ticket`, `my_orders`).

@@ -474,13 +474,19 @@ pub(super) fn costs(plan: &Plan) -> Vec<CostLine> {
         ),
         wru / 1e6 * price::WRU_PER_MILLION,
     );
+    let console = console_rru_per_hour(orders);
     let rru = order_polls * RRU_PER_ORDER_POLL
         + ticket_polls * RRU_PER_TICKET_POLL
         + paid * RRU_PER_PAYMENT
-        + unpaid * (RRU_PER_EXPIRY + rru_per_expiry_queries());
+        + unpaid * (RRU_PER_EXPIRY + rru_per_expiry_queries())
+        + console;
     line(
         "DynamoDB reads",
-        format!("{} RRU x $0.125/M", int(rru)),
+        format!(
+            "{} RRU (the console's order count {}) x $0.125/M",
+            int(rru),
+            int(console)
+        ),
         rru / 1e6 * price::RRU_PER_MILLION,
     );
     let nodes = plan.redis.masters as f64 * (1.0 + input.redis_replicas as f64);

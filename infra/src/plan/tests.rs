@@ -522,11 +522,20 @@ fn an_expiry_pays_for_the_queries_that_found_it() {
     // query; 32 buckets a chunk of 98 expiries: 2.12 RRU an expiry.
     close(rru_per_expiry_queries(), 32.0 * 6.5 / 98.0);
     // Plan (a): 47,561 RRU of polls, payments and the expiries' own reads,
-    // and 3,000 expiries x 2.12 of queries: 53,929 (each rounded).
+    // and 3,000 expiries x 2.12 of queries: 53,929 (each rounded); and the
+    // console's count of 10,000 orders (564 RRU) at its 100 RRU a second
+    // for the hour, 360,000.
     let p = plan(&PlanInput::scarce()).unwrap();
     let reads = p.costs.iter().find(|c| c.item == "DynamoDB reads").unwrap();
     close(p.expiry.unpaid, 3_000.0);
-    assert!(reads.arithmetic.starts_with("53,929 RRU"), "{reads:?}");
+    assert!(
+        reads
+            .arithmetic
+            .starts_with("413,929 RRU (the console's order count 360,000)"),
+        "{reads:?}"
+    );
+    // A small sale's count costs less than the budget: once a second.
+    close(console_rru_per_hour(100.0), 69.0 * 3_600.0);
 }
 
 #[test]

@@ -55,7 +55,8 @@ pub struct LiveState {
     pub sale: Sale,
     /// Redis's view of the sale; the inner `None`: Redis does not hold it.
     pub stock: Option<Option<StockView>>,
-    pub orders: Option<BTreeMap<&'static str, u64>>,
+    /// The orders by status and when they were counted.
+    pub orders: Option<crate::ports::OrderCounts>,
     pub queue: Option<QueueDepth>,
     pub dlq: Option<QueueDepth>,
     /// From Redis, with the stock.
@@ -116,7 +117,8 @@ impl LiveState {
                 "remaining": view.map(|s| s.remaining.max(0)),
                 "status": status,
             },
-            "orders": self.orders,
+            "orders": self.orders.as_ref().map(|o| listed_statuses(&o.counts)),
+            "ordersAt": self.orders.as_ref().map(|o| clock::rfc3339_ms(o.at_ms)),
             "queue": {
                 // Waiting to be received: visible plus delayed, as the
                 // reconcile report counts them.
@@ -133,6 +135,40 @@ impl LiveState {
             "unavailable": self.unavailable(),
         })
     }
+}
+
+/// Counts by stored status, every one present (0 when none).
+fn listed_statuses(counted: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+    STORED_STATUSES
+        .iter()
+        .map(|s| (s.as_str(), counted.get(s.as_str()).copied().unwrap_or(0)))
+        .collect()
+}
+
+/// What the live view may spend counting one sale's orders, in read units
+/// a second, however many consoles poll it: a count reads the sale's index
+/// entries (about [`READ_UNITS_PER_ORDER`] each, and at least half a unit
+/// for each bucket and status queried), so the next count waits until the
+/// last one is paid for. A small sale is counted about once a second, a
+/// sale of a million orders about every eight minutes.
+pub const COUNT_READ_UNITS_PER_SECOND: f64 = 100.0;
+
+/// The buckets a sale's orders are spread over on the index: each is one
+/// query per status (the adapter's `SALE_BUCKETS`; a test holds them equal).
+pub const INDEX_BUCKETS: u32 = 32;
+
+/// The index entries' read cost per order (eventually consistent reads of
+/// small items); `docs/api.md` "/live in detail" derives it.
+pub const READ_UNITS_PER_ORDER: f64 = 0.05;
+
+/// How long the count of `counted` orders is shared before the next one:
+/// its read units at [`COUNT_READ_UNITS_PER_SECOND`], at least a second.
+pub fn count_holds(counted: &BTreeMap<String, u64>) -> std::time::Duration {
+    let orders: u64 = counted.values().sum();
+    #[allow(clippy::cast_precision_loss)]
+    let units = 0.5 * STORED_STATUSES.len() as f64 * f64::from(INDEX_BUCKETS)
+        + READ_UNITS_PER_ORDER * orders as f64;
+    std::time::Duration::from_secs_f64((units / COUNT_READ_UNITS_PER_SECOND).max(1.0))
 }
 
 /// Counts by outcome with every listed outcome present, 0 until it happens.
@@ -174,20 +210,11 @@ where
             .await
             .map(Option::unwrap_or_default)
     };
-    let orders = async {
-        let count = |status: OrderStatus| async move {
-            checker
-                .orders()
-                .count_of_sale(sale_id, status)
-                .await
-                .map(|n| (status.as_str(), n))
-        };
-        let [a, b, c, d] = STORED_STATUSES;
-        let counted = tokio::try_join!(count(a), count(b), count(c), count(d))?;
-        Ok::<_, JobError>(BTreeMap::from([counted.0, counted.1, counted.2, counted.3]))
-    };
-    let (view, outcomes, orders, queue, dlq, sold_out_at, funnel) = tokio::join!(
-        stock.view(sale_id, None),
+    // Redis first: a count is shared through it only for a sale it holds
+    // (a view creates no key for a sale not loaded, or gone).
+    let view = stock.view(sale_id, None).await;
+    let orders = order_counts(checker, sale_id, matches!(view, Ok(Some(_))));
+    let (outcomes, orders, queue, dlq, sold_out_at, funnel) = tokio::join!(
         stock.outcomes(sale_id),
         orders,
         checker.queue().depth(),
@@ -206,6 +233,62 @@ where
         sold_out_at_ms: part(sale_id, "the sell-out time", sold_out_at),
         funnel: part(sale_id, "the funnel", funnel),
     }))
+}
+
+/// The sale's orders by status: the count every console shares while it
+/// holds ([`count_holds`]), else a count of the index made now (and shared,
+/// by the caller that claimed it). Not `shared` (Redis does not hold the
+/// sale) or Redis out of reach: counted on every poll, as there is nowhere
+/// to share it.
+async fn order_counts<Q, S, C, O>(
+    checker: &InvariantChecker<Q, S, C, O>,
+    sale_id: &SaleId,
+    shared: bool,
+) -> Result<crate::ports::OrderCounts, JobError>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: CatalogAdmin,
+    O: OrderLedger,
+{
+    let stock = checker.stock();
+    let now_ms = clock::now_ms();
+    let cached = if shared {
+        stock.order_counts(sale_id).await.unwrap_or_default()
+    } else {
+        None
+    };
+    let hold = cached
+        .as_ref()
+        .map_or(std::time::Duration::from_secs(1), |c| {
+            count_holds(&c.counts)
+        });
+    if let Some(c) = &cached
+        && now_ms - c.at_ms < i64::try_from(hold.as_millis()).unwrap_or(i64::MAX)
+    {
+        return Ok(c.clone());
+    }
+    let claimed = shared && stock.claim_order_count(sale_id, hold).await.unwrap_or(true);
+    if !claimed && let Some(c) = cached {
+        return Ok(c);
+    }
+    let count = |status: OrderStatus| async move {
+        checker
+            .orders()
+            .count_of_sale(sale_id, status)
+            .await
+            .map(|n| (status.as_str().to_owned(), n))
+    };
+    let [a, b, c, d] = STORED_STATUSES;
+    let counted = tokio::try_join!(count(a), count(b), count(c), count(d))?;
+    let fresh = crate::ports::OrderCounts {
+        at_ms: now_ms,
+        counts: BTreeMap::from([counted.0, counted.1, counted.2, counted.3]),
+    };
+    if claimed && let Err(err) = stock.store_order_counts(sale_id, &fresh).await {
+        tracing::debug!(%sale_id, %err, "live view: the count is not shared");
+    }
+    Ok(fresh)
 }
 
 /// The body of `GET /admin/sales/{saleId}/live`; `None` for an unknown sale.
@@ -236,7 +319,10 @@ mod tests {
                 paused: false,
                 reservation: None,
             })),
-            orders: Some(STORED_STATUSES.map(|s| (s.as_str(), 1)).into()),
+            orders: Some(crate::ports::OrderCounts {
+                at_ms: 1_000,
+                counts: STORED_STATUSES.map(|s| (s.as_str().to_owned(), 1)).into(),
+            }),
             queue: Some(QueueDepth {
                 visible: 2,
                 in_flight: 3,
@@ -343,5 +429,24 @@ mod tests {
         }));
         assert_eq!(state.body(now)["stock"]["status"], "SOLD_OUT");
         assert_eq!(state.body(state.sale.end_ms)["stock"]["status"], "ENDED");
+    }
+
+    #[test]
+    fn a_count_is_shared_for_as_long_as_its_read_units_take_at_the_budget() {
+        assert_eq!(
+            INDEX_BUCKETS,
+            crate::adapters::dynamo::order_index::SALE_BUCKETS
+        );
+        let of = |n: u64| BTreeMap::from([("PAID".to_owned(), n)]);
+        // An empty or small sale: the floor of 64 units is under a second.
+        assert_eq!(count_holds(&of(0)), std::time::Duration::from_secs(1));
+        assert_eq!(count_holds(&of(700)), std::time::Duration::from_secs(1));
+        assert_eq!(
+            count_holds(&of(2_000)),
+            std::time::Duration::from_millis(1_640)
+        );
+        // A million orders: 50,064 units at 100 a second.
+        let million = count_holds(&of(1_000_000));
+        assert!((500..=501).contains(&million.as_secs()), "{million:?}");
     }
 }

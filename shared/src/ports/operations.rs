@@ -263,6 +263,43 @@ pub trait StockAdmin: StockStore {
     ) -> impl Future<Output = Result<Vec<FunnelBucket>, StoreError>> + Send {
         std::future::ready(Ok(Vec::new()))
     }
+
+    /// The sale's orders by status as the live view last counted them, for
+    /// every console to share ([`crate::app::live`]); `None` when none is
+    /// kept (a store that keeps none counts on every poll).
+    fn order_counts(
+        &self,
+        _sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<OrderCounts>, StoreError>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// Claims the sale's next count of its orders for `hold`: true for one
+    /// caller in each `hold`, whatever the number of consoles polling.
+    fn claim_order_count(
+        &self,
+        _sale_id: &SaleId,
+        _hold: std::time::Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        std::future::ready(Ok(true))
+    }
+
+    /// Keeps a count of the sale's orders for [`Self::order_counts`].
+    fn store_order_counts(
+        &self,
+        _sale_id: &SaleId,
+        _counts: &OrderCounts,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// A sale's orders by status, counted on the orders index at `at_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderCounts {
+    pub at_ms: i64,
+    pub counts: std::collections::BTreeMap<String, u64>,
 }
 
 /// One bucket of a sale's funnel: its start (ms) and its answers by outcome.

@@ -41,6 +41,70 @@ impl RedisStock {
             .collect()
     }
 
+    /// The live view's last count of the sale's orders, if kept.
+    pub async fn order_counts(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<crate::ports::OrderCounts>, StoreError> {
+        let key = SaleKeys::new(sale_id).order_counts;
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("GET").arg(&key).query_async(&mut conn).await
+        };
+        let raw: Option<String> = self.bounded(call).await?;
+        raw.map(|raw| {
+            serde_json::from_str(&raw)
+                .map_err(|e| StoreError::Protocol(format!("order counts: {e}")))
+        })
+        .transpose()
+    }
+
+    /// `SET NX PX`: true when this caller counts the orders next.
+    pub async fn claim_order_count(
+        &self,
+        sale_id: &SaleId,
+        hold: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        let key = SaleKeys::new(sale_id).order_counting;
+        let ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .arg("NX")
+                .arg("PX")
+                .arg(ms)
+                .query_async(&mut conn)
+                .await
+        };
+        let set: Option<String> = self.bounded(call).await?;
+        Ok(set.is_some())
+    }
+
+    /// Keeps a count for an hour: a console polling after that counts
+    /// again (and a sale's keys are long gone by then).
+    pub async fn store_order_counts(
+        &self,
+        sale_id: &SaleId,
+        counts: &crate::ports::OrderCounts,
+    ) -> Result<(), StoreError> {
+        let key = SaleKeys::new(sale_id).order_counts;
+        let json =
+            serde_json::to_string(counts).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(json)
+                .arg("PX")
+                .arg(3_600_000)
+                .query_async::<()>(&mut conn)
+                .await
+        };
+        self.bounded(call).await
+    }
+
     /// Sets a buyer's count to `units` if it is still `read` (compare and
     /// set: a purchase or release made since the read is never erased).
     /// Returns the count now.

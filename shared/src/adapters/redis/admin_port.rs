@@ -187,4 +187,27 @@ impl StockAdmin for RedisStock {
     ) -> impl Future<Output = Result<Vec<crate::ports::FunnelBucket>, StoreError>> + Send {
         RedisStock::funnel(self, sale_id)
     }
+
+    fn order_counts(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<crate::ports::OrderCounts>, StoreError>> + Send {
+        RedisStock::order_counts(self, sale_id)
+    }
+
+    fn claim_order_count(
+        &self,
+        sale_id: &SaleId,
+        hold: std::time::Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        RedisStock::claim_order_count(self, sale_id, hold)
+    }
+
+    fn store_order_counts(
+        &self,
+        sale_id: &SaleId,
+        counts: &crate::ports::OrderCounts,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        RedisStock::store_order_counts(self, sale_id, counts)
+    }
 }

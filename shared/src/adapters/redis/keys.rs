@@ -35,6 +35,12 @@ pub struct SaleKeys {
     pub tickets: String,
     /// The draw's order: a list of the ticket holders, written once.
     pub draw_order: String,
+    /// The live view's last count of the sale's orders by status, shared by
+    /// every console (JSON `{"atMs","counts"}`; on the sale's own tag).
+    pub order_counts: String,
+    /// Held by the console that counts the orders next, for as long as the
+    /// count's read budget says (`SET NX PX`).
+    pub order_counting: String,
     /// What the purchase script appends to the order ids it makes here.
     pub id_suffix: String,
 }
@@ -103,6 +109,8 @@ impl SaleKeys {
             outcomes: key("outcomes"),
             tickets: key("tickets"),
             draw_order: key("drawq"),
+            order_counts: key("ordercounts"),
+            order_counting: key("ordercounting"),
             id_suffix,
         }
     }
