@@ -305,12 +305,14 @@ async fn a_sale_through_every_function_writes_the_contracts_metrics() {
         .collect();
     assert_eq!(order_of["u0"], order_of["u0-retry"]);
 
-    // 2. The order-writer: the five winners in one batch, then a batch with
+    // 2. The order-writer: the five winners (and u0 again) in one batch, then a batch with
     // a redelivery, an order the database has no stock for, and two poison
     // records, one of them on its last receive.
     let writer = order_writer::wire(&app.config).await.unwrap();
+    // Six: u0's retry sent its order again (it cannot know the first
+    // request's send reached the queue).
     let messages = app.take_messages().await;
-    assert_eq!(messages.len(), 5);
+    assert_eq!(messages.len(), 6);
     let records: Vec<(&str, &str)> = messages
         .iter()
         .map(|(m, b)| (m.as_str(), b.as_str()))

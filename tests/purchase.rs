@@ -144,6 +144,34 @@ async fn a_keyed_retry_of_a_reservation_nothing_sent_sends_its_order() {
     );
 }
 
+// Redis's side of the rule above: a reservation a keyed retry was answered
+// with is not released by the first request's refused send, and the
+// release says why (the first request then promises nothing).
+#[tokio::test]
+async fn a_reservation_a_keyed_retry_holds_is_not_released() {
+    use seckill_shared::domain::{OrderId, SaleId};
+    use seckill_shared::ports::{ReleaseOutcome, StockStore};
+    let app = App::spawn().await;
+    let sale = live_sale(5, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.as_str();
+    let keyed = || purchase_event(id, Some("bob"), "", &[("Idempotency-Key", "click-1")]);
+    let first = app.call(keyed()).await;
+    assert_eq!(first.status, 202, "{first:?}");
+    let order = OrderId::parse(first.body["orderId"].as_str().unwrap()).unwrap();
+    let sale_id = SaleId::parse(id).unwrap();
+    let stock = app.service.stock();
+    // Not retried yet: the first request's refusal could give it back.
+    // Retried: it cannot.
+    assert_eq!(app.call(keyed()).await.status, 202);
+    assert_eq!(
+        stock.release(&sale_id, &order).await.unwrap(),
+        ReleaseOutcome::HeldByRetry
+    );
+    assert_eq!(app.stock(id).await, Some(4), "nothing given back");
+    assert_eq!(app.reservations(id).await[order.as_str()].state, "QUEUED");
+}
+
 #[tokio::test]
 async fn over_the_limit_is_409_with_the_callers_orders() {
     let app = App::spawn().await;

@@ -614,3 +614,122 @@ async fn a_transaction_answered_after_the_client_gave_up_took_effect_all_the_sam
     .await;
     assert!(applied, "the timed-out transaction was applied");
 }
+
+/// An emulator that answers every request `{}` at once, but the first
+/// `PutItem` only after `hold`; it notes when each `PutItem` arrived and
+/// when it was answered.
+async fn slow_first_put(
+    hold: Duration,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let puts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = puts.clone();
+    tokio::spawn(async move {
+        let first = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (seen, first) = (seen.clone(), first.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    // One request: its head, then its body.
+                    let head_end = loop {
+                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break at + 4;
+                        }
+                        let mut chunk = [0_u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + length {
+                        let mut chunk = [0_u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + length);
+                    let arrived = std::time::Instant::now();
+                    let put = head.contains("dynamodb_20120810.putitem");
+                    if put && first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        tokio::time::sleep(hold).await;
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: 2\r\n\r\n{}";
+                    // Answered (or its caller gone) now.
+                    let sent = stream.write_all(answer.as_bytes()).await;
+                    if put {
+                        seen.lock()
+                            .unwrap()
+                            .push((arrived, std::time::Instant::now()));
+                    }
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, puts)
+}
+
+// A write whose client gave up was still being applied by the emulator
+// when the layer let the next write of its table through: the client's
+// drop cancelled the request's future, and the table's write lock with
+// it. The emulator then applied two writes at once (a cancelled
+// transaction's put-back undid the other: `reconcile::a_whole_sale_run_
+// reconciles_clean` saw a sale item's expiry undone on a loaded machine).
+#[tokio::test]
+async fn a_write_the_client_gave_up_on_holds_its_table_until_the_emulator_answers() {
+    let (upstream, puts) = slow_first_put(Duration::from_secs(2)).await;
+    let strict = strict::start("127.0.0.1:0", &upstream, StrictSettings::lenient())
+        .await
+        .unwrap();
+    // Attempts of 0.45 s, no retries: this client gives up long before.
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
+        .endpoint_url(strict.url())
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .load()
+        .await;
+    let impatient = aws::dynamodb(&sdk);
+    let patient = dynamo(&strict.url()).await;
+    let put = |db: &aws_sdk_dynamodb::Client, id: &str| {
+        db.put_item().table_name("t").item("id", s(id)).send()
+    };
+    let err = put(&impatient, "first").await.unwrap_err();
+    assert!(
+        matches!(err, aws_sdk_dynamodb::error::SdkError::TimeoutError(_)),
+        "{err:?}"
+    );
+    put(&patient, "second").await.unwrap();
+    // The first is noted once the emulator is done with it.
+    assert!(
+        seckill_tests::eventually(Duration::from_secs(10), || async {
+            puts.lock().unwrap().len() == 2
+        })
+        .await
+    );
+    let puts = puts.lock().unwrap().clone();
+    assert_eq!(puts.len(), 2, "{puts:?}");
+    let (first, second) = if puts[0].0 <= puts[1].0 {
+        (puts[0], puts[1])
+    } else {
+        (puts[1], puts[0])
+    };
+    assert!(
+        second.0 >= first.1,
+        "the second write reached the emulator {:?} before the first was answered",
+        first.1 - second.0
+    );
+}

@@ -33,8 +33,9 @@ if resv.state ~= 'QUEUED' then
   return {'NOT_RELEASABLE', tostring(resv.state)}
 end
 if resv.replayed then
-  -- A keyed retry was answered 202 with it (purchase.lua): it is an
-  -- accepted order now, whatever this caller's send did.
+  -- A keyed retry was answered with it (purchase.lua), and may have
+  -- promised it (a 202 after its own send): not this caller's to give
+  -- back, whatever this caller's send did.
   return {'NOT_RELEASABLE', 'REPLAYED'}
 end
 local qty = tonumber(resv.quantity) or 0

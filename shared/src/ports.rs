@@ -118,6 +118,10 @@ pub enum ReleaseOutcome {
     /// The reservation moved past `QUEUED` (its order was written): its
     /// stock is not ours to give back.
     NotReleasable,
+    /// Still `QUEUED`, and a keyed retry with its key was answered with it
+    /// (`replayed`): not this caller's to give back (that retry may have
+    /// promised it), and nothing says its message reached the queue.
+    HeldByRetry,
     /// The sale's keys are gone; nothing was changed.
     SaleMissing,
 }

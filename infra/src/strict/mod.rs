@@ -176,7 +176,18 @@ async fn serve(listener: TcpListener, layer: Arc<Layer>) {
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let layer = layer.clone();
-                async move { Ok::<_, Infallible>(layer.handle(req).await) }
+                // A request runs to its end in a task of its own, even if
+                // its client leaves first: a write keeps its table's lock
+                // until the emulator has answered it (dropped with the
+                // connection, the lock went while the emulator was still
+                // applying the write, and the next write ran beside it).
+                let handled = tokio::spawn(async move { layer.handle(req).await });
+                async move {
+                    Ok::<_, Infallible>(match handled.await {
+                        Ok(response) => response,
+                        Err(err) => bad_gateway(&err.to_string()),
+                    })
+                }
             });
             if let Err(err) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

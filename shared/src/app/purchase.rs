@@ -600,6 +600,14 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                         // relayed it and its order was written.
                         Ok(accepted)
                     }
+                    Ok(ReleaseOutcome::HeldByRetry) => {
+                        // A keyed retry holds it: its own send (or the
+                        // next retry's, or reconcile's relay) is what may
+                        // make the order; this send made nothing, so no
+                        // 202 rests on it.
+                        tracing::warn!(order_id = %resv.order_id, %why, "queue rejected the order; a keyed retry holds its reservation");
+                        Err(PurchaseError::ResendRefused)
+                    }
                     Ok(ReleaseOutcome::SaleMissing) => {
                         // The keys, and the reservation with them, are gone:
                         // nothing will make this order, so no 202.

@@ -41,9 +41,10 @@ pub const SHORT_RUN: u64 = 1_000;
 /// (28, 46, 115, 181, 256, 722), an end stamped by a clock running ahead
 /// (0, 3687) or put back by a slower refresh (1290, 2217), a 202 answered
 /// after a refused send whose release timed out (187, 3702), a keyed
-/// retry answered from a reservation nothing had sent (726, 932, 1370).
+/// retry answered from a reservation nothing had sent (726, 932, 1370), a
+/// refused send answered 202 because a retry held its reservation (16430).
 pub const REGRESSIONS: &[u64] = &[
-    0, 28, 46, 115, 181, 187, 256, 722, 726, 932, 1290, 1370, 2217, 3687, 3702,
+    0, 28, 46, 115, 181, 187, 256, 722, 726, 932, 1290, 1370, 2217, 3687, 3702, 16430,
 ];
 
 /// What one seed did.

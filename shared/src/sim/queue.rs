@@ -195,12 +195,6 @@ impl OrderQueue for SimQueue {
             _ if self.sched.chance(500) => Err(SendError::Ambiguous("simulated: no answer".into())),
             _ => Err(SendError::Rejected("simulated: refused".into())),
         };
-        eprintln!(
-            "DBG {} send {} {:?}",
-            crate::clock::now_ms(),
-            message.order_id,
-            answer
-        );
         if matches!(answer, Err(SendError::Ambiguous(_))) {
             self.lock().ambiguous.insert(message.order_id.to_string());
         }

@@ -338,9 +338,10 @@ impl StockStore for MemoryStock {
         };
         match s.resv.get(order_id) {
             None => return Ok(ReleaseOutcome::NotFound),
-            Some(held) if held.state != State::Queued || held.replayed => {
+            Some(held) if held.state != State::Queued => {
                 return Ok(ReleaseOutcome::NotReleasable);
             }
+            Some(held) if held.replayed => return Ok(ReleaseOutcome::HeldByRetry),
             Some(_) => {}
         }
         let Some(held) = s.resv.remove(order_id) else {

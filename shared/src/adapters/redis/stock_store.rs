@@ -253,6 +253,9 @@ impl StockStore for RedisStock {
                 stock: parse_u32(reply.get(1).map_or("", String::as_str))?,
             }),
             Some("NOT_FOUND") => Ok(ReleaseOutcome::NotFound),
+            Some("NOT_RELEASABLE") if reply.get(1).map(String::as_str) == Some("REPLAYED") => {
+                Ok(ReleaseOutcome::HeldByRetry)
+            }
             Some("NOT_RELEASABLE") => Ok(ReleaseOutcome::NotReleasable),
             Some("MISSING") => Ok(ReleaseOutcome::SaleMissing),
             _ => Err(protocol(&reply)),

@@ -325,6 +325,8 @@ struct RefusedAfterAWait {
     entered: std::sync::Arc<tokio::sync::Notify>,
     go: std::sync::Arc<tokio::sync::Notify>,
     sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Later sends are refused too.
+    refuse_all: bool,
 }
 
 impl OrderQueue for RefusedAfterAWait {
@@ -332,6 +334,9 @@ impl OrderQueue for RefusedAfterAWait {
         if self.sends.fetch_add(1, Ordering::SeqCst) == 0 {
             self.entered.notify_one();
             self.go.notified().await;
+            return Err(SendError::Rejected("queue refuses".into()));
+        }
+        if self.refuse_all {
             return Err(SendError::Rejected("queue refuses".into()));
         }
         Ok(())
@@ -365,15 +370,66 @@ async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
     queue.go.notify_one();
     let first = first.await.unwrap();
     let sale = SaleId::parse("s").unwrap();
-    // What the retry promised holds: the reservation stays for reconcile
-    // to relay, its unit still taken, and the first request says so too.
+    // What the retry promised holds: the reservation stays, its unit still
+    // taken, and the retry's own send carries the order. The first
+    // request's send made nothing, so it promises nothing (a retry of it
+    // is answered with the order).
     assert_eq!(
         stock.reservations_of(&sale),
         1,
         "the replayed reservation was released (first answered {first:?})"
     );
     assert_eq!(stock.stock_of(&sale), Some(9));
-    assert_eq!(first.map(|a| a.order_id).ok(), Some(retry.order_id));
+    assert!(
+        matches!(first, Err(PurchaseError::ResendRefused)),
+        "{first:?}"
+    );
+    assert_eq!(queue.sends.load(Ordering::SeqCst), 2);
+    let again = service
+        .purchase(&request("s", "u", 1, Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(again.order_id, retry.order_id);
+}
+
+// The simulation's seed 16430: the queue refused every send. A keyed
+// retry arrived while the first request's send was being refused; its own
+// send was refused too (503), but it had marked the reservation replayed,
+// so the first request's release found it not releasable and answered 202,
+// for an order whose only trace was the reservation: a loss of Redis then
+// lost it.
+#[tokio::test]
+async fn a_refused_send_whose_reservation_a_retry_holds_is_not_a_202() {
+    let stock = MemoryStock::default();
+    stock.load(test_sale("s", 10, 1).unwrap());
+    let queue = RefusedAfterAWait {
+        refuse_all: true,
+        ..RefusedAfterAWait::default()
+    };
+    let service = std::sync::Arc::new(PurchaseService::new(
+        stock.clone(),
+        queue.clone(),
+        MemoryCatalog::default(),
+    ));
+    let first = tokio::spawn({
+        let service = service.clone();
+        async move { service.purchase(&request("s", "u", 1, Some("k1"))).await }
+    });
+    queue.entered.notified().await;
+    let retry = service.purchase(&request("s", "u", 1, Some("k1"))).await;
+    assert!(
+        matches!(retry, Err(PurchaseError::ResendRefused)),
+        "{retry:?}"
+    );
+    queue.go.notify_one();
+    let first = first.await.unwrap();
+    assert!(
+        matches!(first, Err(PurchaseError::ResendRefused)),
+        "nothing reached the queue, and the first request answered {first:?}"
+    );
+    // Kept for the next retry or reconcile's relay: an earlier answer may
+    // have promised it.
+    assert_eq!(stock.reservations_of(&SaleId::parse("s").unwrap()), 1);
 }
 
 /// Redis whose release takes effect and then times out (its answer lost).
