@@ -7,6 +7,10 @@
 //! 3. Only a *definite* queue rejection gives the stock back. A timeout keeps
 //!    the reservation and still answers 202: reconciliation relays it, because
 //!    "timeout is not failure" and underselling briefly beats overselling.
+//! 4. A retry with the same `Idempotency-Key` is answered with its order;
+//!    while that order is not written, the retry sends it again first (the
+//!    first request may have lost its answer before it sent): no 202 rests
+//!    on a reservation nothing tried to send.
 //!
 //! When the stock store has no keys for the sale, the catalog (cached per
 //! execution environment) tells an unknown sale (404) from a live one whose
