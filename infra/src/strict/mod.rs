@@ -174,18 +174,32 @@ async fn serve(listener: TcpListener, layer: Arc<Layer>) {
         let _ = stream.set_nodelay(true);
         let layer = layer.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
+            let service = service_fn(move |req: hyper::Request<Incoming>| {
                 let layer = layer.clone();
-                // A request runs to its end in a task of its own, even if
-                // its client leaves first: a write keeps its table's lock
-                // until the emulator has answered it (dropped with the
-                // connection, the lock went while the emulator was still
-                // applying the write, and the next write ran beside it).
-                let handled = tokio::spawn(async move { layer.handle(req).await });
+                // A DynamoDB request runs to its end in a task of its own,
+                // even if its client leaves first: a write keeps its
+                // table's lock until the emulator has answered it (dropped
+                // with the connection, the lock went while the emulator was
+                // still applying the write, and the next write ran beside
+                // it). Others end with their client: a long poll whose
+                // caller left must not take messages nobody will see.
+                let dynamo = req
+                    .headers()
+                    .get("x-amz-target")
+                    .is_some_and(|t| t.as_bytes().starts_with(b"DynamoDB_"));
+                let handling = if dynamo {
+                    let layer = layer.clone();
+                    Handling::Detached(tokio::spawn(async move { layer.handle(req).await }))
+                } else {
+                    Handling::Inline(Box::new(req))
+                };
                 async move {
-                    Ok::<_, Infallible>(match handled.await {
-                        Ok(response) => response,
-                        Err(err) => bad_gateway(&err.to_string()),
+                    Ok::<_, Infallible>(match handling {
+                        Handling::Detached(task) => match task.await {
+                            Ok(response) => response,
+                            Err(err) => bad_gateway(&err.to_string()),
+                        },
+                        Handling::Inline(req) => layer.handle(*req).await,
                     })
                 }
             });
@@ -200,6 +214,13 @@ async fn serve(listener: TcpListener, layer: Arc<Layer>) {
 }
 
 type Response = hyper::Response<Full<Bytes>>;
+
+/// Where a request is handled: in a task of its own, to its end, or in the
+/// connection's, ending with it.
+enum Handling {
+    Detached(tokio::task::JoinHandle<Response>),
+    Inline(Box<hyper::Request<Incoming>>),
+}
 
 /// A table's two locks: one write at a time, and transactions apart from
 /// reads.
