@@ -77,6 +77,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             let status = match upsert {
                 Upsert::Created => 201,
                 Upsert::Updated => 200,
+                Upsert::Ended => return Err(ApiError::SaleEnded),
                 Upsert::StartedStockChange => return Err(ApiError::SaleStarted),
                 Upsert::Loaded(why) => return Err(ApiError::SaleLoaded(why)),
                 Upsert::Conflict => return Err(ApiError::Conflict),

@@ -81,6 +81,8 @@ pub async fn end_now<Q: QueueInspector>(
     let ended = ended_at(jobs.stock(), sale.clone(), now_ms).await?;
     match jobs.catalog().upsert_sale(&ended, now_ms).await?.0 {
         Upsert::Updated => {}
+        // Ended meanwhile, by another operator or its own clock.
+        Upsert::Ended => return Ok(EndNow::AlreadyEnded),
         // Deleted and made again meanwhile, or refused by the edit rule
         // (which an end alone never is): not the sale that was read.
         Upsert::Created | Upsert::Conflict | Upsert::StartedStockChange | Upsert::Loaded(_) => {

@@ -196,6 +196,9 @@ pub fn keep_seed(current: &Sale, edit: &mut Sale) {
 /// Why an edit of an existing sale is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EditRefusal {
+    /// The sale has ended: it is never sold again, so nothing of it
+    /// changes (an end moved later would reopen it).
+    Ended,
     /// The sale has started: its stock, shards, start, price and
     /// admission can no longer change.
     Started,
@@ -213,6 +216,9 @@ pub enum EditRefusal {
 /// (split across the shards); a one-shard sale's stock may still change
 /// before the start: prewarm moves Redis's stock by the same amount.
 pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> Option<EditRefusal> {
+    if now_ms >= current.end_ms {
+        return Some(EditRefusal::Ended);
+    }
     let started = now_ms >= current.start_ms;
     let stock_changed = current.total_stock != edit.total_stock;
     let shards_changed = current.shards != edit.shards;
@@ -255,6 +261,29 @@ pub fn edit_refusal(current: &Sale, edit: &Sale, now_ms: i64, loaded: bool) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // An ended sale is never sold again: pause, resume and end refuse it,
+    // and an edit moving its end later reopened it (the nemesis's seed
+    // 271828 saw purchases accepted minutes after an end was answered).
+    #[test]
+    fn an_ended_sale_cannot_be_edited_open_again() {
+        let current = parse(&good()).unwrap();
+        let after = current.end_ms;
+        let mut later = current.clone();
+        later.end_ms += 3_600_000;
+        assert_eq!(
+            edit_refusal(&current, &later, after, true),
+            Some(EditRefusal::Ended)
+        );
+        let mut renamed = current.clone();
+        renamed.name = "renamed".into();
+        assert_eq!(
+            edit_refusal(&current, &renamed, after, true),
+            Some(EditRefusal::Ended)
+        );
+        // Before its end, the end may still move.
+        assert_eq!(edit_refusal(&current, &later, after - 1, true), None);
+    }
 
     #[test]
     fn a_started_sale_keeps_its_stock_shards_and_start_but_not_its_name() {

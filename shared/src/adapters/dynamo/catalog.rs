@@ -86,6 +86,8 @@ pub use crate::domain::ledger::SaleCounters;
 pub enum Upsert {
     Created,
     Updated,
+    /// The sale has ended: nothing of it changes any more.
+    Ended,
     /// The sale has started: its stock, shards and start can no longer
     /// change.
     StartedStockChange,
@@ -175,6 +177,7 @@ impl DynamoCatalog {
         let sale = &sale;
         if let Some(refusal) = edit_refusal(&current, sale, now_ms, counters.loaded) {
             let refusal = match refusal {
+                EditRefusal::Ended => Upsert::Ended,
                 EditRefusal::Started => Upsert::StartedStockChange,
                 EditRefusal::Loaded(why) => Upsert::Loaded(why),
             };
