@@ -432,8 +432,8 @@ async fn every_event_file_through_sam_local_invoke() {
         .unwrap_or_else(|| panic!("no report for demo: {answer}"));
     assert_eq!(demo_report["violations"], json!([]), "{demo_report}");
 
-    // End now; then the sale's report and audit; a started sale's edit is
-    // refused and changes nothing.
+    // End now; then the sale's report and audit; an ended sale's edit is
+    // refused (an end moved later would reopen it) and changes nothing.
     let body = call("AdminApiFunction", "admin-end-sale.json", 200).await;
     assert_eq!(body["status"], "ENDED");
     let end_ms: i64 = redis.meta("endMs").await.parse().unwrap();
@@ -446,8 +446,8 @@ async fn every_event_file_through_sam_local_invoke() {
     let body = call("AdminApiFunction", "admin-audit.json", 200).await;
     eprintln!("    {}", short(&body));
     let before = app.catalog.get_sale(&demo).await.unwrap();
-    let body = call("AdminApiFunction", "admin-put-sale.json", 409).await;
-    assert_eq!(body["code"], "SALE_STARTED");
+    let body = call("AdminApiFunction", "admin-put-sale.json", 410).await;
+    assert_eq!(body["code"], "SALE_ENDED");
     assert_eq!(app.catalog.get_sale(&demo).await.unwrap(), before);
 
     let left = left.into_inner();
