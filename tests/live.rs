@@ -362,14 +362,20 @@ async fn live_is_404_for_an_unknown_sale_and_admin_only() {
     assert_eq!(body["stock"]["total"], 100);
 }
 
-#[tokio::test]
-async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
+/// A sale of 5 units with one order, bought by alice and written.
+async fn one_written_order() -> (App, seckill_shared::domain::Sale) {
     let app = App::spawn().await;
     let sale = live_sale(5, 1);
     app.open_sale(&sale).await;
     let reply = app.purchase(sale.sale_id.as_str(), "alice", "").await;
     assert_eq!(reply.status, 202, "{:?}", reply.body);
     app.write_queued_orders().await;
+    (app, sale)
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
+    let (app, sale) = one_written_order().await;
 
     // The view as admin-api builds it, over stores of which one is gone.
     let view = |tweak: fn(&mut seckill_shared::config::Config)| {
@@ -428,12 +434,7 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
 #[tokio::test]
 async fn consoles_share_one_count_of_the_orders_for_as_long_as_it_holds() {
     use seckill_shared::ports::OrderCounts;
-    let app = App::spawn().await;
-    let sale = live_sale(5, 1);
-    app.open_sale(&sale).await;
-    let reply = app.purchase(sale.sale_id.as_str(), "alice", "").await;
-    assert_eq!(reply.status, 202, "{:?}", reply.body);
-    app.write_queued_orders().await;
+    let (app, sale) = one_written_order().await;
     let reconciler = seckill_shared::app::reconcile::wire(
         &app.config,
         seckill_shared::adapters::aws::Caller::Tool,

@@ -19,16 +19,22 @@ fn tight() -> RateLimits {
     }
 }
 
-#[tokio::test]
-async fn one_flooding_buyer_gets_429_while_others_buy() {
-    let app = App::spawn_with(|c| {
+/// An app whose buyers have `tight()` buckets and whose addresses are
+/// not limited.
+async fn buyers_limited() -> App {
+    App::spawn_with(|c| {
         c.rate_limits = RateLimits {
             ip_per_sec: 1_000.0,
             ip_burst: 1_000.0,
             ..tight()
         }
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn one_flooding_buyer_gets_429_while_others_buy() {
+    let app = buyers_limited().await;
     let sale = live_sale(100, 100);
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();
@@ -74,14 +80,7 @@ async fn one_flooding_buyer_gets_429_while_others_buy() {
 // nothing and pay nothing.
 #[tokio::test]
 async fn a_repeated_key_pays_for_each_send_of_its_order() {
-    let app = App::spawn_with(|c| {
-        c.rate_limits = RateLimits {
-            ip_per_sec: 1_000.0,
-            ip_burst: 1_000.0,
-            ..tight()
-        }
-    })
-    .await;
+    let app = buyers_limited().await;
     let sale = live_sale(100, 1);
     app.open_sale(&sale).await;
     let id = sale.sale_id.as_str();

@@ -50,6 +50,16 @@ async fn dynamo(url: &str) -> aws_sdk_dynamodb::Client {
     clients(url).await.0
 }
 
+/// A client of `url` whose attempts give up after 0.45 s, with no retries.
+async fn impatient_dynamo(url: &str) -> aws_sdk_dynamodb::Client {
+    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
+        .endpoint_url(url)
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .load()
+        .await;
+    aws::dynamodb(&sdk)
+}
+
 async fn sqs_of(url: &str) -> aws_sdk_sqs::Client {
     clients(url).await.1
 }
@@ -575,13 +585,8 @@ async fn a_transaction_answered_after_the_client_gave_up_took_effect_all_the_sam
         k.dynamo.transaction_answer_delay = Duration::from_secs(3);
     }))
     .await;
-    // Attempts of 0.45 s, no retries: the answer comes long after.
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
-        .endpoint_url(strict.url())
-        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-        .load()
-        .await;
-    let impatient = aws::dynamodb(&sdk);
+    // The answer comes long after the client gave up.
+    let impatient = impatient_dynamo(&strict.url()).await;
     let plain_db = dynamo(&emulator()).await;
     let name = unique("strict-late");
     table(&plain_db, &name).await;
@@ -615,9 +620,11 @@ async fn a_transaction_answered_after_the_client_gave_up_took_effect_all_the_sam
     assert!(applied, "the timed-out transaction was applied");
 }
 
-/// An emulator that answers every request `{}` at once, but the first
-/// `PutItem` only after `hold`; it notes when each `PutItem` arrived and
-/// when it was answered.
+/// An emulator that answers every request `{}` at once, but holds the
+/// first `PutItem` until another `PutItem` arrives or `hold` has passed
+/// (a deadline: a layer that lets a second write through is caught at
+/// once, however slow the machine); it notes when each `PutItem` arrived
+/// and when it was answered.
 async fn slow_first_put(
     hold: Duration,
 ) -> (
@@ -631,8 +638,9 @@ async fn slow_first_put(
     let seen = puts.clone();
     tokio::spawn(async move {
         let first = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let another = std::sync::Arc::new(tokio::sync::Notify::new());
         while let Ok((mut stream, _)) = listener.accept().await {
-            let (seen, first) = (seen.clone(), first.clone());
+            let (seen, first, another) = (seen.clone(), first.clone(), another.clone());
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 loop {
@@ -664,7 +672,9 @@ async fn slow_first_put(
                     let arrived = std::time::Instant::now();
                     let put = head.contains("dynamodb_20120810.putitem");
                     if put && first.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                        tokio::time::sleep(hold).await;
+                        let _ = tokio::time::timeout(hold, another.notified()).await;
+                    } else if put {
+                        another.notify_one();
                     }
                     let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: 2\r\n\r\n{}";
                     // Answered (or its caller gone) now.
@@ -692,17 +702,12 @@ async fn slow_first_put(
 // reconciles_clean` saw a sale item's expiry undone on a loaded machine).
 #[tokio::test]
 async fn a_write_the_client_gave_up_on_holds_its_table_until_the_emulator_answers() {
-    let (upstream, puts) = slow_first_put(Duration::from_secs(2)).await;
+    let (upstream, puts) = slow_first_put(Duration::from_secs(3)).await;
     let strict = strict::start("127.0.0.1:0", &upstream, StrictSettings::lenient())
         .await
         .unwrap();
-    // Attempts of 0.45 s, no retries: this client gives up long before.
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
-        .endpoint_url(strict.url())
-        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-        .load()
-        .await;
-    let impatient = aws::dynamodb(&sdk);
+    // This client gives up long before the emulator answers.
+    let impatient = impatient_dynamo(&strict.url()).await;
     let patient = dynamo(&strict.url()).await;
     let put = |db: &aws_sdk_dynamodb::Client, id: &str| {
         db.put_item().table_name("t").item("id", s(id)).send()

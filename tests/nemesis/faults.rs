@@ -105,8 +105,7 @@ impl RedisPair {
 
     async fn killed(&mut self, down: Duration) -> String {
         self.primary.kill();
-        // A duration, not a poll: the fault is the primary down for this long.
-        tokio::time::sleep(down).await;
+        hold(down).await;
         self.primary.restart().await;
         "SIGKILL, restarted empty (the replica resyncs to empty)".into()
     }
@@ -157,7 +156,7 @@ impl RedisPair {
             return "skipped: the replica did not catch up within 30 s".into();
         }
         self.link.blackhole().await;
-        tokio::time::sleep(lag).await;
+        hold(lag).await;
         let (mut to_primary, mut to_replica) =
             (self.primary.conn().await, self.replica.conn().await);
         let ahead = offset(&replication(&mut to_primary).await)
@@ -302,20 +301,20 @@ impl Servers {
             Fault::RedisFailover => self.redis.failover(step.hold).await,
             Fault::EmulatorStopped => {
                 self.moto.signal("-STOP");
-                tokio::time::sleep(step.hold).await;
+                hold(step.hold).await;
                 self.moto.signal("-CONT");
                 "SIGSTOP then SIGCONT (DynamoDB frozen; SQS is the strict layer's)".into()
             }
             Fault::AwsPartitioned => {
                 self.front.blackhole().await;
-                tokio::time::sleep(step.hold).await;
+                hold(step.hold).await;
                 self.front.down().await;
                 self.front.up().await;
                 "every AWS request swallowed".into()
             }
             Fault::AwsRefused => {
                 self.front.down().await;
-                tokio::time::sleep(step.hold).await;
+                hold(step.hold).await;
                 self.front.up().await;
                 "every AWS connection refused, open ones cut".into()
             }
@@ -342,7 +341,7 @@ impl Servers {
             Fault::DuplicateDeliveries => {
                 let before = writer.resent.load(Ordering::SeqCst);
                 writer.duplicate.store(true, Ordering::SeqCst);
-                tokio::time::sleep(step.hold).await;
+                hold(step.hold).await;
                 writer.duplicate.store(false, Ordering::SeqCst);
                 format!(
                     "{} records sent again",
@@ -437,4 +436,12 @@ pub async fn run_schedule(
         });
     }
     happened
+}
+
+/// Keeps a fault in place for its planned length. The schedule's hold is
+/// the fault itself (what a seed replays: the primary down, the replica cut
+/// off, the emulator frozen for this long), not a wait for something to
+/// happen, so it is a duration and not a poll.
+async fn hold(length: Duration) {
+    tokio::time::sleep(length).await;
 }

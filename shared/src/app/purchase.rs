@@ -486,18 +486,18 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
             _ => {}
         }
         let accepted = match outcome {
-            ReserveOutcome::Reserved(resv) => self.hand_off(req, resv).await,
+            ReserveOutcome::Reserved(resv) => self.hand_off(req, resv, false).await,
             // Without an Idempotency-Key a replay is this very call, run a
             // second time by the Redis client after a dropped connection:
             // the first run's answer never came back, so nothing was sent
             // for it yet, and it is handed off as if reserved now.
             ReserveOutcome::Replayed { reservation, .. } if req.idempotency_key.is_none() => {
-                self.hand_off(req, reservation).await
+                self.hand_off(req, reservation, false).await
             }
             ReserveOutcome::Replayed {
                 reservation,
                 resend: true,
-            } => self.resend(req, reservation).await,
+            } => self.hand_off(req, reservation, true).await,
             ReserveOutcome::Replayed {
                 reservation,
                 resend: false,
@@ -540,49 +540,24 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         accepted.map(Admitted::Order)
     }
 
-    /// A keyed retry of an order not written yet. The first request may
-    /// have lost its answer before it sent anything (its buyer was told
-    /// 503 and retried), so a 202 now must not rest on Redis alone: the
-    /// message is sent again (a duplicate is written once). A send that
-    /// surely did not arrive is not a 202; the reservation stays, marked
-    /// replayed (an earlier request may have promised it), for the next
-    /// retry or reconcile's relay.
-    async fn resend(
-        &self,
-        req: &PurchaseRequest,
-        resv: Reservation,
-    ) -> Result<Accepted, PurchaseError> {
-        let message = order_message(req, &resv);
-        let accepted = Accepted {
-            order_id: resv.order_id.clone(),
-            sale_id: req.sale_id.clone(),
-            quantity: resv.quantity,
-            replayed: true,
-        };
-        match self.queue.send(&message).await {
-            Ok(()) => Ok(accepted),
-            Err(SendError::Ambiguous(why)) => {
-                tracing::warn!(order_id = %resv.order_id, %why, "resend outcome unknown; reservation kept for relay");
-                Ok(accepted)
-            }
-            Err(SendError::Rejected(why)) => {
-                tracing::warn!(order_id = %resv.order_id, %why, "queue refused a keyed retry's resend; reservation kept for relay");
-                Err(PurchaseError::ResendRefused)
-            }
-        }
-    }
-
+    /// Sends a reservation's order and answers from what the send did. A
+    /// keyed retry of an order not written yet comes here too (`replayed`):
+    /// the first request may have lost its answer before it sent anything
+    /// (its buyer was told 503 and retried), so a 202 must not rest on
+    /// Redis alone. Its refused send finds the reservation held by the
+    /// retry (`purchase.lua` marked it) and promises nothing.
     async fn hand_off(
         &self,
         req: &PurchaseRequest,
         resv: Reservation,
+        replayed: bool,
     ) -> Result<Accepted, PurchaseError> {
         let message = order_message(req, &resv);
         let accepted = Accepted {
             order_id: resv.order_id.clone(),
             sale_id: req.sale_id.clone(),
             quantity: resv.quantity,
-            replayed: false,
+            replayed,
         };
         match self.queue.send(&message).await {
             Ok(()) => Ok(accepted),

@@ -347,11 +347,17 @@ impl OrderQueue for RefusedAfterAWait {
 // refused was answered 202 (REPLAY); the first request's refusal then
 // deleted the reservation and answered 503: an accepted order that would
 // never exist.
-#[tokio::test]
-async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
+type Racing = PurchaseService<MemoryStock, RefusedAfterAWait, MemoryCatalog>;
+type Answer = Result<Accepted, PurchaseError>;
+
+/// A keyed purchase whose send `queue` holds, and its retry made while it
+/// waits: what the stock holds, the service, then the first request's and
+/// the retry's answers.
+async fn a_retry_during_a_held_send(
+    queue: &RefusedAfterAWait,
+) -> (MemoryStock, std::sync::Arc<Racing>, Answer, Answer) {
     let stock = MemoryStock::default();
     stock.load(test_sale("s", 10, 1).unwrap());
-    let queue = RefusedAfterAWait::default();
     let service = std::sync::Arc::new(PurchaseService::new(
         stock.clone(),
         queue.clone(),
@@ -362,13 +368,22 @@ async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
         async move { service.purchase(&request("s", "u", 1, Some("k1"))).await }
     });
     queue.entered.notified().await;
-    let retry = service
-        .purchase(&request("s", "u", 1, Some("k1")))
-        .await
-        .expect("the retry is answered 202");
-    assert!(retry.replayed);
+    let retry = service.purchase(&request("s", "u", 1, Some("k1"))).await;
     queue.go.notify_one();
     let first = first.await.unwrap();
+    (stock, service, first, retry)
+}
+
+// A keyed retry that arrived while the first request's send was being
+// refused was answered 202 (REPLAY); the first request's refusal then
+// deleted the reservation and answered 503: an accepted order that would
+// never exist.
+#[tokio::test]
+async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
+    let queue = RefusedAfterAWait::default();
+    let (stock, service, first, retry) = a_retry_during_a_held_send(&queue).await;
+    let retry = retry.expect("the retry is answered 202");
+    assert!(retry.replayed);
     let sale = SaleId::parse("s").unwrap();
     // What the retry promised holds: the reservation stays, its unit still
     // taken, and the retry's own send carries the order. The first
@@ -400,29 +415,15 @@ async fn a_keyed_replay_answered_during_a_refused_send_keeps_its_order() {
 // lost it.
 #[tokio::test]
 async fn a_refused_send_whose_reservation_a_retry_holds_is_not_a_202() {
-    let stock = MemoryStock::default();
-    stock.load(test_sale("s", 10, 1).unwrap());
     let queue = RefusedAfterAWait {
         refuse_all: true,
         ..RefusedAfterAWait::default()
     };
-    let service = std::sync::Arc::new(PurchaseService::new(
-        stock.clone(),
-        queue.clone(),
-        MemoryCatalog::default(),
-    ));
-    let first = tokio::spawn({
-        let service = service.clone();
-        async move { service.purchase(&request("s", "u", 1, Some("k1"))).await }
-    });
-    queue.entered.notified().await;
-    let retry = service.purchase(&request("s", "u", 1, Some("k1"))).await;
+    let (stock, _, first, retry) = a_retry_during_a_held_send(&queue).await;
     assert!(
         matches!(retry, Err(PurchaseError::ResendRefused)),
         "{retry:?}"
     );
-    queue.go.notify_one();
-    let first = first.await.unwrap();
     assert!(
         matches!(first, Err(PurchaseError::ResendRefused)),
         "nothing reached the queue, and the first request answered {first:?}"
