@@ -60,6 +60,11 @@ pub(crate) struct OwnRedis {
     /// Extra `redis-server` arguments (a replica's `--replicaof`), kept for
     /// a restart.
     args: Vec<String>,
+    /// Its working directory, its own: a node started in a shared one
+    /// loads whatever `dump.rdb` another left there (a replica's full sync
+    /// onto a non-empty dataset writes one), so a restart meant to be
+    /// empty brought back another node's older data.
+    dir: std::path::PathBuf,
     child: Option<std::process::Child>,
 }
 
@@ -69,9 +74,12 @@ impl OwnRedis {
     }
 
     pub(crate) async fn start_with(args: &[&str]) -> OwnRedis {
+        let dir = std::env::temp_dir().join(unique("redis-node"));
+        std::fs::create_dir_all(&dir).unwrap();
         let mut redis = OwnRedis {
             port: free_port_to_keep(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            dir,
             child: None,
         };
         redis.spawn().await;
@@ -86,6 +94,11 @@ impl OwnRedis {
         let child = std::process::Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            // A replica's full sync onto a non-empty dataset goes through a
+            // file; it is deleted once loaded, as nothing else persists.
+            .args(["--rdb-del-sync-files", "yes"])
+            .arg("--dir")
+            .arg(&self.dir)
             .args(&self.args)
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -131,7 +144,20 @@ impl OwnRedis {
     /// Starts again, empty, on the same port.
     pub(crate) async fn restart(&mut self) {
         self.kill();
+        self.forget_snapshot();
         self.spawn().await;
+    }
+
+    /// Starts again on the same port from the snapshot a `SAVE` wrote.
+    pub(crate) async fn restart_from_snapshot(&mut self) {
+        self.kill();
+        self.spawn().await;
+        self.forget_snapshot();
+    }
+
+    /// Its `dump.rdb` gone, so the next start is empty.
+    pub(crate) fn forget_snapshot(&self) {
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
     }
 
     pub(crate) async fn conn(&self) -> redis::aio::MultiplexedConnection {
@@ -146,6 +172,7 @@ impl OwnRedis {
 impl Drop for OwnRedis {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -1522,17 +1549,12 @@ async fn failover_loses_writes(limit: u32) {
     // coming back after the failover.
     let pool = s.stock as usize / 4;
 
-    // The master sends its first full sync at once, and nobody writes an RDB
-    // file (no `dump.rdb` in the working directory).
-    let tmp = std::env::temp_dir();
-    let dir = tmp.to_str().unwrap();
+    // The master sends its first full sync at once, through no file.
     let mut master = OwnRedis::start_with(&[
         "--repl-diskless-sync",
         "yes",
         "--repl-diskless-sync-delay",
         "0",
-        "--dir",
-        dir,
     ])
     .await;
     // The replication link goes through a proxy so it can be cut; the
@@ -1546,8 +1568,6 @@ async fn failover_loses_writes(limit: u32) {
         &link_port,
         "--repl-diskless-load",
         "on-empty-db",
-        "--dir",
-        dir,
     ])
     .await;
     let mut primary = Proxy::start(master.port).await;

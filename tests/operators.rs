@@ -925,3 +925,61 @@ async fn a_load_never_opens_a_sale_and_a_stale_refresh_writes_nothing() {
         );
     }
 }
+
+/// Redis can go back in time: a replica promoted before it had the end's
+/// write, or a node restarted from an older snapshot. The scheduled
+/// prewarm skipped every sale past its end, so an ended sale that Redis
+/// brought back as it was before the end sold again until its old end
+/// (the nemesis's seed 271828: 202s minutes after an end answered 200).
+/// The next prewarm closes it, for as long as its keys may exist.
+#[tokio::test]
+async fn an_ended_sale_that_redis_brings_back_is_closed_by_the_next_prewarm() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let id = unique("end-back");
+    let now = clock::now_ms();
+    let (status, _) = client
+        .put_sale(&id, &sale_json(10, 1, now - 60_000, now + 3_600_000))
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(client.buy(&id, "a").await.0, 202);
+    // Redis's copy of the sale as it was before the end.
+    let meta = SaleKeys::new(&SaleId::parse(&id).unwrap()).meta;
+    let mut conn = redis().await;
+    let before: Vec<u8> = redis::cmd("DUMP")
+        .arg(&meta)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (status, reply) = client
+        .admin("POST", &format!("/admin/sales/{id}/end"), "")
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(code(&client.buy(&id, "b").await.1), "SALE_ENDED");
+
+    let _: () = redis::cmd("RESTORE")
+        .arg(&meta)
+        .arg(0)
+        .arg(before)
+        .arg("REPLACE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        client.buy(&id, "c").await.0,
+        202,
+        "the old definition is back in Redis, so it sells"
+    );
+    stack
+        .scheduled
+        .prewarm
+        .prewarm_all(clock::now_ms())
+        .await
+        .unwrap();
+    let (status, reply) = client.buy(&id, "d").await;
+    assert_eq!(
+        (status, code(&reply)),
+        (410, "SALE_ENDED"),
+        "the next prewarm left the ended sale selling: {reply}"
+    );
+}

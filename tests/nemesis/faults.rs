@@ -33,9 +33,10 @@ pub struct RedisPair {
 }
 
 /// Every node can serve a full sync at once and load one without a file
-/// (nobody writes an RDB), whichever role a failover gives it.
+/// when it is empty, whichever role a failover gives it; each in a
+/// directory of its own (`OwnRedis`), so a restart loads nothing another
+/// node left.
 fn node_args(replica_of: Option<u16>) -> Vec<String> {
-    let dir = std::env::temp_dir().to_string_lossy().into_owned();
     let mut args: Vec<String> = [
         "--repl-diskless-sync",
         "yes",
@@ -45,12 +46,10 @@ fn node_args(replica_of: Option<u16>) -> Vec<String> {
         "on-empty-db",
         "--maxmemory-policy",
         "noeviction",
-        "--dir",
     ]
     .iter()
     .map(|a| (*a).to_owned())
     .collect();
-    args.push(dir);
     if let Some(port) = replica_of {
         args.extend(["--replicaof".into(), "127.0.0.1".into(), port.to_string()]);
     }
@@ -108,6 +107,19 @@ impl RedisPair {
         hold(down).await;
         self.primary.restart().await;
         "SIGKILL, restarted empty (the replica resyncs to empty)".into()
+    }
+
+    /// Redis back in time: a snapshot saved, `age` of writes after it,
+    /// then the primary killed and restarted from the snapshot (a node
+    /// restored from its last RDB). The replica resyncs to it.
+    async fn restarted_from_snapshot(&mut self, age: Duration) -> String {
+        let _: () = redis::cmd("SAVE")
+            .query_async(&mut self.primary.conn().await)
+            .await
+            .unwrap();
+        hold(age).await;
+        self.primary.restart_from_snapshot().await;
+        "SAVE, writes go on, SIGKILL, restarted from the snapshot".into()
     }
 
     async fn paused(&mut self, hold: Duration) -> String {
@@ -299,6 +311,7 @@ impl Servers {
             Fault::RedisFlushed => self.redis.flushed("FLUSHALL").await,
             Fault::ScriptFlushed => self.redis.flushed("SCRIPT").await,
             Fault::RedisFailover => self.redis.failover(step.hold).await,
+            Fault::RedisFromSnapshot => self.redis.restarted_from_snapshot(step.hold).await,
             Fault::EmulatorStopped => {
                 self.moto.signal("-STOP");
                 hold(step.hold).await;

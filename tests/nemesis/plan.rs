@@ -18,6 +18,9 @@ pub enum Fault {
     /// The replica's link cut, writes go on for a while, then the replica
     /// is promoted and the primary killed: those writes are lost.
     RedisFailover,
+    /// The primary saved, writes go on for a while, then it is killed and
+    /// restarted from that snapshot: Redis back in time.
+    RedisFromSnapshot,
     /// The emulator (DynamoDB behind the strict layer) SIGSTOPped.
     EmulatorStopped,
     /// Every AWS call swallowed: sent, never answered.
@@ -32,12 +35,13 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::RedisKilled,
         Fault::RedisPaused,
         Fault::RedisFlushed,
         Fault::ScriptFlushed,
         Fault::RedisFailover,
+        Fault::RedisFromSnapshot,
         Fault::EmulatorStopped,
         Fault::AwsPartitioned,
         Fault::AwsRefused,
@@ -52,6 +56,7 @@ impl Fault {
             Fault::RedisFlushed => "redis-flushed",
             Fault::ScriptFlushed => "script-flushed",
             Fault::RedisFailover => "redis-failover-lagging-replica",
+            Fault::RedisFromSnapshot => "redis-restarted-from-snapshot",
             Fault::EmulatorStopped => "emulator-stopped",
             Fault::AwsPartitioned => "aws-partitioned",
             Fault::AwsRefused => "aws-refused",
@@ -64,7 +69,10 @@ impl Fault {
     pub fn loses_redis(self) -> bool {
         matches!(
             self,
-            Fault::RedisKilled | Fault::RedisFlushed | Fault::RedisFailover
+            Fault::RedisKilled
+                | Fault::RedisFlushed
+                | Fault::RedisFailover
+                | Fault::RedisFromSnapshot
         )
     }
 
@@ -80,6 +88,7 @@ impl Fault {
             Fault::RedisKilled | Fault::RedisFailover | Fault::EmulatorStopped => 3,
             Fault::WriterKilled | Fault::DuplicateDeliveries | Fault::RedisPaused => 3,
             Fault::RedisFlushed | Fault::AwsPartitioned | Fault::AwsRefused => 2,
+            Fault::RedisFromSnapshot => 2,
             Fault::ScriptFlushed => 1,
         }
     }
@@ -92,6 +101,8 @@ impl Fault {
             Fault::RedisFlushed | Fault::ScriptFlushed => (0, 0),
             // The lag: the purchases the promoted replica will not have.
             Fault::RedisFailover => (2_000, 8_000),
+            // The snapshot's age: the writes the restarted node will not have.
+            Fault::RedisFromSnapshot => (2_000, 15_000),
             Fault::EmulatorStopped => (2_000, 10_000),
             Fault::AwsPartitioned | Fault::AwsRefused => (1_000, 5_000),
             // How long the writer keeps dying (at most `param` batches).

@@ -231,6 +231,9 @@ pub struct Workload {
     max_sales: usize,
     pub log: Mutex<Log>,
     followers: Mutex<tokio::task::JoinSet<()>>,
+    /// When the run started: the operator's commands are printed on the
+    /// faults' time line, so a broken promise can be read against both.
+    started: std::time::Instant,
 }
 
 fn user(rng: &mut Rng) -> String {
@@ -251,6 +254,7 @@ impl Workload {
             max_sales: 2 + usize::try_from(run.as_secs() / 40).unwrap_or(0),
             log: Mutex::default(),
             followers: Mutex::default(),
+            started: std::time::Instant::now(),
         })
     }
 
@@ -494,8 +498,16 @@ impl Workload {
 
     /// A command sent once, its answer counted as `what`'s.
     async fn command_once(&self, what: &str, method: &str, path: &str, body: &str) -> Answer {
+        let at = self.started.elapsed();
         let answer = self.api.admin(method, path, body).await;
         self.command(what, &answer);
+        println!(
+            "nemesis [{:>6.1} s] operator {what} {method} {path}: {} {} after {} ms",
+            at.as_secs_f64(),
+            answer.status,
+            answer.code(),
+            answer.answered_ms - answer.sent_ms
+        );
         answer
     }
 

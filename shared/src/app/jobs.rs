@@ -234,11 +234,19 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         self.metrics.count(Counter::SalesPrewarmed, 0);
         let mut done = Vec::new();
         for sale in self.catalog.list_sales().await? {
-            if sale.end_ms <= now_ms {
+            // An ended sale too, for as long as its keys may exist: Redis
+            // can go back in time (a replica promoted before it had the
+            // end, a node restarted from an older snapshot) and sell it
+            // again under its old end; `prewarm_sale` writes the end back.
+            if sale
+                .end_ms
+                .saturating_add(crate::adapters::redis::KEY_TTL_AFTER_END_MS)
+                <= now_ms
+            {
                 continue;
             }
             let outcome = self.prewarm_sale(&sale.sale_id, now_ms).await?;
-            if outcome != PrewarmOutcome::NotDue {
+            if !matches!(outcome, PrewarmOutcome::NotDue | PrewarmOutcome::Ended) {
                 tracing::info!(sale_id = %sale.sale_id, ?outcome, "prewarm");
             }
             done.push((sale.sale_id, outcome));
