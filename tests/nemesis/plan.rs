@@ -76,6 +76,13 @@ impl Fault {
         )
     }
 
+    /// Redis loses its last writes and keeps the rest: an operator's
+    /// command among those writes is undone until prewarm writes the
+    /// table's definition back.
+    pub fn goes_back_in_time(self) -> bool {
+        matches!(self, Fault::RedisFailover | Fault::RedisFromSnapshot)
+    }
+
     /// A purchase's send may end unknown: its message may never exist, and
     /// only its reservation says so until reconcile relays it.
     pub fn leaves_ambiguous_sends(self) -> bool {

@@ -225,6 +225,36 @@ pub struct Log {
     pub dlq_redriven: u64,
 }
 
+/// When Redis went back in time (a failover to a replica that had not
+/// got the last writes, a restart from an older snapshot) and when
+/// prewarm ran: an operator's command whose Redis step was in the writes
+/// lost is not in Redis until the next prewarm writes the table's
+/// definition back (docs/design.md "Failure semantics").
+#[derive(Debug, Default)]
+pub struct BackInTime {
+    /// The writes lost: from the first to the last moment (epoch ms).
+    pub lost: Vec<(i64, i64)>,
+    /// Prewarm runs that succeeded: start and end (epoch ms).
+    pub prewarms: Vec<(i64, i64)>,
+}
+
+impl BackInTime {
+    /// A command acknowledged at `command_ms` inside a loss, and a purchase
+    /// sent at `sent_ms` before the first prewarm run that started after
+    /// that loss had ended.
+    pub fn excuses(&self, command_ms: i64, sent_ms: i64) -> bool {
+        self.lost.iter().any(|&(from, until)| {
+            let healed = self
+                .prewarms
+                .iter()
+                .filter(|(start, _)| *start >= until)
+                .map(|(_, end)| *end)
+                .min();
+            from <= command_ms && command_ms <= until && healed.is_none_or(|h| sent_ms < h)
+        })
+    }
+}
+
 pub struct Workload {
     api: Api,
     seed: u64,
@@ -835,9 +865,17 @@ impl Workload {
 
     /// What the workload was promised and the ledger must show, given
     /// every order row at the end: (code, detail) for each broken promise.
-    pub fn promises(&self, rows: &HashMap<String, Order>) -> Vec<(&'static str, String)> {
+    /// The promises broken, and how many purchases broke an operator's
+    /// pause or end only because Redis went back in time to before it
+    /// (`back`: docs/design.md "Failure semantics" names that window).
+    pub fn promises(
+        &self,
+        rows: &HashMap<String, Order>,
+        back: &BackInTime,
+    ) -> (Vec<(&'static str, String)>, u32) {
         let log = self.log.lock().unwrap();
         let mut broken = Vec::new();
+        let mut excused = 0;
         let sales: HashMap<&str, &SaleModel> =
             log.sales.iter().map(|s| (s.id.as_str(), s)).collect();
         // A keyed request answered `202` may be the replay of a reservation
@@ -887,7 +925,10 @@ impl Workload {
                 .iter()
                 .find(|(from, until)| sent >= *from && answered <= *until)
             {
-                broken.push((
+                if back.excuses(from, sent) {
+                    excused += 1;
+                } else {
+                    broken.push((
                     "PAUSE_NOT_OBEYED",
                     format!(
                         "{order} ({:?}) accepted {} ms after {} was paused (resumed {} ms after the purchase)",
@@ -897,19 +938,24 @@ impl Workload {
                         until.saturating_sub(answered)
                     ),
                 ));
+                }
             }
             if let Some(ended) = sale.ended_at_ms
                 && sent >= ended
             {
-                broken.push((
-                    "END_NOT_OBEYED",
-                    format!(
-                        "{order} ({:?}) accepted {} ms after {} was ended",
-                        p.kind,
-                        sent - ended,
-                        sale.id
-                    ),
-                ));
+                if back.excuses(ended, sent) {
+                    excused += 1;
+                } else {
+                    broken.push((
+                        "END_NOT_OBEYED",
+                        format!(
+                            "{order} ({:?}) accepted {} ms after {} was ended",
+                            p.kind,
+                            sent - ended,
+                            sale.id
+                        ),
+                    ));
+                }
             }
         }
         // A payment answered after the window may be the second answer to
@@ -968,7 +1014,7 @@ impl Workload {
                 ));
             }
         }
-        broken
+        (broken, excused)
     }
 
     /// The workload's figures, one line each.
@@ -1043,4 +1089,34 @@ pub fn join<K: std::fmt::Display, V: std::fmt::Display>(map: &BTreeMap<K, V>) ->
         .map(|(k, v)| format!("{k}: {v}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[test]
+fn only_a_command_redis_lost_is_excused_and_only_until_the_next_prewarm() {
+    let back = BackInTime {
+        lost: vec![(1_000, 4_000)],
+        // One run started inside the loss (it cannot have written back
+        // what was lost after it read), one after it.
+        prewarms: vec![(3_000, 3_500), (10_000, 10_400)],
+    };
+    assert!(back.excuses(2_000, 5_000), "lost, no prewarm since");
+    assert!(
+        back.excuses(4_000, 10_399),
+        "lost, the healing run not over"
+    );
+    assert!(
+        !back.excuses(2_000, 10_400),
+        "the run after the loss wrote it back"
+    );
+    assert!(!back.excuses(900, 5_000), "acknowledged before the loss");
+    assert!(!back.excuses(4_001, 5_000), "acknowledged after the loss");
+    let never_healed = BackInTime {
+        lost: vec![(1_000, 4_000)],
+        prewarms: vec![],
+    };
+    assert!(never_healed.excuses(2_000, 60_000));
+    assert!(
+        !BackInTime::default().excuses(2_000, 5_000),
+        "no loss, no excuse"
+    );
 }
