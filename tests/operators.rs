@@ -41,6 +41,21 @@ async fn lose_sale(id: &str, shards: u32) {
     }
 }
 
+/// A one-shard sale of 10 units, started a minute ago and open for an
+/// hour, that buyer `a` has bought from: its id and start.
+async fn live_sale_a_bought_from(client: &Client<'_>, prefix: &str) -> (String, i64) {
+    let id = unique(prefix);
+    let now = clock::now_ms();
+    let start = now - 60_000;
+    let (status, reply) = client
+        .put_sale(&id, &sale_json(10, 1, start, now + 3_600_000))
+        .await;
+    assert_eq!(status, 201, "{reply}");
+    let (status, reply) = client.buy(&id, "a").await;
+    assert_eq!(status, 202, "{reply}");
+    (id, start)
+}
+
 fn code(reply: &Value) -> &str {
     reply["code"].as_str().unwrap_or("")
 }
@@ -213,18 +228,9 @@ async fn a_pause_is_obeyed_at_once_and_survives_every_job() {
 async fn an_end_moved_into_the_past_stops_purchases_at_once() {
     let stack = LocalStack::start().await;
     let client = Client::new(&stack);
-    let id = unique("end");
-    let now = clock::now_ms();
-    let (status, _) = client
-        .put_sale(&id, &sale_json(10, 1, now - 60_000, now + 3_600_000))
-        .await;
-    assert_eq!(status, 201);
-    assert_eq!(client.buy(&id, "a").await.0, 202);
+    let (id, start) = live_sale_a_bought_from(&client, "end").await;
     let (status, reply) = client
-        .put_sale(
-            &id,
-            &sale_json(10, 1, now - 60_000, clock::now_ms() - 1_000),
-        )
+        .put_sale(&id, &sale_json(10, 1, start, clock::now_ms() - 1_000))
         .await;
     assert_eq!(status, 200, "{reply}");
     let (status, reply) = client.buy(&id, "b").await;
@@ -936,13 +942,7 @@ async fn a_load_never_opens_a_sale_and_a_stale_refresh_writes_nothing() {
 async fn an_ended_sale_that_redis_brings_back_is_closed_by_the_next_prewarm() {
     let stack = LocalStack::start().await;
     let client = Client::new(&stack);
-    let id = unique("end-back");
-    let now = clock::now_ms();
-    let (status, _) = client
-        .put_sale(&id, &sale_json(10, 1, now - 60_000, now + 3_600_000))
-        .await;
-    assert_eq!(status, 201);
-    assert_eq!(client.buy(&id, "a").await.0, 202);
+    let (id, _) = live_sale_a_bought_from(&client, "end-back").await;
     // Redis's copy of the sale as it was before the end.
     let meta = SaleKeys::new(&SaleId::parse(&id).unwrap()).meta;
     let mut conn = redis().await;
