@@ -983,3 +983,51 @@ async fn an_ended_sale_that_redis_brings_back_is_closed_by_the_next_prewarm() {
         "the next prewarm left the ended sale selling: {reply}"
     );
 }
+
+/// A prewarm run stopped at the first sale it could not prewarm, so every
+/// sale after that one in the table's order went without: one bad sale
+/// (here its meta is not a hash; on AWS, say, a sharded sale whose
+/// cluster master is down) kept the others from loading. The run now
+/// prewarms every sale and fails afterwards, naming the first error.
+#[tokio::test]
+async fn a_sale_whose_prewarm_fails_does_not_keep_the_others_from_loading() {
+    let stack = LocalStack::start().await;
+    let client = Client::new(&stack);
+    let (broken, _) = live_sale_a_bought_from(&client, "broken").await;
+    let soon = clock::now_ms() + 120_000;
+    let mut due = Vec::new();
+    for _ in 0..10 {
+        let id = unique("due");
+        let (status, reply) = client
+            .put_sale(&id, &sale_json(5, 1, soon, soon + 3_600_000))
+            .await;
+        assert_eq!(status, 201, "{reply}");
+        // Loaded by its PUT; gone again, so the run has to load it.
+        lose_sale(&id, 1).await;
+        due.push(id);
+    }
+    let meta = SaleKeys::new(&SaleId::parse(&broken).unwrap()).meta;
+    let mut conn = redis().await;
+    let _: () = conn.del(&meta).await.unwrap();
+    let _: () = conn.set(&meta, "not a hash").await.unwrap();
+
+    let run = stack.scheduled.prewarm.prewarm_all(clock::now_ms()).await;
+    assert!(
+        run.is_err(),
+        "the broken sale's failure is the run's: {run:?}"
+    );
+    let mut missing = Vec::new();
+    for id in &due {
+        let keys = SaleKeys::new(&SaleId::parse(id).unwrap());
+        let loaded: bool = conn.exists(&keys.meta).await.unwrap();
+        if !loaded {
+            missing.push(id.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of the {} due sales were left unloaded by one broken sale: {missing:?}",
+        missing.len(),
+        due.len()
+    );
+}

@@ -225,7 +225,10 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         Ok(self.stock.set_status(sale).await?)
     }
 
-    /// Prewarm every sale that needs it.
+    /// Prewarm every sale that needs it. A sale that fails does not stop
+    /// the run (one bad sale, or one down shard, would keep every sale
+    /// after it unloaded): the others are prewarmed, then the run fails
+    /// with the first error, each logged.
     pub async fn prewarm_all(
         &self,
         now_ms: i64,
@@ -233,6 +236,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         // A run that loads nothing is a 0, not a gap in the graph.
         self.metrics.count(Counter::SalesPrewarmed, 0);
         let mut done = Vec::new();
+        let mut first_error = None;
         for sale in self.catalog.list_sales().await? {
             // An ended sale too, for as long as its keys may exist: Redis
             // can go back in time (a replica promoted before it had the
@@ -245,13 +249,23 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             {
                 continue;
             }
-            let outcome = self.prewarm_sale(&sale.sale_id, now_ms).await?;
+            let outcome = match self.prewarm_sale(&sale.sale_id, now_ms).await {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    tracing::warn!(sale_id = %sale.sale_id, %err, "prewarm of a sale failed; the run goes on");
+                    first_error.get_or_insert(err);
+                    continue;
+                }
+            };
             if !matches!(outcome, PrewarmOutcome::NotDue | PrewarmOutcome::Ended) {
                 tracing::info!(sale_id = %sale.sale_id, ?outcome, "prewarm");
             }
             done.push((sale.sale_id, outcome));
         }
-        Ok(done)
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(done),
+        }
     }
 
     /// Loads one sale if it starts within the lead time or is running and
