@@ -12,7 +12,6 @@ use aws_sdk_dynamodb::types::{
     KeyType, Projection, ProjectionType, Put, PutRequest, ScalarAttributeType, TransactWriteItem,
     Update, WriteRequest,
 };
-use seckill_shared::adapters::aws;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -22,12 +21,9 @@ const BUCKETS: u64 = 4;
 const IDS: u64 = 40;
 
 async fn client(url: &str) -> aws_sdk_dynamodb::Client {
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(60))
-        .endpoint_url(url)
-        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-        .load()
-        .await;
-    aws::dynamodb(&sdk)
+    seckill_tests::clients_without_retries(url, Duration::from_secs(60))
+        .await
+        .0
 }
 
 fn s(v: &str) -> AttributeValue {

@@ -10,8 +10,7 @@ use aws_sdk_dynamodb::types::{
     Put, ScalarAttributeType, TransactWriteItem, Update,
 };
 use seckill_infra::strict::{self, StrictSettings};
-use seckill_shared::adapters::aws;
-use seckill_tests::unique;
+use seckill_tests::{clients_without_retries, unique};
 use std::time::Duration;
 
 /// The emulator itself, without the suite's layer.
@@ -38,12 +37,7 @@ fn knobs(tweak: impl FnOnce(&mut StrictSettings)) -> StrictSettings {
 async fn clients(url: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
     // Generous: the suite loads the emulator, and one test holds a
     // transaction open on purpose.
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(60))
-        .endpoint_url(url)
-        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-        .load()
-        .await;
-    (aws::dynamodb(&sdk), aws::sqs(&sdk))
+    clients_without_retries(url, Duration::from_secs(60)).await
 }
 
 async fn dynamo(url: &str) -> aws_sdk_dynamodb::Client {
@@ -52,12 +46,7 @@ async fn dynamo(url: &str) -> aws_sdk_dynamodb::Client {
 
 /// A client of `url` whose attempts give up after 0.45 s, with no retries.
 async fn impatient_dynamo(url: &str) -> aws_sdk_dynamodb::Client {
-    let sdk = aws::loader(aws::Caller::Tool, Duration::from_secs(1))
-        .endpoint_url(url)
-        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
-        .load()
-        .await;
-    aws::dynamodb(&sdk)
+    clients_without_retries(url, Duration::from_secs(1)).await.0
 }
 
 async fn sqs_of(url: &str) -> aws_sdk_sqs::Client {

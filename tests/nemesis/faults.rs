@@ -62,6 +62,18 @@ async fn node(replica_of: Option<u16>) -> OwnRedis {
     OwnRedis::start_with(&args).await
 }
 
+/// How many keys the server loaded from a snapshot file when it started.
+async fn loaded_keys(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query_async(conn)
+        .await
+        .unwrap();
+    field(&info, "rdb_last_load_keys_loaded")
+        .and_then(|n| n.parse().ok())
+        .expect("INFO persistence has rdb_last_load_keys_loaded (Redis 7)")
+}
+
 fn offset(info: &str) -> u64 {
     field(info, "master_repl_offset")
         .and_then(|o| o.parse().ok())
@@ -106,6 +118,10 @@ impl RedisPair {
         self.primary.kill();
         hold(down).await;
         self.primary.restart().await;
+        // Read from the server, not assumed: a node that found a snapshot
+        // file in its directory loaded it (it once did: a shared `/tmp`).
+        let loaded = loaded_keys(&mut self.primary.conn().await).await;
+        assert_eq!(loaded, 0, "the restarted primary loaded {loaded} keys");
         "SIGKILL, restarted empty (the replica resyncs to empty)".into()
     }
 
@@ -119,7 +135,8 @@ impl RedisPair {
             .unwrap();
         hold(age).await;
         self.primary.restart_from_snapshot().await;
-        "SAVE, writes go on, SIGKILL, restarted from the snapshot".into()
+        let loaded = loaded_keys(&mut self.primary.conn().await).await;
+        format!("SAVE, writes go on, SIGKILL, restarted from the snapshot ({loaded} keys)")
     }
 
     async fn paused(&mut self, hold: Duration) -> String {
@@ -395,7 +412,7 @@ pub async fn run_schedule(
     // with it, so the plan's gaps between faults are kept.
     let mut late = Duration::ZERO;
     for step in plan {
-        tokio::time::sleep_until((started + step.at + late).into()).await;
+        until_planned(started + step.at + late).await;
         if let (true, Some(ended)) = (step.fault.loses_redis(), ambiguous_until) {
             let needed = ended + RELAY_GRACE;
             // Within what is left of the run: the schedule never holds it.
@@ -449,6 +466,12 @@ pub async fn run_schedule(
         });
     }
     happened
+}
+
+/// Waits for a fault's planned moment: the seed's schedule is a time
+/// line (what `SEED=<n>` replays), not a condition to poll for.
+async fn until_planned(at: Instant) {
+    tokio::time::sleep_until(at.into()).await;
 }
 
 /// Keeps a fault in place for its planned length. The schedule's hold is

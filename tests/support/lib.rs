@@ -48,6 +48,21 @@ pub const TEST_PAYMENT_SECRET: &str = "test-payment-secret-of-thirty-two-bytes";
 
 const PURCHASE_EVENT: &str = include_str!("../../events/purchase.json");
 
+/// DynamoDB and SQS clients of `url` with no retries, so each answer is
+/// the endpoint's own; each operation bounded by `timeout` (its attempt by
+/// 0.45 of it).
+pub async fn clients_without_retries(
+    url: &str,
+    timeout: Duration,
+) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    let sdk = aws::loader(aws::Caller::Tool, timeout)
+        .endpoint_url(url)
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .load()
+        .await;
+    (aws::dynamodb(&sdk), aws::sqs(&sdk))
+}
+
 /// A name no other test (or earlier run) uses: `[A-Za-z0-9_-]`, short.
 pub fn unique(prefix: &str) -> String {
     static SEQ: AtomicU32 = AtomicU32::new(0);
