@@ -374,9 +374,8 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
     let mut runs = Vec::new();
     // A run whose read of the sales or of what is due timed out (the
     // emulator's query scans its table: with the whole suite on two cores,
-    // one attempt outlasts the client's 2.25 s) expires nothing and fails;
-    // the schedule's next run reads again. Only such transient failures
-    // are excused.
+    // one attempt outlasts the client's 2.25 s) fails; the schedule's next
+    // run reads again. Only such transient failures are excused.
     let mut unread = Vec::new();
     while Instant::now() < deadline {
         let report = match jobs
@@ -405,7 +404,15 @@ async fn one_sales_orders_spread_evenly_over_the_buckets_and_every_read_finds_th
         started.elapsed(),
         unread.len()
     );
-    assert_eq!(expired, 30, "{runs:?} {unread:?}");
+    // A failed run may have expired some due orders before a later read
+    // of its timed out (it reads what is due a chunk at a time): its
+    // report is lost with its error, so the reports then count fewer. The
+    // ledger below is exact either way.
+    if unread.is_empty() {
+        assert_eq!(expired, 30, "{runs:?}");
+    } else {
+        assert!(expired <= 30, "{runs:?} {unread:?}");
+    }
     assert!(runs.len() <= 3, "{runs:?}");
     assert_eq!(count(OrderStatus::Expired).await, 30);
     assert_eq!(count(OrderStatus::PendingPayment).await, 2_820);
