@@ -13,6 +13,7 @@
 #   infra/stack.sh sam-local [debug]  # make sam-local: sam local invoke/start-api on a Docker engine
 #   infra/stack.sh deploy  # make deploy: make build, then sam deploy --guided
 #   infra/stack.sh check-deploy  # only the placeholder/secret check deploy starts with
+#   infra/stack.sh bounded SECONDS CMD...  # CMD under make test's phase time limit (tests/harness.rs)
 #   infra/stack.sh pages   # make pages: web/ + config.js into the stack's pages bucket
 set -euo pipefail
 
@@ -309,6 +310,20 @@ print_phases() {
   fi
 }
 
+# bounded LIMIT_SECONDS CMD...: CMD, killed with its process group (the
+# test binary and what it spawned) once over the limit. A hung test then
+# fails its phase with a line that says so, instead of holding CI until
+# CI's own limit cuts the log short. Each limit is several times what its
+# phase takes on a fresh two-core machine.
+bounded() {
+  local limit="$1" rc=0; shift
+  timeout --kill-after=30 "$limit" "$@" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    say "${PHASE_NAME:+phase $PHASE_NAME: }over its ${limit} s limit, killed (a test libtest says has been running for over 60 seconds is the one that hung)"
+  fi
+  return "$rc"
+}
+
 cmd_test() {
   TEST_START=$SECONDS
   trap on_exit EXIT
@@ -347,19 +362,19 @@ cmd_test() {
   # A failing test's message, not its backtrace, is what the end of a CI
   # log shows (RUST_BACKTRACE=1 there pushed it out of view); a test run
   # alone still prints one when asked.
-  RUST_BACKTRACE=0 cargo test --workspace -- --skip browser:: --skip sam_local::
+  RUST_BACKTRACE=0 bounded 2400 cargo test --workspace -- --skip browser:: --skip sam_local::
   # The pages in headless Chromium, timed apart; tests/browser.rs fails
   # (instead of skipping) without Chromium.
   phase browser
   say "cargo test: browser"
   # --workspace, as the suite ran: -p alone unifies features differently
   # and builds the suite again.
-  SECKILL_REQUIRE_BROWSER=1 cargo test --workspace -- browser::
+  SECKILL_REQUIRE_BROWSER=1 bounded 900 cargo test --workspace -- browser::
   phase iam
   # Every AWS call any function made in the suite, against its role.
   say "IAM: the suite's AWS calls against the template's roles"
   SECKILL_AWS_RECORDING="$STATE/aws-calls.jsonl,$STATE/aws-calls-sqs.jsonl" \
-    cargo test --workspace -- --ignored --nocapture iam::whole_suite_recording
+    bounded 600 cargo test --workspace -- --ignored --nocapture iam::whole_suite_recording
   # The bootstraps in Lambda containers: every events/*.json through `sam
   # local invoke`, a walk through `sam local start-api` (the debug build;
   # `make sam-local` runs the release build `make build` makes).
@@ -673,6 +688,7 @@ case "${1:-}" in
   sam-local) shift; cmd_sam_local "$@" ;;
   deploy) shift; cmd_deploy "$@" ;;
   check-deploy) shift; check_deploy_overrides "$@" ;;
+  bounded) shift; bounded "$@" ;;
   pages) shift; cmd_pages "$@" ;;
   *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|simulate|build|sam-local|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac

@@ -43,6 +43,9 @@
 //! Edges and deployment:
 //! - `gateway`, `authz`: the local gateway's JWT checks; every route's
 //!   authorization.
+//! - `harness`: the suite's own HTTP client against the server shapes
+//!   it meets (`sam local start-api`'s werkzeug), and the time limit on
+//!   `make test`'s phases.
 //! - `redis_tls`, `cluster_tls`: AUTH and TLS, single node and cluster.
 //! - `shards`: stock shards on one node and on a 3-master cluster.
 //! - `secrets`: secrets out of the environment and out of every log line.
@@ -72,6 +75,7 @@ mod fairness;
 mod fuzz;
 mod gate;
 mod gateway;
+mod harness;
 mod iam;
 mod lambda_limits;
 mod ledger;

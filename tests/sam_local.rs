@@ -89,14 +89,24 @@ impl Sam {
     /// `sam local invoke FUNCTION --event FILE`: the function's answer.
     async fn invoke(&self, env_file: &Path, function: &str, event: &Path) -> Value {
         let began = Instant::now();
-        let output = tokio::process::Command::new(&self.cli)
+        let run = tokio::process::Command::new(&self.cli)
             .args(["local", "invoke", function, "--event"])
             .arg(event)
             .args(self.common_args(env_file))
             .env("SAM_CLI_TELEMETRY", "0")
             .stdin(Stdio::null())
-            .output()
+            .kill_on_drop(true)
+            .output();
+        // A container's start and one function's run: minutes are "hung".
+        let output = tokio::time::timeout(seckill_tests::HTTP_ANSWER_DEADLINE, run)
             .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "sam local invoke {function} --event {}: no answer within {:?}",
+                    event.display(),
+                    seckill_tests::HTTP_ANSWER_DEADLINE
+                )
+            })
             .expect("run sam");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -490,7 +500,7 @@ impl Redis {
 }
 
 /// `sam local start-api` on a free port, stopped (with its containers)
-/// when dropped, also when the test fails.
+/// when dropped, also when the test fails (its log's tail printed then).
 struct StartApi {
     child: std::process::Child,
     addr: std::net::SocketAddr,
@@ -562,6 +572,15 @@ impl Drop for StartApi {
     /// would leave them running; SIGINT may be ignored in a background
     /// job). A SAM that does not exit within 30 s is killed.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What SAM said is the one clue to a refused or hung request.
+            let log = self.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("sam local start-api's log, last 40 lines:");
+            for line in tail.into_iter().rev() {
+                eprintln!("  {line}");
+            }
+        }
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();

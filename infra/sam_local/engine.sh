@@ -148,5 +148,5 @@ cmd_sam_local() {
   say "sam local: $template, image $tag, services at $gw (Docker's bridge) forwarded to loopback"
   SAM_LOCAL_TEMPLATE="$template" SAM_LOCAL_IMAGE="$tag" SAM_LOCAL_HOST_GATEWAY="$gw" \
     SAM_CLI="$VENV/bin/sam" SECKILL_REQUIRE_SAM_LOCAL=1 \
-    cargo test --workspace -- --nocapture --test-threads=1 sam_local::
+    bounded 900 cargo test --workspace -- --nocapture --test-threads=1 sam_local::
 }

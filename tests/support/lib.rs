@@ -993,8 +993,20 @@ impl LocalStack {
     }
 }
 
+/// How long [`http_request`] waits for a whole answer: far past any
+/// answer of the local stack or a Lambda container's cold start, so a
+/// request that reaches it is hung, not slow.
+pub const HTTP_ANSWER_DEADLINE: Duration = Duration::from_secs(180);
+
 /// One HTTP/1.1 request to `addr` over a fresh connection: status, headers
 /// (names lower-cased) and JSON body (`Null` if it is not JSON).
+///
+/// The request goes out in one write, and an answer with a
+/// `content-length` is complete when that many bytes have come: a server
+/// may answer before it reads the body and close only once the client has
+/// stopped sending (werkzeug, under `sam local start-api`, does both), so
+/// waiting for its close would wait for ever. Panics when no whole answer
+/// comes within [`HTTP_ANSWER_DEADLINE`].
 pub async fn http_request(
     addr: std::net::SocketAddr,
     method: &str,
@@ -1003,19 +1015,47 @@ pub async fn http_request(
     body: &str,
 ) -> (u16, HashMap<String, String>, serde_json::Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
+    let mut request = format!(
         "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
         body.len()
     );
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        request.push_str(&format!("{name}: {value}\r\n"));
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
+    request.push_str("\r\n");
+    request.push_str(body);
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut raw = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .filter_map(|line| line.split_once(':'))
+                    .find(|(name, _)| name.trim() == "content-length")
+                    .and_then(|(_, value)| value.trim().parse::<usize>().ok());
+                if length.is_some_and(|length| raw.len() >= end + 4 + length) {
+                    break;
+                }
+            }
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&chunk[..n]);
+        }
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = match tokio::time::timeout(HTTP_ANSWER_DEADLINE, exchange).await {
+        Ok(Ok(raw)) => raw,
+        Ok(Err(e)) => panic!("{method} {path} to {addr}: {e}"),
+        Err(_) => {
+            panic!("{method} {path} to {addr}: no whole answer within {HTTP_ANSWER_DEADLINE:?}")
+        }
+    };
     let text = String::from_utf8_lossy(&raw);
     let status = text
         .split_whitespace()
