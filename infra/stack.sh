@@ -341,6 +341,12 @@ cmd_test() {
   # Both templates; fails on a finding not accepted, with its reason, in
   # infra/checkov/skips.yaml.
   say "checkov"; "$CHECKOV_VENV/bin/python" infra/checkov/gate.py
+  # The code's own docs (docs/architecture.md's code map links into them),
+  # private items included: a broken intra-doc link fails here. A private
+  # item linked from a public one is fine for docs nobody publishes.
+  say "cargo doc"
+  RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    cargo doc --workspace --no-deps --document-private-items
   phase build
   # Every binary (seckill-local, and the functions' bootstraps the sam-local
   # phase runs in containers) with every test, in one build: the binaries
@@ -454,7 +460,7 @@ cmd_bench() {
   "$CARGO_TARGET_DIR/local/seckill-bench" "$@"
 }
 
-# The bench's fairness table alone (issue 19): scripts at the opening
+# The bench's fairness table alone: scripts at the opening
 # millisecond against people over the first seconds, first come first served
 # and with a lottery window, on a Redis of its own (no emulator, no venv).
 cmd_fairness() {

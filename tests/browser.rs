@@ -17,7 +17,7 @@
 //!    sells after the right one (to a buyer whose `sub` is `auth0|…`);
 //! e) both pages at 375 and 1280 px have no horizontal scroll, and a buyer
 //!    reaches and presses the buy button with the keyboard alone;
-//! i) to o) the buyer page in every state (issue 18's problems 1 to 7):
+//! i) to o) the buyer page in every state:
 //!    an order's expiry said at once; a quantity up to the allowance and
 //!    more after a paid order, found again in a new tab; a bad or unknown
 //!    sale id; a paused sale and one status on pill, countdown and button;

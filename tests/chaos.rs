@@ -514,7 +514,7 @@ struct Stores {
     db: aws_sdk_dynamodb::Client,
     queue_url: String,
     dlq_url: String,
-    checker: InvariantChecker,
+    checker: seckill_shared::wire::LiveChecker,
 }
 
 impl Stores {
@@ -1311,12 +1311,9 @@ async fn pay_and_expire_race_under_load_never_sell_a_unit_twice() {
         Buyers::service(stores.purchase(&endpoint).await),
     );
     let jobs = Arc::new(
-        seckill_shared::app::jobs::wire(
-            &stores.config,
-            seckill_shared::adapters::aws::Caller::Tool,
-        )
-        .await
-        .unwrap(),
+        seckill_shared::wire::jobs(&stores.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap(),
     );
     let writer = stores.writer();
     let orders = stores.checker.orders().clone();
@@ -1593,12 +1590,9 @@ async fn failover_loses_writes(limit: u32) {
         pool,
     );
     let jobs = Arc::new(
-        seckill_shared::app::jobs::wire(
-            &stores.config,
-            seckill_shared::adapters::aws::Caller::Tool,
-        )
-        .await
-        .unwrap(),
+        seckill_shared::wire::jobs(&stores.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap(),
     );
     let done = Arc::new(AtomicBool::new(false));
     let expired = Arc::new(AtomicUsize::new(0));
@@ -1893,7 +1887,7 @@ struct Upkept {
 /// the unpaid ones past their window, counting them in `expired`. Ends
 /// once `done` is set.
 async fn upkeep(
-    jobs: Arc<seckill_shared::app::jobs::Jobs>,
+    jobs: Arc<seckill_shared::wire::LiveJobs>,
     orders: DynamoOrders,
     sale_id: seckill_shared::domain::SaleId,
     turn: Arc<tokio::sync::Mutex<()>>,

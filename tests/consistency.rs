@@ -1,4 +1,4 @@
-//! Template–code consistency (issue 7): `template.yaml`, read at test time,
+//! Template–code consistency: `template.yaml`, read at test time,
 //! against the workspace. The repository must have no mismatch, and each
 //! change made on one side only (a route, a variable, a binary, an event)
 //! must be reported. Then the events of `events/` against what `sam local

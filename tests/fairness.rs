@@ -1,4 +1,4 @@
-//! The fairness figure (issue 19) at the issue's full size, through the
+//! The fairness figure at full size, through the
 //! real purchase path on the real Redis (`seckill_infra::fairness`): 1,000
 //! units, 2,000 scripts firing within 5 ms of the start, 20,000 people over
 //! the first 3 s. With a 3 s lottery window, people's share of the units is

@@ -542,7 +542,7 @@ async fn a_proof_of_work_lottery_sale_gives_a_ticket_only_for_a_solution() {
     assert_eq!(mine["ticket"]["status"], "TICKET", "{mine}");
 }
 
-/// Issue 27, item 9: a pass buys once (`sale:{S}:gateused`), but the
+/// A pass buys once (`sale:{S}:gateused`), but the
 /// rebuild of a lost sale did not restore which passes were used: after
 /// Redis lost the sale and prewarm rebuilt it from the ledger, the same
 /// pass bought a second unit. A pass issued before the rebuild is refused

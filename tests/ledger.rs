@@ -9,19 +9,20 @@ use redis::AsyncCommands;
 use seckill_shared::adapters::redis::{PURCHASE_SOURCE, SaleKeys};
 use seckill_shared::app::invariants;
 use seckill_shared::app::jobs::PrewarmOutcome;
-use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
+use seckill_shared::app::reconcile::ReconcileSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use seckill_shared::domain::{OrderId, OrderMessage, Sale, SaleId, UserId};
 use seckill_shared::ports::OrderStore;
+use seckill_shared::wire::LiveReconciler;
 use seckill_tests::{App, Reply, eventually, live_sale, purchase_event};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A reconciler that gives up on a reservation as soon as it is `max_age`
 /// old, and relays after `grace`.
-async fn reconciler(app: &App, grace: Duration, max_age: Duration) -> Reconciler {
-    seckill_shared::app::reconcile::wire(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+async fn reconciler(app: &App, grace: Duration, max_age: Duration) -> LiveReconciler {
+    seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {
@@ -836,7 +837,7 @@ async fn a_lost_shard_is_rebuilt_from_the_survivors_sums_not_a_copy_of_them() {
     assert_eq!(sharded_stock(&app, &sale).await, 35 - 1 - 1);
 }
 
-// Issue 27, item 4: STOCK_RESET took the units owed back to Redis from the
+// STOCK_RESET took the units owed back to Redis from the
 // orders index (eventually consistent) and `available` from a consistent
 // read, and recorded no ledger position. With the index behind an expiry
 // whose Redis step had failed, the reset added the unit (it is in
@@ -902,7 +903,7 @@ async fn a_stock_reset_while_the_index_lags_never_returns_an_expired_unit_twice(
     seckill_tests::assert_clean(&app.checker(), id, &[x, y]).await;
 }
 
-// Issue 27, item 5: a retry with the same Idempotency-Key replayed the
+// A retry with the same Idempotency-Key replayed the
 // first answer, `202 QUEUED`, even when its order had since been given up
 // (`REJECTED`) or had expired unpaid: a buyer was told their purchase was
 // accepted and on its way for an order that would never be payable. The

@@ -383,7 +383,7 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
         tweak(&mut config);
         let sale_id = sale.sale_id.clone();
         async move {
-            let reconciler = seckill_shared::app::reconcile::wire(
+            let reconciler = seckill_shared::wire::reconciler(
                 &config,
                 seckill_shared::adapters::aws::Caller::Tool,
             )
@@ -435,12 +435,10 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
 async fn consoles_share_one_count_of_the_orders_for_as_long_as_it_holds() {
     use seckill_shared::ports::OrderCounts;
     let (app, sale) = one_written_order().await;
-    let reconciler = seckill_shared::app::reconcile::wire(
-        &app.config,
-        seckill_shared::adapters::aws::Caller::Tool,
-    )
-    .await
-    .unwrap();
+    let reconciler =
+        seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap();
     let view = || async {
         seckill_shared::app::live::live(reconciler.checker(), &sale.sale_id)
             .await

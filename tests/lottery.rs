@@ -851,12 +851,10 @@ async fn winners_a_crashed_drawer_never_sent_are_relayed_by_reconcile() {
     assert_eq!(winners.len(), 3);
 
     // Past the grace, reconcile relays each winner once; the writer writes them.
-    let reconciler = seckill_shared::app::reconcile::wire(
-        &app.config,
-        seckill_shared::adapters::aws::Caller::Tool,
-    )
-    .await
-    .unwrap();
+    let reconciler =
+        seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap();
     let report = reconciler
         .reconcile_sale(&id, clock::now_ms() + 120_000)
         .await
@@ -983,7 +981,7 @@ async fn a_sale_cannot_end_before_its_window_closes() {
     assert_eq!(status, 201, "{reply}");
 }
 
-/// Issue 27, item 9: a draw's order (`drawq`) that outlived the sale's
+/// A draw's order (`drawq`) that outlived the sale's
 /// meta (the meta and the stock lost without it, or expired apart) was
 /// taken by `draw_order.lua` for the rebuilt sale's own (`ORDERED`) while
 /// the rebuilt meta had no `drawPos`: `draw_chunk.lua` answered `NO_ORDER`
@@ -1038,7 +1036,7 @@ async fn a_draw_order_that_outlived_its_meta_does_not_leave_purchases_drawing() 
     seckill_tests::assert_clean(&stack.checker().await, &sale, &accepted).await;
 }
 
-/// Issue 26: a draw of 1,000 tickets through the functions as the local
+/// A draw of 1,000 tickets through the functions as the local
 /// stack runs them, each function's `Timeout` enforced (an invocation that
 /// outlives it is answered `500`, as API Gateway answers a killed one).
 /// Every drive, a ticket holder's poll, answers in time, the draw decides

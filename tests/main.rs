@@ -41,6 +41,8 @@
 //!   then the checker (`make nemesis`; ignored by `cargo test`).
 //!
 //! Edges and deployment:
+//! - `architecture`: which layer may name which (`docs/architecture.md`),
+//!   read off the code's paths.
 //! - `gateway`, `authz`: the local gateway's JWT checks; every route's
 //!   authorization.
 //! - `harness`: the suite's own HTTP client against the server shapes
@@ -63,6 +65,7 @@
 //!   `Timeout`, its concurrency) and API Gateway's account throttle bite,
 //!   and pass everything with their knobs off.
 
+mod architecture;
 mod authz;
 mod browser;
 mod cfn;

@@ -673,7 +673,7 @@ async fn the_hot_sale_item_does_not_grow_with_its_history() {
     assert_eq!(status, 404);
 }
 
-/// Issue 27, item 3: the per-user limit is frozen from the start, as the
+/// The per-user limit is frozen from the start, as the
 /// stock is. It used to be editable on a live sale: the new limit reached
 /// Redis at once while the order-writer went on with the sale it had
 /// cached, so a buyer's second unit under a raised limit was accepted

@@ -1,4 +1,4 @@
-//! Money (issue 18): a sale's price, each order's amount, expiry seen at
+//! Money: a sale's price, each order's amount, expiry seen at
 //! once, and the payment provider's callback (`POST /payments/callback`)
 //! through the real orders-api handler, against real Redis and the
 //! emulator's DynamoDB. Each test has its own sale, tables and queue.
@@ -365,7 +365,7 @@ async fn an_order_past_its_window_is_expired_at_once_and_cannot_be_paid() {
         before,
         "the stand-in records nothing"
     );
-    // The read that first said EXPIRED released it (issue 27, item 8): the
+    // The read that first said EXPIRED released it: the
     // row flipped and the unit is back, so the release job has nothing left.
     assert_eq!(before.0.unwrap().status, OrderStatus::Expired);
     assert_eq!(before.1, (3, 0));
@@ -998,7 +998,7 @@ fn deployed_env(
     env
 }
 
-/// Issue 27, item 6: `POST /orders/{id}/pay`, the buyer's stand-in for the
+/// `POST /orders/{id}/pay`, the buyer's stand-in for the
 /// payment provider, marked any `PENDING_PAYMENT` order of theirs `PAID`,
 /// price or not, and `template.yaml` deploys it: on AWS a buyer of a priced
 /// sale got the goods for nothing. The orders-api function wired from the
@@ -1079,7 +1079,7 @@ async fn the_stand_in_pay_route_never_pays_a_priced_order_as_the_template_deploy
     seckill_tests::assert_clean(&free.app.checker(), free.sale_id(), &[free_order]).await;
 }
 
-/// Issue 27, item 8: from the instant an unpaid order's window closes the
+/// From the instant an unpaid order's window closes the
 /// API calls it `EXPIRED`, but its unit and its buyer's count came back only
 /// when the release job next ran (every minute): the buyer, told
 /// `EXPIRED`, was refused `409 LIMIT_EXCEEDED` naming that very order, and

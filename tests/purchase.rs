@@ -628,16 +628,14 @@ async fn sqs_timeout_keeps_the_reservation_and_accepts() {
         .at_ms
         .parse::<i64>()
         .unwrap();
-    let report = seckill_shared::app::reconcile::wire(
-        &app.config,
-        seckill_shared::adapters::aws::Caller::Tool,
-    )
-    .await
-    .unwrap()
-    .reconcile_sale(&sale.sale_id, at + 120_000)
-    .await
-    .unwrap()
-    .unwrap();
+    let report =
+        seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap()
+            .reconcile_sale(&sale.sale_id, at + 120_000)
+            .await
+            .unwrap()
+            .unwrap();
     assert!(
         report.repairs.iter().any(|r| r.kind == "RELAYED"),
         "{:?}",
@@ -684,7 +682,7 @@ async fn refused_connection_to_sqs_is_definite_and_returns_the_stock() {
 
 #[tokio::test]
 async fn defect4_a_send_is_definite_only_if_no_attempt_could_have_reached_the_queue() {
-    // Issue 13, defect 4. Attempt 1 reaches the queue but its answer never
+    // Attempt 1 reaches the queue but its answer never
     // comes back (it times out); attempt 2 is refused outright. The refusal
     // says nothing about attempt 1: the message may be on the queue, so the
     // send is ambiguous and the stock must stay reserved. Giving it back

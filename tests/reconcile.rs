@@ -6,16 +6,17 @@
 use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::adapters::redis::SaleKeys;
-use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings, Reconciler};
+use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
 use seckill_shared::clock;
 use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{Quantity, Sale, UserId};
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
+use seckill_shared::wire::LiveReconciler;
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::time::Duration;
 
-async fn reconciler(app: &App) -> Reconciler {
-    seckill_shared::app::reconcile::wire(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+async fn reconciler(app: &App) -> LiveReconciler {
+    seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
         .await
         .unwrap()
         .with_settings(ReconcileSettings {
@@ -26,7 +27,7 @@ async fn reconciler(app: &App) -> Reconciler {
 }
 
 /// One reconcile of `sale` now; the sale exists.
-async fn reconcile_now(reconciler: &Reconciler, sale: &Sale) -> ReconcileReport {
+async fn reconcile_now(reconciler: &LiveReconciler, sale: &Sale) -> ReconcileReport {
     reconciler
         .reconcile_sale(&sale.sale_id, clock::now_ms())
         .await

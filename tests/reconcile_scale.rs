@@ -117,17 +117,15 @@ async fn reconcile_of_a_big_sale_sends_only_bounded_commands_and_still_repairs()
     let () = conn.hdel(&keys.buyers, &forgotten).await.unwrap();
     let () = conn.decr(&keys.stock, 7).await.unwrap();
 
-    let reconciler = seckill_shared::app::reconcile::wire(
-        &app.config,
-        seckill_shared::adapters::aws::Caller::Tool,
-    )
-    .await
-    .unwrap()
-    .with_settings(ReconcileSettings {
-        grace: Duration::from_secs(600),
-        max_age: Duration::from_secs(3_600),
-        ..ReconcileSettings::default()
-    });
+    let reconciler =
+        seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap()
+            .with_settings(ReconcileSettings {
+                grace: Duration::from_secs(600),
+                max_age: Duration::from_secs(3_600),
+                ..ReconcileSettings::default()
+            });
     log_every_command(&mut conn).await;
 
     let started = std::time::Instant::now();

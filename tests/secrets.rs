@@ -1,4 +1,4 @@
-//! Secrets out of the environment (issue 15): the functions name their
+//! Secrets out of the environment: the functions name their
 //! secrets (`REDIS_AUTH_SECRET_ARN`, `GATE_SECRET_ARN`) and fetch them from
 //! Secrets Manager once per execution environment at cold start.
 //!
@@ -23,7 +23,8 @@ use seckill_shared::adapters::aws;
 use seckill_shared::adapters::redis::LoadOutcome;
 use seckill_shared::adapters::secrets::{self, SecretError};
 use seckill_shared::clock;
-use seckill_shared::config::{Config, SecretArns, WireError};
+use seckill_shared::config::{Config, SecretArns};
+use seckill_shared::wire::WireError;
 use seckill_tests::unique;
 use seckill_tests::{
     App, Captured, LocalStack, Reply, eventually, free_port, live_sale, purchase_event,

@@ -11,6 +11,7 @@ use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, Sale};
 use seckill_shared::ports::StockStore;
+use seckill_shared::wire::LiveReconciler;
 use seckill_tests::*;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -46,7 +47,7 @@ async fn assert_invariants<S: AsRef<str>>(app: &App, sale: &Sale, accepted: &[S]
     assert_eq!(judged.unplaced, vec![]);
 }
 
-fn reconciler(app: &App) -> Reconciler {
+fn reconciler(app: &App) -> LiveReconciler {
     let c = app.checker();
     Reconciler::new(
         c.stock().clone(),
@@ -601,7 +602,7 @@ async fn a_shard_lost_alone_gets_only_what_the_others_do_not_offer() {
     assert_invariants(&app, &sale, &accepted).await;
 }
 
-/// Issue 27, item 9: reconcile relayed a sharded sale's reservation with
+/// Reconcile relayed a sharded sale's reservation with
 /// `shard: 0` in its message whatever shard held it, and the order row was
 /// written with it. The order id names its shard; the relay now says it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

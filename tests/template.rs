@@ -1,4 +1,4 @@
-//! The template's traps that only show on AWS (issue 15), read from
+//! The template's traps that only show on AWS, read from
 //! `template.yaml`, `infra/redis-stack.yaml` and `samconfig.toml`: the
 //! emulator enforces no IAM, zone or CloudFront limit, so these checks read
 //! what CloudFormation would be given. Intrinsics are evaluated where a
@@ -1042,7 +1042,7 @@ fn watches(alarm: &Json, metric: &str, dims: &[(&str, Json)]) -> bool {
         .any(|(name, d)| name == metric && *d == wanted)
 }
 
-/// The alarms a big sale needs (issue 30), each watching every part it
+/// The alarms a big sale needs, each watching every part it
 /// names, each notifying, and each with its runbook row in
 /// docs/operations.md "Alarms" (as does every other alarm of the template).
 #[test]
@@ -1804,13 +1804,13 @@ fn the_queue_age_alarm_pages_before_reconcile_gives_a_queued_order_up() {
 }
 
 /// Reconcile and the invariant checker read a big sale in slices of its
-/// buyers kept on local disk (`seckill_shared::adapters::spill`), at most
+/// buyers kept on local disk (`seckill_shared::app::invariants::spill`), at most
 /// `BYTES_PER_ORDER` an order: every function whose code reconciles has the
 /// `/tmp` for a sale of a million orders at the longest ids, and no other
 /// asks for more than Lambda's default.
 #[test]
 fn the_functions_that_reconcile_have_tmp_for_a_million_orders() {
-    use seckill_shared::adapters::spill::BYTES_PER_ORDER;
+    use seckill_shared::app::invariants::spill::BYTES_PER_ORDER;
     let t = template();
     let needed_mb = (1_000_000 * BYTES_PER_ORDER).div_ceil(1_024 * 1_024);
     let mut reconciling = Vec::new();

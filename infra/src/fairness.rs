@@ -1,4 +1,4 @@
-//! The fairness figure of the opening second (issue 19): who gets the units
+//! The fairness figure of the opening second: who gets the units
 //! when scripts fire within milliseconds of the start and people arrive
 //! over the first seconds, first come first served against a lottery window.
 //!
@@ -27,7 +27,7 @@
 //!   served: of every buyer, all of whom arrived in the window's span); the
 //!   peak purchase calls per second Redis executed ([`sample_evalsha`]); the
 //!   time from the start to the sell-out by Redis's clock.
-//! - [`check`] (`fairness/check.rs`): what Redis holds after every run and
+//! - [`mod@check`] (`fairness/check.rs`): what Redis holds after every run and
 //!   the invariants over it; a broken one fails the run
 //!   ([`FairnessError::Invariants`]).
 

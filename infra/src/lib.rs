@@ -22,7 +22,7 @@
 //!   time next to its function's.
 //! - [`bench_reconcile`]: `make bench`'s row of purchase latency while
 //!   reconcile reads a sale of a million buyers.
-//! - [`fairness`]: `make bench`'s fairness table (issue 19): scripts at
+//! - [`fairness`]: `make bench`'s fairness table: scripts at
 //!   the opening millisecond against people over the first seconds, first
 //!   come first served and with a lottery window, on the real purchase path.
 //! - [`strict`]: the strict layer in front of the emulator (conflicts,

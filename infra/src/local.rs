@@ -424,9 +424,9 @@ impl Job {
 /// The scheduled functions of the template, each wired as its own Lambda
 /// (its own cold start and `Function` in the metrics).
 pub struct Scheduled {
-    pub prewarm: seckill_shared::app::jobs::Jobs,
-    pub release_unpaid: seckill_shared::app::jobs::Jobs,
-    pub reconcile: seckill_shared::app::reconcile::Reconciler,
+    pub prewarm: seckill_shared::wire::LiveJobs,
+    pub release_unpaid: seckill_shared::wire::LiveJobs,
+    pub reconcile: seckill_shared::wire::LiveReconciler,
     /// Each job's `Timeout` (and concurrency), as Lambda enforces them.
     limits: LambdaLimits,
 }

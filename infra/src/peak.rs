@@ -9,9 +9,9 @@ use seckill_shared::adapters::aws;
 use seckill_shared::adapters::dynamo::catalog::DynamoCatalog;
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
-use seckill_shared::adapters::spill::SaleSlices;
 use seckill_shared::adapters::sqs::SqsInspector;
 use seckill_shared::app::invariants::InvariantChecker;
+use seckill_shared::app::invariants::spill::SaleSlices;
 use seckill_shared::domain::SaleId;
 use seckill_shared::ports::SaleCatalog;
 use std::time::Duration;
@@ -332,7 +332,7 @@ async fn run_child(raw: &str) -> Result<(), String> {
                 .await
                 .map_err(|e| err(&e))?
                 .ok_or("the sale is gone")?;
-            let jobs = seckill_shared::app::jobs::Jobs::<SqsInspector>::new(
+            let jobs = seckill_shared::app::jobs::Jobs::<SqsInspector, _, _, _>::new(
                 stock.clone(),
                 catalog,
                 DynamoOrders::new(db.clone(), &orders_table, &sales_table),

@@ -24,19 +24,6 @@ pub enum ConfigError {
     Invalid { name: &'static str, why: String },
 }
 
-/// Why a function could not be wired at cold start: its settings, its
-/// secrets, or a client that refused them. Every function's `wire` returns
-/// it, and `main.rs` ends the init with it (Lambda reports an init error).
-#[derive(Debug, thiserror::Error)]
-pub enum WireError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Secret(#[from] crate::adapters::secrets::SecretError),
-    #[error(transparent)]
-    Store(#[from] crate::ports::StoreError),
-}
-
 /// The Secrets Manager secrets a function's wiring fetches at cold start
 /// (secret ARNs, or names: whatever `GetSecretValue` takes as `SecretId`).
 /// Not secret themselves; the values never pass through the environment.

@@ -3,9 +3,10 @@
 //! # Layout
 //!
 //! Dependencies point inwards: `domain` depends on nothing here but `clock`,
-//! `ports` on `domain`, `app` on both (and on the adapters only in its
-//! `wire` functions and as the default type parameters of the operations
-//! path), `adapters` implement `ports` with Redis, SQS and DynamoDB. `observe` is how every layer reports.
+//! `ports` on `domain`, `app` on both and never on an adapter, `adapters`
+//! implement `ports` with Redis, SQS and DynamoDB, and [`wire`] alone
+//! builds `app` over them. `observe` is how every layer reports. The rules
+//! and the tests that hold them: `docs/architecture.md`.
 //!
 //! - [`domain`]: values that can only be valid, and the rules on them.
 //!   - [`domain::values`]: `SaleId`, `UserId`, `OrderId`, `Quantity`,
@@ -47,7 +48,9 @@
 //!   - [`app::reconcile`]: compare Redis, the queue and DynamoDB; repair what
 //!     is provably safe; report the rest (`OVERSELL_RISK` is never fixed).
 //!   - [`app::invariants`]: the invariants of `docs/design.md` over one sale's Redis,
-//!     queue and DynamoDB state; reconcile, chaos and the bench use it.
+//!     queue and DynamoDB state; reconcile, chaos and the bench use it
+//!     (a big sale's read kept in slices on local disk:
+//!     [`app::invariants::spill`]).
 //!   - [`app::live`]: what the operator dashboard polls
 //!     (`GET /admin/sales/{saleId}/live`).
 //!   - [`app::console`]: the operator console: every sale, ending one
@@ -69,6 +72,8 @@
 //!   - [`adapters::secrets`]: the Redis AUTH token and the gate key from
 //!     Secrets Manager, fetched once per execution environment by each
 //!     `wire`. Here because it is one more AWS SDK client.
+//! - [`wire`]: each function's use cases over the live adapters, their
+//!   live types, and why a cold start failed ([`wire::WireError`]).
 //! - [`observe`]: the CloudWatch metrics (embedded metric format), the
 //!   purchase outcome tally behind the dashboard, and tracing set-up.
 //!
@@ -94,3 +99,4 @@ pub mod observe;
 pub mod ports;
 #[cfg(test)]
 mod sim;
+pub mod wire;

@@ -1,4 +1,4 @@
-//! The buyer page in every state a buyer meets (issue 18, problems 1 to 7),
+//! The buyer page in every state a buyer meets,
 //! each scenario on its own sale:
 //! i) an order's payment window closes: expired at once, in words, from the
 //!    page's own clock and from the API's `EXPIRED`; the unit comes back;

@@ -297,7 +297,7 @@ pub struct App {
 
 impl App {
     /// The invariant checker over this app's Redis, tables, queue and DLQ.
-    pub fn checker(&self) -> seckill_shared::app::invariants::InvariantChecker {
+    pub fn checker(&self) -> seckill_shared::wire::LiveChecker {
         use seckill_shared::adapters::dynamo::orders::DynamoOrders;
         use seckill_shared::adapters::redis::RedisStock;
         use seckill_shared::adapters::sqs::SqsInspector;
@@ -573,8 +573,8 @@ impl App {
     }
 
     /// The scheduled jobs on this test's tables and queue.
-    pub async fn jobs(&self) -> seckill_shared::app::jobs::Jobs {
-        seckill_shared::app::jobs::wire(&self.config, seckill_shared::adapters::aws::Caller::Tool)
+    pub async fn jobs(&self) -> seckill_shared::wire::LiveJobs {
+        seckill_shared::wire::jobs(&self.config, seckill_shared::adapters::aws::Caller::Tool)
             .await
             .unwrap()
     }
@@ -673,7 +673,7 @@ pub async fn lose_key_group(conn: &mut redis::aio::MultiplexedConnection, keys: 
 /// the sale's lock: a purchase that finds a live sale's keys missing starts
 /// the rebuild itself, so a test's run may meet it.
 pub async fn prewarm_now(
-    jobs: &seckill_shared::app::jobs::Jobs,
+    jobs: &seckill_shared::wire::LiveJobs,
     sale_id: &SaleId,
 ) -> seckill_shared::app::jobs::PrewarmOutcome {
     use seckill_shared::app::jobs::PrewarmOutcome;
@@ -951,7 +951,7 @@ impl LocalStack {
     }
 
     /// The invariant checker over this stack's Redis, tables, queue and DLQ.
-    pub async fn checker(&self) -> seckill_shared::app::invariants::InvariantChecker {
+    pub async fn checker(&self) -> seckill_shared::wire::LiveChecker {
         use seckill_shared::adapters::dynamo::orders::DynamoOrders;
         use seckill_shared::adapters::redis::RedisStock;
         use seckill_shared::adapters::sqs::SqsInspector;
@@ -1028,7 +1028,9 @@ pub async fn http_request(
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
         stream.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
-        let mut chunk = [0u8; 16 * 1024];
+        // On the heap: a buffer in the future would grow every future that
+        // awaits this one (a test thread's stack overflowed on it).
+        let mut chunk = vec![0u8; 16 * 1024];
         loop {
             if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
@@ -1162,7 +1164,7 @@ impl Drop for LocalStack {
 /// Asserts the invariant checker finds nothing wrong with `sale`,
 /// `accepted` being every order id a buyer was answered `202` for.
 pub async fn assert_clean(
-    checker: &seckill_shared::app::invariants::InvariantChecker,
+    checker: &seckill_shared::wire::LiveChecker,
     sale: &str,
     accepted: &[String],
 ) {

@@ -13,7 +13,7 @@
 //! [`route`] answers `None` for every other route key, which the sale
 //! routes of [`crate::handler`] then serve.
 
-use crate::handler::{audit, definition, record_body, sale_body, unavailable};
+use crate::answers::{audit, definition, record_body, sale_body, unavailable};
 use lambda_http::{Body, Request, Response};
 use seckill_shared::app::console::{self, EndNow};
 use seckill_shared::clock;

@@ -2,9 +2,10 @@
 //! not used: every tick looks at every sale.
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
-use seckill_shared::app::jobs::{JobError, Jobs};
+use seckill_shared::app::jobs::JobError;
 use seckill_shared::clock;
 use seckill_shared::observe::metrics::Invocation;
+use seckill_shared::wire::LiveJobs;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -21,7 +22,7 @@ impl From<PrewarmError> for Diagnostic {
 }
 
 pub async fn handle(
-    jobs: &Jobs,
+    jobs: &LiveJobs,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, PrewarmError> {
     let done = jobs.prewarm_all(clock::now_ms()).await;

@@ -3,9 +3,9 @@
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::app::jobs::JobError;
-use seckill_shared::app::reconcile::Reconciler;
 use seckill_shared::clock;
 use seckill_shared::observe::metrics::Invocation;
+use seckill_shared::wire::LiveReconciler;
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -22,7 +22,7 @@ impl From<ReconcileError> for Diagnostic {
 }
 
 pub async fn handle(
-    reconciler: &Reconciler,
+    reconciler: &LiveReconciler,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, ReconcileError> {
     // A sale is not started with less than a margin left: its read, the

@@ -1,9 +1,10 @@
 //! A schedule tick in, the release report out.
 
 use lambda_runtime::{Diagnostic, LambdaEvent};
-use seckill_shared::app::jobs::{JobError, Jobs};
+use seckill_shared::app::jobs::JobError;
 use seckill_shared::clock;
 use seckill_shared::observe::metrics::Invocation;
+use seckill_shared::wire::LiveJobs;
 use std::time::{Duration, Instant};
 
 /// Time kept back from the Lambda deadline to finish the order in hand.
@@ -24,7 +25,7 @@ impl From<ReleaseError> for Diagnostic {
 }
 
 pub async fn handle(
-    jobs: &Jobs,
+    jobs: &LiveJobs,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, ReleaseError> {
     let deadline = deadline_of(&event.context);

@@ -6,12 +6,13 @@
 //! - `main.rs`: wires once ([`wire`]), runs the runtime.
 //! - [`handler`]: any scheduler event in, the release report out; stops
 //!   before the invocation's deadline and leaves the rest to the next tick.
-//! - [`wire`]: [`Jobs`] over the live adapters, counting as
+//! - [`wire`]: [`LiveJobs`]: the jobs over the live adapters, counting as
 //!   `release-unpaid`; the local stack's schedule uses it too.
 
 pub mod handler;
 
-use seckill_shared::config::{Config, ConfigError, Lookup, Reads, WireError};
+use seckill_shared::config::{Config, ConfigError, Lookup, Reads};
+use seckill_shared::wire::{LiveJobs, WireError};
 
 /// This function's settings: the orders table besides the common ones.
 /// Expiry never touches the queue and never prewarms.
@@ -25,21 +26,7 @@ pub fn config(env: Lookup<'_>) -> Result<Config, ConfigError> {
     )
 }
 
-use seckill_shared::app::jobs::Jobs;
-use seckill_shared::observe::metrics::{Function, Metrics};
-
-/// Once per execution environment: its cold start is counted here, and
-/// the shared wiring fetches the Redis AUTH token (a failed fetch fails the
-/// init).
-pub async fn wire(config: &Config) -> Result<Jobs, WireError> {
-    let metrics = Metrics::new(Function::ReleaseUnpaid, &config.metrics_namespace);
-    metrics.cold_start();
-    Ok(seckill_shared::app::jobs::wire(
-        config,
-        seckill_shared::adapters::aws::Caller::Function(
-            seckill_shared::observe::metrics::Function::ReleaseUnpaid,
-        ),
-    )
-    .await?
-    .with_metrics(metrics))
+/// Once per execution environment ([`seckill_shared::wire::release_unpaid`]).
+pub async fn wire(config: &Config) -> Result<LiveJobs, WireError> {
+    seckill_shared::wire::release_unpaid(config).await
 }

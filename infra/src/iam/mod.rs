@@ -8,7 +8,7 @@
 //!
 //! - [`recording`]: moto's recording read into each function's calls and
 //!   the permissions they need.
-//! - [`roles`]: each function's grants from the translated template.
+//! - [`mod@roles`]: each function's grants from the translated template.
 //! - here: resources, permissions, [`check`] and its [`Report`], and the
 //!   names the local stack and the tests give their resources.
 //!
@@ -25,7 +25,7 @@
 //!    needs the index's ARN, `SendMessageBatch` needs `sqs:SendMessage`.
 //!    Resources are named by the template's logical ids (`OrdersTable`),
 //!    through a [`Names`] map from the run's concrete names.
-//! 3. [`roles`] reads every function's grants from the template as
+//! 3. [`mod@roles`] reads every function's grants from the template as
 //!    CloudFormation will create them (`infra/sam_translate.py`: SAM policy
 //!    templates, event sources' managed policies), and [`check`] compares:
 //!    a call no grant allows is missing; a grant no call used is listed, as

@@ -157,7 +157,7 @@ impl ColdStart {
 /// when the `/response` arrives; the peak RSS is read then (the process is
 /// alive, blocked on its next `/next`) and the process is killed.
 ///
-/// `env` carries what the function reads (see [`function_env`]). A run
+/// `env` carries what the function reads (see [`super::purchase_input::function_env`]). A run
 /// fails on an init error, an `/error` post, an early exit or no answer
 /// within [`RUN_DEADLINE`]; the error carries the function's log.
 pub async fn measure_cold_start(

@@ -9,7 +9,6 @@
 //! - [`memory`]: an in-memory adapter of every port, for unit tests.
 //! - [`aws`]: SDK clients built once, with hot-path timeouts.
 //! - [`secrets`]: the Redis token and gate key from Secrets Manager.
-//! - [`spill`]: a sale's read kept in slices of its buyers, on local disk.
 
 pub mod aws;
 pub mod dead_letters;
@@ -17,5 +16,4 @@ pub mod dynamo;
 pub mod memory;
 pub mod redis;
 pub mod secrets;
-pub mod spill;
 pub mod sqs;

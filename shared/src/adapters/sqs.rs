@@ -550,7 +550,7 @@ mod tests {
 
     #[test]
     fn a_send_is_definite_only_if_every_attempt_was() {
-        // Issue 13, defect 4: the first attempt timed out, the second was
+        // The first attempt timed out, the second was
         // refused. The first may have landed.
         assert_eq!(
             verdict(&[ambiguous("timed out"), rejected("400")]),

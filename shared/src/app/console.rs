@@ -20,12 +20,14 @@
 //! (`any_order`, `my_orders` for a given buyer): the same answer the buyer
 //! gets.
 
-use crate::adapters::dynamo::catalog::{SaleCounters, Upsert};
-use crate::adapters::redis::RedisStock;
 use crate::app::jobs::{JobError, Jobs, PrewarmOutcome};
 use crate::app::order_writer;
+use crate::domain::ledger::SaleCounters;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
-use crate::ports::{DeadLetter, DeadLetters, QueueInspector, Redriven, WriteFailure};
+use crate::ports::{
+    DeadLetter, DeadLetters, DrawStore, OrderLedger, QueueInspector, Redriven, SaleEditor,
+    StockAdmin, Upsert, WriteFailure,
+};
 use std::collections::BTreeMap;
 
 /// How many DLQ messages the view shows at most (the DLQ's depth, in
@@ -38,9 +40,15 @@ pub const REDRIVE_LIMIT: usize = 500;
 /// Every sale with its counters, newest start first (then by id, so the
 /// order is stable). The `sales` table holds one small item per sale, so
 /// this is a scan of a few pages.
-pub async fn sales_newest_first<Q: QueueInspector>(
-    jobs: &Jobs<Q>,
-) -> Result<Vec<(Sale, SaleCounters)>, JobError> {
+pub async fn sales_newest_first<Q, S, C, O>(
+    jobs: &Jobs<Q, S, C, O>,
+) -> Result<Vec<(Sale, SaleCounters)>, JobError>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: SaleEditor,
+    O: OrderLedger,
+{
     let mut sales = jobs.catalog().list_records().await?;
     sales.sort_by(|(a, _), (b, _)| {
         b.start_ms
@@ -67,11 +75,17 @@ pub enum EndNow {
 /// Ends a sale at `now_ms`. A sale that has not started ends before it
 /// ever opens: its start moves to the same instant (a sale's window cannot
 /// close before it opens).
-pub async fn end_now<Q: QueueInspector>(
-    jobs: &Jobs<Q>,
+pub async fn end_now<Q, S, C, O>(
+    jobs: &Jobs<Q, S, C, O>,
     sale_id: &SaleId,
     now_ms: i64,
-) -> Result<EndNow, JobError> {
+) -> Result<EndNow, JobError>
+where
+    Q: QueueInspector,
+    S: StockAdmin,
+    C: SaleEditor,
+    O: OrderLedger,
+{
     let Some((sale, _)) = jobs.catalog().get_record(sale_id).await? else {
         return Ok(EndNow::NotFound);
     };
@@ -123,10 +137,10 @@ pub fn sell_out_fields(sale: &Sale, sold_out_at_ms: Option<i64>) -> serde_json::
     })
 }
 
-/// When the sale first sold out, as Redis recorded it ([`RedisStock::sold_out_at`]);
+/// When the sale first sold out, as the stock store recorded it ([`StockAdmin::sold_out_at`]);
 /// `None` before, and when Redis cannot be read (logged: the rest of a
 /// view goes on without it).
-pub async fn sell_out(stock: &RedisStock, sale: &Sale) -> Option<i64> {
+pub async fn sell_out(stock: &impl StockAdmin, sale: &Sale) -> Option<i64> {
     stock
         .sold_out_at(sale)
         .await
@@ -142,8 +156,7 @@ pub async fn sell_out(stock: &RedisStock, sale: &Sale) -> Option<i64> {
 /// holds them (`total` `null` until the order is recorded; all `null` when
 /// Redis cannot say or does not hold the sale yet: logged, the view goes
 /// on without it).
-pub async fn draw_fields(stock: &RedisStock, sale: &Sale) -> serde_json::Value {
-    use crate::ports::DrawStore;
+pub async fn draw_fields(stock: &impl DrawStore, sale: &Sale) -> serde_json::Value {
     if sale.admission.is_none() {
         return serde_json::Value::Null;
     }
@@ -196,7 +209,7 @@ impl DlqEntry {
 /// that cannot be read (Redis out of reach) shows as unknown.
 pub async fn dead_letters(
     dlq: &impl DeadLetters,
-    stock: &RedisStock,
+    stock: &impl StockAdmin,
 ) -> Result<Vec<DlqEntry>, JobError> {
     let letters = dlq
         .peek(DLQ_VIEW_LIMIT)

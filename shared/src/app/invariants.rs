@@ -37,15 +37,12 @@
 //! reservations in one step ([`StockAdmin::holdings`]) and judged on that.
 //!
 //! The checker reads through the ports ([`StockAdmin`], [`CatalogAdmin`],
-//! [`OrderLedger`], [`QueueInspector`]); its type parameters default to the
-//! live adapters.
+//! [`OrderLedger`], [`QueueInspector`]); [`crate::wire::LiveChecker`] is
+//! the checker over the live adapters. A big sale's read is kept in slices
+//! of its buyers on local disk ([`spill`]).
 //!
 //! Its unit tests are in `invariants/tests.rs`.
 
-use crate::adapters::dynamo::catalog::DynamoCatalog;
-use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::RedisStock;
-use crate::adapters::sqs::SqsInspector;
 use crate::app::jobs::JobError;
 use crate::domain::ledger::SaleCounters;
 use crate::domain::orders::{Order, OrderStatus};
@@ -439,7 +436,7 @@ fn lost_order(id: &str) -> Violation {
 /// Reads a sale's state from the stores: the stock store, the catalog, the
 /// order ledger and the queue.
 #[derive(Clone)]
-pub struct InvariantChecker<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoOrders> {
+pub struct InvariantChecker<Q, S, C, O> {
     stock: S,
     catalog: C,
     orders: O,
@@ -565,7 +562,7 @@ fn queue_error(err: QueueError) -> JobError {
     JobError::Queue(err.0)
 }
 
-fn spill_error(err: crate::adapters::spill::SpillError) -> JobError {
+fn spill_error(err: spill::SpillError) -> JobError {
     JobError::Spill(err.to_string())
 }
 
@@ -574,6 +571,7 @@ fn violation(code: &'static str, detail: String) -> Violation {
 }
 
 mod read;
+pub mod spill;
 pub use read::{Judgement, MAX_SLICES, SLICE_ORDERS, SaleRead};
 
 #[cfg(test)]

@@ -4,13 +4,9 @@
 //! window and give their units back).
 //!
 //! Written against the ports ([`StockAdmin`], [`CatalogAdmin`],
-//! [`OrderLedger`], [`QueueInspector`]); [`Jobs`]' type parameters default
-//! to the live adapters, which [`wire`] builds.
+//! [`OrderLedger`], [`QueueInspector`]); [`crate::wire::jobs`] builds
+//! them over the live adapters.
 
-use crate::adapters::dynamo::catalog::DynamoCatalog;
-use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::RedisStock;
-use crate::adapters::sqs::SqsInspector;
 use crate::app::release::Released;
 use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::stock_state::{LoadOutcome, Returned};
@@ -155,7 +151,7 @@ impl ReleaseReport {
 /// it was writing it ([`Jobs::follow_the_table`]).
 const FOLLOW_ATTEMPTS: usize = 5;
 
-pub struct Jobs<Q = SqsInspector, S = RedisStock, C = DynamoCatalog, O = DynamoOrders> {
+pub struct Jobs<Q, S, C, O> {
     stock: S,
     catalog: C,
     orders: O,
@@ -244,7 +240,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             // again under its old end; `prewarm_sale` writes the end back.
             if sale
                 .end_ms
-                .saturating_add(crate::adapters::redis::KEY_TTL_AFTER_END_MS)
+                .saturating_add(crate::domain::stock_state::KEY_TTL_AFTER_END_MS)
                 <= now_ms
             {
                 continue;
@@ -617,35 +613,6 @@ where
             }
         })
     }
-}
-
-/// The jobs over the live adapters, from the function's configuration, for
-/// `caller` (prewarm, release-unpaid and admin-api each wire their own); its
-/// Redis AUTH token is fetched first unless the caller already resolved it.
-pub async fn wire(
-    config: &crate::config::Config,
-    caller: crate::adapters::aws::Caller,
-) -> Result<Jobs, crate::config::WireError> {
-    let config =
-        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
-            .await?;
-    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
-    let db = crate::adapters::aws::dynamodb(&sdk);
-    let queue = config.orders_queue_url.clone().map(|url| {
-        SqsInspector::new(
-            crate::adapters::aws::sqs(&sdk),
-            url,
-            config.orders_dlq_url.clone(),
-        )
-    });
-    Ok(Jobs::new(
-        RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?,
-        DynamoCatalog::new(db.clone(), &config.sales_table),
-        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        queue,
-        config.prewarm_lead,
-    )
-    .with_settle(config.rebuild_settle()))
 }
 
 #[cfg(test)]

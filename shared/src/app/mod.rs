@@ -21,13 +21,16 @@
 //! The operations path (`jobs`, `reconcile`, `invariants`, `live`) is
 //! generic over its ports ([`crate::ports::StockAdmin`],
 //! [`crate::ports::CatalogAdmin`], [`crate::ports::OrderLedger`],
-//! [`crate::ports::QueueInspector`]), defaulting to the live adapters; its
-//! rules are unit-tested on [`crate::adapters::memory`] in `jobs/tests.rs`
-//! and `reconcile/tests.rs`.
+//! [`crate::ports::QueueInspector`]); [`crate::wire`] builds it over the
+//! live adapters. Its rules are unit-tested on the in-memory adapters, in a
+//! world of one sale (`fixture.rs`, tests only), in `jobs/tests.rs` and
+//! `reconcile/tests.rs`.
 
 pub mod catalog_cache;
 pub mod console;
 pub mod draw;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod invariants;
 pub mod jobs;
 pub mod live;

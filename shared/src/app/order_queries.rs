@@ -7,11 +7,11 @@
 //! in the reservations of the sales that can still have queued orders (live,
 //! or ended within the key TTL), a short list cached per environment.
 
-use crate::adapters::redis::KEY_TTL_AFTER_END_MS;
 use crate::app::release::{Released, release};
 use crate::clock;
 use crate::domain::money::Money;
 use crate::domain::orders::{Order, OrderStatus};
+use crate::domain::stock_state::KEY_TTL_AFTER_END_MS;
 use crate::domain::{OrderId, Quantity, Sale, SaleId, SalePhase, UserId};
 use crate::error::ApiError;
 use crate::observe::metrics::Metrics;

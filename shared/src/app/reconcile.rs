@@ -88,10 +88,6 @@
 //!   script), so a reservation read a moment earlier than another changes
 //!   nothing for them.
 
-use crate::adapters::dynamo::catalog::DynamoCatalog;
-use crate::adapters::dynamo::orders::DynamoOrders;
-use crate::adapters::redis::RedisStock;
-use crate::adapters::sqs::{SqsInspector, SqsQueue};
 use crate::app::invariants::{self, InvariantChecker, SaleState};
 use crate::app::jobs::JobError;
 use crate::clock;
@@ -101,7 +97,6 @@ use crate::observe::metrics::{Counter, Metrics};
 use crate::ports::{
     CatalogAdmin, OrderLedger, OrderQueue, QueueInspector, SaleCatalog, StockAdmin,
 };
-use std::time::Duration;
 
 mod repair;
 mod report;
@@ -111,15 +106,9 @@ pub use report::{ReconcileReport, ReconcileSettings, Repair, Violation};
 /// `ReconcileFunction` schedule, `rate(5 minutes)`).
 pub const RUN_PERIOD_MS: i64 = 300_000;
 
-/// Reconciles sales over the ports; the type parameters default to the
-/// live adapters (SQS, Redis, DynamoDB).
-pub struct Reconciler<
-    Q = SqsQueue,
-    I = SqsInspector,
-    S = RedisStock,
-    C = DynamoCatalog,
-    O = DynamoOrders,
-> {
+/// Reconciles sales over the ports ([`crate::wire::reconciler`] builds
+/// one over the live adapters).
+pub struct Reconciler<Q, I, S, C, O> {
     checker: InvariantChecker<I, S, C, O>,
     queue: Q,
     settings: ReconcileSettings,
@@ -215,7 +204,7 @@ where
             .into_iter()
             .filter(|sale| {
                 now_ms >= sale.start_ms
-                    && now_ms < sale.end_ms + crate::adapters::redis::KEY_TTL_AFTER_END_MS
+                    && now_ms < sale.end_ms + crate::domain::stock_state::KEY_TTL_AFTER_END_MS
             })
             .collect();
         open.sort_by(|a, b| a.sale_id.cmp(&b.sale_id));
@@ -387,36 +376,6 @@ where
             tracing::warn!(sale_id = %report.sale_id, %err, "could not store the reconcile report");
         }
     }
-}
-
-/// The reconciler over the live adapters, for `caller`; its Redis AUTH
-/// token is fetched first unless the caller already resolved it.
-pub async fn wire(
-    config: &crate::config::Config,
-    caller: crate::adapters::aws::Caller,
-) -> Result<Reconciler, crate::config::WireError> {
-    let config =
-        &crate::adapters::secrets::resolve(config, caller, crate::adapters::secrets::Uses::Redis)
-            .await?;
-    let sdk = crate::adapters::aws::sdk_config(caller, Duration::from_secs(5)).await;
-    let db = crate::adapters::aws::dynamodb(&sdk);
-    let sqs = crate::adapters::aws::sqs(&sdk);
-    let queue_url = config.queue_url()?.to_owned();
-    let stock = RedisStock::connect_lazy(&config.redis_url, config.redis_timeout)?;
-    let queue = SqsQueue::new(sqs.clone(), queue_url.clone());
-    let lottery = crate::app::draw::Drawer {
-        store: stock.clone(),
-        queue: queue.clone(),
-    };
-    Ok(Reconciler::new(
-        stock,
-        DynamoCatalog::new(db.clone(), &config.sales_table),
-        DynamoOrders::new(db, &config.orders_table, &config.sales_table),
-        queue,
-        SqsInspector::new(sqs, queue_url, config.orders_dlq_url.clone()),
-        ReconcileSettings::default(),
-    )
-    .with_lottery(std::sync::Arc::new(lottery)))
 }
 
 #[cfg(test)]

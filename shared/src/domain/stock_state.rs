@@ -6,6 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A sale's keys in the stock store outlive its end by this much, so late
+/// reconciliation and order-status reads still find reservations.
+pub const KEY_TTL_AFTER_END_MS: i64 = 60 * 60 * 1000;
+
 /// A reservation as the purchase script stores it (the value in `resv`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -248,6 +248,17 @@ pub trait StockAdmin: StockStore {
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<std::collections::BTreeMap<String, u64>, StoreError>> + Send;
 
+    /// The last failure the order-writer kept for each of these orders of
+    /// one sale ([`StockStore::record_write_error`]), in the same order;
+    /// `None` where none was kept. A store that keeps none has none.
+    fn write_errors(
+        &self,
+        _sale_id: &SaleId,
+        order_ids: &[&OrderId],
+    ) -> impl Future<Output = Result<Vec<Option<WriteFailure>>, StoreError>> + Send {
+        std::future::ready(Ok(vec![None; order_ids.len()]))
+    }
+
     /// When the sale first sold out (ms); `None` before (or never recorded).
     fn sold_out_at(
         &self,
@@ -337,6 +348,64 @@ pub trait CatalogAdmin: SaleCatalog {
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<(Sale, Option<String>)>, CatalogError>> + Send;
+}
+
+/// What [`SaleEditor::upsert_sale`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upsert {
+    Created,
+    Updated,
+    /// The sale has ended: nothing of it changes any more.
+    Ended,
+    /// The sale has started: its stock, shards and start can no longer
+    /// change.
+    StartedStockChange,
+    /// The sale is loaded into the stock store and the edit cannot follow
+    /// it there exactly; why, for the operator.
+    Loaded(&'static str),
+    /// Someone else changed it meanwhile; retry.
+    Conflict,
+}
+
+/// The operator's edits of the `sales` table that the console's use cases
+/// make: every sale with its counters, and a sale created or changed under
+/// the domain's edit rule ([`crate::domain::sale_spec`]).
+pub trait SaleEditor: CatalogAdmin {
+    /// Every sale with its counters.
+    fn list_records(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(Sale, SaleCounters)>, CatalogError>> + Send;
+
+    /// Creates a sale, or changes its definition as the edit rule allows;
+    /// what it did, and the sale as it was before (for the audit trail).
+    fn upsert_sale(
+        &self,
+        sale: &Sale,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<(Upsert, Option<Sale>), CatalogError>> + Send;
+}
+
+// ------------------------------------------------------------- audit trail
+
+/// The most entries one read of the trail answers.
+pub const AUDIT_PAGE_MAX: u32 = 100;
+/// Which entries of the trail a read wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditRange {
+    /// Up to `limit` entries after entry `after` (0: from the first).
+    After { after: u64, limit: u32 },
+    /// The newest `n` entries.
+    Last(u32),
+}
+
+/// One page of the trail, oldest first; each entry carries its `seq`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditPage {
+    pub entries: Vec<serde_json::Value>,
+    /// Entries numbered so far.
+    pub total: u64,
+    /// The `after` of the next page; `None` when this page reaches the end.
+    pub next: Option<u64>,
 }
 
 // ------------------------------------------------------------ order ledger

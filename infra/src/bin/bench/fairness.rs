@@ -1,4 +1,4 @@
-//! The third table: the fairness figure of the opening second (issue 19),
+//! The third table: the fairness figure of the opening second,
 //! first come first served against a lottery window of 3 s and of 1 s,
 //! side by side (`seckill_infra::fairness`: the scenario, the run, the
 //! invariants it checks).

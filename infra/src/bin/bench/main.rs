@@ -64,7 +64,7 @@
 //! figures that carry over to DynamoDB are the write requests and sale-item
 //! updates per order (`DynamoOrders::counters`); orders/s is the emulator's.
 //!
-//! Third table, fairness at the opening second (issue 19): 2,000 scripted
+//! Third table, fairness at the opening second: 2,000 scripted
 //! buyers firing within 5 ms of the start and 20,000 people arriving over
 //! the first 3 s, for 1,000 units, through the real purchase path
 //! in-process on the same Redis (`seckill_infra::fairness`); first come

@@ -81,22 +81,7 @@ impl DynamoCatalog {
 
 pub use crate::domain::ledger::SaleCounters;
 
-/// What `upsert_sale` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upsert {
-    Created,
-    Updated,
-    /// The sale has ended: nothing of it changes any more.
-    Ended,
-    /// The sale has started: its stock, shards and start can no longer
-    /// change.
-    StartedStockChange,
-    /// The sale is loaded into Redis and the edit cannot follow it there
-    /// exactly; why, for the operator.
-    Loaded(&'static str),
-    /// Someone else changed it meanwhile; retry.
-    Conflict,
-}
+pub use crate::ports::Upsert;
 
 impl DynamoCatalog {
     /// A sale with its counters, read consistently.

@@ -69,3 +69,11 @@ where
         }
     }
 }
+
+/// A fully jittered wait that grows with the attempt, so colliding
+/// expiries and writers spread out instead of meeting again at once.
+pub(super) async fn jittered_wait(attempt: u32) {
+    let ceiling_ms = (10u64 << attempt.min(5)).min(200);
+    let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
+    tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
+}

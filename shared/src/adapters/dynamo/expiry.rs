@@ -29,6 +29,7 @@
 //!
 //! [`OrderStore::expire_many`]: crate::ports::OrderStore::expire_many
 
+use super::contention::jittered_wait;
 use super::orders::{DynamoOrders, transient};
 use crate::clock;
 use crate::domain::orders::{Order, OrderStatus};
@@ -353,13 +354,4 @@ impl DynamoOrders {
 fn expirable(order: &Order, now_ms: i64) -> bool {
     order.status == OrderStatus::PendingPayment
         && order.expires_at_ms.is_some_and(|at| at <= now_ms)
-}
-
-/// A fully jittered wait that grows with the attempt, so colliding
-/// expiries and writers spread out instead of meeting again at once.
-pub(super) async fn jittered_wait(attempt: u32) {
-    use std::hash::BuildHasher;
-    let ceiling_ms = (10u64 << attempt.min(5)).min(200);
-    let draw = std::collections::hash_map::RandomState::new().hash_one(attempt);
-    tokio::time::sleep(std::time::Duration::from_millis(draw % (ceiling_ms + 1))).await;
 }

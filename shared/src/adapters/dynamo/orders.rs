@@ -521,7 +521,7 @@ impl OrderStore for DynamoOrders {
             if attempt > 0 {
                 // Another expiry, or a writer's transaction on the hot sale
                 // item (TransactionConflict), got there first.
-                super::expiry::jittered_wait(attempt).await;
+                super::contention::jittered_wait(attempt).await;
             }
             let Some(seq) = self.return_seq(&order.sale_id).await? else {
                 return Err(OrderStoreError::SaleMissing(order.sale_id));

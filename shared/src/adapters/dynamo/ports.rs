@@ -7,7 +7,7 @@ use super::orders::DynamoOrders;
 use crate::domain::ledger::SaleCounters;
 use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, Sale, SaleId, UserId};
-use crate::ports::{CatalogAdmin, CatalogError, OrderLedger, OrderStoreError};
+use crate::ports::{CatalogAdmin, CatalogError, OrderLedger, OrderStoreError, SaleEditor, Upsert};
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -40,6 +40,22 @@ impl CatalogAdmin for DynamoCatalog {
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<Option<(Sale, Option<String>)>, CatalogError>> + Send {
         DynamoCatalog::sale_with_report(self, sale_id)
+    }
+}
+
+impl SaleEditor for DynamoCatalog {
+    fn list_records(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(Sale, SaleCounters)>, CatalogError>> + Send {
+        DynamoCatalog::list_records(self)
+    }
+
+    fn upsert_sale(
+        &self,
+        sale: &Sale,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<(Upsert, Option<Sale>), CatalogError>> + Send {
+        DynamoCatalog::upsert_sale(self, sale, now_ms)
     }
 }
 

@@ -10,8 +10,6 @@
 //!   `orders` tables (`SaleCatalog`, `CatalogAdmin`, `OrderStore`,
 //!   `OrderLedger`, `PaymentStore`), sharing one set of tables as the two
 //!   DynamoDB adapters share the sale item's counters.
-//! - `fixture.rs` (tests only): one sale in a world of these stores, for
-//!   the unit tests of the operations path.
 //!
 //! The rules they keep, as the code relies on them:
 //!
@@ -39,8 +37,6 @@
 //!   expiry gives the units back to `available` and off the buyer's record
 //!   and numbers the return (`returnSeq`). The index reads do not lag.
 
-#[cfg(test)]
-pub(crate) mod fixture;
 mod queue;
 mod stock;
 mod tables;

@@ -8,7 +8,7 @@ use crate::domain::stock_state::{
     Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned, SnapshotHead, SnapshotSink,
 };
 use crate::domain::{OrderId, Sale, SaleId};
-use crate::ports::{StockAdmin, StoreError};
+use crate::ports::{StockAdmin, StoreError, WriteFailure};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::Duration;
@@ -16,6 +16,14 @@ use std::time::Duration;
 impl StockAdmin for RedisStock {
     type Survivors = Survivors;
     type Rebuild = RedisRebuild;
+
+    fn write_errors(
+        &self,
+        sale_id: &SaleId,
+        order_ids: &[&OrderId],
+    ) -> impl Future<Output = Result<Vec<Option<WriteFailure>>, StoreError>> + Send {
+        RedisStock::write_errors(self, sale_id, order_ids)
+    }
 
     fn load_sale(
         &self,

@@ -4,9 +4,7 @@
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, SaleId};
 
-/// Keys outlive the sale's end by this much, so late reconciliation and
-/// order-status reads still find reservations.
-pub const KEY_TTL_AFTER_END_MS: i64 = 60 * 60 * 1000;
+pub use crate::domain::stock_state::KEY_TTL_AFTER_END_MS;
 
 /// The Redis key names of one sale.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,10 +45,10 @@ const NO_ARGV: &[&str] = &[];
 pub(super) trait ScriptCall {
     fn script() -> &'static Script;
 
-    /// KEYS[1], KEYS[2], ...
+    /// `KEYS[1]`, `KEYS[2]`, ...
     fn keys(&self) -> impl AsRef<[&str]>;
 
-    /// ARGV[1], ARGV[2], ...
+    /// `ARGV[1]`, `ARGV[2]`, ...
     fn argv(&self) -> impl ToRedisArgs;
 
     /// The call as one EVALSHA command, built in one buffer: a
@@ -139,7 +139,7 @@ static RECEIVE: LazyLock<Script> =
 static OUTCOMES: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/outcomes.lua")));
 
-/// A purchase's request id for `purchase.lua` (ARGV[12]): 31 hex digits,
+/// A purchase's request id for `purchase.lua` (`ARGV[12]`): 31 hex digits,
 /// a random 64-bit prefix drawn once per execution environment and a
 /// 60-bit counter. Order ids without an Idempotency-Key are made of it, so
 /// they never repeat: not after a rebuild, not after a failover that rolled

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::adapters::memory::MemoryQueue;
-use crate::adapters::memory::fixture::Stores;
+use crate::app::fixture::Stores;
 use crate::domain::Quantity;
 use crate::ports::{
     DrawState, OrderStore, Reservation, ReserveOutcome, ReserveRequest, Resolution, StockStore,

@@ -1,11 +1,11 @@
 //! A sale read from the stores in slices of its buyers, and each slice
 //! judged in turn ([`InvariantChecker::read`], [`InvariantChecker::judge`]).
 
+use super::spill::SaleSlices;
 use super::{
     BUYERS_READ_AGAIN, InvariantChecker, OBSERVE_ATTEMPTS, SaleState, SaleTotals, Violation, Whole,
     buyers_to_read_again, check_buyers, check_whole, queue_error, spill_error,
 };
-use crate::adapters::spill::SaleSlices;
 use crate::app::jobs::JobError;
 use crate::domain::ledger::SaleCounters;
 use crate::domain::stock_state::RedisSnapshot;

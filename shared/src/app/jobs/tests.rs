@@ -3,7 +3,7 @@
 //! Redis and the emulator).
 
 use super::*;
-use crate::adapters::memory::fixture::Stores;
+use crate::app::fixture::Stores;
 use crate::domain::orders::OrderStatus;
 use crate::ports::{OrderLedger, OrderQueue, OrderStore, ReserveOutcome};
 use std::time::{Duration, Instant};

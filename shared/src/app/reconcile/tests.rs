@@ -3,7 +3,7 @@
 //! on Redis and the emulator).
 
 use super::*;
-use crate::adapters::memory::fixture::{MemoryReconciler, Stores};
+use crate::app::fixture::{MemoryReconciler, Stores};
 use crate::domain::orders::{Order, RejectReason};
 use crate::domain::{OrderId, Quantity, UserId};
 use crate::ports::{OrderStore, StockAdmin};
@@ -440,7 +440,10 @@ async fn a_run_out_of_time_stops_and_the_next_runs_start_where_it_stopped() {
     let now = clock::now_ms();
     // Time enough: every sale.
     let all = reconciler
-        .reconcile_all(now, std::time::Instant::now() + Duration::from_secs(600))
+        .reconcile_all(
+            now,
+            std::time::Instant::now() + std::time::Duration::from_secs(600),
+        )
         .await
         .unwrap();
     assert_eq!(all.len(), 3);

@@ -23,29 +23,10 @@ use crate::ports::CatalogError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use std::collections::HashMap;
 
-/// The most entries one read of the trail answers.
-pub const AUDIT_PAGE_MAX: u32 = 100;
+pub use crate::ports::{AUDIT_PAGE_MAX, AuditPage, AuditRange};
+
 /// BatchGetItem's own limit of keys per request.
 const BATCH_KEYS: usize = 100;
-
-/// Which entries of the trail a read wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditRange {
-    /// Up to `limit` entries after entry `after` (0: from the first).
-    After { after: u64, limit: u32 },
-    /// The newest `n` entries.
-    Last(u32),
-}
-
-/// One page of the trail, oldest first; each entry carries its `seq`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditPage {
-    pub entries: Vec<serde_json::Value>,
-    /// Entries numbered so far.
-    pub total: u64,
-    /// The `after` of the next page; `None` when this page reaches the end.
-    pub next: Option<u64>,
-}
 
 /// Whether a `sales` item is a sale (not a history item).
 pub(super) fn is_sale_key(item: &Item) -> bool {

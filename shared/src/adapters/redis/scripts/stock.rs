@@ -13,29 +13,29 @@ use redis::{Script, ToRedisArgs};
 /// purchase decision. The hot path: every field is borrowed, so building
 /// it allocates nothing.
 pub(in super::super) struct PurchaseArgs<'a> {
-    /// The buyer's key group: KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers,
-    /// KEYS[4] resv, KEYS[5] userorders, KEYS[6] gateused, KEYS[7]
-    /// ratelimit, KEYS[8] keyed, KEYS[9] tickets; and ARGV[11], the order id suffix
-    /// (`id_suffix`: "" for a sale of one shard, "-s<k>" for shard k).
+    /// The buyer's key group: `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` buyers,
+    /// `KEYS[4]` resv, `KEYS[5]` userorders, `KEYS[6]` gateused, `KEYS[7]`
+    /// ratelimit, `KEYS[8]` keyed, `KEYS[9]` tickets; and `ARGV[11]`, the order id suffix
+    /// (`id_suffix`: "" for a sale of one shard, `"-s<k>"` for shard k).
     pub keys: &'a SaleKeys,
-    /// ARGV[1] saleId.
+    /// `ARGV[1]` saleId.
     pub sale_id: &'a str,
-    /// ARGV[2] userId.
+    /// `ARGV[2]` userId.
     pub user_id: &'a str,
-    /// ARGV[3] quantity ([`super::quantity_arg`]).
+    /// `ARGV[3]` quantity ([`super::quantity_arg`]).
     pub quantity: &'a str,
-    /// ARGV[4] Idempotency-Key, or "".
+    /// `ARGV[4]` Idempotency-Key, or "".
     pub idempotency_key: &'a str,
-    /// ARGV[5] the nonce of a verified gate pass, or "".
+    /// `ARGV[5]` the nonce of a verified gate pass, or "".
     pub gate_nonce: &'a str,
-    /// ARGV[6] the source address, or "" when unknown.
+    /// `ARGV[6]` the source address, or "" when unknown.
     pub source_ip: &'a str,
     /// ARGV[7..10] the limiter's defaults: user rate/s, user burst, ip
     /// rate/s, ip burst ([`super::limit_args`], formatted once).
     pub limits: &'a [String; 4],
-    /// ARGV[12] the request id ([`super::request_id`]).
+    /// `ARGV[12]` the request id ([`super::request_id`]).
     pub request_id: &'a str,
-    /// ARGV[13] when the gate pass was issued (ms), or "".
+    /// `ARGV[13]` when the gate pass was issued (ms), or "".
     pub gate_issued_ms: &'a str,
 }
 
@@ -87,8 +87,8 @@ impl ScriptCall for PurchaseArgs<'_> {
 }
 
 /// The five keys `release.lua`, `resolve.lua` and `return_units.lua` take
-/// ("KEYS as in purchase.lua"): KEYS[1] meta, KEYS[2] stock, KEYS[3]
-/// buyers, KEYS[4] resv, KEYS[5] userorders.
+/// ("KEYS as in purchase.lua"): `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]`
+/// buyers, `KEYS[4]` resv, `KEYS[5]` userorders.
 fn holding_keys(k: &SaleKeys) -> [&str; 5] {
     [&k.meta, &k.stock, &k.buyers, &k.resv, &k.user_orders]
 }
@@ -97,7 +97,7 @@ fn holding_keys(k: &SaleKeys) -> [&str; 5] {
 pub(in super::super) struct ReleaseArgs<'a> {
     /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] orderId.
+    /// `ARGV[1]` orderId.
     pub order_id: &'a str,
 }
 
@@ -119,9 +119,9 @@ impl ScriptCall for ReleaseArgs<'_> {
 pub(in super::super) struct ResolveArgs<'a> {
     /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] orderId.
+    /// `ARGV[1]` orderId.
     pub order_id: &'a str,
-    /// ARGV[2] mode: WRITTEN, REJECTED, REJECTED_LIMIT or ABANDONED.
+    /// `ARGV[2]` mode: WRITTEN, REJECTED, REJECTED_LIMIT or ABANDONED.
     pub mode: &'a str,
 }
 
@@ -143,15 +143,15 @@ impl ScriptCall for ResolveArgs<'_> {
 pub(in super::super) struct ReturnUnitsArgs<'a> {
     /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] orderId.
+    /// `ARGV[1]` orderId.
     pub order_id: &'a str,
-    /// ARGV[2] userId.
+    /// `ARGV[2]` userId.
     pub user_id: &'a str,
-    /// ARGV[3] quantity.
+    /// `ARGV[3]` quantity.
     pub quantity: u32,
-    /// ARGV[4] nowMs.
+    /// `ARGV[4]` nowMs.
     pub now_ms: i64,
-    /// ARGV[5] the expiry's position in the ledger (`returnSeq`); "" when
+    /// `ARGV[5]` the expiry's position in the ledger (`returnSeq`); "" when
     /// unknown.
     pub return_seq: Option<u64>,
 }
@@ -175,9 +175,9 @@ impl ScriptCall for ReturnUnitsArgs<'_> {
 
 /// `peek.lua`: the read-only view of a sale for the orders API.
 pub(in super::super) struct PeekArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv.
+    /// `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` resv.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] orderId, or "" for none.
+    /// `ARGV[1]` orderId, or "" for none.
     pub order_id: &'a str,
 }
 
@@ -197,9 +197,9 @@ impl ScriptCall for PeekArgs<'_> {
 
 /// `buyer_orders.lua`: one buyer's reservations of a sale.
 pub(in super::super) struct BuyerOrdersArgs<'a> {
-    /// The buyer's home key group: KEYS[1] userorders, KEYS[2] resv.
+    /// The buyer's home key group: `KEYS[1]` userorders, `KEYS[2]` resv.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] userId.
+    /// `ARGV[1]` userId.
     pub user_id: &'a str,
 }
 
@@ -220,7 +220,7 @@ impl ScriptCall for BuyerOrdersArgs<'_> {
 /// `keyed_filter.lua`: the filter of a key group's keyed reservations.
 /// No ARGV.
 pub(in super::super) struct KeyedFilterArgs<'a> {
-    /// KEYS[1] keyed, KEYS[2] resv.
+    /// `KEYS[1]` keyed, `KEYS[2]` resv.
     pub keys: &'a SaleKeys,
 }
 
@@ -241,14 +241,14 @@ impl ScriptCall for KeyedFilterArgs<'_> {
 /// `outcomes.lua`: an environment's purchase answers added to the tally
 /// and to their bucket of the funnel.
 pub(in super::super) struct OutcomesArgs<'a> {
-    /// The sale's own keys (a sharded sale's directory): KEYS[1] meta,
-    /// KEYS[2] outcomes.
+    /// The sale's own keys (a sharded sale's directory): `KEYS[1]` meta,
+    /// `KEYS[2]` outcomes.
     pub keys: &'a SaleKeys,
-    /// KEYS[3]: the sale's funnel (`sale:{S}:funnel`).
+    /// `KEYS[3]`: the sale's funnel (`sale:{S}:funnel`).
     pub funnel: &'a str,
-    /// ARGV[1]: the start of the bucket the answers go to.
+    /// `ARGV[1]`: the start of the bucket the answers go to.
     pub bucket_ms: i64,
-    /// ARGV[2]: how many buckets the funnel keeps.
+    /// `ARGV[2]`: how many buckets the funnel keeps.
     pub keep: usize,
     /// ARGV[3..]: outcome, count, outcome, count, ...
     pub counts: &'a [(&'static str, u64)],
@@ -270,7 +270,7 @@ impl ScriptCall for OutcomesArgs<'_> {
 
 /// `draw_order.lua`: records the lottery draw's order, once.
 pub(in super::super) struct DrawOrderArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] tickets, KEYS[3] drawq.
+    /// `KEYS[1]` meta, `KEYS[2]` tickets, `KEYS[3]` drawq.
     pub keys: &'a SaleKeys,
     /// ARGV[1..n] the holders in the draw's order.
     pub order: &'a [String],
@@ -293,14 +293,14 @@ impl ScriptCall for DrawOrderArgs<'_> {
 
 /// `draw_chunk.lua`: decides the next tickets of the draw.
 pub(in super::super) struct DrawChunkArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] resv, KEYS[5]
-    /// userorders, KEYS[6] tickets, KEYS[7] drawq.
+    /// `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` buyers, `KEYS[4]` resv, `KEYS[5]`
+    /// userorders, `KEYS[6]` tickets, `KEYS[7]` drawq.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] the position the caller read.
+    /// `ARGV[1]` the position the caller read.
     pub pos: u64,
-    /// ARGV[2] how many tickets at most.
+    /// `ARGV[2]` how many tickets at most.
     pub size: u64,
-    /// ARGV[3] saleId.
+    /// `ARGV[3]` saleId.
     pub sale_id: &'a str,
 }
 

@@ -47,29 +47,29 @@ impl SaleMeta<'_> {
 pub(in super::super) enum LoadPart<'a> {
     /// A sale of one shard: every key of its group and its outcome tally;
     /// no ARGV past the gate, or for a lottery window ARGV[10..12] "", "0",
-    /// "" and ARGV[13] windowEndMs, ARGV[14] the draw's seed.
+    /// "" and `ARGV[13]` windowEndMs, `ARGV[14]` the draw's seed.
     Whole,
     /// A sharded sale's directory: meta and the outcome tally only.
-    /// ARGV[10] "0", ARGV[11] "1", ARGV[12] the home table it proposes.
+    /// `ARGV[10]` "0", `ARGV[11]` "1", `ARGV[12]` the home table it proposes.
     Directory { homes: &'a str },
-    /// Shard k of a sharded sale: every key of its group. ARGV[10] its
-    /// share of the stock, ARGV[11] "0".
+    /// Shard k of a sharded sale: every key of its group. `ARGV[10]` its
+    /// share of the stock, `ARGV[11]` "0".
     Shard { stock: i64 },
 }
 
 /// `load_sale.lua`: puts a sale into Redis, once.
 pub(in super::super) struct LoadSaleArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, then the keys whose expiry follows the
+    /// `KEYS[1]` meta, `KEYS[2]` stock, then the keys whose expiry follows the
     /// sale's end: buyers, resv, userorders, gateused, keyed, and for a
     /// whole sale outcomes ([`LoadPart`]; a directory: meta, outcomes).
     pub keys: &'a SaleKeys,
-    /// ARGV[1..8], and ARGV[9] gate.
+    /// ARGV[1..8], and `ARGV[9]` gate.
     pub meta: &'a SaleMeta<'a>,
     /// ARGV[10..12].
     pub part: LoadPart<'a>,
-    /// A refresh only (ARGV[15] "1"): create no group (the reply is
+    /// A refresh only (`ARGV[15]` "1"): create no group (the reply is
     /// `MISSING` when it has no keys), and write nothing when the group was
-    /// refreshed from a later version of the sale item (ARGV[16], this
+    /// refreshed from a later version of the sale item (`ARGV[16]`, this
     /// read's version; the reply is `STALE`).
     pub refresh: Option<i64>,
 }
@@ -128,15 +128,15 @@ impl ScriptCall for LoadSaleArgs<'_> {
 
 /// Which key group `rebuild.lua` loads from the ledger.
 pub(in super::super) enum RebuildPart<'a> {
-    /// A sharded sale's directory (meta only): ARGV[9] "0", ARGV[11] "1",
-    /// ARGV[12] the home table it proposes.
+    /// A sharded sale's directory (meta only): `ARGV[9]` "0", `ARGV[11]` "1",
+    /// `ARGV[12]` the home table it proposes.
     Directory { homes: &'a str },
     /// A key group with stock (the sale, or one shard of it).
     Group {
-        /// ARGV[9] this group's share of the sale item's `available`.
+        /// `ARGV[9]` this group's share of the sale item's `available`.
         stock: i64,
-        /// ARGV[12] ledgerSeq: the `returnSeq` read with `available`
-        /// (ARGV[11] is "", or "windowEndMs|seed" for a lottery window).
+        /// `ARGV[12]` ledgerSeq: the `returnSeq` read with `available`
+        /// (`ARGV[11]` is "", or "windowEndMs|seed" for a lottery window).
         ledger_seq: u64,
         /// KEYS[7..10]: what `rebuild_stage.lua` staged for this group,
         /// renamed into place when the group is loaded.
@@ -147,12 +147,12 @@ pub(in super::super) enum RebuildPart<'a> {
 /// `rebuild.lua`: loads a sale from the ledger (staged by
 /// [`RebuildStageArgs`]), only when it is absent.
 pub(in super::super) struct RebuildArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] userorders; for
-    /// a group also KEYS[5] resv, KEYS[6] keyed and the staged keys.
+    /// `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` buyers, `KEYS[4]` userorders; for
+    /// a group also `KEYS[5]` resv, `KEYS[6]` keyed and the staged keys.
     pub keys: &'a SaleKeys,
-    /// ARGV[1..8], and ARGV[10] gate.
+    /// ARGV[1..8], and `ARGV[10]` gate.
     pub meta: &'a SaleMeta<'a>,
-    /// ARGV[9], ARGV[11..].
+    /// `ARGV[9]`, ARGV[11..].
     pub part: RebuildPart<'a>,
 }
 
@@ -206,9 +206,9 @@ impl ScriptCall for RebuildArgs<'_> {
 pub(in super::super) struct RebuildStageArgs<'a> {
     /// KEYS[1..4] staged buyers, userorders, resv, keyed filter.
     pub staged: &'a StagedKeys,
-    /// ARGV[1] how long the staged keys live (ms).
+    /// `ARGV[1]` how long the staged keys live (ms).
     pub ttl_ms: u64,
-    /// ARGV[2] the sale's total (the keyed filter's size).
+    /// `ARGV[2]` the sale's total (the keyed filter's size).
     pub total: u32,
     /// Then 4-tuples orderId, reservation JSON ("" unless this group made
     /// the order), userId, units held here (0 unless it holds units and
@@ -254,15 +254,15 @@ impl ScriptCall for RebuildStageArgs<'_> {
 
 /// `lend.lua`: a shard gives units to a buyer's home shard that ran out.
 pub(in super::super) struct LendArgs<'a> {
-    /// The lending shard: KEYS[1] meta, KEYS[2] stock, KEYS[3] lent.
+    /// The lending shard: `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` lent.
     pub donor: &'a SaleKeys,
-    /// ARGV[1] transfer id.
+    /// `ARGV[1]` transfer id.
     pub transfer_id: &'a str,
-    /// ARGV[2] units the home shard needs.
+    /// `ARGV[2]` units the home shard needs.
     pub need: u64,
-    /// ARGV[3] the home shard.
+    /// `ARGV[3]` the home shard.
     pub home: usize,
-    /// ARGV[4] now (ms).
+    /// `ARGV[4]` now (ms).
     pub now_ms: i64,
 }
 
@@ -286,11 +286,11 @@ impl ScriptCall for LendArgs<'_> {
 
 /// `receive.lua`: the home shard takes the units lent to it, once.
 pub(in super::super) struct ReceiveArgs<'a> {
-    /// The home shard: KEYS[1] meta, KEYS[2] stock, KEYS[3] received.
+    /// The home shard: `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` received.
     pub home: &'a SaleKeys,
-    /// ARGV[1] transfer id.
+    /// `ARGV[1]` transfer id.
     pub transfer_id: &'a str,
-    /// ARGV[2] units, as `lend.lua` answered them (passed on unparsed).
+    /// `ARGV[2]` units, as `lend.lua` answered them (passed on unparsed).
     pub units: &'a str,
 }
 
@@ -316,8 +316,8 @@ impl ScriptCall for ReceiveArgs<'_> {
 /// its keys (stock, expired and queued reservations, transfers), in one
 /// atomic read. No ARGV.
 pub(in super::super) struct SurvivorArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv, KEYS[4] lent,
-    /// KEYS[5] received: a shard's keys.
+    /// `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` resv, `KEYS[4]` lent,
+    /// `KEYS[5]` received: a shard's keys.
     pub keys: &'a SaleKeys,
 }
 
@@ -339,8 +339,8 @@ impl ScriptCall for SurvivorArgs<'_> {
 /// `snapshot_head.lua`: a key group's stock, total, version, epoch and hash
 /// lengths. No ARGV.
 pub(in super::super) struct SnapshotHeadArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock, KEYS[3] resv; for a shard also KEYS[4]
-    /// lent, KEYS[5] received.
+    /// `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]` resv; for a shard also `KEYS[4]`
+    /// lent, `KEYS[5]` received.
     pub keys: &'a SaleKeys,
     /// A shard of a sharded sale: its transfers are counted too.
     pub sharded: bool,
@@ -367,10 +367,10 @@ impl ScriptCall for SnapshotHeadArgs<'_> {
 
 /// `holding.lua`: one buyer's count and live reservations at one instant.
 pub(in super::super) struct HoldingArgs<'a> {
-    /// The buyer's home key group: KEYS[1] buyers, KEYS[2] userorders,
-    /// KEYS[3] resv.
+    /// The buyer's home key group: `KEYS[1]` buyers, `KEYS[2]` userorders,
+    /// `KEYS[3]` resv.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] userId.
+    /// `ARGV[1]` userId.
     pub user_id: &'a str,
 }
 
@@ -394,13 +394,13 @@ impl ScriptCall for HoldingArgs<'_> {
 
 /// `set_buyer.lua`: a buyer's count set by compare and set.
 pub(in super::super) struct SetBuyerArgs<'a> {
-    /// The buyer's home key group: KEYS[1] buyers, KEYS[2] meta.
+    /// The buyer's home key group: `KEYS[1]` buyers, `KEYS[2]` meta.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] userId.
+    /// `ARGV[1]` userId.
     pub user_id: &'a str,
-    /// ARGV[2] the units they provably hold.
+    /// `ARGV[2]` the units they provably hold.
     pub units: i64,
-    /// ARGV[3] the count reconcile read.
+    /// `ARGV[3]` the count reconcile read.
     pub read: i64,
 }
 
@@ -420,9 +420,9 @@ impl ScriptCall for SetBuyerArgs<'_> {
 
 /// `set_status.lua`: an operator's pause or resume on one key group.
 pub(in super::super) struct SetStatusArgs<'a> {
-    /// KEYS[1] meta.
+    /// `KEYS[1]` meta.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] LIVE, PAUSED, or OPEN (LIVE only where a load closed it).
+    /// `ARGV[1]` LIVE, PAUSED, or OPEN (LIVE only where a load closed it).
     pub status: &'a str,
 }
 
@@ -442,13 +442,13 @@ impl ScriptCall for SetStatusArgs<'_> {
 
 /// `set_stock.lua`: a sale's stock set by compare and set.
 pub(in super::super) struct SetStockArgs<'a> {
-    /// KEYS[1] meta, KEYS[2] stock.
+    /// `KEYS[1]` meta, `KEYS[2]` stock.
     pub keys: &'a SaleKeys,
-    /// ARGV[1] the stock reconcile read.
+    /// `ARGV[1]` the stock reconcile read.
     pub read: i64,
-    /// ARGV[2] the stock the ledger proves.
+    /// `ARGV[2]` the stock the ledger proves.
     pub units: i64,
-    /// ARGV[3] the ledger position (`returnSeq`) that figure is at.
+    /// `ARGV[3]` the ledger position (`returnSeq`) that figure is at.
     pub ledger_seq: u64,
 }
 
@@ -468,9 +468,9 @@ impl ScriptCall for SetStockArgs<'_> {
 
 /// `unlock.lua`: releases a lock only if its value is still our token.
 pub(in super::super) struct UnlockArgs<'a> {
-    /// KEYS[1] the lock's key.
+    /// `KEYS[1]` the lock's key.
     pub lock: &'a str,
-    /// ARGV[1] the owner's token.
+    /// `ARGV[1]` the owner's token.
     pub token: &'a str,
 }
 

@@ -2,7 +2,7 @@
 //! operations path, and the steps those tests take in it: a purchase, its
 //! order written, a read of what the stores hold.
 
-use super::{MemoryCatalog, MemoryOrders, MemoryQueue, MemoryStock, test_sale};
+use crate::adapters::memory::{MemoryCatalog, MemoryOrders, MemoryQueue, MemoryStock, test_sale};
 use crate::app::jobs::Jobs;
 use crate::app::reconcile::{ReconcileSettings, Reconciler};
 use crate::domain::ledger::SaleCounters;
