@@ -277,18 +277,6 @@ pub async fn run(
 ) -> Result<Figures, FairnessError> {
     let start_ms = clock::now_ms() + i64::try_from(scenario.lead.as_millis()).unwrap_or(2_000);
     let sale = Sale {
-        sale_id: SaleId::parse(sale)?,
-        name: format!("fairness {}", mode.label()),
-        total_stock: scenario.units,
-        start_ms,
-        end_ms: start_ms + 3_600_000,
-        per_user_limit: 1,
-        payment_window_seconds: 900,
-        shards: 1,
-        gate: false,
-        paused: false,
-        price: None,
-        pow_bits: None,
         admission: match mode {
             Mode::Fcfs => None,
             Mode::Window(window_secs) => Some(Admission {
@@ -296,6 +284,14 @@ pub async fn run(
                 seed: DrawSeed::generate()?,
             }),
         },
+        ..Sale::plain(
+            SaleId::parse(sale)?,
+            format!("fairness {}", mode.label()),
+            scenario.units,
+            1,
+            start_ms,
+            start_ms + 3_600_000,
+        )
     };
     let stock = RedisStock::connect_lazy(redis_url, REDIS_TIMEOUT)?;
     let queue = CountingQueue::default();

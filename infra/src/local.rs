@@ -174,21 +174,14 @@ where
 /// The demo sale of `make run`: 100 units, open now for a day, one per buyer.
 pub fn demo_sale(id: &SaleId) -> Sale {
     let now = clock::now_ms();
-    Sale {
-        sale_id: id.clone(),
-        name: "Demo flash sale".into(),
-        total_stock: 100,
-        start_ms: now - 1_000,
-        end_ms: now + 24 * 3_600_000,
-        per_user_limit: 1,
-        payment_window_seconds: 900,
-        shards: 1,
-        gate: false,
-        paused: false,
-        price: None,
-        pow_bits: None,
-        admission: None,
-    }
+    Sale::plain(
+        id.clone(),
+        "Demo flash sale",
+        100,
+        1,
+        now - 1_000,
+        now + 24 * 3_600_000,
+    )
 }
 
 /// How often `up` writes the functions' metrics (EMF lines on stdout).

@@ -231,6 +231,38 @@ pub enum SalePhase {
 }
 
 impl Sale {
+    /// A sale at its plainest: these fields, and one shard, no gate, no
+    /// price, no proof of work, no lottery window, not paused, a payment
+    /// window of [`Sale::DEFAULT_PAYMENT_WINDOW_SECONDS`]. The rest is set
+    /// with struct update syntax (`Sale { shards: 4, ..Sale::plain(..) }`).
+    pub fn plain(
+        sale_id: SaleId,
+        name: impl Into<String>,
+        total_stock: u32,
+        per_user_limit: u32,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Sale {
+        Sale {
+            sale_id,
+            name: name.into(),
+            total_stock,
+            start_ms,
+            end_ms,
+            per_user_limit,
+            payment_window_seconds: Self::DEFAULT_PAYMENT_WINDOW_SECONDS,
+            shards: 1,
+            gate: false,
+            paused: false,
+            price: None,
+            pow_bits: None,
+            admission: None,
+        }
+    }
+
+    /// The payment window of [`Sale::plain`]: fifteen minutes.
+    pub const DEFAULT_PAYMENT_WINDOW_SECONDS: u32 = 900;
+
     pub fn phase_at(&self, now_ms: i64) -> SalePhase {
         if now_ms < self.start_ms {
             SalePhase::NotStarted
@@ -362,21 +394,7 @@ mod tests {
 
     #[test]
     fn phase_is_half_open() {
-        let sale = Sale {
-            sale_id: SaleId::parse("s").unwrap(),
-            name: "n".into(),
-            total_stock: 1,
-            start_ms: 10,
-            end_ms: 20,
-            per_user_limit: 1,
-            payment_window_seconds: 900,
-            shards: 1,
-            gate: false,
-            paused: false,
-            price: None,
-            pow_bits: None,
-            admission: None,
-        };
+        let sale = Sale::plain(SaleId::parse("s").unwrap(), "n", 1, 1, 10, 20);
         assert_eq!(sale.phase_at(9), SalePhase::NotStarted);
         assert_eq!(sale.phase_at(10), SalePhase::Live);
         assert_eq!(sale.phase_at(20), SalePhase::Ended);

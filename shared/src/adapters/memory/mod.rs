@@ -75,19 +75,12 @@ fn derived_order_id(
 /// A sale for tests: open from a minute ago for an hour.
 pub fn test_sale(id: &str, stock: u32, limit: u32) -> Result<Sale, crate::domain::InvalidValue> {
     let now = clock::now_ms();
-    Ok(Sale {
-        sale_id: SaleId::parse(id)?,
-        name: format!("test sale {id}"),
-        total_stock: stock,
-        start_ms: now - 60_000,
-        end_ms: now + 3_600_000,
-        per_user_limit: limit,
-        payment_window_seconds: 900,
-        shards: 1,
-        gate: false,
-        paused: false,
-        price: None,
-        pow_bits: None,
-        admission: None,
-    })
+    Ok(Sale::plain(
+        SaleId::parse(id)?,
+        format!("test sale {id}"),
+        stock,
+        limit,
+        now - 60_000,
+        now + 3_600_000,
+    ))
 }

@@ -5,19 +5,8 @@ use crate::domain::{Quantity, UserId};
 
 fn sale(total: u32, limit: u32) -> Sale {
     Sale {
-        sale_id: SaleId::parse("s1").unwrap(),
-        name: "s".into(),
-        total_stock: total,
-        per_user_limit: limit,
-        start_ms: 0,
-        end_ms: 1,
         payment_window_seconds: 60,
-        shards: 1,
-        gate: false,
-        paused: false,
-        price: None,
-        pow_bits: None,
-        admission: None,
+        ..Sale::plain(SaleId::parse("s1").unwrap(), "s", total, limit, 0, 1)
     }
 }
 

@@ -278,19 +278,11 @@ fn the_reads_of_the_orders_api() {
 
 fn sale(shards: u32, gate: bool, paused: bool) -> Sale {
     Sale {
-        sale_id: sale_id(),
-        name: "n".into(),
-        total_stock: 100,
-        start_ms: 1,
-        end_ms: 2,
-        per_user_limit: 3,
         payment_window_seconds: 60,
         shards,
         gate,
         paused,
-        price: None,
-        pow_bits: None,
-        admission: None,
+        ..Sale::plain(sale_id(), "n", 100, 3, 1, 2)
     }
 }
 
