@@ -397,7 +397,8 @@ cmd_chaos() {
   start_services "$(free_port)" "$(free_port)"
   say "chaos scenarios (CHAOS=full)"
   # Only the chaos module's tests: a name given to `make chaos` narrows
-  # them (`chaos::NAME`), flags pass through.
+  # them (`chaos::NAME`, NAME a scenario's file: `infra/stack.sh chaos failover`),
+  # flags pass through.
   local filters=() named=0 arg
   for arg in "$@"; do
     case "$arg" in -*) filters+=("$arg") ;; *) filters+=("chaos::$arg"); named=1 ;; esac

@@ -36,7 +36,8 @@
 //! - `metrics`: the metrics contract end to end.
 //! - `browser`: the pages in headless Chromium (`browser/`: harness and
 //!   scenarios).
-//! - `chaos`: a real sale under faults (`make chaos` runs them at full size).
+//! - `chaos`: a real sale under faults, a file a scenario in `chaos/`
+//!   (`make chaos` runs them at full size).
 //! - `nemesis`: a seeded schedule of real faults under a mixed workload,
 //!   then the checker (`make nemesis`; ignored by `cargo test`).
 //!
