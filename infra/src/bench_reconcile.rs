@@ -1,5 +1,5 @@
 //! `make bench`'s reconcile row: purchase latency while reconcile reads a
-//! big sale, against the same without it (issue target: p99 at most 1.2x).
+//! big sale, against the same without it (target: p99 at most 1.2x).
 //!
 //! A sale of [`BUYERS`] buyers and [`RESERVATIONS`] reservations is planted
 //! in Redis with pipelined `HSET`s (not purchases: a million purchases would
@@ -14,10 +14,10 @@
 //! (about ten seconds of them for a million buyers), so a slice sends what
 //! any stretch of a whole read sends. Each purchase counts on the side of
 //! the moment it started (a read running, or none), so both sides share the
-//! same seconds of the machine: on this 2-core box shared with other work,
-//! the p99 of two quiet phases one after the other differed by up to 17%,
-//! and with whole reads (10-35 s each) alternating with pauses as long, by
-//! up to 2.7x between runs. A whole read is then timed on its own.
+//! same seconds of the machine: on a small machine shared with other work,
+//! two quiet phases one after the other differ, and whole reads
+//! alternating with pauses as long differ far more between runs. A whole
+//! read is then timed on its own.
 //!
 //! The reader thread runs at the lowest CPU priority (`renice 19`): on AWS
 //! reconcile has a machine of its own and only its Redis commands reach the

@@ -5,9 +5,9 @@ use seckill_shared::config;
 use seckill_shared::observe::{metrics, telemetry};
 
 /// mimalloc: the purchase path allocates per request (the event, the
-/// response), and glibc's malloc/free were a third of its CPU in a profile;
-/// with mimalloc `make bench`'s handler row went from 0.88x to 1.03x the
-/// Redis ceiling.
+/// response), and glibc's malloc/free were a large share of its CPU in a
+/// profile; `make bench`'s handler row, against the Redis ceiling, shows
+/// what the allocator is worth.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

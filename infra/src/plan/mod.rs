@@ -131,12 +131,11 @@ const DYNAMO_QUERY_MS: f64 = 10.0;
 const DYNAMO_PAGE_MS: f64 = 40.0;
 /// Reconcile's Redis read of a sale, per buyer: its `HSCAN` chunks are
 /// paced to leave the purchases their Redis (`seckill-bench
-/// --only-reconcile`: two million buyers read in 48.9 s).
+/// --only-reconcile` measures it).
 const REDIS_READ_US_PER_BUYER: f64 = 25.0;
 /// CPU each job spends per order of the sale, all its work (parsing the
 /// pages, staging or slicing, judging), measured in a process of its own
-/// by `seckill-bench --only-ledger` (100,000 orders: prewarm 1.1 s,
-/// reconcile 2.0 s).
+/// by `seckill-bench --only-ledger`, a little above what its runs used.
 const PREWARM_CPU_US_PER_ORDER: f64 = 11.0;
 const RECONCILE_CPU_US_PER_ORDER: f64 = 20.0;
 /// Lambda gives a function one vCPU at 1,769 MB, and below that a share
@@ -210,9 +209,8 @@ pub struct RedisNode {
 
 /// `RedisNodeType`'s allowed values. The decisions per second are
 /// assumptions, to re-check on the node itself with `make bench`'s ceiling
-/// row (`seckill-bench --only-ceiling` against the node): on a 2-core
-/// machine one local master ran the purchase script at 42,000-52,000/s
-/// (`docs/testing.md`, "Performance"). The script runs on the engine's one
+/// row (`seckill-bench --only-ceiling` against the node; past local runs
+/// in `docs/performance-log.md`). The script runs on the engine's one
 /// thread, so a bigger node of the same family adds network I/O threads,
 /// not script speed; t4g nodes run on CPU credits. Prices: t4g.small and
 /// m7g.large from "Costs", the others assumed from the same price list.

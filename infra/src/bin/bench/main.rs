@@ -245,10 +245,9 @@ struct Args {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// One worker thread: redis-server needs a core of its own on this 2-core
-// machine, and a second worker only makes the two fight over it (measured:
-// the HTTP row 32.6k/s p99 14.5 ms with two workers, 35.5k/s p99 11.7 ms
-// with one; the flag row 156k/s against 190k/s).
+// One worker thread: redis-server needs a core of its own on a 2-core
+// machine, and a second worker only makes the two fight over it (both the
+// HTTP and the flag rows were slower with two workers).
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<ExitCode, BoxError> {
     // A run of this binary that measures one read of a sale for the

@@ -148,8 +148,9 @@ static OUTCOMES: LazyLock<Script> =
 pub(super) fn request_id() -> String {
     // std's `RandomState` is keyed from the operating system's random
     // source once per thread: random enough that environments never share
-    // a prefix, and cheap on a cold start (aws-lc's generator took ~30 ms to
-    // seed on the first purchase, `make bench`'s cold-start row).
+    // a prefix, and cheap on a cold start (aws-lc's generator is seeded
+    // on first use, which `make bench`'s cold-start row showed on the first
+    // purchase).
     static PREFIX: LazyLock<u64> = LazyLock::new(|| {
         use std::hash::BuildHasher;
         let nanos = std::time::SystemTime::now()

@@ -18,14 +18,14 @@ use std::time::Duration;
 pub use crate::domain::stock_state::RedisSnapshot;
 
 /// Entries one `HSCAN` asks for: the most a read of reconcile's touches in
-/// one command, whatever the size of the sale (a purchase waits behind at
-/// most one such command: about 0.1-0.2 ms on the bench machine; with 500
-/// a chunk, 0.3-0.5 ms, the purchase p99 of `make bench`'s reconcile row
-/// rose by 1.27-1.42x, with 200 by 1.09-1.17x).
+/// one command, whatever the size of the sale. A purchase waits behind at
+/// most one such command, so the chunk is the purchase latency reconcile
+/// can add; `make bench`'s reconcile row measures it (a larger chunk
+/// raised the purchase p99 past the row's bound).
 pub const SCAN_CHUNK: usize = 200;
 
 /// A scan starts at most one chunk every this long (at most 100,000
-/// entries a second; about 60,000 on the busy bench machine). Reading a
+/// entries a second). Reading a
 /// million buyers costs Redis about a second of work however it is cut:
 /// spread over ten seconds or more it takes a tenth of Redis or less from
 /// the purchases instead of all of it for a second, and the reader's own
