@@ -92,23 +92,17 @@ async fn raw_orders(app: &App) -> Vec<Item> {
     )
     .await;
     let db = seckill_shared::adapters::aws::dynamodb(&sdk);
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = db
-            .scan()
-            .table_name(&app.config.orders_table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        out.extend(page.items().iter().filter(|i| is_order_item(i)).cloned());
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return out,
-        }
-    }
+    let items: Vec<_> = db
+        .scan()
+        .table_name(&app.config.orders_table)
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .unwrap();
+    items.into_iter().filter(is_order_item).collect()
 }
 
 fn s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {

@@ -620,33 +620,27 @@ impl App {
 
     /// Every order item of this test's table, by order id.
     pub async fn orders(&self) -> HashMap<String, seckill_shared::domain::orders::Order> {
-        let mut out = HashMap::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .db
-                .scan()
-                .table_name(&self.config.orders_table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            // The table also holds one ledger record per buyer.
-            for item in page
-                .items()
-                .iter()
-                .filter(|i| seckill_shared::adapters::dynamo::orders::is_order_item(i))
-            {
+        let items: Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> = self
+            .db
+            .scan()
+            .table_name(&self.config.orders_table)
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .unwrap();
+        // The table also holds one ledger record per buyer.
+        items
+            .iter()
+            .filter(|i| seckill_shared::adapters::dynamo::orders::is_order_item(i))
+            .map(|item| {
                 let order =
                     seckill_shared::adapters::dynamo::orders::order_from_item(item).unwrap();
-                out.insert(order.order_id.to_string(), order);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return out,
-            }
-        }
+                (order.order_id.to_string(), order)
+            })
+            .collect()
     }
 
     /// Visible plus in-flight messages of a queue.

@@ -294,26 +294,21 @@ pub(crate) async fn count_items(
     table: &str,
 ) -> Result<u64, BoxError> {
     let mut total = 0;
-    let mut start = None;
-    loop {
-        // Orders only: the table also holds a ledger record per buyer,
-        // which has no `saleId`.
-        let page = db
-            .scan()
-            .table_name(table)
-            .filter_expression("attribute_exists(saleId)")
-            .select(aws_sdk_dynamodb::types::Select::Count)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
+    // Orders only: the table also holds a ledger record per buyer, which
+    // has no `saleId`.
+    let mut pages = db
+        .scan()
+        .table_name(table)
+        .filter_expression("attribute_exists(saleId)")
+        .select(aws_sdk_dynamodb::types::Select::Count)
+        .consistent_read(true)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
         total += u64::try_from(page.count).unwrap_or(0);
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(total),
-        }
     }
+    Ok(total)
 }
 
 pub(crate) fn print_drain(rows: &[DrainRow]) {

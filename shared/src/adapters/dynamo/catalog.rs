@@ -109,37 +109,33 @@ impl DynamoCatalog {
     /// malformed item is logged and left out, as [`SaleCatalog::list_sales`]
     /// does.
     pub async fn list_records(&self) -> Result<Vec<(Sale, SaleCounters)>, CatalogError> {
+        let items: Vec<Item> = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            // What a listing shows; the history items beside the sales
+            // (see `history`) are filtered out below.
+            .projection_expression(LISTED.map(|(alias, _)| alias).join(", "))
+            .set_expression_attribute_names(Some(
+                LISTED
+                    .iter()
+                    .map(|(alias, name)| ((*alias).to_owned(), (*name).to_owned()))
+                    .collect(),
+            ))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .map_err(unavailable)?;
         let mut records = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                // What a listing shows; the history items beside the sales
-                // (see `history`) are filtered out below.
-                .projection_expression(LISTED.map(|(alias, _)| alias).join(", "))
-                .set_expression_attribute_names(Some(
-                    LISTED
-                        .iter()
-                        .map(|(alias, name)| ((*alias).to_owned(), (*name).to_owned()))
-                        .collect(),
-                ))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(unavailable)?;
-            for item in out.items().iter().filter(|i| is_sale_key(i)) {
-                match sale_from_item(item).and_then(|s| Ok((s, counters_from_item(item)?))) {
-                    Ok(record) => records.push(record),
-                    Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
-                }
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(records),
+        for item in items.iter().filter(|i| is_sale_key(i)) {
+            match sale_from_item(item).and_then(|s| Ok((s, counters_from_item(item)?))) {
+                Ok(record) => records.push(record),
+                Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
             }
         }
+        Ok(records)
     }
 
     /// Creates a sale, or updates its definition, and returns it as it was
@@ -316,32 +312,24 @@ impl SaleCatalog for DynamoCatalog {
     }
 
     async fn list_sales(&self) -> Result<Vec<Sale>, CatalogError> {
+        let items: Vec<Item> = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .map_err(unavailable)?;
         let mut sales = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| {
-                    CatalogError::Unavailable(
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
-                    )
-                })?;
-            for item in out.items().iter().filter(|i| is_sale_key(i)) {
-                match sale_from_item(item) {
-                    Ok(sale) => sales.push(sale),
-                    Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
-                }
-            }
-            match out.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(sales),
+        for item in items.iter().filter(|i| is_sale_key(i)) {
+            match sale_from_item(item) {
+                Ok(sale) => sales.push(sale),
+                Err(err) => tracing::warn!(%err, "skipping a malformed sale item"),
             }
         }
+        Ok(sales)
     }
 }
 

@@ -471,29 +471,21 @@ impl OrderStore for DynamoOrders {
         sale_id: &SaleId,
         user_id: &UserId,
     ) -> Result<Vec<Order>, OrderStoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.orders_table)
-                .index_name("byBuyer")
-                .key_condition_expression("userId = :user AND saleId = :sale")
-                .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
-                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(transient)?;
-            for item in page.items() {
-                out.push(order_from_item(item)?);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(out),
-            }
-        }
+        let items: Vec<HashMap<String, AttributeValue>> = self
+            .client
+            .query()
+            .table_name(&self.orders_table)
+            .index_name("byBuyer")
+            .key_condition_expression("userId = :user AND saleId = :sale")
+            .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
+            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .map_err(transient)?;
+        items.iter().map(order_from_item).collect()
     }
 
     async fn pay(

@@ -378,33 +378,28 @@ impl PaymentStore for DynamoOrders {
         &self,
         sale_id: &SaleId,
     ) -> Result<Vec<PaymentRecord>, OrderStoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.orders_table)
-                .index_name(crate::adapters::dynamo::order_index::BY_SALE_BUCKET_STATUS)
-                .key_condition_expression("saleBucket = :bucket AND #s = :status")
-                .expression_attribute_names("#s", "status")
-                .expression_attribute_values(":bucket", AttributeValue::S(refunds_bucket(sale_id)))
-                .expression_attribute_values(
-                    ":status",
-                    AttributeValue::S(PaymentOutcome::RefundNeeded.as_str().into()),
-                )
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(transient)?;
-            for item in page.items() {
-                out.push(payment_from_item(item)?);
-            }
-            match page.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => break,
-            }
-        }
+        let items: Vec<HashMap<String, AttributeValue>> = self
+            .client
+            .query()
+            .table_name(&self.orders_table)
+            .index_name(crate::adapters::dynamo::order_index::BY_SALE_BUCKET_STATUS)
+            .key_condition_expression("saleBucket = :bucket AND #s = :status")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":bucket", AttributeValue::S(refunds_bucket(sale_id)))
+            .expression_attribute_values(
+                ":status",
+                AttributeValue::S(PaymentOutcome::RefundNeeded.as_str().into()),
+            )
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .map_err(transient)?;
+        let mut out = items
+            .iter()
+            .map(payment_from_item)
+            .collect::<Result<Vec<_>, _>>()?;
         out.sort_by(|a, b| (a.at_ms, a.payment_id.as_str()).cmp(&(b.at_ms, b.payment_id.as_str())));
         Ok(out)
     }

@@ -502,32 +502,28 @@ async fn statuses(
     db: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<BTreeMap<String, u64>, BoxError> {
+    let items: Vec<std::collections::HashMap<String, AttributeValue>> = db
+        .scan()
+        .table_name(table)
+        .filter_expression("attribute_exists(saleId)")
+        .projection_expression("#s")
+        .expression_attribute_names("#s", "status")
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
     let mut by_status = BTreeMap::new();
-    let mut start = None;
-    loop {
-        let page = db
-            .scan()
-            .table_name(table)
-            .filter_expression("attribute_exists(saleId)")
-            .projection_expression("#s")
-            .expression_attribute_names("#s", "status")
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
-        for item in page.items.unwrap_or_default() {
-            let status = match item.get("status") {
-                Some(AttributeValue::S(s)) => s.clone(),
-                other => format!("{other:?}"),
-            };
-            *by_status.entry(status).or_insert(0) += 1;
-        }
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(by_status),
-        }
+    for item in items {
+        let status = match item.get("status") {
+            Some(AttributeValue::S(s)) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        *by_status.entry(status).or_insert(0) += 1;
     }
+    Ok(by_status)
 }
 
 /// [`ADMIN_HISTORY`] audit entries (pauses and resumes, as the console
