@@ -116,7 +116,8 @@ impl RedisPair {
 
     async fn killed(&mut self, down: Duration) -> String {
         self.primary.kill();
-        hold(down).await;
+        let port = self.primary.port;
+        hold_while(down, "the primary down", || refuses(port)).await;
         self.primary.restart().await;
         // Read from the server, not assumed: a node that found a snapshot
         // file in its directory loaded it (it once did: a shared `/tmp`).
@@ -133,7 +134,17 @@ impl RedisPair {
             .query_async(&mut self.primary.conn().await)
             .await
             .unwrap();
-        hold(age).await;
+        let primary = self.primary.conn().await;
+        hold_while(age, "the primary taking writes after the snapshot", || {
+            let mut primary = primary.clone();
+            async move {
+                redis::cmd("PING")
+                    .query_async::<String>(&mut primary)
+                    .await
+                    .is_ok()
+            }
+        })
+        .await;
         self.primary.restart_from_snapshot().await;
         let loaded = loaded_keys(&mut self.primary.conn().await).await;
         format!("SAVE, writes go on, SIGKILL, restarted from the snapshot ({loaded} keys)")
@@ -185,7 +196,11 @@ impl RedisPair {
             return "skipped: the replica did not catch up within 30 s".into();
         }
         self.link.blackhole().await;
-        hold(lag).await;
+        let link = self.link.port;
+        hold_while(lag, "the replica's link swallowed", || {
+            swallows(link, b"PING\r\n", PROBE_ANSWER)
+        })
+        .await;
         let (mut to_primary, mut to_replica) =
             (self.primary.conn().await, self.replica.conn().await);
         let ahead = offset(&replication(&mut to_primary).await)
@@ -331,20 +346,37 @@ impl Servers {
             Fault::RedisFromSnapshot => self.redis.restarted_from_snapshot(step.hold).await,
             Fault::EmulatorStopped => {
                 self.moto.signal("-STOP");
-                hold(step.hold).await;
+                let pid = self.moto.child.id().expect("moto_server is running");
+                // SIGSTOP lands at once; a process that is not stopped
+                // within seconds was never frozen.
+                assert!(
+                    eventually(Duration::from_secs(5), || async move { stopped(pid) }).await,
+                    "moto_server did not stop"
+                );
+                hold_while(
+                    step.hold,
+                    "the emulator frozen",
+                    || async move { stopped(pid) },
+                )
+                .await;
                 self.moto.signal("-CONT");
                 "SIGSTOP then SIGCONT (DynamoDB frozen; SQS is the strict layer's)".into()
             }
             Fault::AwsPartitioned => {
                 self.front.blackhole().await;
-                hold(step.hold).await;
+                let front = self.front.port;
+                hold_while(step.hold, "every AWS request swallowed", || {
+                    swallows(front, b"GET / HTTP/1.1\r\nhost: aws\r\n\r\n", PROBE_ANSWER)
+                })
+                .await;
                 self.front.down().await;
                 self.front.up().await;
                 "every AWS request swallowed".into()
             }
             Fault::AwsRefused => {
                 self.front.down().await;
-                hold(step.hold).await;
+                let front = self.front.port;
+                hold_while(step.hold, "every AWS connection refused", || refuses(front)).await;
                 self.front.up().await;
                 "every AWS connection refused, open ones cut".into()
             }
@@ -371,7 +403,10 @@ impl Servers {
             Fault::DuplicateDeliveries => {
                 let before = writer.resent.load(Ordering::SeqCst);
                 writer.duplicate.store(true, Ordering::SeqCst);
-                hold(step.hold).await;
+                hold_while(step.hold, "every record sent again", || async {
+                    writer.duplicate.load(Ordering::SeqCst)
+                })
+                .await;
                 writer.duplicate.store(false, Ordering::SeqCst);
                 format!(
                     "{} records sent again",
@@ -474,10 +509,83 @@ async fn until_planned(at: Instant) {
     tokio::time::sleep_until(at.into()).await;
 }
 
-/// Keeps a fault in place for its planned length. The schedule's hold is
-/// the fault itself (what a seed replays: the primary down, the replica cut
-/// off, the emulator frozen for this long), not a wait for something to
-/// happen, so it is a duration and not a poll.
-async fn hold(length: Duration) {
-    tokio::time::sleep(length).await;
+/// Keeps a fault in place for its planned length (what a seed replays: the
+/// primary down, the replica cut off, the emulator frozen for this long),
+/// polling all along that it is in place. A fault that lifts early (a
+/// process back, a proxy that answers) fails the run: its figures would
+/// hold a shorter fault than the time line says.
+async fn hold_while<F, Fut>(length: Duration, fault: &str, mut in_place: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let began = Instant::now();
+    let lifted = eventually(length, || {
+        let check = in_place();
+        async move { !check.await }
+    })
+    .await;
+    assert!(
+        !lifted,
+        "{fault}: lifted after {:?} of its {length:?}",
+        began.elapsed()
+    );
+}
+
+/// Nothing listens on `port` (a connection is refused).
+async fn refuses(port: u16) -> bool {
+    tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+}
+
+/// How long a held partition is given to answer a probe: a server on
+/// loopback answers long before, a partition never does (and the hold's
+/// end is checked at most this late).
+const PROBE_ANSWER: Duration = Duration::from_millis(200);
+
+/// `port` takes a connection and `request` but answers nothing `within`.
+async fn swallows(port: u16, request: &[u8], within: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    if stream.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    tokio::time::timeout(within, stream.read(&mut byte))
+        .await
+        .is_err()
+}
+
+/// The process is stopped (SIGSTOP): its state in `/proc` is `T`.
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+        })
+        .is_some_and(|state| state == "T" || state == "t")
+}
+
+/// The checks a hold polls tell a partition, a refusal and a working
+/// server apart, on a real `redis-server` behind the nemesis's own proxy.
+#[tokio::test]
+async fn a_holds_checks_tell_a_partition_a_refusal_and_a_server_apart() {
+    let redis = OwnRedis::start_with(&[]).await;
+    let mut proxy = Proxy::start(redis.port).await;
+    let ping = b"PING\r\n";
+    // A server answers: generously timed, a slow machine is not a partition.
+    assert!(!swallows(proxy.port, ping, Duration::from_secs(30)).await);
+    assert!(!refuses(proxy.port).await);
+    proxy.blackhole().await;
+    assert!(swallows(proxy.port, ping, PROBE_ANSWER).await);
+    assert!(!refuses(proxy.port).await);
+    proxy.down().await;
+    assert!(refuses(proxy.port).await);
+    assert!(!swallows(proxy.port, ping, PROBE_ANSWER).await);
+    proxy.up().await;
+    assert!(!swallows(proxy.port, ping, Duration::from_secs(30)).await);
 }
