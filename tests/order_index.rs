@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use seckill_shared::adapters::dynamo::order_index::{
     SALE_BUCKETS, bucket_key, bucket_of, order_item,
 };
-use seckill_shared::adapters::dynamo::orders::{DynamoOrders, is_order_item};
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::app::jobs::JobError;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
@@ -92,17 +92,7 @@ async fn raw_orders(app: &App) -> Vec<Item> {
     )
     .await;
     let db = seckill_shared::adapters::aws::dynamodb(&sdk);
-    let items: Vec<_> = db
-        .scan()
-        .table_name(&app.config.orders_table)
-        .consistent_read(true)
-        .into_paginator()
-        .items()
-        .send()
-        .collect::<Result<_, _>>()
-        .await
-        .unwrap();
-    items.into_iter().filter(is_order_item).collect()
+    seckill_tests::order_items(&db, &app.config.orders_table).await
 }
 
 fn s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {

@@ -620,21 +620,9 @@ impl App {
 
     /// Every order item of this test's table, by order id.
     pub async fn orders(&self) -> HashMap<String, seckill_shared::domain::orders::Order> {
-        let items: Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> = self
-            .db
-            .scan()
-            .table_name(&self.config.orders_table)
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<_, _>>()
+        order_items(&self.db, &self.config.orders_table)
             .await
-            .unwrap();
-        // The table also holds one ledger record per buyer.
-        items
             .iter()
-            .filter(|i| seckill_shared::adapters::dynamo::orders::is_order_item(i))
             .map(|item| {
                 let order =
                     seckill_shared::adapters::dynamo::orders::order_from_item(item).unwrap();
@@ -655,6 +643,28 @@ impl App {
     pub async fn queue_depth(&self) -> u64 {
         self.depth_of(&self.queue_url).await
     }
+}
+
+/// Every order item of an orders table as stored, read consistently; the
+/// ledger record the table also holds per buyer is left out.
+pub async fn order_items(
+    db: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    let items: Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> = db
+        .scan()
+        .table_name(table)
+        .consistent_read(true)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .unwrap();
+    items
+        .into_iter()
+        .filter(seckill_shared::adapters::dynamo::orders::is_order_item)
+        .collect()
 }
 
 /// Deletes every key of one group (a sale, or one shard of it), as a
