@@ -5,7 +5,6 @@
 #
 #   infra/stack.sh run     # make run:  services + seckill-local up on 127.0.0.1:3000
 #   infra/stack.sh test    # make test: fmt, clippy, cfn-lint, sam validate, checkov, cargo test
-#   infra/stack.sh suite FILTER...  # part of the suite (cargo test filters) against its own services
 #   infra/stack.sh bench   # make bench
 #   infra/stack.sh fairness  # make fairness: the bench's fairness table alone
 #   infra/stack.sh nemesis # make nemesis: seeded real faults under a workload, then the checker
@@ -389,21 +388,6 @@ cmd_test() {
   cmd_sam_local debug
 }
 
-# Part of the suite against services of its own (`infra/stack.sh suite
-# ledger:: orders::`): the same services and settings as make test's suite
-# phase, the filters and flags passed to the test binary. browser:: needs
-# Chromium, which this installs when a filter names it.
-cmd_suite() {
-  if printf '%s\n' "$@" | grep -q '^browser'; then ensure_tools --browser; else ensure_tools; fi
-  cargo build -p seckill-infra --bin seckill-local
-  STRICT_BIN="$CARGO_TARGET_DIR/debug/seckill-local"
-  export STRICT_SQS_COUNT_LAG_SECONDS="${STRICT_SQS_COUNT_LAG_SECONDS:-0}"
-  start_services "$(free_port)" "$(free_port)"
-  start_cluster
-  export SAM_CLI="$VENV/bin/sam" MOTO_SERVER="$VENV/bin/moto_server"
-  RUST_BACKTRACE=0 cargo test --workspace -- "$@"
-}
-
 # The chaos scenarios at full size, one at a time so each prints its figures
 # in one piece. (`make test` runs the same scenarios in their short form.)
 cmd_chaos() {
@@ -705,7 +689,6 @@ case "${1:-}" in
   bench) shift; cmd_bench "$@" ;;
   fairness) shift; cmd_fairness "$@" ;;
   chaos) shift; cmd_chaos "$@" ;;
-  suite) shift; cmd_suite "$@" ;;
   nemesis) shift; cmd_nemesis "$@" ;;
   simulate) shift; cmd_simulate "$@" ;;
   build) shift; cmd_build "$@" ;;
@@ -714,5 +697,5 @@ case "${1:-}" in
   check-deploy) shift; check_deploy_overrides "$@" ;;
   bounded) shift; bounded "$@" ;;
   pages) shift; cmd_pages "$@" ;;
-  *) echo "usage: $0 run|test|suite|bench|fairness|chaos|nemesis|simulate|build|sam-local|deploy|check-deploy|pages" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench|fairness|chaos|nemesis|simulate|build|sam-local|deploy|check-deploy|pages" >&2; exit 2 ;;
 esac
