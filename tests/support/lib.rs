@@ -599,6 +599,16 @@ impl App {
 
     /// `available` and `sold` of the sale item.
     pub async fn sale_counters(&self, sale: &str) -> (i64, i64) {
+        self.try_sale_counters(sale).await.unwrap()
+    }
+
+    /// [`App::sale_counters`] for a poll: a read the busy emulator did not
+    /// answer within the client's timeout is an error to try again, not a
+    /// verdict (a wrong item still panics).
+    pub async fn try_sale_counters(
+        &self,
+        sale: &str,
+    ) -> Result<(i64, i64), aws_sdk_dynamodb::error::SdkError<impl std::error::Error>> {
         use aws_sdk_dynamodb::types::AttributeValue;
         let item = self
             .db
@@ -607,15 +617,14 @@ impl App {
             .key("saleId", AttributeValue::S(sale.into()))
             .consistent_read(true)
             .send()
-            .await
-            .unwrap()
+            .await?
             .item
             .unwrap();
         let n = |name: &str| match item.get(name) {
             Some(AttributeValue::N(v)) => v.parse::<i64>().unwrap(),
             other => panic!("{name}: {other:?}"),
         };
-        (n("available"), n("sold"))
+        Ok((n("available"), n("sold")))
     }
 
     /// Every order item of this test's table, by order id.
@@ -633,10 +642,16 @@ impl App {
 
     /// Visible plus in-flight messages of a queue.
     pub async fn depth_of(&self, queue_url: &str) -> u64 {
+        self.try_depth_of(queue_url).await.unwrap()
+    }
+
+    /// [`App::depth_of`] for a poll: a count the busy emulator did not
+    /// answer in time is tried again, not a verdict.
+    pub async fn try_depth_of(&self, queue_url: &str) -> Option<u64> {
         let depth = seckill_shared::adapters::sqs::depth(&self.sqs, queue_url)
             .await
-            .unwrap();
-        depth.visible + depth.in_flight
+            .ok()?;
+        Some(depth.visible + depth.in_flight)
     }
 
     /// Messages on the queue, visible or not, by the queue's own count.
@@ -837,6 +852,73 @@ where
                 "too slow a machine, not stuck: {now_at} of {target} after {cap:?}, still moving"
             ));
         }
+    }
+}
+
+/// [`until_reached`] for a wait many pollers share, each polling its own
+/// part (one ticket each, say): whoever sees the whole move calls
+/// [`StallWatch::observe`] with the count, and each poller asks
+/// [`StallWatch::verdict`] whether to go on. Slow is not wrong: a poller
+/// gives up only when the shared count has not moved for `stall`, or after
+/// `cap` in all.
+pub struct StallWatch {
+    started: std::time::Instant,
+    stall: Duration,
+    cap: Duration,
+    /// The highest count seen, and when it last grew.
+    seen: std::sync::Mutex<(u64, std::time::Instant)>,
+    /// When a poller last took the turn to read the shared count.
+    read_at: std::sync::Mutex<std::time::Instant>,
+}
+
+impl StallWatch {
+    pub fn new(stall: Duration, cap: Duration) -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            started: now,
+            stall,
+            cap,
+            seen: std::sync::Mutex::new((0, now)),
+            read_at: std::sync::Mutex::new(now),
+        }
+    }
+
+    /// Records the shared count; a higher one restarts the stall clock.
+    pub fn observe(&self, count: u64) {
+        let mut seen = self.seen.lock().unwrap();
+        if count > seen.0 {
+            *seen = (count, std::time::Instant::now());
+        }
+    }
+
+    /// Whether the caller takes the turn to read the shared count: true for
+    /// one caller every `every`, so many pollers read it as seldom as one.
+    pub fn turn_to_read(&self, every: Duration) -> bool {
+        let mut read_at = self.read_at.lock().unwrap();
+        if read_at.elapsed() < every {
+            return false;
+        }
+        *read_at = std::time::Instant::now();
+        true
+    }
+
+    /// `Err` saying stuck or too slow, with the count reached; `Ok` to go on.
+    pub fn verdict(&self) -> Result<(), String> {
+        let (count, moved_at) = *self.seen.lock().unwrap();
+        if moved_at.elapsed() >= self.stall {
+            return Err(format!(
+                "stuck, not slow: {count} after {:?}, none more in the last {:?}",
+                self.started.elapsed(),
+                self.stall
+            ));
+        }
+        if self.started.elapsed() >= self.cap {
+            return Err(format!(
+                "too slow a machine, not stuck: {count} after {:?}, still moving",
+                self.cap
+            ));
+        }
+        Ok(())
     }
 }
 
