@@ -138,7 +138,7 @@ fn a_sharded_sale_sells_exactly_through_a_tls_cluster_with_auth() {
             let password = cluster_password();
             // ElastiCache's create mode: 3 shards, 1 replica each (the
             // replicas prove replication over TLS with `masterauth`).
-            let cluster = TlsCluster::start(&ca, &password, 3, 1);
+            let cluster = TlsCluster::start(&ca, &password, 3, 1).await;
             let pw = encode(&password);
             let seed = cluster.ports[0];
             let url = format!("rediss://:{pw}@{CLUSTER_HOSTNAME}:{seed}?cluster=true");
@@ -351,7 +351,7 @@ fn the_tls_cluster_refuses_a_wrong_password_and_names_its_certificate_lacks() {
         "cluster_tls::the_tls_cluster_refuses_a_wrong_password_and_names_its_certificate_lacks",
         |ca| async move {
             let password = cluster_password();
-            let cluster = TlsCluster::start(&ca, &password, 3, 0);
+            let cluster = TlsCluster::start(&ca, &password, 3, 0).await;
             let (pw, seed) = (encode(&password), cluster.ports[0]);
             let sale = live_sale(1, 1).sale_id;
             let timeout = Duration::from_millis(500);

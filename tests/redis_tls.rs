@@ -1,7 +1,7 @@
 //! Redis AUTH and TLS (`rediss://`), as ElastiCache with in-transit
 //! encryption and an AUTH token needs them, against a `redis-server` each
 //! test starts itself ([`seckill_tests::tls`]): a throwaway CA and server
-//! certificate made with the `openssl` CLI, a TLS port (and a plain one, for
+//! certificate made with `rcgen`, a TLS port (and a plain one, for
 //! `redis://` with AUTH), `requirepass`, no persistence. A test that must
 //! trust the CA runs in a child process whose `SSL_CERT_FILE` is that CA
 //! ([`with_trusted_ca`]), the trust path production uses.
@@ -32,7 +32,7 @@ fn rediss_with_auth_sells_through_the_store() {
         "redis_tls::rediss_with_auth_sells_through_the_store",
         |ca| async move {
             let password = server_password();
-            let server = TlsRedis::start(&ca, &password);
+            let server = TlsRedis::start(&ca, &password).await;
             let pw = encode(&password);
             let urls = [
                 // ElastiCache's form: the `default` user and the AUTH token.
@@ -82,7 +82,7 @@ fn a_wrong_password_is_a_clear_503_that_does_not_echo_it() {
         "redis_tls::a_wrong_password_is_a_clear_503_that_does_not_echo_it",
         |ca| async move {
             let password = server_password();
-            let server = TlsRedis::start(&ca, &password);
+            let server = TlsRedis::start(&ca, &password).await;
             let wrong = format!("wrong:p@ss/{}", unique("w"));
             let sale = SaleId::parse(&unique("s")).unwrap();
             let cases = [
@@ -132,7 +132,7 @@ async fn plain_redis_to_the_tls_port_fails_fast() {
     let dir = Scratch::new("ca");
     let ca = TestCa::create(&dir.0);
     let password = server_password();
-    let server = TlsRedis::start(&ca, &password);
+    let server = TlsRedis::start(&ca, &password).await;
     let url = format!(
         "redis://:{}@127.0.0.1:{}",
         encode(&password),
@@ -163,7 +163,7 @@ async fn an_untrusted_certificate_is_refused() {
     let dir = Scratch::new("ca");
     let ca = TestCa::create(&dir.0);
     let password = server_password();
-    let server = TlsRedis::start(&ca, &password);
+    let server = TlsRedis::start(&ca, &password).await;
     let url = format!(
         "rediss://default:{}@localhost:{}",
         encode(&password),
@@ -252,7 +252,7 @@ fn secrets_never_reach_logs_or_error_bodies() {
             tracing::subscriber::set_global_default(subscriber).unwrap();
 
             let password = server_password();
-            let server = TlsRedis::start(&ca, &password);
+            let server = TlsRedis::start(&ca, &password).await;
             let wrong = format!("wrong-redis-pw-{}", unique("w"));
             let gate_secret = format!("gate-secret-{}", unique("g"));
             let jwt_secret = format!("jwt-secret-{}", unique("j"));

@@ -26,9 +26,7 @@ use seckill_shared::clock;
 use seckill_shared::config::{Config, SecretArns};
 use seckill_shared::wire::WireError;
 use seckill_tests::unique;
-use seckill_tests::{
-    App, Captured, LocalStack, Reply, eventually, free_port, live_sale, purchase_event,
-};
+use seckill_tests::{App, Captured, LocalStack, RedisServer, Reply, live_sale, purchase_event};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -44,58 +42,18 @@ use cfn::{root, template_json};
 
 /// A `redis-server` of this test's own with `requirepass`, killed on drop.
 struct AuthRedis {
-    child: std::process::Child,
     /// Without the password: what the template gives the functions.
     url: String,
+    _server: RedisServer,
 }
 
 impl AuthRedis {
     async fn start(password: &str) -> AuthRedis {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--requirepass", password])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is on PATH");
-            let authed = format!("redis://:{password}@127.0.0.1:{port}");
-            let up = eventually(Duration::from_secs(10), || {
-                let authed = authed.clone();
-                async move {
-                    let Ok(client) = redis::Client::open(authed.as_str()) else {
-                        return false;
-                    };
-                    match client.get_multiplexed_async_connection().await {
-                        Ok(mut conn) => redis::cmd("PING")
-                            .query_async::<String>(&mut conn)
-                            .await
-                            .is_ok(),
-                        Err(_) => false,
-                    }
-                }
-            })
-            .await;
-            if up {
-                return AuthRedis {
-                    child,
-                    url: format!("redis://127.0.0.1:{port}"),
-                };
-            }
-            // The port was taken in the meantime: another one.
-            let _ = child.kill();
-            let _ = child.wait();
+        let server = RedisServer::builder().password(password).spawn().await;
+        AuthRedis {
+            url: server.url(),
+            _server: server,
         }
-        panic!("redis-server with requirepass did not start");
-    }
-}
-
-impl Drop for AuthRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -1,20 +1,15 @@
 //! The processes a scenario breaks: a `redis-server`, a `moto_server` and
 //! a TCP proxy of its own, on free loopback ports; and `INFO replication`.
+//! (The `redis-server` is the test support's one starter, [`RedisServer`].)
 
 use super::*;
 
-/// A `redis-server` of the scenario's own, so it can be killed and paused.
+/// A `redis-server` of the scenario's own ([`RedisServer`]: its own
+/// directory, so a restart meant to be empty loads no snapshot another
+/// node left), so it can be killed, restarted on the same port, promoted.
 pub(crate) struct OwnRedis {
     pub(crate) port: u16,
-    /// Extra `redis-server` arguments (a replica's `--replicaof`), kept for
-    /// a restart.
-    pub(crate) args: Vec<String>,
-    /// Its working directory, its own: a node started in a shared one
-    /// loads whatever `dump.rdb` another left there (a replica's full sync
-    /// onto a non-empty dataset writes one), so a restart meant to be
-    /// empty brought back another node's older data.
-    pub(crate) dir: std::path::PathBuf,
-    pub(crate) child: Option<std::process::Child>,
+    server: RedisServer,
 }
 
 impl OwnRedis {
@@ -22,106 +17,28 @@ impl OwnRedis {
         Self::start_with(&[]).await
     }
 
+    /// With extra `redis-server` arguments (a replica's `--replicaof`),
+    /// kept for a restart.
     pub(crate) async fn start_with(args: &[&str]) -> OwnRedis {
-        let dir = std::env::temp_dir().join(unique("redis-node"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut redis = OwnRedis {
-            port: free_port_to_keep(),
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-            dir,
-            child: None,
-        };
-        redis.spawn().await;
-        redis
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    pub(crate) async fn spawn(&mut self) {
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            // A replica's full sync onto a non-empty dataset goes through a
-            // file; it is deleted once loaded, as nothing else persists.
-            .args(["--rdb-del-sync-files", "yes"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(&self.args)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (make test installs it)");
-        self.child = Some(child);
-        let url = self.url();
-        let up = eventually(Duration::from_secs(10), || {
-            let url = url.clone();
-            async move {
-                match redis::Client::open(url) {
-                    Ok(c) => c.get_multiplexed_async_connection().await.is_ok(),
-                    Err(_) => false,
-                }
-            }
-        })
-        .await;
-        assert!(up, "redis-server did not start on {}", self.port);
-    }
-
-    /// SIGKILL: no shutdown, no save; everything it held is gone.
-    pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
+        let server = RedisServer::builder().args(args).spawn().await;
+        OwnRedis {
+            port: server.port(),
+            server,
         }
-    }
-
-    /// `REPLICAOF NO ONE`: a replica made a primary, and one still when
-    /// restarted (its `--replicaof` dropped, as a failover rewrites the
-    /// node's configuration).
-    pub(crate) async fn promote(&mut self) {
-        let _: () = redis::cmd("REPLICAOF")
-            .arg("NO")
-            .arg("ONE")
-            .query_async(&mut self.conn().await)
-            .await
-            .unwrap();
-        if let Some(at) = self.args.iter().position(|a| a == "--replicaof") {
-            self.args.drain(at..(at + 3).min(self.args.len()));
-        }
-    }
-
-    /// Starts again, empty, on the same port.
-    pub(crate) async fn restart(&mut self) {
-        self.kill();
-        self.forget_snapshot();
-        self.spawn().await;
-    }
-
-    /// Starts again on the same port from the snapshot a `SAVE` wrote.
-    pub(crate) async fn restart_from_snapshot(&mut self) {
-        self.kill();
-        self.spawn().await;
-        self.forget_snapshot();
-    }
-
-    /// Its `dump.rdb` gone, so the next start is empty.
-    pub(crate) fn forget_snapshot(&self) {
-        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
-    }
-
-    pub(crate) async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
     }
 }
 
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+impl std::ops::Deref for OwnRedis {
+    type Target = RedisServer;
+
+    fn deref(&self) -> &RedisServer {
+        &self.server
+    }
+}
+
+impl std::ops::DerefMut for OwnRedis {
+    fn deref_mut(&mut self) -> &mut RedisServer {
+        &mut self.server
     }
 }
 

@@ -3,53 +3,25 @@
 //! what the scale tests read to prove that no single command does work
 //! that grows with the sale.
 
-use crate::{eventually, free_port};
-use std::process::{Child, Command, Stdio};
+use crate::RedisServer;
 use std::time::Duration;
 
 /// A `redis-server` of this test's own, killed on drop.
 pub struct OwnRedis {
-    child: Child,
     pub url: String,
+    _server: RedisServer,
 }
 
 impl OwnRedis {
     pub async fn start() -> OwnRedis {
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(["--maxmemory-policy", "noeviction"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is on PATH");
-            let url = format!("redis://127.0.0.1:{port}");
-            let up = eventually(Duration::from_secs(10), || {
-                let url = url.clone();
-                async move {
-                    let Ok(client) = redis::Client::open(url.as_str()) else {
-                        return false;
-                    };
-                    match client.get_multiplexed_async_connection().await {
-                        Ok(mut conn) => redis::cmd("PING")
-                            .query_async::<String>(&mut conn)
-                            .await
-                            .is_ok(),
-                        Err(_) => false,
-                    }
-                }
-            })
+        let server = RedisServer::builder()
+            .args(["--maxmemory-policy", "noeviction"])
+            .spawn()
             .await;
-            if up {
-                return OwnRedis { child, url };
-            }
-            // The port was taken in the meantime: another one.
-            let _ = child.kill();
-            let _ = child.wait();
+        OwnRedis {
+            url: server.url(),
+            _server: server,
         }
-        panic!("redis-server did not start");
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
@@ -69,13 +41,6 @@ pub async fn patient(url: &str) -> redis::aio::MultiplexedConnection {
         .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap()
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// One entry of `SLOWLOG GET`: how long it took (µs) and what it was.

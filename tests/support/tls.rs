@@ -1,8 +1,9 @@
 //! TLS fixtures for the tests that talk `rediss://`: a throwaway CA and
-//! server certificates made with the `openssl` CLI, a single TLS
-//! `redis-server` ([`TlsRedis`]) and a TLS Redis Cluster ([`TlsCluster`]),
-//! each killed when its guard drops, and [`with_trusted_ca`], which runs a
-//! test's body in a child process that trusts the CA.
+//! server certificates made with `rcgen` ([`TestCa`], PEM files as
+//! `redis-server`'s TLS options read them), a single TLS `redis-server`
+//! ([`TlsRedis`]) and a TLS Redis Cluster ([`TlsCluster`]), both
+//! [`RedisServer`]s killed when their guard drops, and [`with_trusted_ca`],
+//! which runs a test's body in a child process that trusts the CA.
 //!
 //! Production verifies the server against the system roots
 //! (rustls-native-certs), which honours `SSL_CERT_FILE`. Environment
@@ -15,11 +16,15 @@
 //! A redis-server built without TLS refuses `--tls-port` and never gets
 //! ready: the fixtures then panic with its log, they never skip.
 
-use crate::{free_port, unique};
+pub use crate::processes::{Scratch, free_cluster_port};
+use crate::{RedisServer, TlsFiles, unique};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
 use std::future::Future;
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Set in the child process: the directory of the CA it trusts.
@@ -53,69 +58,44 @@ pub fn assert_hidden(text: &str, secrets: &[&str], what: &str) {
     }
 }
 
-/// A scratch directory under the system's temporary directory, removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(prefix: &str) -> Scratch {
-        let dir = std::env::temp_dir()
-            .join("seckill-tls-tests")
-            .join(unique(prefix));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
+/// Valid from a minute ago for two days: made for one run.
+fn for_one_run(params: &mut CertificateParams) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(1);
+    params.not_after = now + time::Duration::days(2);
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn named(common_name: &str) -> DistinguishedName {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, common_name);
+    name
 }
 
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl CLI is on PATH");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The CA's name and what it may sign: its certificate is made from
+/// them, and so is the issuer that signs with its key (the issued
+/// certificates name it, and their key identifier is its key's).
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = named("seckill throwaway test CA");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params
 }
 
-/// A throwaway CA: `ca.crt` and `ca.key` in `dir`.
+/// A throwaway CA: `ca.crt` and `ca.key` (PEM, an ECDSA P-256 key) in
+/// `dir`. A child process of [`with_trusted_ca`] finds it by its directory.
 pub struct TestCa {
     dir: PathBuf,
 }
 
 impl TestCa {
     pub fn create(dir: &Path) -> TestCa {
-        openssl(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=seckill throwaway test CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ],
-            dir,
-        );
+        let key = KeyPair::generate().unwrap();
+        let mut params = ca_params();
+        for_one_run(&mut params);
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("ca.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.join("ca.key"), key.serialize_pem()).unwrap();
         TestCa {
             dir: dir.to_owned(),
         }
@@ -128,123 +108,67 @@ impl TestCa {
     /// A server certificate for `localhost` and `127.0.0.1`, signed by this
     /// CA, written to `dir` as `server.crt` and `server.key`.
     pub fn issue(&self, dir: &Path) {
-        self.issue_for(dir, "IP:127.0.0.1,DNS:localhost", "serverAuth");
+        self.issue_for(
+            dir,
+            &["127.0.0.1", "localhost"],
+            &[ExtendedKeyUsagePurpose::ServerAuth],
+        );
     }
 
-    /// A certificate whose subjectAltName is `names` (openssl's syntax,
-    /// `DNS:a,IP:b`) and extendedKeyUsage `usage`, written to `dir` as
-    /// `server.crt` and `server.key`.
-    pub fn issue_for(&self, dir: &Path, names: &str, usage: &str) {
-        std::fs::write(
-            dir.join("server.ext"),
-            format!(
-                "subjectAltName={names}\nbasicConstraints=CA:FALSE\n\
-                 keyUsage=critical,digitalSignature\nextendedKeyUsage={usage}\n"
-            ),
-        )
-        .unwrap();
-        openssl(
-            &[
-                "req",
-                "-new",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=localhost",
-            ],
-            dir,
-        );
-        let (ca_crt, ca_key) = (self.cert(), self.dir.join("ca.key"));
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                ca_crt.to_str().unwrap(),
-                "-CAkey",
-                ca_key.to_str().unwrap(),
-                "-CAcreateserial",
-                "-CAserial",
-                "ca.srl",
-                "-out",
-                "server.crt",
-                "-days",
-                "2",
-                "-extfile",
-                "server.ext",
-            ],
-            dir,
-        );
+    /// A certificate whose subjectAltNames are `names` (an IP address or a
+    /// DNS name each) and whose extended key usages are `usages`, signed by
+    /// this CA, written to `dir` as `server.crt` and `server.key`.
+    pub fn issue_for(&self, dir: &Path, names: &[&str], usages: &[ExtendedKeyUsagePurpose]) {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name = named("localhost");
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = usages.to_vec();
+        params.use_authority_key_identifier_extension = true;
+        for_one_run(&mut params);
+        let ca_key = std::fs::read_to_string(self.dir.join("ca.key")).unwrap();
+        let issuer = Issuer::new(ca_params(), KeyPair::from_pem(&ca_key).unwrap());
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    }
+
+    /// The files of a server whose certificate [`issue`](Self::issue) or
+    /// [`issue_for`](Self::issue_for) wrote to `dir`.
+    fn files(&self, dir: &Path) -> TlsFiles {
+        TlsFiles {
+            cert: dir.join("server.crt"),
+            key: dir.join("server.key"),
+            ca: self.cert(),
+        }
     }
 }
 
 /// A `redis-server` with TLS and `requirepass`, killed on drop.
 pub struct TlsRedis {
-    child: Child,
     pub tls_port: u16,
     pub plain_port: u16,
-    _dir: Scratch,
+    _server: RedisServer,
+    _certs: Scratch,
 }
 
 impl TlsRedis {
-    pub fn start(ca: &TestCa, password: &str) -> TlsRedis {
-        let dir = Scratch::new("srv");
-        ca.issue(&dir.0);
-        let log_path = dir.0.join("redis.log");
-        for _attempt in 0..5 {
-            let (plain_port, tls_port) = (free_port(), free_port());
-            let log = std::fs::File::create(&log_path).unwrap();
-            let mut child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", &plain_port.to_string()])
-                .args(["--tls-port", &tls_port.to_string()])
-                .args([
-                    "--tls-cert-file",
-                    "server.crt",
-                    "--tls-key-file",
-                    "server.key",
-                ])
-                .arg("--tls-ca-cert-file")
-                .arg(ca.cert())
-                .args(["--tls-auth-clients", "no", "--requirepass", password])
-                .args(["--save", "", "--appendonly", "no", "--dir", "."])
-                .current_dir(&dir.0)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(log)
-                .spawn()
-                .expect("redis-server is on PATH");
-            if wait_ready(&mut child, &log_path, Duration::from_secs(10)) {
-                return TlsRedis {
-                    child,
-                    tls_port,
-                    plain_port,
-                    _dir: dir,
-                };
-            }
-            // Most likely a port taken between `free_port` and the bind: retry.
-            let _ = child.kill();
-            let _ = child.wait();
+    pub async fn start(ca: &TestCa, password: &str) -> TlsRedis {
+        let certs = Scratch::new("srv");
+        ca.issue(&certs.0);
+        let server = RedisServer::builder()
+            .tls(ca.files(&certs.0))
+            .password(password)
+            .spawn()
+            .await;
+        TlsRedis {
+            tls_port: server.tls_port(),
+            plain_port: server.port(),
+            _server: server,
+            _certs: certs,
         }
-        panic!(
-            "redis-server did not start with TLS:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for TlsRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -259,14 +183,15 @@ pub const CLUSTER_HOSTNAME: &str = "localhost";
 /// so `CLUSTER SLOTS` and `MOVED` name a host the client must verify the
 /// certificate against (whose only name is that host: no IP). Killed on drop.
 pub struct TlsCluster {
-    nodes: Vec<Child>,
+    nodes: Vec<RedisServer>,
     /// Every node's TLS port (redis-cli chose which are masters); any of
     /// them is a seed.
     pub ports: Vec<u16>,
     masters: usize,
     ca: PathBuf,
     password: String,
-    dir: Scratch,
+    /// The nodes' certificate and key.
+    certs: Scratch,
 }
 
 impl TlsCluster {
@@ -274,14 +199,17 @@ impl TlsCluster {
     /// `redis-cli --tls --cluster create` and waited for until every node
     /// sees every other with its hostname, every slot is served, and every
     /// replica is in sync.
-    pub fn start(ca: &TestCa, password: &str, masters: usize, replicas: usize) -> TlsCluster {
-        let dir = Scratch::new("cluster");
+    pub async fn start(ca: &TestCa, password: &str, masters: usize, replicas: usize) -> TlsCluster {
+        let certs = Scratch::new("cluster");
         // A node presents it on the cluster bus as a client too, where the
         // other node always asks for one (whatever `tls-auth-clients` says).
         ca.issue_for(
-            &dir.0,
-            &format!("DNS:{CLUSTER_HOSTNAME}"),
-            "serverAuth,clientAuth",
+            &certs.0,
+            &[CLUSTER_HOSTNAME],
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
         );
         let mut cluster = TlsCluster {
             nodes: Vec::new(),
@@ -289,10 +217,25 @@ impl TlsCluster {
             masters,
             ca: ca.cert(),
             password: password.to_owned(),
-            dir,
+            certs,
         };
         for _ in 0..masters * (1 + replicas) {
-            cluster.start_node();
+            // ElastiCache asks no client certificate; the nodes still
+            // verify each other's server certificate against the CA.
+            let node = RedisServer::builder()
+                .tls_only(ca.files(&cluster.certs.0))
+                .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                .cluster()
+                .args(["--cluster-node-timeout", "5000"])
+                .args(["--cluster-announce-hostname", CLUSTER_HOSTNAME])
+                .args(["--cluster-preferred-endpoint-type", "hostname"])
+                .password(password)
+                .args(["--masterauth", password])
+                .args(["--maxmemory-policy", "noeviction"])
+                .spawn()
+                .await;
+            cluster.ports.push(node.tls_port());
+            cluster.nodes.push(node);
         }
         let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
         for port in &cluster.ports {
@@ -308,59 +251,6 @@ impl TlsCluster {
         );
         cluster.wait_formed(Duration::from_secs(60));
         cluster
-    }
-
-    /// One node on a free port whose bus port (port + 10000) is free too.
-    fn start_node(&mut self) {
-        let ssl = self.dir.0.clone();
-        for _attempt in 0..5 {
-            let port = free_cluster_port();
-            let dir = self.dir.0.join(port.to_string());
-            std::fs::create_dir_all(&dir).unwrap();
-            let log_path = dir.join("redis.log");
-            let log = std::fs::File::create(&log_path).unwrap();
-            let mut child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", "0"])
-                .args(["--tls-port", &port.to_string()])
-                .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
-                .arg("--tls-cert-file")
-                .arg(ssl.join("server.crt"))
-                .arg("--tls-key-file")
-                .arg(ssl.join("server.key"))
-                .arg("--tls-ca-cert-file")
-                .arg(&self.ca)
-                // ElastiCache asks no client certificate; the nodes still
-                // verify each other's server certificate against the CA.
-                .args(["--tls-auth-clients", "no"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", "5000"])
-                .args(["--cluster-announce-hostname", CLUSTER_HOSTNAME])
-                .args(["--cluster-preferred-endpoint-type", "hostname"])
-                .args(["--requirepass", &self.password])
-                .args(["--masterauth", &self.password])
-                .args(["--maxmemory-policy", "noeviction"])
-                .args(["--save", "", "--appendonly", "no", "--dir", "."])
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(log)
-                .spawn()
-                .expect("redis-server is on PATH");
-            if wait_ready(&mut child, &log_path, Duration::from_secs(10)) {
-                self.nodes.push(child);
-                self.ports.push(port);
-                return;
-            }
-            // Most likely a port taken since `free_cluster_port`: retry.
-            let _ = child.kill();
-            let _ = child.wait();
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if !log.contains("Address already in use") {
-                panic!("redis-server did not start as a TLS cluster node:\n{log}");
-            }
-        }
-        panic!("no free port pair for a cluster node in 5 tries");
     }
 
     /// `redis-cli` over TLS with this cluster's CA and password (from the
@@ -450,70 +340,11 @@ impl TlsCluster {
 
     /// Every node's log, for a failure message.
     fn logs(&self) -> String {
-        self.ports
+        self.nodes
             .iter()
-            .map(|port| {
-                let log = self.dir.0.join(port.to_string()).join("redis.log");
-                format!(
-                    "--- node {port}\n{}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                )
-            })
+            .map(|node| format!("--- node {}\n{}", node.tls_port(), node.log()))
             .collect()
     }
-}
-
-impl Drop for TlsCluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            let _ = node.kill();
-        }
-        for node in &mut self.nodes {
-            let _ = node.wait();
-        }
-    }
-}
-
-/// A loopback port whose cluster bus port (port + 10000) was free a moment
-/// ago too, both below 65536.
-pub fn free_cluster_port() -> u16 {
-    loop {
-        let port = free_port();
-        let Some(bus) = port.checked_add(10_000) else {
-            continue;
-        };
-        if std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
-            return port;
-        }
-    }
-}
-
-/// Waits for the server's own "Ready to accept connections" (logged once
-/// its listeners are bound); false if it exits first or `within` passes.
-/// Its log is copied to `log_path` as it comes.
-fn wait_ready(child: &mut Child, log_path: &Path, within: Duration) -> bool {
-    let Some(out) = child.stdout.take() else {
-        return false;
-    };
-    let (ready, told) = std::sync::mpsc::channel();
-    let log_path = log_path.to_owned();
-    // Reads until the server exits (the pipe closes, dropping the sender),
-    // so a full pipe never blocks it.
-    std::thread::spawn(move || {
-        let mut log = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&log_path)
-            .ok();
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(log) = log.as_mut() {
-                let _ = writeln!(log, "{line}");
-            }
-            if line.contains("Ready to accept connections") {
-                let _ = ready.send(());
-            }
-        }
-    });
-    told.recv_timeout(within).is_ok()
 }
 
 /// Runs `body` in a child process (this test binary, this one test) whose
