@@ -137,3 +137,34 @@ fn only_the_wiring_room_names_an_adapter_outside_the_adapters() {
     );
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// An adapter implements its ports itself: no method of an adapter hands a
+/// port's call over to an inherent method of the same type
+/// (`RedisStock::load_sale(self, ..)`), which is how a port grows a second,
+/// forwarding copy of every signature.
+#[test]
+fn the_adapters_implement_their_ports_without_forwarding() {
+    let mut found = Vec::new();
+    for file in sources(&root().join("shared/src/adapters")) {
+        for (n, line) in code_lines(&file) {
+            let forwards = line.match_indices("(self").any(|(at, _)| {
+                let before = &line[..at];
+                let path = before
+                    .rsplit(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("");
+                let mut parts = path.rsplitn(2, "::");
+                let (method, owner) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                let owner = owner.rsplit("::").next().unwrap_or("");
+                owner.starts_with(|c: char| c.is_ascii_uppercase())
+                    && method.starts_with(|c: char| c.is_ascii_lowercase())
+                    && matches!(line[at + 5..].chars().next(), Some(',' | ')'))
+            });
+            if forwards {
+                let shown = file.strip_prefix(root()).unwrap_or(&file).display();
+                found.push(format!("{shown}:{n} forwards: {}", line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

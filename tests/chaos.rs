@@ -22,7 +22,7 @@ use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
 use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{OrderId, Sale};
-use seckill_shared::ports::OrderStore;
+use seckill_shared::ports::{CatalogAdmin, OrderLedger, OrderStore};
 use seckill_tests::*;
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;

@@ -17,6 +17,7 @@
 use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
+use seckill_shared::ports::StockReading;
 use seckill_shared::ports::StoreError;
 use seckill_tests::tls::{
     CLUSTER_HOSTNAME, TlsCluster, assert_hidden, encode, server_password, with_trusted_ca,

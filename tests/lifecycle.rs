@@ -6,7 +6,7 @@ use seckill_infra::token::TokenSettings;
 use seckill_shared::app::jobs::PrewarmOutcome;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::OrderStatus;
-use seckill_shared::ports::OrderStore;
+use seckill_shared::ports::{OrderLedger, OrderStore};
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

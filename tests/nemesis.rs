@@ -36,6 +36,7 @@ use seckill_shared::adapters::aws;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::Order;
 use seckill_shared::domain::{OrderId, SaleId};
+use seckill_shared::ports::StockReading;
 use seckill_tests::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;

@@ -6,6 +6,8 @@ use redis::AsyncCommands;
 use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
+use seckill_shared::ports::{AuditTrail, CatalogAdmin, SaleEditor};
+use seckill_shared::ports::{StockLoading, StockRepair};
 use seckill_tests::{LocalStack, StackClient as Client, eventually, lose_key_group, unique};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -505,7 +507,7 @@ async fn an_operator_command_meeting_a_writers_transaction_waits_it_out() {
 
     let writer = hold();
     in_flight().await;
-    let stored = catalog.store_report(sale.sale_id.as_str(), "{}").await;
+    let stored = catalog.store_report(&sale.sale_id, "{}").await;
     assert!(stored.is_ok(), "reconcile's report: {stored:?}");
     writer.await.unwrap().unwrap();
 
@@ -837,7 +839,7 @@ async fn moving_a_loaded_sales_start_later_keeps_it_closed_until_then() {
 async fn a_load_never_opens_a_sale_and_a_stale_refresh_writes_nothing() {
     use seckill_shared::adapters::redis::RedisStock;
     use seckill_shared::domain::{Quantity, Sale, UserId};
-    use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockAdmin, StockStore};
+    use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
 
     let stock =
         RedisStock::connect_lazy(&std::env::var("REDIS_URL").unwrap(), Duration::from_secs(2))

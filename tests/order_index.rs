@@ -17,7 +17,7 @@ use seckill_shared::clock;
 use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, SaleId, UserId};
 use seckill_shared::ports::{
-    CatalogError, GroupWrite, OrderStore, OrderStoreError, PayOutcome, RejectWrite,
+    CatalogError, GroupWrite, OrderLedger, OrderStore, OrderStoreError, PayOutcome, RejectWrite,
 };
 use seckill_tests::{App, live_sale};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{OrderId, UserId};
-use seckill_shared::ports::{ExpireOutcome, OrderStore, PayOutcome};
+use seckill_shared::ports::{CatalogAdmin, ExpireOutcome, OrderStore, PayOutcome, SaleEditor};
 use seckill_tests::{
     App, EventSource, EventSourceSettings, LocalStack, eventually, invoke_writer, live_sale,
     order_body, sqs_event,

@@ -4,6 +4,7 @@
 
 use redis::AsyncCommands;
 use seckill_shared::domain::OrderMessage;
+use seckill_shared::ports::StockLoading;
 use seckill_tests::{App, live_sale, purchase_event, unique};
 use std::collections::HashSet;
 use std::sync::Arc;

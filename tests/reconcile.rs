@@ -10,7 +10,7 @@ use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
 use seckill_shared::clock;
 use seckill_shared::domain::orders::OrderStatus;
 use seckill_shared::domain::{Quantity, Sale, UserId};
-use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore};
+use seckill_shared::ports::{AuditTrail, ReserveOutcome, ReserveRequest, StockStore};
 use seckill_shared::wire::LiveReconciler;
 use seckill_tests::{App, LocalStack, eventually, live_sale, unique};
 use std::time::Duration;
@@ -494,11 +494,7 @@ async fn a_whole_sale_run_reconciles_clean() {
         (200, Some(50)),
         "{view}"
     );
-    let (_, counters) = stack
-        .admin
-        .jobs
-        .catalog()
-        .get_record(&sale_id)
+    let (_, counters) = seckill_shared::app::operators::record(&stack.admin.jobs, &sale_id)
         .await
         .unwrap()
         .unwrap();

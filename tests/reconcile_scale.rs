@@ -14,6 +14,7 @@ use redis::AsyncCommands;
 use seckill_shared::adapters::redis::{RedisStock, SCAN_CHUNK, SaleKeys};
 use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
 use seckill_shared::clock;
+use seckill_shared::ports::{StockLoading, StockReading};
 use seckill_tests::own_redis::{OwnRedis, log_every_command, patient, slowlog};
 use seckill_tests::{App, eventually, live_sale};
 use std::sync::Arc;

@@ -16,6 +16,7 @@ use seckill_shared::app::purchase::PurchaseError;
 use seckill_shared::domain::{Quantity, SaleId, UserId};
 use seckill_shared::error::ApiError;
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
+use seckill_shared::ports::{StockLoading, StockReading};
 use seckill_tests::tls::{
     Scratch, TestCa, TlsRedis, assert_hidden, encode, server_password, with_trusted_ca,
 };

@@ -11,6 +11,7 @@ use seckill_shared::app::reconcile::{ReconcileSettings, Reconciler};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, Sale};
 use seckill_shared::ports::StockStore;
+use seckill_shared::ports::{StockLoading, StockReading};
 use seckill_shared::wire::LiveReconciler;
 use seckill_tests::*;
 use std::collections::{BTreeMap, BTreeSet, HashSet};

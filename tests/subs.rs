@@ -17,6 +17,7 @@ use seckill_infra::token::TokenSettings;
 use seckill_shared::adapters::redis::SaleKeys;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId, UserId};
+use seckill_shared::ports::OrderLedger;
 use seckill_tests::{LocalStack, eventually, lose_key_group, unique};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -32,6 +32,7 @@ use seckill_shared::adapters::redis::{RedisStock, SaleKeys};
 use seckill_shared::clock;
 use seckill_shared::domain::{InvalidValue, Quantity, Sale, UserId};
 use seckill_shared::ports::{ReserveOutcome, ReserveRequest, StockStore, StoreError};
+use seckill_shared::ports::{StockLoading, StockReading};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

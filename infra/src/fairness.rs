@@ -40,6 +40,7 @@ use seckill_shared::domain::draw::{DrawSeed, SeedError};
 use seckill_shared::domain::{
     Admission, InvalidValue, OrderId, OrderMessage, Quantity, Sale, SaleId, UserId,
 };
+use seckill_shared::ports::StockLoading;
 use seckill_shared::ports::{OrderQueue, SendError, StoreError};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,7 +13,8 @@ use seckill_shared::adapters::sqs::SqsInspector;
 use seckill_shared::app::invariants::InvariantChecker;
 use seckill_shared::app::invariants::spill::SaleSlices;
 use seckill_shared::domain::SaleId;
-use seckill_shared::ports::SaleCatalog;
+use seckill_shared::ports::{OrderLedger, SaleCatalog};
+use seckill_shared::ports::{StockLoading, StockReading};
 use std::time::Duration;
 
 /// The variable that makes a run of the binary the child of [`in_child`]:

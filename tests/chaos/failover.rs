@@ -2,6 +2,7 @@
 //! promoted and the master killed, at each per-user limit.
 
 use super::*;
+use seckill_shared::ports::StockReading;
 
 /// A Redis failover that loses writes, in a sale of each per-user limit:
 /// the replica is promoted while it lags the master by the last purchases.

@@ -1,6 +1,7 @@
 //! moto-stopped: the emulator frozen, partitioned, then unreachable.
 
 use super::*;
+use seckill_shared::ports::StockReading;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn moto_stopped_during_purchases_loses_no_accepted_order() {

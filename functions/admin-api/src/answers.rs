@@ -3,6 +3,7 @@
 //! a store that cannot be reached maps to. Both the sale routes
 //! (`handler.rs`) and the console's (`console.rs`) answer with these.
 
+use seckill_shared::app::operators;
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::error::ApiError;
@@ -11,9 +12,7 @@ pub(crate) async fn sale_body(
     jobs: &seckill_shared::wire::LiveJobs,
     sale_id: &SaleId,
 ) -> Result<serde_json::Value, ApiError> {
-    let (sale, counters) = jobs
-        .catalog()
-        .get_record(sale_id)
+    let (sale, counters) = operators::record(jobs, sale_id)
         .await
         .map_err(unavailable)?
         .ok_or(ApiError::SaleNotFound)?;
@@ -98,7 +97,7 @@ pub(crate) async fn audit(
     // plain string field, so the text format quotes and escapes it and
     // JSON writes it as a string, and it cannot pass for another field.
     tracing::info!(target: "audit", %sale_id, actor = actor.as_str(), action, entry = %entry, "admin action");
-    if let Err(err) = jobs.catalog().append_audit(sale_id, &entry).await {
+    if let Err(err) = operators::keep_audit(jobs, sale_id, &entry).await {
         tracing::warn!(%sale_id, %err, "could not keep the audit entry with the sale");
     }
 }

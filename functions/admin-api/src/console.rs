@@ -43,9 +43,7 @@ pub async fn route(
         }
         "GET /admin/sales/{saleId}" => {
             let sale_id = sale_id(req)?;
-            let (sale, counters) = jobs
-                .catalog()
-                .get_record(&sale_id)
+            let (sale, counters) = seckill_shared::app::operators::record(jobs, &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;

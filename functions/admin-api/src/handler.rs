@@ -6,6 +6,7 @@ use crate::answers::{audit, definition, sale_body, unavailable};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::jobs::PrewarmOutcome;
+use seckill_shared::app::operators::{self, PauseOutcome};
 use seckill_shared::clock;
 use seckill_shared::domain::SaleId;
 use seckill_shared::domain::sale_spec;
@@ -70,9 +71,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         "PUT /admin/sales/{saleId}" => {
             let sale = sale_spec::parse_sale(&sale_id, http::body_bytes(req)?)
                 .map_err(ApiError::InvalidRequest)?;
-            let (upsert, before) = jobs
-                .catalog()
-                .upsert_sale(&sale, now)
+            let (upsert, before) = operators::define(jobs, &sale, now)
                 .await
                 .map_err(unavailable)?;
             let status = match upsert {
@@ -154,28 +153,18 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         }
         route @ ("POST /admin/sales/{saleId}/pause" | "POST /admin/sales/{saleId}/resume") => {
             let pause = route.ends_with("/pause");
-            let (sale, _) = jobs
-                .catalog()
-                .get_record(&sale_id)
+            // The table first, then Redis at once (`operators::set_paused`).
+            let (before, redis_groups) = match operators::set_paused(jobs, &sale_id, pause, now)
                 .await
                 .map_err(unavailable)?
-                .ok_or(ApiError::SaleNotFound)?;
-            if sale.phase_at(now) == seckill_shared::domain::SalePhase::Ended {
-                return Err(ApiError::SaleEnded);
-            }
-            // The table first: it is what every job loads from, so the pause
-            // survives whatever happens to Redis. Then Redis, at once.
-            let before = jobs
-                .catalog()
-                .set_paused(&sale_id, pause)
-                .await
-                .map_err(unavailable)?
-                .ok_or(ApiError::SaleNotFound)?;
-            let after = seckill_shared::domain::Sale {
-                paused: pause,
-                ..before.clone()
+            {
+                PauseOutcome::Done {
+                    before,
+                    redis_groups,
+                } => (before, redis_groups),
+                PauseOutcome::NotFound => return Err(ApiError::SaleNotFound),
+                PauseOutcome::Ended => return Err(ApiError::SaleEnded),
             };
-            let redis_groups = jobs.apply_status(&after).await.map_err(unavailable)?;
             let mut body = sale_body(jobs, &sale_id).await?;
             body["redisGroups"] = serde_json::json!(redis_groups);
             let action = if pause { "pause" } else { "resume" };
@@ -193,9 +182,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         }
         "GET /admin/sales/{saleId}/audit" => {
             let range = audit_range(req.uri().query().unwrap_or_default())?;
-            let page = jobs
-                .catalog()
-                .audit(&sale_id, range)
+            let page = operators::audit(jobs, &sale_id, range)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
@@ -210,8 +197,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
         }
         // Payments owed back to buyers (seckill_shared::app::payments).
         "GET /admin/sales/{saleId}/refunds" => {
-            jobs.catalog()
-                .get_record(&sale_id)
+            operators::record(jobs, &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
@@ -221,9 +207,7 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             Ok(http::json(200, &body))
         }
         "GET /admin/sales/{saleId}/report" => {
-            let raw = jobs
-                .catalog()
-                .last_report(&sale_id)
+            let raw = operators::last_report(jobs, &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;

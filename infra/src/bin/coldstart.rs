@@ -33,6 +33,7 @@ use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::config::SecretArns;
 use seckill_shared::config::{Config, RateLimits};
+use seckill_shared::ports::StockLoading;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

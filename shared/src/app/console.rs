@@ -137,7 +137,7 @@ pub fn sell_out_fields(sale: &Sale, sold_out_at_ms: Option<i64>) -> serde_json::
     })
 }
 
-/// When the sale first sold out, as the stock store recorded it ([`StockAdmin::sold_out_at`]);
+/// When the sale first sold out, as the stock store recorded it ([`crate::ports::LiveFigures::sold_out_at`]);
 /// `None` before, and when Redis cannot be read (logged: the rest of a
 /// view goes on without it).
 pub async fn sell_out(stock: &impl StockAdmin, sale: &Sale) -> Option<i64> {

@@ -11,7 +11,7 @@ use crate::domain::stock_state::RedisSnapshot;
 use crate::domain::{OrderMessage, Quantity, Sale, SaleId, UserId};
 use crate::ports::{
     CatalogAdmin, OrderStore, Reservation, ReserveOutcome, ReserveRequest, Resolution, SingleWrite,
-    StockAdmin, StockStore, StockView,
+    StockReading, StockStore, StockView,
 };
 use std::time::Duration;
 

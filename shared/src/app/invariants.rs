@@ -30,11 +30,11 @@
 //! rows and Redis only when they did not move while those were read.
 //!
 //! Redis is read in bounded steps while the sale runs
-//! ([`StockAdmin::snapshot`]): the stock and the reservations are compared
+//! ([`crate::ports::StockReading::snapshot`]): the stock and the reservations are compared
 //! only when they were read as at one instant (not
 //! [`RedisSnapshot::moving`]), and every buyer whose count the rows and
 //! queued reservations do not explain is read again with their own
-//! reservations in one step ([`StockAdmin::holdings`]) and judged on that.
+//! reservations in one step ([`crate::ports::StockReading::holdings`]) and judged on that.
 //!
 //! The checker reads through the ports ([`StockAdmin`], [`CatalogAdmin`],
 //! [`OrderLedger`], [`QueueInspector`]); [`crate::wire::LiveChecker`] is

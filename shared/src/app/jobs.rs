@@ -62,7 +62,7 @@ pub async fn mark_and_load(
     now_ms: i64,
 ) -> Result<LoadOutcome, JobError> {
     CatalogAdmin::mark_loaded(catalog, &sale.sale_id, now_ms).await?;
-    Ok(StockAdmin::load_sale(stock, sale, now_ms).await?)
+    Ok(crate::ports::StockLoading::load_sale(stock, sale, now_ms).await?)
 }
 
 /// What prewarm did for one sale.
@@ -205,7 +205,10 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
         &self.stock
     }
 
-    pub fn catalog(&self) -> &C {
+    /// The catalog, for this crate's use cases only: a function reaches
+    /// the sales table through them ([`crate::app::operators`],
+    /// [`crate::app::console`]), never through the adapter.
+    pub(crate) fn catalog(&self) -> &C {
         &self.catalog
     }
 
@@ -339,7 +342,7 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
     /// A load never opens a sale (`load_sale.lua`): a new key group is made
     /// closed (`LOADING`), and so is a loaded one given a paused sale. Only
     /// once a read made after the write says the sale is live does prewarm
-    /// open it, and [`StockAdmin::open_loaded`] opens only what a load
+    /// open it, and [`crate::ports::StockRepair::open_loaded`] opens only what a load
     /// closed: a pause that lands between that read and the opening has
     /// set `PAUSED`, which stays.
     async fn follow_the_table(&self, mut written: crate::domain::Sale) -> Result<(), JobError> {

@@ -17,6 +17,8 @@
 //! - [`live`]: the operator dashboard's view of one sale.
 //! - [`console`]: the operator console: the list of sales, ending a sale
 //!   now, the DLQ's messages and their redrive.
+//! - [`operators`]: an operator's commands on one sale (define, pause,
+//!   resume) and its history (audit trail, last report).
 //!
 //! The operations path (`jobs`, `reconcile`, `invariants`, `live`) is
 //! generic over its ports ([`crate::ports::StockAdmin`],
@@ -34,6 +36,7 @@ pub(crate) mod fixture;
 pub mod invariants;
 pub mod jobs;
 pub mod live;
+pub mod operators;
 pub mod order_queries;
 pub mod order_writer;
 pub mod payments;

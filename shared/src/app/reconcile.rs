@@ -50,7 +50,7 @@
 //! for 200,000 buyers), and a scan sends at most one chunk every
 //! [`crate::adapters::redis::SCAN_INTERVAL`], so it never takes more than a
 //! small share of Redis from the purchases. The checks were written for numbers taken at one
-//! instant; the chunked read ([`StockAdmin::snapshot`]) keeps what they
+//! instant; the chunked read ([`crate::ports::StockReading::snapshot`]) keeps what they
 //! rely on:
 //!
 //! - **The stock against the ledger** (`OVERSELL_RISK`/`STOCK_DRIFT` on the

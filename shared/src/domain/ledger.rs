@@ -2,7 +2,7 @@
 //! it: the sale item's counters, and what a rebuild of Redis loads from the
 //! ledger (the decided orders as reservations, each buyer's units). Values
 //! only; [`crate::ports::CatalogAdmin`] and [`crate::ports::OrderLedger`]
-//! read them, [`crate::ports::StockAdmin::stage_rebuild`] loads them.
+//! read them, [`crate::ports::StockLoading::stage_rebuild`] loads them.
 
 use crate::domain::orders::{Order, OrderStatus};
 

@@ -41,7 +41,7 @@ pub struct PendingTransfer {
 }
 
 /// A sale's Redis state, read in bounded steps
-/// ([`crate::ports::StockAdmin::snapshot`]).
+/// ([`crate::ports::StockReading::snapshot`]).
 #[derive(Debug, Clone, Default)]
 pub struct RedisSnapshot {
     /// Units left, over every shard.
@@ -63,7 +63,7 @@ pub struct RedisSnapshot {
     /// is not compared with the ledger on this read (the next run does).
     pub moving: bool,
     /// Buyers read again one at a time
-    /// ([`crate::ports::StockAdmin::holdings`]): their count and
+    /// ([`crate::ports::StockReading::holdings`]): their count and
     /// reservations as at one instant. Where a buyer is here, the per-buyer
     /// checks and repairs go by this, not by `buyers` and `reservations`
     /// (read in chunks, at different moments).
@@ -107,7 +107,7 @@ impl RedisSnapshot {
 }
 
 /// What a streamed read of a sale's Redis state keeps whole
-/// ([`crate::ports::StockAdmin::stream_snapshot`]): everything of a
+/// ([`crate::ports::StockReading::stream_snapshot`]): everything of a
 /// [`RedisSnapshot`] but its buyers and reservations, which it hands to a
 /// [`SnapshotSink`] as they are read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

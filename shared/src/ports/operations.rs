@@ -51,8 +51,23 @@ pub trait QueueInspector: Send + Sync {
 /// What the operations path does to the stock store beyond a purchase's
 /// calls: load a sale, rebuild a lost one from the ledger, give an expired
 /// order's units back, the compare-and-set repairs, an operator's pause,
-/// locks, and the reads reconcile and the live view make.
-pub trait StockAdmin: StockStore {
+/// locks, and the reads reconcile and the live view make. One capability a
+/// trait, each implemented by an adapter in the file that does it; this is
+/// their sum, which every store that has them all has.
+pub trait StockAdmin:
+    StockStore + StockLoading + StockRepair + StockReading + LiveFigures + WriteErrorLog
+{
+}
+
+impl<T> StockAdmin for T where
+    T: StockStore + StockLoading + StockRepair + StockReading + LiveFigures + WriteErrorLog
+{
+}
+
+/// Loading a sale into the stock store: the first load, the refresh that
+/// follows an edit, the rebuild of a lost sale from the ledger, and the
+/// units an expired order gives back.
+pub trait StockLoading: Send + Sync {
     /// What a rebuild of a sharded sale reads of the shards that kept their
     /// keys, before the ledger is read (opaque: only the same store uses it).
     type Survivors: Send + Sync;
@@ -68,8 +83,6 @@ pub trait StockAdmin: StockStore {
         version: i64,
     ) -> impl Future<Output = Result<LoadOutcome, StoreError>> + Send;
 
-    /// What the surviving shards of a sharded sale hold, read before the
-    /// ledger for a rebuild; `None` for a sale of one shard.
     /// Refreshes a sale the store holds, as [`Self::load_sale`] does a
     /// loaded one; false, writing nothing, when it holds none (lost since it
     /// was seen: a sale that was selling is rebuilt from the ledger, never
@@ -83,6 +96,8 @@ pub trait StockAdmin: StockStore {
         version: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// What the surviving shards of a sharded sale hold, read before the
+    /// ledger for a rebuild; `None` for a sale of one shard.
     fn survivors(
         &self,
         sale: &Sale,
@@ -129,7 +144,11 @@ pub trait StockAdmin: StockStore {
         quantity: u32,
         return_seq: Option<u64>,
     ) -> impl Future<Output = Result<Returned, StoreError>> + Send;
+}
 
+/// An operator's status on the store, the store's clock, the
+/// compare-and-set repairs reconcile makes, and the locks the jobs take.
+pub trait StockRepair: Send + Sync {
     /// An operator's pause or resume on every key group the store holds.
     /// Returns how many took it (0: the sale is not loaded).
     fn set_status(&self, sale: &Sale) -> impl Future<Output = Result<u32, StoreError>> + Send;
@@ -190,7 +209,7 @@ pub trait StockAdmin: StockStore {
 
     /// The moment a lost sale's loss was first noticed: `now_ms` if this
     /// call is the first (kept for `ttl`), else the earlier one. Cleared
-    /// by [`StockAdmin::unlock`] of lock `loss` with that moment as token.
+    /// by [`StockRepair::unlock`] of lock `loss` with that moment as token.
     fn note_loss(
         &self,
         sale_id: &SaleId,
@@ -205,7 +224,11 @@ pub trait StockAdmin: StockStore {
         name: &str,
         token: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
 
+/// What the store holds for a sale, as reconcile and the invariant check
+/// read it.
+pub trait StockReading: Send + Sync {
     /// Everything the store holds for a sale, or `None` when it has no keys.
     fn snapshot(
         &self,
@@ -241,23 +264,17 @@ pub trait StockAdmin: StockStore {
         sale_id: &SaleId,
         users: &[String],
     ) -> impl Future<Output = Result<HashMap<String, Holding>, StoreError>> + Send;
+}
 
+/// The figures the live view and the console read beside the ledger: the
+/// purchase answers by outcome and over time, when the sale sold out, and
+/// the shared count of its orders. A store that keeps none answers empty.
+pub trait LiveFigures: Send + Sync {
     /// The sale's purchase answers by outcome, as flushed so far.
     fn outcomes(
         &self,
         sale_id: &SaleId,
     ) -> impl Future<Output = Result<std::collections::BTreeMap<String, u64>, StoreError>> + Send;
-
-    /// The last failure the order-writer kept for each of these orders of
-    /// one sale ([`StockStore::record_write_error`]), in the same order;
-    /// `None` where none was kept. A store that keeps none has none.
-    fn write_errors(
-        &self,
-        _sale_id: &SaleId,
-        order_ids: &[&OrderId],
-    ) -> impl Future<Output = Result<Vec<Option<WriteFailure>>, StoreError>> + Send {
-        std::future::ready(Ok(vec![None; order_ids.len()]))
-    }
 
     /// When the sale first sold out (ms); `None` before (or never recorded).
     fn sold_out_at(
@@ -302,6 +319,21 @@ pub trait StockAdmin: StockStore {
         _counts: &OrderCounts,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         std::future::ready(Ok(()))
+    }
+}
+
+/// The order-writer's last failure per order, as the console shows it
+/// beside a dead letter.
+pub trait WriteErrorLog: Send + Sync {
+    /// The last failure the order-writer kept for each of these orders of
+    /// one sale ([`StockStore::record_write_error`]), in the same order;
+    /// `None` where none was kept. A store that keeps none has none.
+    fn write_errors(
+        &self,
+        _sale_id: &SaleId,
+        order_ids: &[&OrderId],
+    ) -> impl Future<Output = Result<Vec<Option<WriteFailure>>, StoreError>> + Send {
+        std::future::ready(Ok(vec![None; order_ids.len()]))
     }
 }
 
@@ -383,6 +415,14 @@ pub trait SaleEditor: CatalogAdmin {
         sale: &Sale,
         now_ms: i64,
     ) -> impl Future<Output = Result<(Upsert, Option<Sale>), CatalogError>> + Send;
+
+    /// An operator's pause (`true`) or resume, kept on the sale item; the
+    /// sale as it was before, `None` when there is no such sale.
+    fn set_paused(
+        &self,
+        sale_id: &SaleId,
+        paused: bool,
+    ) -> impl Future<Output = Result<Option<Sale>, CatalogError>> + Send;
 }
 
 // ------------------------------------------------------------- audit trail
@@ -406,6 +446,30 @@ pub struct AuditPage {
     pub total: u64,
     /// The `after` of the next page; `None` when this page reaches the end.
     pub next: Option<u64>,
+}
+
+/// What an operator reads back of a sale's history: the audit trail of
+/// every admin action on it, and the last reconcile report.
+pub trait AuditTrail: Send + Sync {
+    /// Appends one entry (a JSON object) to the sale's trail.
+    fn append_audit(
+        &self,
+        sale_id: &SaleId,
+        entry: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), CatalogError>> + Send;
+
+    /// A page of the sale's trail; `None` when there is no such sale.
+    fn audit(
+        &self,
+        sale_id: &SaleId,
+        range: AuditRange,
+    ) -> impl Future<Output = Result<Option<AuditPage>, CatalogError>> + Send;
+
+    /// The last reconcile report (JSON), if any.
+    fn last_report(
+        &self,
+        sale_id: &SaleId,
+    ) -> impl Future<Output = Result<Option<String>, CatalogError>> + Send;
 }
 
 // ------------------------------------------------------------ order ledger

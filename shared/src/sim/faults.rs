@@ -7,7 +7,7 @@
 use super::clock::SKEW_MS;
 use super::world::{EPOCH_MS, World, futures_lite_now, now};
 use crate::domain::{OrderId, Sale};
-use crate::ports::StockAdmin;
+use crate::ports::StockReading;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl World {

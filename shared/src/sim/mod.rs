@@ -259,7 +259,7 @@ async fn quiet(w: &std::sync::Arc<World>) {
 impl World {
     /// Whether Redis still holds a reservation no order row resolved.
     fn queued_reservations(&self) -> bool {
-        let snapshot = world::futures_lite_now(crate::ports::StockAdmin::snapshot(
+        let snapshot = world::futures_lite_now(crate::ports::StockReading::snapshot(
             &self.memory_stock,
             &self.sale.sale_id,
         ));

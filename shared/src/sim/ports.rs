@@ -10,8 +10,9 @@ use crate::domain::ledger::{LedgerPage, LedgerPosition, SaleCounters};
 use crate::domain::stock_state::{Holding, LoadOutcome, PendingTransfer, RedisSnapshot, Returned};
 use crate::domain::{IdempotencyKey, OrderId, Sale, SaleId, UserId};
 use crate::ports::{
-    CatalogAdmin, CatalogError, ReleaseOutcome, ReservationRecord, ReserveOutcome, ReserveRequest,
-    Resolution, SaleCatalog, StockAdmin, StockStore, StockView, StoreError, WriteFailure,
+    CatalogAdmin, CatalogError, LiveFigures, ReleaseOutcome, ReservationRecord, ReserveOutcome,
+    ReserveRequest, Resolution, SaleCatalog, StockLoading, StockReading, StockRepair, StockStore,
+    StockView, StoreError, WriteErrorLog, WriteFailure,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -172,9 +173,10 @@ impl StockStore for SimStock {
     }
 }
 
-impl StockAdmin for SimStock {
+impl StockLoading for SimStock {
     type Survivors = ();
-    type Rebuild = <crate::adapters::memory::MemoryStock as StockAdmin>::Rebuild;
+
+    type Rebuild = <crate::adapters::memory::MemoryStock as StockLoading>::Rebuild;
 
     async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
         redis!(
@@ -254,13 +256,11 @@ impl StockAdmin for SimStock {
                 .return_units(sale_id, order_id, user_id, quantity, return_seq)
         )
     }
+}
 
+impl StockRepair for SimStock {
     async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
         redis!(self, "redis.set_status", true, self.inner.set_status(sale))
-    }
-
-    async fn clock_ms(&self) -> Result<i64, StoreError> {
-        redis!(self, "redis.clock_ms", false, self.inner.clock_ms())
     }
 
     async fn open_loaded(&self, sale: &Sale) -> Result<u32, StoreError> {
@@ -270,6 +270,10 @@ impl StockAdmin for SimStock {
             true,
             self.inner.open_loaded(sale)
         )
+    }
+
+    async fn clock_ms(&self) -> Result<i64, StoreError> {
+        redis!(self, "redis.clock_ms", false, self.inner.clock_ms())
     }
 
     async fn set_buyer(
@@ -352,7 +356,9 @@ impl StockAdmin for SimStock {
             self.inner.unlock(sale_id, name, token)
         )
     }
+}
 
+impl StockReading for SimStock {
     async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
         redis!(self, "redis.snapshot", false, self.inner.snapshot(sale_id))
     }
@@ -369,11 +375,15 @@ impl StockAdmin for SimStock {
             self.inner.holdings(sale_id, users)
         )
     }
+}
 
+impl LiveFigures for SimStock {
     async fn outcomes(&self, sale_id: &SaleId) -> Result<BTreeMap<String, u64>, StoreError> {
         redis!(self, "redis.outcomes", false, self.inner.outcomes(sale_id))
     }
 }
+
+impl WriteErrorLog for SimStock {}
 
 #[derive(Clone)]
 pub(crate) struct SimCatalog {

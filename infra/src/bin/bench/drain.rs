@@ -12,6 +12,7 @@ use seckill_shared::adapters::memory::test_sale;
 use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
+use seckill_shared::ports::StockLoading;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

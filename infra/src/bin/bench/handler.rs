@@ -14,6 +14,7 @@ use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
 use seckill_shared::observe::metrics;
+use seckill_shared::ports::StockLoading;
 use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

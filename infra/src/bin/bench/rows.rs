@@ -20,6 +20,7 @@ use seckill_shared::app::catalog_cache::CachedCatalog;
 use seckill_shared::app::purchase::PurchaseService;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, Sale};
+use seckill_shared::ports::StockLoading;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 

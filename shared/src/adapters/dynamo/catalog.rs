@@ -16,7 +16,7 @@ use crate::domain::draw::DrawSeed;
 use crate::domain::money::{Currency, Money};
 use crate::domain::sale_spec::{EditRefusal, edit_refusal, keep_seed};
 use crate::domain::{Admission, Sale, SaleId};
-use crate::ports::{CatalogError, SaleCatalog};
+use crate::ports::{AuditTrail, CatalogAdmin, CatalogError, SaleCatalog, SaleEditor};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use history::is_sale_key;
@@ -83,32 +83,12 @@ pub use crate::domain::ledger::SaleCounters;
 
 pub use crate::ports::Upsert;
 
-impl DynamoCatalog {
-    /// A sale with its counters, read consistently.
-    pub async fn get_record(
-        &self,
-        sale_id: &SaleId,
-    ) -> Result<Option<(Sale, SaleCounters)>, CatalogError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        let Some(item) = out.item else {
-            return Ok(None);
-        };
-        Ok(Some((sale_from_item(&item)?, counters_from_item(&item)?)))
-    }
-
+impl SaleEditor for DynamoCatalog {
     /// Every sale with its counters, for the operator's list. A scan: the
     /// table holds one small item per sale, so a few pages at most. A
     /// malformed item is logged and left out, as [`SaleCatalog::list_sales`]
     /// does.
-    pub async fn list_records(&self) -> Result<Vec<(Sale, SaleCounters)>, CatalogError> {
+    async fn list_records(&self) -> Result<Vec<(Sale, SaleCounters)>, CatalogError> {
         let items: Vec<Item> = self
             .client
             .scan()
@@ -142,7 +122,7 @@ impl DynamoCatalog {
     /// before (for the audit trail). What may change is the domain's rule
     /// ([`edit_refusal`]). Before the start a new total resets `available`
     /// to total minus sold.
-    pub async fn upsert_sale(
+    async fn upsert_sale(
         &self,
         sale: &Sale,
         now_ms: i64,
@@ -211,9 +191,7 @@ impl DynamoCatalog {
         }
     }
 
-    /// An operator's pause (`true`) or resume, kept on the sale item.
-    /// Returns the sale as it was before; `None` when there is no such sale.
-    pub async fn set_paused(
+    async fn set_paused(
         &self,
         sale_id: &SaleId,
         paused: bool,
@@ -242,12 +220,32 @@ impl DynamoCatalog {
     }
 }
 
-impl DynamoCatalog {
+impl CatalogAdmin for DynamoCatalog {
+    /// A sale with its counters, read consistently.
+    async fn get_record(
+        &self,
+        sale_id: &SaleId,
+    ) -> Result<Option<(Sale, SaleCounters)>, CatalogError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        Ok(Some((sale_from_item(&item)?, counters_from_item(&item)?)))
+    }
+
     /// Records on the sale item that its keys are being loaded into Redis
     /// (`loadedAtMs`, the first time only) and says whether they had been
     /// before. Written before the keys exist: a purchase needs the keys, so
     /// a sale never marked can have no accepted purchase on its way.
-    pub async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
+    async fn mark_loaded(&self, sale_id: &SaleId, now_ms: i64) -> Result<bool, CatalogError> {
         let request = self
             .client
             .update_item()
@@ -267,9 +265,24 @@ impl DynamoCatalog {
             .is_some_and(|old| old.contains_key("loadedAtMs")))
     }
 
+    /// Keeps the last reconciliation report (JSON) beside the sale item
+    /// ([`history`]).
+    async fn store_report(&self, sale_id: &SaleId, json: &str) -> Result<(), CatalogError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("saleId", AttributeValue::S(history::report_key(sale_id)))
+            .item("report", AttributeValue::S(json.to_owned()));
+        through_contention(|| put.clone().send())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
     /// A sale and its last reconciliation report (JSON, if any); `None`
     /// when the sale does not exist.
-    pub async fn sale_with_report(
+    async fn sale_with_report(
         &self,
         sale_id: &SaleId,
     ) -> Result<Option<(Sale, Option<String>)>, CatalogError> {

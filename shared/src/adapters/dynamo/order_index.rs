@@ -16,11 +16,11 @@
 //! bucket attributes (`seckill-local backfill-order-buckets`).
 
 use crate::adapters::dynamo::catalog::{money_from_attr, money_to_attr};
-use crate::adapters::dynamo::orders::{DynamoOrders, is_order_item, transient};
+use crate::adapters::dynamo::orders::{DynamoOrders, buyer_key, is_order_item, transient};
 use crate::clock;
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{OrderId, PaymentId, Quantity, SaleId, UserId};
-use crate::ports::OrderStoreError;
+use crate::ports::{OrderLedger, OrderStoreError};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use std::collections::HashMap;
@@ -236,13 +236,50 @@ impl DynamoOrders {
         Self::listing(|bucket| self.by_bucket_status(sale_id, bucket, status)).await
     }
 
+    /// The orders `query` finds in each bucket, every page, merged oldest
+    /// first.
+    async fn listing(
+        query: impl Fn(u32) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    ) -> Result<Vec<Order>, OrderStoreError> {
+        let work = (0..SALE_BUCKETS)
+            .map(|bucket| {
+                let query = query(bucket);
+                async move {
+                    let mut out = Vec::new();
+                    let mut start = None;
+                    loop {
+                        let page = query
+                            .clone()
+                            .set_exclusive_start_key(start)
+                            .send()
+                            .await
+                            .map_err(transient)?;
+                        for item in page.items() {
+                            out.push(order_from_item(item)?);
+                        }
+                        match page.last_evaluated_key {
+                            Some(key) if !key.is_empty() => start = Some(key),
+                            _ => return Ok(out),
+                        }
+                    }
+                }
+            })
+            .collect();
+        let mut orders: Vec<Order> = bounded(work).await?.into_iter().flatten().collect();
+        orders.sort_by(|a, b| {
+            (a.created_at_ms, a.order_id.as_str()).cmp(&(b.created_at_ms, b.order_id.as_str()))
+        });
+        Ok(orders)
+    }
+}
+
+/// The ledger's reads of the operations path: the indexes above, and
+/// the buyers' records (one `BatchGetItem` per 100 buyers).
+impl OrderLedger for DynamoOrders {
     /// Every order of a sale, whatever its status, oldest first: one query
     /// per bucket where a status at a time would take one per bucket and
     /// status (the rebuild and the invariant checker read them all).
-    pub async fn all_orders_of_sale(
-        &self,
-        sale_id: &SaleId,
-    ) -> Result<Vec<Order>, OrderStoreError> {
+    async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {
         Self::listing(|bucket| {
             bucket_query(
                 &self.client,
@@ -258,7 +295,7 @@ impl DynamoOrders {
     /// Every order of a sale, a page of at most [`STREAM_PAGE`] at a time
     /// into `pages`, [`MAX_IN_FLIGHT`] buckets at once: with a reader that
     /// takes the pages one by one, a few pages are in memory, not the sale.
-    pub async fn send_orders_of_sale(
+    async fn send_orders_of_sale(
         &self,
         sale_id: &SaleId,
         pages: tokio::sync::mpsc::Sender<Vec<Order>>,
@@ -304,42 +341,6 @@ impl DynamoOrders {
         bounded(work).await.map(|_| ())
     }
 
-    /// The orders `query` finds in each bucket, every page, merged oldest
-    /// first.
-    async fn listing(
-        query: impl Fn(u32) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
-    ) -> Result<Vec<Order>, OrderStoreError> {
-        let work = (0..SALE_BUCKETS)
-            .map(|bucket| {
-                let query = query(bucket);
-                async move {
-                    let mut out = Vec::new();
-                    let mut start = None;
-                    loop {
-                        let page = query
-                            .clone()
-                            .set_exclusive_start_key(start)
-                            .send()
-                            .await
-                            .map_err(transient)?;
-                        for item in page.items() {
-                            out.push(order_from_item(item)?);
-                        }
-                        match page.last_evaluated_key {
-                            Some(key) if !key.is_empty() => start = Some(key),
-                            _ => return Ok(out),
-                        }
-                    }
-                }
-            })
-            .collect();
-        let mut orders: Vec<Order> = bounded(work).await?.into_iter().flatten().collect();
-        orders.sort_by(|a, b| {
-            (a.created_at_ms, a.order_id.as_str()).cmp(&(b.created_at_ms, b.order_id.as_str()))
-        });
-        Ok(orders)
-    }
-
     /// How many orders of a sale are in one status: every bucket of
     /// `bySaleBucketStatus` with `Select=COUNT`, all pages (eventually
     /// consistent, like any index read). The cheapest correct source: the
@@ -348,7 +349,7 @@ impl DynamoOrders {
     /// sale item on every payment and expiry. DynamoDB still reads the
     /// entries (read units by their size: about 0.05 per order, eventually
     /// consistent, and at least 0.5 per bucket) but sends none back.
-    pub async fn count_of_sale(
+    async fn count_of_sale(
         &self,
         sale_id: &SaleId,
         status: OrderStatus,
@@ -385,13 +386,15 @@ impl DynamoOrders {
     /// `pendingBucketByExpiry` index). Each bucket gives its first `limit`
     /// (the index is sorted by `expiresAt`), which holds all of that bucket's
     /// share of the overall first `limit`; merged, the earliest `limit` win.
-    pub async fn due_unpaid(
+    async fn due_unpaid(
         &self,
         sale_id: &SaleId,
         now_ms: i64,
-        limit: i32,
+        limit: usize,
     ) -> Result<Vec<OrderId>, OrderStoreError> {
-        let take = usize::try_from(limit).unwrap_or(0);
+        let take = limit;
+        // The SDK's page size is an i32; a chunk is a few dozen orders.
+        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
         if take == 0 {
             return Ok(Vec::new());
         }
@@ -429,6 +432,34 @@ impl DynamoOrders {
         let mut due: Vec<(String, OrderId)> = bounded(work).await?.into_iter().flatten().collect();
         due.sort_by(|a, b| (&a.0, a.1.as_str()).cmp(&(&b.0, b.1.as_str())));
         Ok(due.into_iter().take(take).map(|(_, id)| id).collect())
+    }
+
+    /// Units each of `users` holds in the ledger (their buyer records; 0
+    /// without one). `BatchGetItem`, 100 keys a call, unprocessed keys asked
+    /// again.
+    async fn held_by_all(
+        &self,
+        sale_id: &SaleId,
+        users: &[&UserId],
+    ) -> Result<HashMap<String, u64>, OrderStoreError> {
+        let mut held: HashMap<String, u64> = users.iter().map(|u| (u.to_string(), 0)).collect();
+        let keys = users
+            .iter()
+            .map(|u| {
+                HashMap::from([(
+                    "orderId".to_owned(),
+                    AttributeValue::S(buyer_key(sale_id, u)),
+                )])
+            })
+            .collect();
+        for item in self.read_all(keys).await? {
+            if let (Some(AttributeValue::S(user)), Some(AttributeValue::N(n))) =
+                (item.get("buyerUserId"), item.get("held"))
+            {
+                held.insert(user.clone(), n.parse().unwrap_or(0));
+            }
+        }
+        Ok(held)
     }
 }
 

@@ -163,34 +163,6 @@ impl DynamoOrders {
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    /// Units each of `users` holds in the ledger (their buyer records; 0
-    /// without one). `BatchGetItem`, 100 keys a call, unprocessed keys asked
-    /// again.
-    pub async fn held_by_all(
-        &self,
-        sale_id: &SaleId,
-        users: &[&UserId],
-    ) -> Result<HashMap<String, u64>, OrderStoreError> {
-        let mut held: HashMap<String, u64> = users.iter().map(|u| (u.to_string(), 0)).collect();
-        let keys = users
-            .iter()
-            .map(|u| {
-                HashMap::from([(
-                    "orderId".to_owned(),
-                    AttributeValue::S(buyer_key(sale_id, u)),
-                )])
-            })
-            .collect();
-        for item in self.read_all(keys).await? {
-            if let (Some(AttributeValue::S(user)), Some(AttributeValue::N(n))) =
-                (item.get("buyerUserId"), item.get("held"))
-            {
-                held.insert(user.clone(), n.parse().unwrap_or(0));
-            }
-        }
-        Ok(held)
-    }
-
     /// The items of the `orders` table under `keys` that exist: consistent
     /// `BatchGetItem`s of 100 keys, unprocessed keys asked again.
     pub(super) async fn read_all(&self, keys: Vec<Item>) -> Result<Vec<Item>, OrderStoreError> {

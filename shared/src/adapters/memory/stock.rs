@@ -11,8 +11,9 @@ use crate::domain::stock_state::{
 };
 use crate::domain::{OrderId, Sale, SaleId, SalePhase};
 use crate::ports::{
-    ReleaseOutcome, Reservation, ReservationRecord, ReserveOutcome, ReserveRequest, Resolution,
-    StockAdmin, StockStore, StockView, StoreError,
+    LiveFigures, ReleaseOutcome, Reservation, ReservationRecord, ReserveOutcome, ReserveRequest,
+    Resolution, StockLoading, StockReading, StockRepair, StockStore, StockView, StoreError,
+    WriteErrorLog,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -39,7 +40,7 @@ struct MemorySale {
     stock: i64,
     paused: bool,
     /// Closed by a load, not by an operator (`LOADING`): only
-    /// [`StockAdmin::open_loaded`] opens it.
+    /// [`crate::ports::StockRepair::open_loaded`] opens it.
     loading: bool,
     /// The sale item's version the last refresh was read at.
     def_version: Option<i64>,

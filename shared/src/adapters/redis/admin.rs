@@ -4,16 +4,36 @@
 use super::RedisStock;
 use super::keys::SaleKeys;
 use super::replies::parse_i64;
-use super::scripts::{SetBuyerArgs, SetStatusArgs, SetStockArgs, UnlockArgs, status_of};
+use super::scripts::{
+    ReceiveArgs, SetBuyerArgs, SetStatusArgs, SetStockArgs, UnlockArgs, status_of,
+};
 use crate::domain::shard_layout::ShardLayout;
+use crate::domain::stock_state::PendingTransfer;
 use crate::domain::{Sale, SaleId};
-use crate::ports::StoreError;
+use crate::ports::{StockRepair, StoreError};
 use std::time::Duration;
 
 impl RedisStock {
+    /// `set_status.lua` with `status` (LIVE, PAUSED or OPEN) on every key
+    /// group of the sale. Returns how many took it.
+    pub async fn apply_status(&self, sale: &Sale, status: &str) -> Result<u32, StoreError> {
+        let mut groups = vec![SaleKeys::new(&sale.sale_id)];
+        if sale.shards > 1 {
+            groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
+        }
+        let mut applied = 0;
+        for keys in &groups {
+            let took: i64 = self.run(&SetStatusArgs { keys, status }).await?;
+            applied += u32::from(took == 1);
+        }
+        Ok(applied)
+    }
+}
+
+impl StockRepair for RedisStock {
     /// The sale's purchase answers by outcome (`sale:{S}:outcomes`), as the
     /// execution environments flushed them; empty when none were.
-    pub async fn clock_ms(&self) -> Result<i64, StoreError> {
+    async fn clock_ms(&self) -> Result<i64, StoreError> {
         let call = async {
             let mut conn = self.conn.get().await?;
             redis::cmd("TIME").query_async(&mut conn).await
@@ -22,93 +42,21 @@ impl RedisStock {
         Ok(secs.saturating_mul(1000) + micros / 1000)
     }
 
-    pub async fn outcomes(
-        &self,
-        sale_id: &SaleId,
-    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
-        let key = SaleKeys::new(sale_id).outcomes;
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await
-        };
-        let all: std::collections::BTreeMap<String, String> = self.bounded(call).await?;
-        all.into_iter()
-            .map(|(outcome, n)| {
-                n.parse::<u64>()
-                    .map(|n| (outcome, n))
-                    .map_err(|_| StoreError::Protocol(format!("outcome count {n:?}")))
-            })
-            .collect()
+    /// An operator's pause or resume on every key group of the sale that
+    /// Redis holds (the directory and each shard: a purchase reads the
+    /// status of the group it buys on). Returns how many groups took it.
+    async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
+        self.apply_status(sale, status_of(sale)).await
     }
 
-    /// The live view's last count of the sale's orders, if kept.
-    pub async fn order_counts(
-        &self,
-        sale_id: &SaleId,
-    ) -> Result<Option<crate::ports::OrderCounts>, StoreError> {
-        let key = SaleKeys::new(sale_id).order_counts;
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("GET").arg(&key).query_async(&mut conn).await
-        };
-        let raw: Option<String> = self.bounded(call).await?;
-        raw.map(|raw| {
-            serde_json::from_str(&raw)
-                .map_err(|e| StoreError::Protocol(format!("order counts: {e}")))
-        })
-        .transpose()
-    }
-
-    /// `SET NX PX`: true when this caller counts the orders next.
-    pub async fn claim_order_count(
-        &self,
-        sale_id: &SaleId,
-        hold: std::time::Duration,
-    ) -> Result<bool, StoreError> {
-        let key = SaleKeys::new(sale_id).order_counting;
-        let ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1);
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("SET")
-                .arg(&key)
-                .arg(1)
-                .arg("NX")
-                .arg("PX")
-                .arg(ms)
-                .query_async(&mut conn)
-                .await
-        };
-        let set: Option<String> = self.bounded(call).await?;
-        Ok(set.is_some())
-    }
-
-    /// Keeps a count for an hour: a console polling after that counts
-    /// again (and a sale's keys are long gone by then).
-    pub async fn store_order_counts(
-        &self,
-        sale_id: &SaleId,
-        counts: &crate::ports::OrderCounts,
-    ) -> Result<(), StoreError> {
-        let key = SaleKeys::new(sale_id).order_counts;
-        let json =
-            serde_json::to_string(counts).map_err(|e| StoreError::Protocol(e.to_string()))?;
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("SET")
-                .arg(&key)
-                .arg(json)
-                .arg("PX")
-                .arg(3_600_000)
-                .query_async::<()>(&mut conn)
-                .await
-        };
-        self.bounded(call).await
+    async fn open_loaded(&self, sale: &Sale) -> Result<u32, StoreError> {
+        self.apply_status(sale, "OPEN").await
     }
 
     /// Sets a buyer's count to `units` if it is still `read` (compare and
     /// set: a purchase or release made since the read is never erased).
     /// Returns the count now.
-    pub async fn set_buyer(
+    async fn set_buyer(
         &self,
         sale_id: &SaleId,
         user_id: &str,
@@ -129,32 +77,10 @@ impl RedisStock {
         .await
     }
 
-    /// An operator's pause or resume on every key group of the sale that
-    /// Redis holds (the directory and each shard: a purchase reads the
-    /// status of the group it buys on). Returns how many groups took it.
-    pub async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
-        self.apply_status(sale, status_of(sale)).await
-    }
-
-    /// `set_status.lua` with `status` (LIVE, PAUSED or OPEN) on every key
-    /// group of the sale. Returns how many took it.
-    pub async fn apply_status(&self, sale: &Sale, status: &str) -> Result<u32, StoreError> {
-        let mut groups = vec![SaleKeys::new(&sale.sale_id)];
-        if sale.shards > 1 {
-            groups.extend((0..sale.shards).map(|k| SaleKeys::shard(&sale.sale_id, k)));
-        }
-        let mut applied = 0;
-        for keys in &groups {
-            let took: i64 = self.run(&SetStatusArgs { keys, status }).await?;
-            applied += u32::from(took == 1);
-        }
-        Ok(applied)
-    }
-
     /// Sets the stock of a sale of one shard to `units` if it is still
     /// `read` (compare and set). Returns the stock now; `None` when the sale
     /// has no keys.
-    pub async fn set_stock(
+    async fn set_stock(
         &self,
         sale_id: &SaleId,
         read: i64,
@@ -178,7 +104,7 @@ impl RedisStock {
 
     /// A lock with an owner token and an expiry (`SET NX PX`), on the sale's
     /// hash tag. Returns false when someone else holds it.
-    pub async fn try_lock(
+    async fn try_lock(
         &self,
         sale_id: &SaleId,
         name: &str,
@@ -204,7 +130,7 @@ impl RedisStock {
 
     /// The first noticed moment of a sale's loss (`SET NX`, then read
     /// back), in the lock namespace so [`RedisStock::unlock`] clears it.
-    pub async fn note_loss(
+    async fn note_loss(
         &self,
         sale_id: &SaleId,
         now_ms: i64,
@@ -232,14 +158,28 @@ impl RedisStock {
     }
 
     /// Releases a lock taken with `token`; someone else's is left alone.
-    pub async fn unlock(
-        &self,
-        sale_id: &SaleId,
-        name: &str,
-        token: &str,
-    ) -> Result<(), StoreError> {
+    async fn unlock(&self, sale_id: &SaleId, name: &str, token: &str) -> Result<(), StoreError> {
         let key = format!("sale:{{{sale_id}}}:lock:{name}");
         let _: i64 = self.run(&UnlockArgs { lock: &key, token }).await?;
         Ok(())
+    }
+
+    /// Credits a transfer the home shard never received (reconcile's repair
+    /// after a borrow died between its two steps). Idempotent.
+    async fn complete_transfer(
+        &self,
+        sale_id: &SaleId,
+        transfer: &PendingTransfer,
+    ) -> Result<bool, StoreError> {
+        let keys = SaleKeys::shard(sale_id, transfer.to);
+        let units = transfer.units.to_string();
+        let reply: Vec<String> = self
+            .run(&ReceiveArgs {
+                home: &keys,
+                transfer_id: &transfer.id,
+                units: &units,
+            })
+            .await?;
+        Ok(reply.first().map(String::as_str) == Some("RECEIVED"))
     }
 }

@@ -8,8 +8,8 @@ use super::replies::StoredTicket;
 use super::scripts::{DrawChunkArgs, DrawOrderArgs};
 use crate::domain::{OrderId, Quantity, SaleId, UserId};
 use crate::ports::{
-    ChunkStep, DrawProgress, DrawState, DrawStore, OrderStep, StoreError, TicketStatus, TicketView,
-    Won,
+    ChunkStep, DrawProgress, DrawState, DrawStore, OrderStep, StockRepair, StoreError,
+    TicketStatus, TicketView, Won,
 };
 
 fn protocol(reply: &[String]) -> StoreError {

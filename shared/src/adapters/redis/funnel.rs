@@ -4,10 +4,7 @@
 //! (`outcomes.lua`), so the dashboard's history survives a reload. At most
 //! [`FUNNEL_BUCKETS`] buckets (the latest); it expires with the sale's keys.
 
-use super::RedisStock;
 use crate::domain::SaleId;
-use crate::ports::{FunnelBucket, StoreError};
-use std::collections::BTreeMap;
 
 /// One bucket's width.
 pub const FUNNEL_BUCKET_MS: i64 = 10_000;
@@ -22,34 +19,6 @@ pub(super) fn key(sale_id: &SaleId) -> String {
 /// The start of the bucket holding `at_ms`.
 pub(super) fn bucket_of(at_ms: i64) -> i64 {
     at_ms - at_ms.rem_euclid(FUNNEL_BUCKET_MS)
-}
-
-impl RedisStock {
-    /// The sale's funnel, oldest bucket first; empty when none was kept.
-    pub async fn funnel(&self, sale_id: &SaleId) -> Result<Vec<FunnelBucket>, StoreError> {
-        let key = key(sale_id);
-        let call = async {
-            let mut conn = self.conn.get().await?;
-            redis::cmd("HGETALL")
-                .arg(&key)
-                .query_async::<BTreeMap<String, String>>(&mut conn)
-                .await
-        };
-        let all = self.bounded(call).await?;
-        let mut buckets = all
-            .into_iter()
-            .map(|(at, counts)| {
-                let at = at
-                    .parse::<i64>()
-                    .map_err(|_| StoreError::Protocol(format!("funnel bucket {at:?}")))?;
-                let counts = serde_json::from_str::<BTreeMap<String, u64>>(&counts)
-                    .map_err(|_| StoreError::Protocol(format!("funnel counts {counts:?}")))?;
-                Ok((at, counts))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        buckets.sort_by_key(|(at, _)| *at);
-        Ok(buckets)
-    }
 }
 
 #[cfg(test)]

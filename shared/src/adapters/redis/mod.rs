@@ -25,7 +25,7 @@
 //! transfer whose second step never ran. Order ids end in `-s<k>` so every
 //! later step (write, release, expiry) finds its shard from the id alone.
 //!
-//! Reconcile reads a sale in bounded steps ([`RedisStock::snapshot`]:
+//! Reconcile reads a sale in bounded steps ([`crate::ports::StockReading::snapshot`]:
 //! `HSCAN` chunks between two `snapshot_head.lua` reads), so a script that
 //! changes a key group's stock or reservations must bump its meta `epoch`
 //! (every one does but `purchase.lua`, which always lowers the stock); a
@@ -39,32 +39,44 @@
 //! - `scripts.rs`, `scripts/`: the Lua scripts, one typed arguments struct
 //!   per script, and the arguments prepared once.
 //! - `replies.rs`: script replies parsed into typed values.
-//! - `stock_store.rs`: the [`StockStore`] port (purchase, release, views).
+//!
+//! Each file below implements the ports it is about itself (the parts of
+//! [`StockAdmin`] are one trait a capability):
+//!
+//! - `stock_store.rs`: [`StockStore`] (purchase, release, views).
 //! - `shards.rs`: layouts, and moving borrowed units between shards.
-//! - `rebuild.rs`: loading a sale, rebuilding a lost one, returning units.
-//! - `snapshot.rs`: reconcile's paced read, per-buyer holdings, and what a lost
-//!   shard's rebuild reads of the survivors (`survivor.lua`).
-//! - `admin.rs`: tallies, compare-and-set repairs, pause, locks.
-//! - `admin_port.rs`: the [`StockAdmin`] port, by delegation to the above.
-//! - `sell_out.rs`: when a sale first sold out.
-//! - `funnel.rs`: the purchase answers per 10-second bucket (the dashboard's
-//!   history).
-//! - `write_errors.rs`: why the order-writer last failed each order (the
-//!   DLQ view's `lastError`).
+//! - `rebuild.rs`: [`StockLoading`]: loading a sale, rebuilding a lost one,
+//!   returning units.
+//! - `snapshot.rs`: [`StockReading`]: reconcile's paced read, per-buyer
+//!   holdings, and what a lost shard's rebuild reads of the survivors
+//!   (`survivor.lua`).
+//! - `admin.rs`: [`StockRepair`]: compare-and-set repairs (a transfer
+//!   between shards among them), pause, the store's clock, locks.
+//! - `live.rs`: [`LiveFigures`]: the tally, the funnel, when a sale first
+//!   sold out, the live view's shared count of the orders.
+//! - `funnel.rs`: the funnel's buckets (the dashboard's history).
+//! - `write_errors.rs`: [`WriteErrorLog`]: why the order-writer last failed
+//!   each order (the DLQ view's `lastError`).
+//! - `draw.rs`: a lottery window's tickets and draw ([`DrawStore`]).
 //!
 //! [`StockStore`]: crate::ports::StockStore
 //! [`StockAdmin`]: crate::ports::StockAdmin
+//! [`StockLoading`]: crate::ports::StockLoading
+//! [`StockReading`]: crate::ports::StockReading
+//! [`StockRepair`]: crate::ports::StockRepair
+//! [`LiveFigures`]: crate::ports::LiveFigures
+//! [`WriteErrorLog`]: crate::ports::WriteErrorLog
+//! [`DrawStore`]: crate::ports::DrawStore
 
 mod admin;
-mod admin_port;
 mod connection;
 mod draw;
 mod funnel;
 mod keys;
+mod live;
 mod rebuild;
 mod replies;
 mod scripts;
-mod sell_out;
 mod shards;
 mod snapshot;
 mod stock_store;

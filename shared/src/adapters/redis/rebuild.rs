@@ -13,7 +13,7 @@ use super::scripts::{
 };
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::{OrderId, Sale, SaleId};
-use crate::ports::StoreError;
+use crate::ports::{StockLoading, StoreError};
 
 /// The shards of a sharded sale as they were before a rebuild read the
 /// ledger: `None` for a lost shard. Read first, so that whatever the
@@ -123,21 +123,6 @@ fn rebuild_token() -> String {
 }
 
 impl RedisStock {
-    /// Loads a sale (meta and stock) unless it is loaded; never overwrites
-    /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
-    pub async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
-        self.load(sale, version, None)
-            .await?
-            .ok_or_else(|| StoreError::Protocol("load_sale.lua answered MISSING".into()))
-    }
-
-    /// Refreshes a loaded sale as [`Self::load_sale`] does, unless a later
-    /// version of the sale item reached it; false, writing nothing, when its
-    /// keys are gone (see `StockAdmin::refresh_sale`).
-    pub async fn refresh_sale(&self, sale: &Sale, version: i64) -> Result<bool, StoreError> {
-        Ok(self.load(sale, version, Some(version)).await?.is_some())
-    }
-
     async fn load(
         &self,
         sale: &Sale,
@@ -221,195 +206,6 @@ impl RedisStock {
         }))
     }
 
-    /// What the shards of a sharded sale that kept their keys hold, read
-    /// *before* the ledger is read for a rebuild (see [`Survivors`]); `None`
-    /// for a sale of one shard.
-    pub async fn survivors(&self, sale: &Sale) -> Result<Option<Survivors>, StoreError> {
-        if sale.shards <= 1 {
-            return Ok(None);
-        }
-        let (parts, lent) = self.survivor_parts(&sale.sale_id, sale.shards).await?;
-        Ok(Some(Survivors { parts, lent }))
-    }
-
-    /// Starts a rebuild of a lost sale from the ledger (see
-    /// `StockAdmin::begin_rebuild`). A sharded sale's directory is loaded
-    /// here, unless it is there: the groups are staged by its home table.
-    pub async fn begin_rebuild(
-        &self,
-        sale: &Sale,
-        version: i64,
-        survivors: Option<Survivors>,
-    ) -> Result<RedisRebuild, StoreError> {
-        let shards = sale.shards.max(1);
-        let mut rebuild = RedisRebuild {
-            sale: sale.clone(),
-            version,
-            token: rebuild_token(),
-            layout: ShardLayout::uniform(1),
-            homes: String::new(),
-            owed: vec![0; shards as usize],
-            queued_without_row: std::collections::HashMap::new(),
-            survivors: None,
-        };
-        if shards <= 1 {
-            return Ok(rebuild);
-        }
-        let Some(survivors) = survivors else {
-            return Err(StoreError::Protocol(
-                "a sharded sale is rebuilt only with what its shards held first".into(),
-            ));
-        };
-        if survivors.parts.len() != shards as usize {
-            return Err(StoreError::Protocol("survivors of another layout".into()));
-        }
-        // A directory a rebuild that died half way left behind keeps its
-        // home table: the shards already loaded placed buyers by it. The
-        // directory itself is written at the commit, with the groups: one
-        // written now would stand alone while the pages are staged, and an
-        // operator's command in that time would reach it but no group.
-        let directory = SaleKeys::new(&sale.sale_id).meta;
-        let kept: Option<String> = self
-            .bounded(async {
-                let mut conn = self.conn.get().await?;
-                redis::cmd("HGET")
-                    .arg(&directory)
-                    .arg("homes")
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
-        let homes = match kept {
-            Some(homes) => homes,
-            None => self.new_layout(&sale.sale_id, shards).await.encode(),
-        };
-        rebuild.layout =
-            ShardLayout::parse(shards, &homes).map_err(|e| StoreError::Protocol(e.to_string()))?;
-        rebuild.homes = homes;
-        // A survivor's reservation still QUEUED is Redis's to sell until
-        // its order is written; the pages strike off those that are.
-        for part in survivors.parts.iter().flatten() {
-            rebuild
-                .queued_without_row
-                .extend(part.queued.iter().cloned());
-        }
-        rebuild.survivors = Some(survivors);
-        Ok(rebuild)
-    }
-
-    /// Stages one page of the ledger (`rebuild_stage.lua`): each order's
-    /// reservation on the group that made it, each held unit on its
-    /// buyer's home group, [`STAGE_CHUNK`] orders a call.
-    pub async fn stage_rebuild(
-        &self,
-        rebuild: &mut RedisRebuild,
-        page: &LedgerPage,
-    ) -> Result<(), StoreError> {
-        rebuild.account(page);
-        let shards = rebuild.sale.shards.max(1);
-        let shard = |id: &str| {
-            if shards > 1 {
-                shard_of_order(id).unwrap_or(0)
-            } else {
-                0
-            }
-        };
-        let expire_ms = u64::try_from(STAGED_TTL.as_millis()).unwrap_or(u64::MAX);
-        for k in 0..shards {
-            let mut entries: Vec<StagedOrder<'_>> = Vec::new();
-            for d in &page.decided {
-                let holds = d.state == "WRITTEN";
-                let here = shard(&d.order_id) == k;
-                let home = holds && rebuild.layout.home(&d.user_id) == k;
-                if here || home {
-                    entries.push(StagedOrder {
-                        order: d,
-                        reservation: here,
-                        held: home,
-                    });
-                }
-            }
-            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
-            let staged = StagedKeys::of(&group, &rebuild.token);
-            for chunk in entries.chunks(STAGE_CHUNK) {
-                let _: i64 = self
-                    .run(&RebuildStageArgs {
-                        staged: &staged,
-                        ttl_ms: expire_ms,
-                        total: rebuild.sale.total_stock,
-                        orders: chunk.to_vec(),
-                    })
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Loads each group of the staged sale unless it is there
-    /// (`rebuild.lua`, which renames the staged keys into place): the
-    /// stock of `at`, split by [`Self::rebuild_shares`] for a sharded
-    /// sale. Each group is loaded only if absent, so a rebuild that died
-    /// half way is finished by the next one. The buyers of the groups this
-    /// call loaded, if it loaded any; `None` if all were there.
-    pub async fn commit_rebuild(
-        &self,
-        rebuild: RedisRebuild,
-        at: LedgerPosition,
-    ) -> Result<Option<u64>, StoreError> {
-        let shards = rebuild.sale.shards.max(1);
-        let expire_at = rebuild.sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
-        let shares = match &rebuild.survivors {
-            Some(survivors) if shards > 1 => {
-                self.rebuild_shares(&rebuild, survivors, at.available, expire_at)
-                    .await?
-            }
-            _ => vec![at.available],
-        };
-        let meta = rebuild.meta();
-        let mut loaded = false;
-        let mut buyers = 0u64;
-        if shards > 1 {
-            let reply: Vec<String> = self
-                .run(&RebuildArgs {
-                    keys: &SaleKeys::new(&rebuild.sale.sale_id),
-                    meta: &meta,
-                    part: RebuildPart::Directory {
-                        homes: &rebuild.homes,
-                    },
-                })
-                .await?;
-            loaded = parse_rebuild_reply(&reply)?;
-            if reply.get(1).map_or("", String::as_str) != rebuild.homes {
-                // Another rebuild's directory came first with another home
-                // table: the buyers were staged by this one's. The next run
-                // stages again by the directory's.
-                return Err(StoreError::Protocol(
-                    "the sale's home table changed while it was staged".into(),
-                ));
-            }
-        }
-        for (k, share) in (0..shards).zip(shares) {
-            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
-            let staged = StagedKeys::of(&group, &rebuild.token);
-            let reply: Vec<String> = self
-                .run(&RebuildArgs {
-                    keys: &group,
-                    meta: &meta,
-                    part: RebuildPart::Group {
-                        stock: share,
-                        ledger_seq: at.return_seq,
-                        staged: &staged,
-                    },
-                })
-                .await?;
-            if parse_rebuild_reply(&reply)? {
-                loaded = true;
-                buyers += reply.get(1).map_or(Ok(0), |n| parse_u64(n))?;
-            }
-        }
-        Ok(loaded.then_some(buyers))
-    }
-
     /// The stock each shard of a sharded sale is rebuilt with. With every
     /// shard gone, DynamoDB's `available` split by the home table. With only
     /// some gone (one node of a cluster restarted), the survivors keep
@@ -482,12 +278,221 @@ impl RedisStock {
         }
         Ok(shares)
     }
+}
+
+impl StockLoading for RedisStock {
+    type Survivors = Survivors;
+    type Rebuild = RedisRebuild;
+
+    /// Loads a sale (meta and stock) unless it is loaded; never overwrites
+    /// live stock. The keys expire [`KEY_TTL_AFTER_END_MS`] after the end.
+    async fn load_sale(&self, sale: &Sale, version: i64) -> Result<LoadOutcome, StoreError> {
+        self.load(sale, version, None)
+            .await?
+            .ok_or_else(|| StoreError::Protocol("load_sale.lua answered MISSING".into()))
+    }
+
+    /// Refreshes a loaded sale as [`Self::load_sale`] does, unless a later
+    /// version of the sale item reached it; false, writing nothing, when its
+    /// keys are gone (see `StockAdmin::refresh_sale`).
+    async fn refresh_sale(&self, sale: &Sale, version: i64) -> Result<bool, StoreError> {
+        Ok(self.load(sale, version, Some(version)).await?.is_some())
+    }
+
+    /// What the shards of a sharded sale that kept their keys hold, read
+    /// *before* the ledger is read for a rebuild (see [`Survivors`]); `None`
+    /// for a sale of one shard.
+    async fn survivors(&self, sale: &Sale) -> Result<Option<Survivors>, StoreError> {
+        if sale.shards <= 1 {
+            return Ok(None);
+        }
+        let (parts, lent) = self.survivor_parts(&sale.sale_id, sale.shards).await?;
+        Ok(Some(Survivors { parts, lent }))
+    }
+
+    /// Starts a rebuild of a lost sale from the ledger (see
+    /// `StockAdmin::begin_rebuild`). A sharded sale's directory is loaded
+    /// here, unless it is there: the groups are staged by its home table.
+    async fn begin_rebuild(
+        &self,
+        sale: &Sale,
+        version: i64,
+        survivors: Option<Survivors>,
+    ) -> Result<RedisRebuild, StoreError> {
+        let shards = sale.shards.max(1);
+        let mut rebuild = RedisRebuild {
+            sale: sale.clone(),
+            version,
+            token: rebuild_token(),
+            layout: ShardLayout::uniform(1),
+            homes: String::new(),
+            owed: vec![0; shards as usize],
+            queued_without_row: std::collections::HashMap::new(),
+            survivors: None,
+        };
+        if shards <= 1 {
+            return Ok(rebuild);
+        }
+        let Some(survivors) = survivors else {
+            return Err(StoreError::Protocol(
+                "a sharded sale is rebuilt only with what its shards held first".into(),
+            ));
+        };
+        if survivors.parts.len() != shards as usize {
+            return Err(StoreError::Protocol("survivors of another layout".into()));
+        }
+        // A directory a rebuild that died half way left behind keeps its
+        // home table: the shards already loaded placed buyers by it. The
+        // directory itself is written at the commit, with the groups: one
+        // written now would stand alone while the pages are staged, and an
+        // operator's command in that time would reach it but no group.
+        let directory = SaleKeys::new(&sale.sale_id).meta;
+        let kept: Option<String> = self
+            .bounded(async {
+                let mut conn = self.conn.get().await?;
+                redis::cmd("HGET")
+                    .arg(&directory)
+                    .arg("homes")
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        let homes = match kept {
+            Some(homes) => homes,
+            None => self.new_layout(&sale.sale_id, shards).await.encode(),
+        };
+        rebuild.layout =
+            ShardLayout::parse(shards, &homes).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        rebuild.homes = homes;
+        // A survivor's reservation still QUEUED is Redis's to sell until
+        // its order is written; the pages strike off those that are.
+        for part in survivors.parts.iter().flatten() {
+            rebuild
+                .queued_without_row
+                .extend(part.queued.iter().cloned());
+        }
+        rebuild.survivors = Some(survivors);
+        Ok(rebuild)
+    }
+
+    /// Stages one page of the ledger (`rebuild_stage.lua`): each order's
+    /// reservation on the group that made it, each held unit on its
+    /// buyer's home group, [`STAGE_CHUNK`] orders a call.
+    async fn stage_rebuild(
+        &self,
+        rebuild: &mut RedisRebuild,
+        page: &LedgerPage,
+    ) -> Result<(), StoreError> {
+        rebuild.account(page);
+        let shards = rebuild.sale.shards.max(1);
+        let shard = |id: &str| {
+            if shards > 1 {
+                shard_of_order(id).unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        let expire_ms = u64::try_from(STAGED_TTL.as_millis()).unwrap_or(u64::MAX);
+        for k in 0..shards {
+            let mut entries: Vec<StagedOrder<'_>> = Vec::new();
+            for d in &page.decided {
+                let holds = d.state == "WRITTEN";
+                let here = shard(&d.order_id) == k;
+                let home = holds && rebuild.layout.home(&d.user_id) == k;
+                if here || home {
+                    entries.push(StagedOrder {
+                        order: d,
+                        reservation: here,
+                        held: home,
+                    });
+                }
+            }
+            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
+            let staged = StagedKeys::of(&group, &rebuild.token);
+            for chunk in entries.chunks(STAGE_CHUNK) {
+                let _: i64 = self
+                    .run(&RebuildStageArgs {
+                        staged: &staged,
+                        ttl_ms: expire_ms,
+                        total: rebuild.sale.total_stock,
+                        orders: chunk.to_vec(),
+                    })
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads each group of the staged sale unless it is there
+    /// (`rebuild.lua`, which renames the staged keys into place): the
+    /// stock of `at`, split by [`Self::rebuild_shares`] for a sharded
+    /// sale. Each group is loaded only if absent, so a rebuild that died
+    /// half way is finished by the next one. The buyers of the groups this
+    /// call loaded, if it loaded any; `None` if all were there.
+    async fn commit_rebuild(
+        &self,
+        rebuild: RedisRebuild,
+        at: LedgerPosition,
+    ) -> Result<Option<u64>, StoreError> {
+        let shards = rebuild.sale.shards.max(1);
+        let expire_at = rebuild.sale.end_ms.saturating_add(KEY_TTL_AFTER_END_MS);
+        let shares = match &rebuild.survivors {
+            Some(survivors) if shards > 1 => {
+                self.rebuild_shares(&rebuild, survivors, at.available, expire_at)
+                    .await?
+            }
+            _ => vec![at.available],
+        };
+        let meta = rebuild.meta();
+        let mut loaded = false;
+        let mut buyers = 0u64;
+        if shards > 1 {
+            let reply: Vec<String> = self
+                .run(&RebuildArgs {
+                    keys: &SaleKeys::new(&rebuild.sale.sale_id),
+                    meta: &meta,
+                    part: RebuildPart::Directory {
+                        homes: &rebuild.homes,
+                    },
+                })
+                .await?;
+            loaded = parse_rebuild_reply(&reply)?;
+            if reply.get(1).map_or("", String::as_str) != rebuild.homes {
+                // Another rebuild's directory came first with another home
+                // table: the buyers were staged by this one's. The next run
+                // stages again by the directory's.
+                return Err(StoreError::Protocol(
+                    "the sale's home table changed while it was staged".into(),
+                ));
+            }
+        }
+        for (k, share) in (0..shards).zip(shares) {
+            let group = SaleKeys::of(&rebuild.sale.sale_id, shards, k);
+            let staged = StagedKeys::of(&group, &rebuild.token);
+            let reply: Vec<String> = self
+                .run(&RebuildArgs {
+                    keys: &group,
+                    meta: &meta,
+                    part: RebuildPart::Group {
+                        stock: share,
+                        ledger_seq: at.return_seq,
+                        staged: &staged,
+                    },
+                })
+                .await?;
+            if parse_rebuild_reply(&reply)? {
+                loaded = true;
+                buyers += reply.get(1).map_or(Ok(0), |n| parse_u64(n))?;
+            }
+        }
+        Ok(loaded.then_some(buyers))
+    }
 
     /// Gives an expired order's units back (`return_units.lua`), once:
     /// `return_seq` is the ledger position of the expiry (the sale item's
     /// `returnSeq` it set); a sale loaded from the ledger at or after that
     /// position has the units already.
-    pub async fn return_units(
+    async fn return_units(
         &self,
         sale_id: &SaleId,
         order_id: &OrderId,

@@ -3,7 +3,7 @@
 
 use super::connection::{Conn, unavailable};
 use super::keys::SaleKeys;
-use super::replies::{Peeked, PendingTransfer};
+use super::replies::Peeked;
 use super::replies::{master_of_slot, parse_i64, protocol};
 use super::scripts::{LendArgs, ReceiveArgs, request_id};
 use super::{KEY_CACHE_SALES, Known, RedisStock};
@@ -156,25 +156,6 @@ impl RedisStock {
             }
         }
         Ok(got)
-    }
-
-    /// Credits a transfer the home shard never received (reconcile's repair
-    /// after a borrow died between its two steps). Idempotent.
-    pub async fn complete_transfer(
-        &self,
-        sale_id: &SaleId,
-        transfer: &PendingTransfer,
-    ) -> Result<bool, StoreError> {
-        let keys = SaleKeys::shard(sale_id, transfer.to);
-        let units = transfer.units.to_string();
-        let reply: Vec<String> = self
-            .run(&ReceiveArgs {
-                home: &keys,
-                transfer_id: &transfer.id,
-                units: &units,
-            })
-            .await?;
-        Ok(reply.first().map(String::as_str) == Some("RECEIVED"))
     }
 }
 

@@ -12,7 +12,7 @@ use super::scripts::{HoldingArgs, SnapshotHeadArgs, SurvivorArgs};
 use crate::domain::SaleId;
 use crate::domain::shard_layout::ShardLayout;
 use crate::domain::stock_state::{SnapshotCollector, SnapshotHead, SnapshotSink};
-use crate::ports::StoreError;
+use crate::ports::{StockReading, StoreError};
 use std::time::Duration;
 
 pub use crate::domain::stock_state::RedisSnapshot;
@@ -63,79 +63,6 @@ struct GroupRead {
 }
 
 impl RedisStock {
-    /// Everything Redis holds for a sale, or `None` when it has no keys,
-    /// read in commands that each touch at most [`SCAN_CHUNK`] entries, so
-    /// purchases run between them whatever the size of the sale (one
-    /// script reading the whole sale stalled every purchase for as long
-    /// as it ran).
-    ///
-    /// Per key group: the buyers in chunks (`HSCAN`); then the stock and
-    /// the reservations (and a shard's transfers) between two reads of
-    /// `snapshot_head.lua`. Every script that changes the stock or a
-    /// reservation bumps the meta's `epoch`, except the purchase, which
-    /// always lowers the stock (and adds a reservation): so when the stock,
-    /// `epoch`, `version` and the hashes' lengths are the same before and
-    /// after, and the scan saw as many distinct entries as the hashes
-    /// hold, nothing changed in between, and the chunks are the group as
-    /// at one instant, as one script would have read it. Otherwise the
-    /// read is taken again, up to three times, then reported
-    /// as [`RedisSnapshot::moving`]. The buyers need no such bracket: each
-    /// count that reconcile judges or repairs is read again together with
-    /// that buyer's reservations ([`Self::holdings`]). A sharded sale is
-    /// read shard by shard, as before (with transfers recorded on both
-    /// sides, a unit in flight is counted once).
-    pub async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
-        let mut collector = SnapshotCollector::default();
-        Ok(self
-            .stream_snapshot(sale_id, &mut collector)
-            .await?
-            .map(|head| collector.into_snapshot(head)))
-    }
-
-    /// [`Self::snapshot`]'s read, its buyers and reservations handed to
-    /// `sink` as each chunk arrives instead of kept: the reader holds one
-    /// chunk and the shards' transfers, whatever the size of the sale.
-    pub async fn stream_snapshot(
-        &self,
-        sale_id: &SaleId,
-        sink: &mut dyn SnapshotSink,
-    ) -> Result<Option<SnapshotHead>, StoreError> {
-        let Some(shards) = self.shard_count(sale_id).await? else {
-            return Ok(None);
-        };
-        let mut merged = SnapshotHead {
-            shards,
-            ..SnapshotHead::default()
-        };
-        let mut lent: Vec<PendingTransfer> = Vec::new();
-        let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
-        for k in 0..shards {
-            let keys = SaleKeys::of(sale_id, shards, k);
-            let Some(group) = self.read_group(&keys, k, shards > 1, sink).await? else {
-                // A shard without keys: the sale is not whole in Redis.
-                return Ok(None);
-            };
-            merged.moving |= group.moving;
-            merged.stock += group.head.stock;
-            merged.stock_seq = merged.stock_seq.max(group.head.stock_seq);
-            merged.total = group.head.total;
-            for (id, value) in &group.lent {
-                lent.push(parse_transfer(id, value, k)?);
-            }
-            received.push(group.received);
-        }
-        merged.pending_transfers = lent
-            .into_iter()
-            .filter(|t| {
-                received
-                    .get(t.to as usize)
-                    .is_some_and(|got| !got.contains(&t.id))
-            })
-            .collect();
-        merged.in_transit = merged.pending_transfers.iter().map(|t| t.units).sum();
-        Ok(Some(merged))
-    }
-
     /// One key group in chunks handed to `sink` as group `group` (see
     /// [`Self::snapshot`]); `None` when its keys are gone.
     async fn read_group(
@@ -270,10 +197,106 @@ impl RedisStock {
         }
     }
 
+    /// What a rebuild of lost shards needs of each shard (`None`: that
+    /// shard's keys are gone), read atomically per shard, and the transfers
+    /// the shards lent (`survivor.lua`, one script per shard: it is the one
+    /// read here whose Redis work grows with the sale, and it runs only
+    /// after a shard was lost; its reply grows only with the expired and
+    /// queued reservations).
+    pub(super) async fn survivor_parts(
+        &self,
+        sale_id: &SaleId,
+        shards: u32,
+    ) -> Result<(Vec<Option<SurvivorPart>>, Vec<PendingTransfer>), StoreError> {
+        let mut parts = Vec::new();
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let reply: redis::Value = self.run(&SurvivorArgs { keys: &keys }).await?;
+            parts.push(parse_survivor(reply, k, &mut lent)?);
+        }
+        Ok((parts, lent))
+    }
+}
+
+impl StockReading for RedisStock {
+    /// Everything Redis holds for a sale, or `None` when it has no keys,
+    /// read in commands that each touch at most [`SCAN_CHUNK`] entries, so
+    /// purchases run between them whatever the size of the sale (one
+    /// script reading the whole sale stalled every purchase for as long
+    /// as it ran).
+    ///
+    /// Per key group: the buyers in chunks (`HSCAN`); then the stock and
+    /// the reservations (and a shard's transfers) between two reads of
+    /// `snapshot_head.lua`. Every script that changes the stock or a
+    /// reservation bumps the meta's `epoch`, except the purchase, which
+    /// always lowers the stock (and adds a reservation): so when the stock,
+    /// `epoch`, `version` and the hashes' lengths are the same before and
+    /// after, and the scan saw as many distinct entries as the hashes
+    /// hold, nothing changed in between, and the chunks are the group as
+    /// at one instant, as one script would have read it. Otherwise the
+    /// read is taken again, up to three times, then reported
+    /// as [`RedisSnapshot::moving`]. The buyers need no such bracket: each
+    /// count that reconcile judges or repairs is read again together with
+    /// that buyer's reservations ([`Self::holdings`]). A sharded sale is
+    /// read shard by shard, as before (with transfers recorded on both
+    /// sides, a unit in flight is counted once).
+    async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
+        let mut collector = SnapshotCollector::default();
+        Ok(self
+            .stream_snapshot(sale_id, &mut collector)
+            .await?
+            .map(|head| collector.into_snapshot(head)))
+    }
+
+    /// [`Self::snapshot`]'s read, its buyers and reservations handed to
+    /// `sink` as each chunk arrives instead of kept: the reader holds one
+    /// chunk and the shards' transfers, whatever the size of the sale.
+    async fn stream_snapshot(
+        &self,
+        sale_id: &SaleId,
+        sink: &mut dyn SnapshotSink,
+    ) -> Result<Option<SnapshotHead>, StoreError> {
+        let Some(shards) = self.shard_count(sale_id).await? else {
+            return Ok(None);
+        };
+        let mut merged = SnapshotHead {
+            shards,
+            ..SnapshotHead::default()
+        };
+        let mut lent: Vec<PendingTransfer> = Vec::new();
+        let mut received: Vec<std::collections::HashSet<String>> = Vec::new();
+        for k in 0..shards {
+            let keys = SaleKeys::of(sale_id, shards, k);
+            let Some(group) = self.read_group(&keys, k, shards > 1, sink).await? else {
+                // A shard without keys: the sale is not whole in Redis.
+                return Ok(None);
+            };
+            merged.moving |= group.moving;
+            merged.stock += group.head.stock;
+            merged.stock_seq = merged.stock_seq.max(group.head.stock_seq);
+            merged.total = group.head.total;
+            for (id, value) in &group.lent {
+                lent.push(parse_transfer(id, value, k)?);
+            }
+            received.push(group.received);
+        }
+        merged.pending_transfers = lent
+            .into_iter()
+            .filter(|t| {
+                received
+                    .get(t.to as usize)
+                    .is_some_and(|got| !got.contains(&t.id))
+            })
+            .collect();
+        merged.in_transit = merged.pending_transfers.iter().map(|t| t.units).sum();
+        Ok(Some(merged))
+    }
+
     /// Each of `users`' count and reservations, read in one step per buyer
     /// (`holding.lua`, bounded by the buyer's own orders) on their home
     /// shard; 64 at a time.
-    pub async fn holdings(
+    async fn holdings(
         &self,
         sale_id: &SaleId,
         users: &[String],
@@ -305,26 +328,5 @@ impl RedisStock {
             }
         }
         Ok(out)
-    }
-
-    /// What a rebuild of lost shards needs of each shard (`None`: that
-    /// shard's keys are gone), read atomically per shard, and the transfers
-    /// the shards lent (`survivor.lua`, one script per shard: it is the one
-    /// read here whose Redis work grows with the sale, and it runs only
-    /// after a shard was lost; its reply grows only with the expired and
-    /// queued reservations).
-    pub(super) async fn survivor_parts(
-        &self,
-        sale_id: &SaleId,
-        shards: u32,
-    ) -> Result<(Vec<Option<SurvivorPart>>, Vec<PendingTransfer>), StoreError> {
-        let mut parts = Vec::new();
-        let mut lent: Vec<PendingTransfer> = Vec::new();
-        for k in 0..shards {
-            let keys = SaleKeys::of(sale_id, shards, k);
-            let reply: redis::Value = self.run(&SurvivorArgs { keys: &keys }).await?;
-            parts.push(parse_survivor(reply, k, &mut lent)?);
-        }
-        Ok((parts, lent))
     }
 }

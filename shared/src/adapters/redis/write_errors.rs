@@ -10,7 +10,7 @@
 
 use super::RedisStock;
 use crate::domain::{OrderId, SaleId};
-use crate::ports::{StoreError, WriteFailure};
+use crate::ports::{StoreError, WriteErrorLog, WriteFailure};
 use std::time::Duration;
 
 /// The DLQ's retention (`template.yaml`'s `OrdersDLQ`): nothing older can
@@ -49,10 +49,12 @@ impl RedisStock {
         };
         self.bounded(call).await
     }
+}
 
+impl WriteErrorLog for RedisStock {
     /// The last failure kept for each of these orders of one sale, in the
     /// same order; `None` where none was (or it was unreadable).
-    pub async fn write_errors(
+    async fn write_errors(
         &self,
         sale_id: &SaleId,
         order_ids: &[&OrderId],

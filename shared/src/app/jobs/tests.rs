@@ -5,7 +5,7 @@
 use super::*;
 use crate::app::fixture::Stores;
 use crate::domain::orders::OrderStatus;
-use crate::ports::{OrderLedger, OrderQueue, OrderStore, ReserveOutcome};
+use crate::ports::{OrderLedger, OrderQueue, OrderStore, ReserveOutcome, StockLoading};
 use std::time::{Duration, Instant};
 
 fn deadline() -> Instant {

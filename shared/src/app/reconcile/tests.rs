@@ -6,7 +6,7 @@ use super::*;
 use crate::app::fixture::{MemoryReconciler, Stores};
 use crate::domain::orders::{Order, RejectReason};
 use crate::domain::{OrderId, Quantity, UserId};
-use crate::ports::{OrderStore, StockAdmin};
+use crate::ports::{OrderStore, StockRepair};
 
 const HOUR_MS: i64 = 3_600_000;
 

@@ -9,6 +9,7 @@ use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::redis::RedisStock;
 use seckill_shared::clock;
 use seckill_shared::domain::Sale;
+use seckill_shared::ports::OrderLedger;
 use std::time::{Duration, Instant};
 
 /// release-unpaid's run in the expiry check: the function's, its
@@ -17,7 +18,7 @@ pub(super) const EXPIRY_RUN: Duration = Duration::from_secs(55);
 
 /// Orders of release-unpaid's chunk (`shared/src/app/jobs.rs`), the first
 /// of which is timed for the check's model input.
-pub(super) const EXPIRY_CHUNK: i32 = 98;
+pub(super) const EXPIRY_CHUNK: usize = 98;
 
 /// The jobs' reads of the drained sale, each in a process of its own
 /// (`seckill_infra::peak`): its peak resident memory, and what it held

@@ -31,6 +31,8 @@ use seckill_shared::app::order_writer::OrderWriter;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
 use seckill_shared::observe::metrics::{self, Counter, Emitter, Flush, Function, Metrics, Sink};
+use seckill_shared::ports::StockLoading;
+use seckill_shared::ports::{AuditTrail, CatalogAdmin};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -546,7 +548,7 @@ async fn admin_history(catalog: &DynamoCatalog, sale: &Sale) -> Result<(), BoxEr
     for _ in 0..REPORTS {
         let report = serde_json::json!({"saleId": sale.sale_id.as_str(), "violations": violations});
         catalog
-            .store_report(sale.sale_id.as_str(), &report.to_string())
+            .store_report(&sale.sale_id, &report.to_string())
             .await?;
     }
     Ok(())

@@ -19,7 +19,7 @@
 use super::{DynamoCatalog, Item, unavailable};
 use crate::adapters::dynamo::contention::through_contention;
 use crate::domain::SaleId;
-use crate::ports::CatalogError;
+use crate::ports::{AuditTrail, CatalogError};
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use std::collections::HashMap;
 
@@ -45,13 +45,12 @@ fn entry_key(sale_id: &SaleId, seq: u64) -> String {
     format!("{sale_id}#audit#{seq:010}")
 }
 
-fn report_key(sale_id: &str) -> String {
+pub(super) fn report_key(sale_id: &SaleId) -> String {
     format!("{sale_id}#report")
 }
 
-impl DynamoCatalog {
-    /// Appends one entry (a JSON object) to the sale's audit trail.
-    pub async fn append_audit(
+impl AuditTrail for DynamoCatalog {
+    async fn append_audit(
         &self,
         sale_id: &SaleId,
         entry: &serde_json::Value,
@@ -85,8 +84,7 @@ impl DynamoCatalog {
         Ok(())
     }
 
-    /// A page of the sale's audit trail; `None` when there is no sale.
-    pub async fn audit(
+    async fn audit(
         &self,
         sale_id: &SaleId,
         range: AuditRange,
@@ -147,31 +145,18 @@ impl DynamoCatalog {
         }))
     }
 
-    /// Keeps the last reconciliation report (JSON) beside the sale item.
-    pub async fn store_report(&self, sale_id: &str, json: &str) -> Result<(), CatalogError> {
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item("saleId", AttributeValue::S(report_key(sale_id)))
-            .item("report", AttributeValue::S(json.to_owned()));
-        through_contention(|| put.clone().send())
-            .await
-            .map_err(unavailable)?;
-        Ok(())
-    }
-
-    /// The last reconciliation report, if any.
-    pub async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
+    async fn last_report(&self, sale_id: &SaleId) -> Result<Option<String>, CatalogError> {
         Ok(self
-            .get_item(report_key(sale_id.as_str()), "report")
+            .get_item(report_key(sale_id), "report")
             .await?
             .and_then(|item| match item.get("report") {
                 Some(AttributeValue::S(json)) => Some(json.clone()),
                 _ => None,
             }))
     }
+}
 
+impl DynamoCatalog {
     /// One item read consistently, only the attributes `projection` names.
     async fn get_item(
         &self,

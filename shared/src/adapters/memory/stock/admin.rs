@@ -1,10 +1,10 @@
 //! The operator's and the jobs' side of the stock store in memory
-//! ([`StockAdmin`]): loading, rebuilding, returning units, locks and
+//! ([`crate::ports::StockAdmin`]): loading, rebuilding, returning units, locks and
 //! snapshots, as the Lua scripts do them.
 
 use super::*;
 
-impl StockAdmin for MemoryStock {
+impl StockLoading for MemoryStock {
     /// One shard per sale: nothing survives apart from the sale itself.
     type Survivors = ();
 
@@ -182,7 +182,9 @@ impl StockAdmin for MemoryStock {
             stock: s.give_back(q),
         })
     }
+}
 
+impl StockRepair for MemoryStock {
     async fn set_status(&self, sale: &Sale) -> Result<u32, StoreError> {
         let mut sales = self.lock()?;
         Ok(match sales.get_mut(&sale.sale_id) {
@@ -195,11 +197,6 @@ impl StockAdmin for MemoryStock {
         })
     }
 
-    async fn clock_ms(&self) -> Result<i64, StoreError> {
-        drop(self.lock()?);
-        Ok(clock::now_ms())
-    }
-
     async fn open_loaded(&self, sale: &Sale) -> Result<u32, StoreError> {
         let mut sales = self.lock()?;
         Ok(match sales.get_mut(&sale.sale_id) {
@@ -210,6 +207,11 @@ impl StockAdmin for MemoryStock {
             }
             _ => 0,
         })
+    }
+
+    async fn clock_ms(&self) -> Result<i64, StoreError> {
+        drop(self.lock()?);
+        Ok(clock::now_ms())
     }
 
     async fn set_buyer(
@@ -333,7 +335,9 @@ impl StockAdmin for MemoryStock {
         }
         Ok(())
     }
+}
 
+impl StockReading for MemoryStock {
     /// The whole sale at one instant: never `moving`.
     async fn snapshot(&self, sale_id: &SaleId) -> Result<Option<RedisSnapshot>, StoreError> {
         let sales = self.lock()?;
@@ -378,7 +382,9 @@ impl StockAdmin for MemoryStock {
             })
             .collect())
     }
+}
 
+impl LiveFigures for MemoryStock {
     async fn outcomes(&self, sale_id: &SaleId) -> Result<BTreeMap<String, u64>, StoreError> {
         let sales = self.lock()?;
         Ok(sales
@@ -387,3 +393,5 @@ impl StockAdmin for MemoryStock {
             .unwrap_or_default())
     }
 }
+
+impl WriteErrorLog for MemoryStock {}
