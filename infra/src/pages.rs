@@ -57,44 +57,59 @@ const SVG: &str = "image/svg+xml";
 const BUYER_PAGE: &str = include_str!("../../web/index.html");
 const DASHBOARD_PAGE: &str = include_str!("../../web/ops.html");
 
-/// Every file `GET /assets/<file>` serves; anything else is `404`.
+/// One of `web/assets/`, compiled in.
+macro_rules! asset {
+    ($name:literal, $content_type:expr) => {
+        Asset {
+            name: $name,
+            content_type: $content_type,
+            body: include_bytes!(concat!("../../web/assets/", $name)),
+        }
+    };
+}
+
+/// Every file `GET /assets/<file>` serves; anything else is `404`. The
+/// pages' scripts are ES modules that import one another by relative path
+/// (`./format.js`), so every module either page reaches is listed here, by
+/// its one-segment name.
 pub const ASSETS: &[Asset] = &[
-    Asset {
-        name: "app.css",
-        content_type: CSS,
-        body: include_bytes!("../../web/assets/app.css"),
-    },
-    Asset {
-        name: "common.js",
-        content_type: JS,
-        body: include_bytes!("../../web/assets/common.js"),
-    },
-    Asset {
-        name: "buyer.js",
-        content_type: JS,
-        body: include_bytes!("../../web/assets/buyer.js"),
-    },
-    // The gate's proof of work, run as the buyer page's Web Worker.
-    Asset {
-        name: "pow.js",
-        content_type: JS,
-        body: include_bytes!("../../web/assets/pow.js"),
-    },
-    Asset {
-        name: "ops.js",
-        content_type: JS,
-        body: include_bytes!("../../web/assets/ops.js"),
-    },
-    Asset {
-        name: "ops.css",
-        content_type: CSS,
-        body: include_bytes!("../../web/assets/ops.css"),
-    },
-    Asset {
-        name: "favicon.svg",
-        content_type: SVG,
-        body: include_bytes!("../../web/assets/favicon.svg"),
-    },
+    asset!("app.css", CSS),
+    asset!("ops.css", CSS),
+    asset!("favicon.svg", SVG),
+    // Shared by both pages: the API client and ids, sign-in, the DOM
+    // helpers, storage, and every formatting helper.
+    asset!("api.js", JS),
+    asset!("auth.js", JS),
+    asset!("dom.js", JS),
+    asset!("store.js", JS),
+    asset!("format.js", JS),
+    // The buyer page: its entry point, then one module per feature.
+    asset!("buyer.js", JS),
+    asset!("buyer-state.js", JS),
+    asset!("buyer-sale.js", JS),
+    asset!("buyer-signin.js", JS),
+    asset!("buyer-gate.js", JS),
+    asset!("buyer-purchase.js", JS),
+    asset!("buyer-ticket.js", JS),
+    asset!("buyer-orders.js", JS),
+    asset!("buyer-render.js", JS),
+    // The gate's proof of work, run as the buyer page's Web Worker (a
+    // classic worker script).
+    asset!("pow.js", JS),
+    // The operator console: its entry point, then one module per feature.
+    asset!("ops.js", JS),
+    asset!("ops-state.js", JS),
+    asset!("ops-widgets.js", JS),
+    asset!("ops-signin.js", JS),
+    asset!("ops-sales.js", JS),
+    asset!("ops-live.js", JS),
+    asset!("ops-settings.js", JS),
+    asset!("ops-reports.js", JS),
+    asset!("ops-commands.js", JS),
+    asset!("ops-editor.js", JS),
+    asset!("ops-lookup.js", JS),
+    asset!("ops-dlq.js", JS),
+    asset!("ops-chart.js", JS),
 ];
 
 /// How long a token from `POST /local/token` lives: a sale and its payment
@@ -288,7 +303,7 @@ mod tests {
 
     #[test]
     fn pages_and_assets_carry_their_type_and_the_policy() {
-        let cases = [
+        let mut cases = vec![
             (get(Page::Buyer, None), HTML),
             (get(Page::Dashboard, None), HTML),
             (get(Page::Config, None), JS),
@@ -296,10 +311,21 @@ mod tests {
             (get(Page::Asset, Some("buyer.js")), JS),
             (get(Page::Asset, Some("ops.js")), JS),
             (get(Page::Asset, Some("ops.css")), CSS),
-            (get(Page::Asset, Some("common.js")), JS),
+            (get(Page::Asset, Some("format.js")), JS),
             (get(Page::Asset, Some("pow.js")), JS),
             (get(Page::Asset, Some("favicon.svg")), SVG),
         ];
+        // Every asset by its extension: a module served as anything but
+        // JavaScript is refused by the browser.
+        for asset in ASSETS {
+            let content_type = match asset.name.rsplit('.').next() {
+                Some("js") => JS,
+                Some("css") => CSS,
+                Some("svg") => SVG,
+                other => panic!("{}: no content type for {other:?}", asset.name),
+            };
+            cases.push((get(Page::Asset, Some(asset.name)), content_type));
+        }
         for (response, content_type) in &cases {
             assert_eq!(response.status(), 200);
             assert_eq!(header(response, "content-type"), *content_type);
@@ -341,6 +367,53 @@ mod tests {
                     "inline event handler on{name}="
                 );
             }
+        }
+    }
+
+    /// The names a script loads: its `import ... from "./x.js"` and
+    /// `import "./x.js"`, and `new Worker("/assets/x.js")`.
+    fn loads_of(script: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for prefix in ["from \"./", "import \"./", "Worker(\"/assets/"] {
+            for rest in script.split(prefix).skip(1) {
+                names.push(rest.split('"').next().unwrap_or_default().to_owned());
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn every_module_a_script_imports_is_served_and_every_file_is_listed() {
+        let mut loaded = std::collections::BTreeSet::new();
+        for asset in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
+            let script = std::str::from_utf8(asset.body).unwrap();
+            for name in loads_of(script) {
+                assert!(
+                    ASSETS.iter().any(|a| a.name == name),
+                    "{} loads ./{name}, which is not in ASSETS",
+                    asset.name
+                );
+                loaded.insert(name);
+            }
+        }
+        // Each page's entry point loads the rest: no module is left out.
+        for asset in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
+            let entry = ["buyer.js", "ops.js"].contains(&asset.name);
+            assert!(
+                entry || loaded.contains(asset.name),
+                "nothing loads {}",
+                asset.name
+            );
+        }
+        // And every file of web/assets/ is served: a new module cannot be
+        // forgotten here.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../web/assets");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            assert!(
+                ASSETS.iter().any(|a| a.name == name),
+                "web/assets/{name} is not in ASSETS"
+            );
         }
     }
 

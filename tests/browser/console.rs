@@ -106,8 +106,8 @@ pub(super) async fn a_changed_sale_shows_none_of_the_last(ui: &Ui) {
     ui.js("window.fetch = window.realFetch; return true").await;
 }
 
-/// How the console writes a time to sell out (as `duration` in ops.js):
-/// to the millisecond under a minute.
+/// How the console writes a time to sell out (as `duration` in
+/// web/assets/format.js): to the millisecond under a minute.
 fn sell_out_words(ms: i64) -> String {
     if ms < 60_000 {
         format!("{}.{:03} s", ms / 1000, ms % 1000)

@@ -29,7 +29,7 @@ pub struct PlanInput {
     /// The page's `GET /orders/{id}` interval while the order is `QUEUED`.
     pub order_poll_secs: f64,
     /// The page's `GET /sales/{id}/orders` interval while a ticket waits
-    /// for the draw (`TICKET_POLL_MS` in `web/assets/buyer.js`).
+    /// for the draw (`TICKET_POLL_MS` in `web/assets/buyer-ticket.js`).
     pub ticket_poll_secs: f64,
     /// How long a buyer's page is open during the sale's hour (the CDN's
     /// requests).

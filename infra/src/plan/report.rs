@@ -537,7 +537,7 @@ pub(super) fn notes(plan: &Plan) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(draw) = &plan.draw {
         notes.push(format!(
-            "The draw is the lottery's peak, not the window: every ticket holder's page polls /sales/{{id}}/orders once a second from drawAt until its ticket is decided (web/assets/buyer.js, TICKET_POLL_MS), \
+            "The draw is the lottery's peak, not the window: every ticket holder's page polls /sales/{{id}}/orders once a second from drawAt until its ticket is decided (web/assets/buyer-ticket.js, TICKET_POLL_MS), \
              {} requests/s for about {} ({} chunks of {} tickets), none of them cacheable, each {} Redis calls on the sale's one master. \
              No quota or parameter serves that; a page that spreads its first look over the draw and asks less often would.",
             int(plan.load.ticket_polls_rps),
