@@ -258,7 +258,7 @@ pub trait StockStore: Send + Sync {
         _sale_id: &SaleId,
         _user_id: &UserId,
         _key: &IdempotencyKey,
-        _since: std::time::Instant,
+        _since: tokio::time::Instant,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         std::future::ready(Ok(true))
     }

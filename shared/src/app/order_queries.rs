@@ -25,7 +25,8 @@ use crate::ports::{
     StockStore, StockView, StoreError,
 };
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {

@@ -194,7 +194,7 @@ impl From<PurchaseError> for ApiError {
 /// back exists.
 pub const SOLD_OUT_FLAG: std::time::Duration = std::time::Duration::from_millis(500);
 
-type SoldOutFlags = std::collections::HashMap<String, (std::time::Instant, std::time::Instant)>;
+type SoldOutFlags = std::collections::HashMap<String, (tokio::time::Instant, tokio::time::Instant)>;
 
 /// The purchase use case over its three ports.
 pub struct PurchaseService<S, Q, C> {
@@ -218,7 +218,7 @@ pub struct PurchaseService<S, Q, C> {
     /// next schedule); `None`: the schedule alone does.
     rebuild: Option<std::sync::Arc<dyn RebuildTrigger>>,
     /// Sale id -> when this environment last asked for its rebuild.
-    rebuild_asked: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    rebuild_asked: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     /// What the API's edge sends with each request it forwards
     /// ([`crate::http::source_ip`]); `None`: no edge in front.
     edge_secret: Option<String>,
@@ -282,7 +282,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     /// environment asks too.)
     fn ask_rebuild(&self, sale_id: &SaleId) {
         let Some(rebuild) = &self.rebuild else { return };
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         {
             let Ok(mut asked) = self.rebuild_asked.lock() else {
                 return;
@@ -380,8 +380,8 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     fn flagged_sold_out(
         &self,
         sale_id: &SaleId,
-        now: std::time::Instant,
-    ) -> Option<std::time::Instant> {
+        now: tokio::time::Instant,
+    ) -> Option<tokio::time::Instant> {
         self.sold_out
             .read()
             .ok()
@@ -393,7 +393,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     /// keyed request only when no reservation under its key can exist (a
     /// retry of a winner must get its order again), as known from a read of
     /// the filter made after the flag was armed ([`crate::domain::keyed_filter`]).
-    async fn answer_from_memory(&self, req: &PurchaseRequest, armed: std::time::Instant) -> bool {
+    async fn answer_from_memory(&self, req: &PurchaseRequest, armed: tokio::time::Instant) -> bool {
         let Some(key) = &req.idempotency_key else {
             return true;
         };
@@ -411,11 +411,11 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
         }
     }
 
-    fn mark_sold_out(&self, sale_id: &SaleId, until: Option<std::time::Instant>) {
+    fn mark_sold_out(&self, sale_id: &SaleId, until: Option<tokio::time::Instant>) {
         if let Ok(mut map) = self.sold_out.write() {
             match until {
                 Some(until) => {
-                    map.insert(sale_id.to_string(), (until, std::time::Instant::now()));
+                    map.insert(sale_id.to_string(), (until, tokio::time::Instant::now()));
                 }
                 None => {
                     map.remove(sale_id.as_str());
@@ -436,7 +436,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
     /// The purchase route's use case: an order, a lottery ticket, or the
     /// refusal.
     pub async fn admit(&self, req: &PurchaseRequest) -> Result<Admitted, PurchaseError> {
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         let armed = self.flagged_sold_out(&req.sale_id, now);
         let flagged = armed.is_some();
         if let Some(armed) = armed
@@ -457,7 +457,7 @@ impl<S: StockStore, Q: OrderQueue, C: SaleCatalog> PurchaseService<S, Q, C> {
                 .ok(),
             _ => None,
         };
-        let reserving = std::time::Instant::now();
+        let reserving = tokio::time::Instant::now();
         let outcome = self
             .stock
             .reserve(ReserveRequest {

@@ -149,7 +149,7 @@ impl StockStore for SimStock {
         sale_id: &SaleId,
         user_id: &UserId,
         key: &IdempotencyKey,
-        since: std::time::Instant,
+        since: tokio::time::Instant,
     ) -> Result<bool, StoreError> {
         redis!(
             self,

@@ -219,7 +219,7 @@ impl StockStore for MemoryStock {
         sale_id: &SaleId,
         user_id: &crate::domain::UserId,
         key: &crate::domain::IdempotencyKey,
-        _since: std::time::Instant,
+        _since: tokio::time::Instant,
     ) -> Result<bool, StoreError> {
         let id = derived_order_id('k', sale_id, user_id, key.as_str())
             .map_err(|e| StoreError::Protocol(e.0))?;

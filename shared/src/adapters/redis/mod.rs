@@ -123,7 +123,7 @@ pub struct RedisStock {
 type KeyedCache = std::collections::HashMap<
     String,
     (
-        std::time::Instant,
+        tokio::time::Instant,
         std::sync::Arc<crate::domain::keyed_filter::KeyedFilter>,
     ),
 >;

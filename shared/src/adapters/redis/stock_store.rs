@@ -358,7 +358,7 @@ impl StockStore for RedisStock {
         sale_id: &SaleId,
         user_id: &UserId,
         key: &IdempotencyKey,
-        since: std::time::Instant,
+        since: tokio::time::Instant,
     ) -> Result<bool, StoreError> {
         let known = self.known(sale_id);
         let home = known.layout.home(user_id.as_str()) as usize;
@@ -380,7 +380,7 @@ impl StockStore for RedisStock {
         if let Some(filter) = fresh() {
             return Ok(filter.may_hold(sale_id, user_id, key));
         }
-        let read_at = std::time::Instant::now();
+        let read_at = tokio::time::Instant::now();
         let reply: Vec<Vec<u8>> = self.run(&KeyedFilterArgs { keys }).await?;
         let filter = crate::domain::keyed_filter::KeyedFilter::parse(&reply)
             .ok_or_else(|| StoreError::Protocol("unexpected keyed filter reply".into()))?;

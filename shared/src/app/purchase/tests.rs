@@ -503,3 +503,44 @@ async fn a_refused_send_whose_release_times_out_is_not_a_202() {
         "an order nothing will make was answered {answer:?}"
     );
 }
+
+/// The sold-out flag lasts its time on the runtime's clock, not the wall's:
+/// the simulation runs on a paused clock, and a seed must replay the same
+/// however fast the machine runs it.
+#[tokio::test(start_paused = true)]
+async fn the_sold_out_flag_lasts_its_time_on_the_runtimes_clock() {
+    let w = world();
+    w.stock.load(test_sale("s", 1, 1).unwrap());
+    w.service
+        .purchase(&request("s", "u", 1, None))
+        .await
+        .unwrap();
+    // The store's refusal arms the flag.
+    assert!(
+        w.service
+            .purchase(&request("s", "v", 1, None))
+            .await
+            .is_err()
+    );
+    let hits = w.service.sold_out_fast_path_hits();
+    // Past the flag's time on the wall (a slow machine's stall), not on the
+    // runtime's clock: still answered from memory. The sleep is the point
+    // here, not a wait for something.
+    std::thread::sleep(SOLD_OUT_FLAG + std::time::Duration::from_millis(50));
+    assert!(
+        w.service
+            .purchase(&request("s", "b1", 1, None))
+            .await
+            .is_err()
+    );
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 1);
+    // Past it on the runtime's clock: the store is asked again.
+    tokio::time::advance(SOLD_OUT_FLAG).await;
+    assert!(
+        w.service
+            .purchase(&request("s", "b2", 1, None))
+            .await
+            .is_err()
+    );
+    assert_eq!(w.service.sold_out_fast_path_hits(), hits + 1);
+}
