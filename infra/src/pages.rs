@@ -83,22 +83,29 @@ pub const ASSETS: &[Asset] = &[
     asset!("dom.js", JS),
     asset!("store.js", JS),
     asset!("format.js", JS),
-    // The buyer page: its entry point, then one module per feature.
+    // The buyer page: its entry point, its state and hooks, what it derives
+    // from them, then one module per feature.
     asset!("buyer.js", JS),
     asset!("buyer-state.js", JS),
+    asset!("buyer-events.js", JS),
+    asset!("buyer-derive.js", JS),
+    asset!("buyer-messages.js", JS),
     asset!("buyer-sale.js", JS),
     asset!("buyer-signin.js", JS),
     asset!("buyer-gate.js", JS),
     asset!("buyer-purchase.js", JS),
     asset!("buyer-ticket.js", JS),
     asset!("buyer-orders.js", JS),
+    asset!("buyer-holdings.js", JS),
     asset!("buyer-render.js", JS),
     // The gate's proof of work, run as the buyer page's Web Worker (a
     // classic worker script).
     asset!("pow.js", JS),
-    // The operator console: its entry point, then one module per feature.
+    // The operator console: its entry point, its state and hooks, then one
+    // module per feature.
     asset!("ops.js", JS),
     asset!("ops-state.js", JS),
+    asset!("ops-events.js", JS),
     asset!("ops-widgets.js", JS),
     asset!("ops-signin.js", JS),
     asset!("ops-sales.js", JS),

@@ -4,9 +4,8 @@
 
 import { api } from "./api.js";
 import { now, salePath, say, state, ui } from "./buyer-state.js";
-import { messageFor } from "./buyer-purchase.js";
-import { render } from "./buyer-render.js";
-import { signOut } from "./buyer-signin.js";
+import { changed, requestSignOut } from "./buyer-events.js";
+import { messageFor } from "./buyer-messages.js";
 
 // A gated sale (`gate: true` in GET /sales) issues its question from 30 s
 // before the start, its proof of work (`powBits`) from the start; a sale
@@ -29,13 +28,13 @@ export async function fetchQuestion() {
   } else if (reply.code === "INVALID_REQUEST" || reply.code === "SALE_ENDED") {
     state.gate = "none";
   } else if (reply.code === "UNAUTHENTICATED") {
-    signOut("Your sign-in has expired. Sign in again.");
+    requestSignOut("Your sign-in has expired. Sign in again.");
   } else {
     // Too early, or a network error: ask again shortly. Buying is not
     // held up by it: a purchase without a pass gets 403 and asks too.
     state.gateRetryAtMs = now() + (reply.retryAfter || 5) * 1000;
   }
-  render();
+  changed();
 }
 
 // The proof of work: solved by a Web Worker (assets/pow.js) so the page
@@ -66,14 +65,14 @@ function solve(challenge) {
     if (reply.ok && reply.body) {
       state.pass = { token: reply.body.token, expiresAtMs: Date.parse(reply.body.expiresAt) };
       state.gate = "passed";
-      render();
+      changed();
       say("Your browser is checked: press Buy now.", "ok", null, "POW_PASSED");
       if (!ui.buyButton.disabled) ui.buyButton.focus();
     } else {
       // Expired while solving, or refused: start again from a new one.
       state.gate = "unknown";
       state.gateRetryAtMs = now() + (reply.retryAfter || 1) * 1000;
-      render();
+      changed();
     }
   };
   worker.onerror = () => {
@@ -83,7 +82,7 @@ function solve(challenge) {
     say("Your browser could not run the check; trying again shortly.", "error", null, "POW_FAILED");
   };
   worker.postMessage({ challenge: challenge.challenge, bits: challenge.bits });
-  render();
+  changed();
 }
 
 export function stopSolving() {
@@ -108,7 +107,7 @@ ui.gateForm.addEventListener("submit", async (event) => {
     state.pass = { token: reply.body.token, expiresAtMs: Date.parse(reply.body.expiresAt) };
     state.gate = "passed";
     ui.answer.value = "";
-    render();
+    changed();
     say("Right. The pass holds for a minute: press Buy now.", "ok");
     ui.buySection.focus();
     if (!ui.buyButton.disabled) ui.buyButton.focus();

@@ -1,21 +1,16 @@
-// The buyer page's orders: the one shown (followed until written, its
-// payment window counted down, paid), the buyer's others in the sale,
-// kept for a reload, and the payment.
+// The buyer page's order: the one shown, followed until written, its
+// payment window counted down, kept for a reload, said once per change,
+// and its payment. The list of the buyer's orders is buyer-holdings.js's.
 
-import { api, validId } from "./api.js";
-import { linkedOrder, now, saleId, salePath, say, state, timers, ui } from "./buyer-state.js";
+import { api } from "./api.js";
+import { say, state, timers, ui } from "./buyer-state.js";
 import { money, wait } from "./format.js";
 import { store } from "./store.js";
-import { render } from "./buyer-render.js";
-import { signOut } from "./buyer-signin.js";
-import { followTicket, learnTicket, ticketKey } from "./buyer-ticket.js";
-
-// The user id may hold any character, "." included; the key still names
-// one (sale, user) because a sale id cannot hold a ".".
-const orderKey = () => "order." + saleId + "." + (state.session ? state.session.userId : "");
+import { orderKey, statusOf, windowLeft } from "./buyer-derive.js";
+import { changed, requestSignOut } from "./buyer-events.js";
 
 // An order as this page keeps it, from an API body.
-function orderFrom(body) {
+export function orderFrom(body) {
   return {
     orderId: body.orderId,
     status: body.status,
@@ -27,22 +22,6 @@ function orderFrom(body) {
   };
 }
 
-// The status the buyer is shown: an order awaiting payment whose window
-// has closed on the clock is expired from that instant (the API says so
-// too, and the read that first says so puts the unit back on sale: the
-// page asks again a second later).
-export function statusOf(order) {
-  if (order.status === "PENDING_PAYMENT" && order.expiresAt && Date.parse(order.expiresAt) <= now()) {
-    return "EXPIRED";
-  }
-  return order.status;
-}
-
-export const isLive = (order) => {
-  const status = statusOf(order);
-  return status === "QUEUED" || status === "PENDING_PAYMENT" || status === "PAID";
-};
-
 // Keeps `order` in the list of the buyer's orders (newest first).
 function remember(order) {
   const i = state.orders.findIndex((o) => o.orderId === order.orderId);
@@ -50,54 +29,12 @@ function remember(order) {
   else state.orders.unshift(order);
 }
 
-// An order kept from before a reload, or the one a link names, is shown
-// at once and asked for; the API's list of the buyer's orders of this
-// sale (QUEUED ones included) fills in the rest, so a new tab or another
-// browser shows them and what the buyer may still buy.
-export function restoreOrder() {
-  const kept = store.get(ticketKey());
-  if (kept) learnTicket(kept);
-  const saved = store.get(orderKey());
-  if (linkedOrder) trackOrder({ orderId: linkedOrder, status: "QUEUED", quantity: 1, expiresAt: null }, 0);
-  else if (saved && validId(saved.orderId)) trackOrder(Object.assign({ quantity: 1 }, saved), 0);
-  loadOrders();
-}
-
-export async function loadOrders() {
-  if (!state.session || state.missing) return;
-  const session = state.session;
-  const reply = await api(salePath + "/orders", { token: session.token });
-  if (state.session !== session) return;
-  if (!reply.ok || !reply.body) {
-    followTicket();
-    return;
-  }
-  const listed = (reply.body.orders || []).filter((o) => o && validId(o.orderId)).map(orderFrom);
-  // The list is the API's word on every order but the one this page is
-  // following (its own polls are fresher).
-  const current = state.order;
-  state.orders = listed.map((o) => (current && o.orderId === current.orderId ? current : o));
-  if (current && !listed.some((o) => o.orderId === current.orderId)) state.orders.unshift(current);
-  if (!current && listed.length) {
-    // The one that needs the buyer: being written or awaiting payment,
-    // else the newest that counts, else the newest.
-    const pick =
-      listed.find((o) => statusOf(o) === "QUEUED" || statusOf(o) === "PENDING_PAYMENT") ||
-      listed.find(isLive) ||
-      listed[0];
-    trackOrder(pick, 0);
-  }
-  // An API that says nothing of tickets leaves the page's own.
-  if ("ticket" in reply.body) learnTicket(reply.body.ticket);
-  render();
-}
-
 // `delay`: a fresh order is not written yet; the first look is in 2 s.
 export function trackOrder(order, delay) {
   state.order = order;
   remember(order);
   store.set(orderKey(), order);
-  render();
+  changed();
   clearTimeout(timers.order);
   timers.order = setTimeout(pollOrder, delay);
 }
@@ -120,14 +57,14 @@ async function pollOrder() {
   if (reply.ok && reply.body) {
     updateOrder(reply.body);
   } else if (reply.code === "UNAUTHENTICATED") {
-    signOut("Your sign-in has expired. Sign in again to see your order.");
+    requestSignOut("Your sign-in has expired. Sign in again to see your order.");
     return;
   } else if (reply.code === "ORDER_NOT_FOUND") {
     say("We cannot find order " + state.order.orderId + " under your sign-in.", "error", null, reply.code);
     state.orders = state.orders.filter((o) => o !== state.order);
     state.order = null;
     store.set(orderKey(), null);
-    render();
+    changed();
     return;
   } else {
     say("Connection trouble: still checking your order…", "warn", null, reply.code);
@@ -142,7 +79,7 @@ function updateOrder(body) {
   state.order = orderFrom(body);
   remember(state.order);
   store.set(orderKey(), state.order);
-  render();
+  changed();
 }
 
 // Says what became of the order shown, once per change of what the
@@ -208,15 +145,12 @@ export function tellOrder() {
   }
 }
 
-export const windowLeft = () =>
-  state.order && state.order.expiresAt ? Date.parse(state.order.expiresAt) - now() : Infinity;
-
 ui.payButton.addEventListener("click", pay);
 
 async function pay() {
   if (state.paying || !state.order || statusOf(state.order) !== "PENDING_PAYMENT") return;
   state.paying = true;
-  render();
+  changed();
   say("Paying…", "info", null, "PAYING");
   const reply = await api("/orders/" + encodeURIComponent(state.order.orderId) + "/pay", {
     method: "POST",
@@ -254,7 +188,7 @@ async function pay() {
       say("We cannot find this order under your sign-in.", "error", null, reply.code);
       break;
     case "UNAUTHENTICATED":
-      signOut("Your sign-in has expired. Sign in again, then pay.");
+      requestSignOut("Your sign-in has expired. Sign in again, then pay.");
       return;
     default:
       say(
@@ -265,7 +199,7 @@ async function pay() {
         reply.code
       );
   }
-  render();
+  changed();
   // Back on the button if it is still there, else on the order card.
   if (!ui.payButton.hidden && !ui.payButton.disabled) ui.payButton.focus();
   else ui.order.focus();

@@ -1,102 +1,18 @@
-// The buyer page's purchase: how many the buyer may still buy, why the
-// button is off, the purchase itself under its Idempotency-Key (a retry
-// of the same purchase cannot buy twice), and a message for every
-// refusal.
+// The buyer page's purchase: the buy form, the purchase itself under its
+// Idempotency-Key (a retry of the same purchase cannot buy twice), what
+// each refusal changes, and a purchase the draw holds back sent again by
+// itself. How many the buyer may buy and why the button is off are
+// buyer-derive.js's; the words of each refusal buyer-messages.js's.
 
 import { api, randomKey, validId } from "./api.js";
 import { now, saleId, salePath, say, state, timers, ui } from "./buyer-state.js";
-import { time, wait } from "./format.js";
+import { chosenQuantity, drawAtOf, whyNotBuy, windowEndMs } from "./buyer-derive.js";
+import { changed, requestSignOut } from "./buyer-events.js";
 import { fetchQuestion } from "./buyer-gate.js";
-import { isLive, loadOrders, statusOf, trackOrder } from "./buyer-orders.js";
-import { render } from "./buyer-render.js";
-import { holdsTicket, pollSale, SALE_STATES, saleState, windowEndMs } from "./buyer-sale.js";
-import { signOut } from "./buyer-signin.js";
-import { drawAtOf, learnTicket } from "./buyer-ticket.js";
-
-// A purchase the draw holds back (503 DRAWING) is sent again by itself at
-// most this many times in a row.
-const DRAWING_RETRIES = 30;
-
-// Units the buyer holds in this sale: their orders that still count
-// against the per-buyer limit (being written, awaiting payment within
-// its window, paid), as the API and this page know them.
-export function held() {
-  return state.orders.reduce((sum, o) => sum + (isLive(o) ? o.quantity || 1 : 0), 0);
-}
-
-// How many more the buyer may buy: the limit minus what they hold.
-export const allowance = () => (state.sale ? Math.max(0, state.sale.perUserLimit - held()) : 0);
-
-// The most the quantity choice offers: the allowance, and no more than
-// is left (a larger quantity would be refused as sold out).
-export function maxQuantity() {
-  const left = state.sale && state.sale.remaining > 0 ? state.sale.remaining : Infinity;
-  return Math.max(1, Math.min(allowance(), left, 1000));
-}
-
-export const chosenQuantity = () => Math.min(maxQuantity(), Math.max(1, Number(ui.quantity.value) || 1));
-
-// Why the buy button is off right now, or null when it is on.
-export function whyNotBuy(t) {
-  const sale = saleState(t);
-  if (sale === "MISSING" || sale === "LOADING") return SALE_STATES[sale].why;
-  if (!state.session) return "Sign in first.";
-  if (state.inFlight) return "Sending your order…";
-  if (SALE_STATES[sale].why) return SALE_STATES[sale].why + (sale === "UPCOMING" ? drawNote() : "");
-  if (state.refused) return refusalHint(state.refused);
-  if (holdsTicket()) {
-    return "You are in the draw at " + time(Date.parse(state.ticket.drawAt)) + ": your result shows here.";
-  }
-  const shown = state.order && statusOf(state.order);
-  if (shown === "QUEUED") return "Your order is being confirmed below.";
-  if (shown === "PENDING_PAYMENT") return "Pay for your order below first (or let its window close).";
-  if (allowance() <= 0) {
-    return (
-      "You hold " +
-      held() +
-      " of the " +
-      state.sale.perUserLimit +
-      " allowed per buyer: that is the most this sale allows."
-    );
-  }
-  if (state.gate === "needed") return "Answer the question above first.";
-  if (state.gate === "solving") return "Checking your browser… (a few seconds)";
-  if (t < state.retryAtMs && timers.retry) {
-    return "The draw is running: your purchase is sent again by itself in " + wait((state.retryAtMs - t) / 1000) + ".";
-  }
-  if (t < state.retryAtMs) return "You can try again in " + wait((state.retryAtMs - t) / 1000) + ".";
-  return null;
-}
-
-// For a sale with a lottery window: when its tickets are drawn.
-function drawNote() {
-  const closes = windowEndMs();
-  if (Number.isNaN(closes)) return "";
-  return (
-    " Purchases in its first " + wait(state.sale.admission.window) +
-    " are tickets for a draw at " + time(closes) + "."
-  );
-}
-
-// What the hint under an active button says, by the sale's state.
-export function readyHint(sale) {
-  if (sale === "DRAW_OPEN") {
-    return (
-      "Every entry until " + time(windowEndMs()) +
-      " is drawn then, in a random order: pressing first gains nothing. One press is enough."
-    );
-  }
-  if (sale === "DRAWING") {
-    return "The tickets are being drawn: a purchase now goes through as soon as the draw is over (seconds).";
-  }
-  return "One press is enough: the button turns off while we ask.";
-}
-
-function refusalHint(code) {
-  if (code === "SALE_ENDED") return "The sale has ended.";
-  if (code === "LIMIT_EXCEEDED") return "You hold as many as this sale allows.";
-  return "Buying is closed for you on this page.";
-}
+import { learnTicket, loadOrders } from "./buyer-holdings.js";
+import { DRAWING_RETRIES, messageFor } from "./buyer-messages.js";
+import { trackOrder } from "./buyer-orders.js";
+import { pollSale } from "./buyer-sale.js";
 
 ui.buyForm.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -107,7 +23,7 @@ ui.quantity.addEventListener("change", () => {
   // Another quantity is another purchase: a key sent for the old one
   // would be answered with the old order.
   if (state.key && state.keyQuantity !== chosenQuantity()) state.key = null;
-  render();
+  changed();
 });
 
 async function buy() {
@@ -116,7 +32,7 @@ async function buy() {
   if (whyNotBuy(now()) !== null) return;
   const quantity = chosenQuantity();
   state.inFlight = true;
-  render();
+  changed();
   // The button is off while we ask: the focus waits on its section, not
   // at the top of the page.
   ui.buySection.focus();
@@ -172,111 +88,11 @@ async function buy() {
     ui.ticket.focus();
   } else {
     purchaseRefused(reply);
-    render();
+    changed();
     ui.buySection.focus();
     if (!ui.buyButton.disabled) ui.buyButton.focus();
   }
-  render();
-}
-
-// A human message for every refusal of the purchase route.
-export function messageFor(reply) {
-  const retryAfter = reply.retryAfter;
-  const limit = state.sale ? state.sale.perUserLimit : null;
-  switch (reply.code) {
-    case "SOLD_OUT":
-      return {
-        text:
-          "Sold out: every unit has been taken" +
-          (state.keyQuantity > 1 ? " (or fewer are left than you asked for)" : "") +
-          ". Nothing was charged.",
-        tone: "error",
-      };
-    case "LIMIT_EXCEEDED":
-      return {
-        text:
-          "You already hold as many as this sale allows" + (limit ? " (" + limit + " per buyer)." : "."),
-        tone: "warn",
-      };
-    case "SALE_NOT_STARTED":
-      return {
-        text:
-          "The sale has not started yet" +
-          (retryAfter ? ": it opens in " + wait(retryAfter) : "") +
-          ". The button turns on by itself.",
-        tone: "warn",
-      };
-    case "SALE_ENDED":
-      return { text: "The sale has ended.", tone: "error" };
-    case "RATE_LIMITED":
-      return {
-        text: "Too many tries in a short time. You can try again in " + wait(retryAfter || 1) + ".",
-        tone: "warn",
-      };
-    case "SALE_PAUSED":
-      return {
-        text:
-          "The sale is paused for a moment. Try again in " +
-          wait(retryAfter || 2) +
-          ": a retry cannot buy twice.",
-        tone: "warn",
-      };
-    case "DRAWING":
-      return {
-        text:
-          state.drawingRetries > DRAWING_RETRIES
-            ? "The draw is taking longer than usual. Press Buy now again in a moment: a retry cannot buy twice."
-            : "The tickets of the first seconds are being drawn: your purchase is sent again by itself in " +
-              wait(retryAfter || 1) +
-              " (it cannot buy twice).",
-        tone: "info",
-      };
-    case "GATE_REQUIRED":
-      return {
-        text:
-          state.sale && state.sale.powBits
-            ? "Your browser needs checking again before you buy (a few seconds); then press Buy now again."
-            : "This sale asks one question before you buy: answer it above, then press Buy now again.",
-        tone: "warn",
-      };
-    case "UNAUTHENTICATED":
-      return { text: "Your sign-in has expired. Sign in again.", tone: "error" };
-    case "SALE_NOT_FOUND":
-      return { text: "There is no sale called “" + saleId + "”.", tone: "error" };
-    case "INVALID_REQUEST":
-      return {
-        text: "The shop refused the request: " + ((reply.body && reply.body.message) || "invalid request") + ".",
-        tone: "error",
-      };
-    // A retry (same key) of a purchase whose order has since ended: the
-    // answer names it; a new press is a new purchase.
-    case "ORDER_EXPIRED":
-      return {
-        text:
-          "Your earlier order of this purchase expired unpaid and its unit went back on sale. Press Buy now again to buy anew.",
-        tone: "warn",
-      };
-    case "ORDER_NOT_PAYABLE":
-      return {
-        text: "Your earlier order of this purchase was not accepted: no unit was left for it. Nothing was charged.",
-        tone: "error",
-      };
-    case "NETWORK":
-      return {
-        text:
-          "Network error: we could not reach the shop, so we do not know whether the order went through. " +
-          "Press Buy now again: the retry carries the same key and cannot buy twice.",
-        tone: "error",
-      };
-    default:
-      return {
-        text:
-          "The shop had a problem (HTTP " +
-          reply.status +
-          "). Press Buy now again in a moment: a retry cannot buy twice.",
-        tone: "error",
-      };
-  }
+  changed();
 }
 
 function purchaseRefused(reply) {
@@ -336,7 +152,7 @@ function purchaseRefused(reply) {
       fetchQuestion();
       break;
     case "UNAUTHENTICATED":
-      signOut(message.text);
+      requestSignOut(message.text);
       return;
     case "INVALID_REQUEST":
       state.key = null;

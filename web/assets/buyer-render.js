@@ -1,12 +1,26 @@
 // The buyer page drawn from its state: the sale card, sign-in, gate, the
 // buy section, the order card and receipt, the other orders, the ticket.
+// Nothing below imports it: a feature that changes the state calls
+// buyer-events.js's changed(), which buyer.js wires to render.
 
 import { config } from "./api.js";
 import { now, state, ui } from "./buyer-state.js";
-import { clock, dateTime, money, number, timeZone } from "./format.js";
-import { statusOf, tellOrder, windowLeft } from "./buyer-orders.js";
-import { allowance, chosenQuantity, held, maxQuantity, readyHint, whyNotBuy } from "./buyer-purchase.js";
-import { SALE_STATES, saleState, windowEndMs } from "./buyer-sale.js";
+import { showTime } from "./dom.js";
+import { clock, money, number, timeZone } from "./format.js";
+import {
+  allowance,
+  chosenQuantity,
+  held,
+  maxQuantity,
+  readyHint,
+  SALE_STATES,
+  saleState,
+  statusOf,
+  whyNotBuy,
+  windowEndMs,
+  windowLeft,
+} from "./buyer-derive.js";
+import { tellOrder } from "./buyer-orders.js";
 import { renderTicket, tellTicket } from "./buyer-ticket.js";
 
 const ORDER_TEXT = {
@@ -164,17 +178,6 @@ export function render() {
   renderTicket(t);
   tellTicket(t);
   tellOrder();
-}
-
-// A time element: the date and time in the buyer's zone (or as `format`
-// writes it), the instant in `datetime` (UTC, as the API gave it).
-export function showTime(el, ms, format) {
-  if (el.dataset.ms === String(ms)) return;
-  el.dataset.ms = String(ms);
-  const valid = typeof ms === "number" && !Number.isNaN(ms);
-  const text = valid ? (format || dateTime)(ms) : "–";
-  if (el.textContent !== text) el.textContent = text;
-  el.dateTime = valid ? new Date(ms).toISOString() : "";
 }
 
 // The buyer's other orders of this sale, one line each.

@@ -4,15 +4,15 @@
 import { config } from "./api.js";
 import { saveSession, wireSignIn } from "./auth.js";
 import { say, state, timers, ui } from "./buyer-state.js";
+import { changed } from "./buyer-events.js";
 import { stopSolving } from "./buyer-gate.js";
-import { restoreOrder } from "./buyer-orders.js";
-import { render } from "./buyer-render.js";
+import { restoreOrder } from "./buyer-holdings.js";
 
 function startSession(session) {
   state.session = session;
   saveSession("buyer", session);
   restoreOrder();
-  render();
+  changed();
   // Straight on to the buy section: the next Tab reaches the quantity.
   ui.buySection.focus();
 }
@@ -41,7 +41,7 @@ export function signOut(message) {
   clearTimeout(timers.ticket);
   clearTimeout(timers.retry);
   timers.retry = 0;
-  render();
+  changed();
   if (message) say(message, "error", null, "UNAUTHENTICATED");
   else say("You are signed out. Sign in to buy.", "info", null, "SIGNED_OUT");
   (config.auth === "local" ? ui.user : ui.loginLink).focus();

@@ -1,80 +1,12 @@
-// The buyer page's ticket, in a sale's lottery window: the ticket a
-// purchase gets, its result asked for from the draw's time, shown and said
-// once per change (WON hands over to the order card).
+// The buyer page's ticket, in a sale's lottery window, drawn and said:
+// the card shows it, and the status region says once per change what
+// became of it (WON hands over to the order card). The ticket itself is
+// learnt and followed by buyer-holdings.js.
 
-import { validId } from "./api.js";
-import { now, saleId, say, state, timers, ui } from "./buyer-state.js";
+import { say, state, ui } from "./buyer-state.js";
+import { showTime } from "./dom.js";
 import { number, time } from "./format.js";
-import { store } from "./store.js";
-import { loadOrders, trackOrder } from "./buyer-orders.js";
-import { render, showTime } from "./buyer-render.js";
-import { pollSale } from "./buyer-sale.js";
-
-// The draw's result is asked for about once a second from `drawAt`, for
-// at most RESULT_DEADLINE_MS (it takes well under a second for thousands
-// of tickets).
-const TICKET_POLL_MS = 1000;
-const RESULT_DEADLINE_MS = 60000;
-
-// When a sale's draw is, for an answer that does not say.
-export const drawAtOf = (sale) =>
-  sale && sale.admission ? sale.admission.windowEndAt : new Date(now()).toISOString();
-
-export const ticketKey = () => "ticket." + saleId + "." + (state.session ? state.session.userId : "");
-
-// The buyer's ticket as the API (GET /sales/{id}/orders' `ticket`, or the
-// purchase's 202) gives it; kept for a reload. A result that comes in
-// while the page watches is said, and WON hands over to the order card.
-export function learnTicket(body) {
-  const was = state.ticket;
-  const ticket =
-    body && typeof body.status === "string" && typeof body.drawAt === "string"
-      ? {
-          status: body.status,
-          quantity: body.quantity || 1,
-          orderId: validId(body.orderId) ? body.orderId : null,
-          drawAt: body.drawAt,
-        }
-      : null;
-  state.ticket = ticket;
-  store.set(ticketKey(), ticket);
-  if (ticket && ticket.status !== "TICKET") state.drawOver = true;
-  const decided = was && was.status === "TICKET" && ticket && ticket.status !== "TICKET";
-  // Won on this page: its order is the one to follow. (Later, the order
-  // shown may be another one the buyer bought after it.)
-  const won = decided && ticket.status === "WON" && ticket.orderId;
-  if (won && (!state.order || state.order.orderId !== ticket.orderId)) {
-    trackOrder({ orderId: ticket.orderId, status: "QUEUED", quantity: ticket.quantity, expiresAt: null }, 0);
-  }
-  // The draw took stock: the sale's numbers, fresh.
-  if (decided) pollSale();
-  followTicket();
-  render();
-}
-
-// From `drawAt`, about once a second (the first look spread over a
-// second, so every page does not ask at the same instant), until the
-// ticket is decided or RESULT_DEADLINE_MS has passed.
-export function followTicket() {
-  clearTimeout(timers.ticket);
-  const ticket = state.ticket;
-  if (!ticket || ticket.status !== "TICKET" || !state.session) return;
-  const drawAt = Date.parse(ticket.drawAt);
-  const t = now();
-  if (t > drawAt + RESULT_DEADLINE_MS) return;
-  const delay = t < drawAt ? drawAt - t + Math.random() * 1000 : TICKET_POLL_MS;
-  timers.ticket = setTimeout(loadOrders, delay);
-}
-
-const resultLate = (ticket, t) => ticket.status === "TICKET" && t > Date.parse(ticket.drawAt) + RESULT_DEADLINE_MS;
-
-// TICKET before the draw, DRAWING after `drawAt`, LATE past the deadline,
-// else the result.
-function ticketShown(ticket, t) {
-  if (ticket.status !== "TICKET") return ticket.status;
-  if (resultLate(ticket, t)) return "LATE";
-  return t < Date.parse(ticket.drawAt) ? "TICKET" : "DRAWING";
-}
+import { ticketShown } from "./buyer-derive.js";
 
 const TICKET_TEXT = {
   TICKET: "You are in the draw",

@@ -6,24 +6,36 @@
 // other orders of the sale. Everything goes through the public HTTP API,
 // so the page works the same on the local stack and on a deployed one.
 //
-// One module per concern: buyer-state.js (what the page knows),
-// buyer-sale.js, buyer-signin.js, buyer-gate.js, buyer-purchase.js,
-// buyer-ticket.js, buyer-orders.js, buyer-render.js; the shared ones are
-// api.js, auth.js, dom.js, store.js and format.js. This one keeps the
-// clock ticking and starts the page.
+// One module per concern, in layers (a module imports only those below
+// it, never one above):
+//   buyer.js          this one: wires the hooks, keeps the clock ticking,
+//                     starts the page
+//   buyer-purchase.js buyer-render.js buyer-signin.js
+//   buyer-holdings.js (the buyer's orders and ticket, as the API lists them)
+//   buyer-orders.js buyer-sale.js buyer-gate.js buyer-ticket.js
+//   buyer-derive.js buyer-messages.js (pure: read the state, call nothing)
+//   buyer-state.js buyer-events.js (the state; the hooks)
+// and the shared api.js, auth.js, dom.js, store.js and format.js. A
+// feature that must have the page drawn again or the buyer signed out
+// calls buyer-events.js, wired here to render and signOut.
 
 import { config } from "./api.js";
 import { savedSession, saveSession, tokenFromFragment } from "./auth.js";
 import { now, say, state, timers } from "./buyer-state.js";
 import { time } from "./format.js";
+import { windowEndMs } from "./buyer-derive.js";
+import { onChange, onSaleFound, onSignOut } from "./buyer-events.js";
 import { fetchQuestion } from "./buyer-gate.js";
-import { loadOrders, restoreOrder } from "./buyer-orders.js";
+import { loadOrders, restoreOrder } from "./buyer-holdings.js";
 import { render } from "./buyer-render.js";
-import { pollSale, sayMissing, windowEndMs } from "./buyer-sale.js";
+import { pollSale, sayMissing } from "./buyer-sale.js";
 import { signOut } from "./buyer-signin.js";
-// Reached through the others too; named here as the page's features.
+// Reached through none of the others: it only wires the buy form.
 import "./buyer-purchase.js";
-import "./buyer-ticket.js";
+
+onChange(render);
+onSignOut(signOut);
+onSaleFound(restoreOrder);
 
 // Four times a second: the countdowns, and what depends on the time.
 function tick() {

@@ -1,4 +1,7 @@
-// Shared by the two pages: finding an element, and the status region.
+// Shared by the two pages: finding an element, the status region, and a
+// time element.
+
+import { dateTime } from "./format.js";
 
 export const $ = (id) => document.getElementById(id);
 
@@ -15,4 +18,15 @@ export function announce(region, message, tone, links) {
     a.href = href;
     region.append(a);
   });
+}
+
+// A time element: the date and time in the reader's zone (or as `format`
+// writes it), the instant in `datetime` (UTC, as the API gave it).
+export function showTime(el, ms, format) {
+  if (el.dataset.ms === String(ms)) return;
+  el.dataset.ms = String(ms);
+  const valid = typeof ms === "number" && !Number.isNaN(ms);
+  const text = valid ? (format || dateTime)(ms) : "–";
+  if (el.textContent !== text) el.textContent = text;
+  el.dateTime = valid ? new Date(ms).toISOString() : "";
 }

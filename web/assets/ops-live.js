@@ -8,10 +8,10 @@ import { $ } from "./dom.js";
 import { number, time, wait } from "./format.js";
 import { drawFunnel } from "./ops-chart.js";
 import { loadDlq } from "./ops-dlq.js";
+import { requestSignOut } from "./ops-events.js";
 import { loadAudit, loadRefunds, showReport } from "./ops-reports.js";
 import { loadSales, markWatched } from "./ops-sales.js";
 import { drawing, loadSale, setControls, showDraw, showSellOut } from "./ops-settings.js";
-import { signOut } from "./ops-signin.js";
 import { call, LABEL, salePath, say, state, STATUS_ORDER, STATUS_TONE, STORE_NAME, ui } from "./ops-state.js";
 import { cell } from "./ops-widgets.js";
 
@@ -108,7 +108,7 @@ export async function poll() {
   } else {
     switch (reply.code) {
       case "UNAUTHENTICATED":
-        signOut("Your sign-in has expired. Sign in again.");
+        requestSignOut("Your sign-in has expired. Sign in again.");
         return;
       case "FORBIDDEN":
         say("This token has no operator rights (the seckill/admin scope).", "error");

@@ -3,7 +3,7 @@
 
 import { validId } from "./api.js";
 import { money, number, when } from "./format.js";
-import { watch } from "./ops-live.js";
+import { watchSale } from "./ops-events.js";
 import { call, MONEY, say, state, ui } from "./ops-state.js";
 import { cell, pill, rowOf } from "./ops-widgets.js";
 
@@ -78,7 +78,7 @@ export function markWatched() {
 export function choose(id) {
   ui.saleInput.value = id;
   history.replaceState(null, "", "?sale=" + encodeURIComponent(id));
-  watch(id);
+  watchSale(id);
 }
 
 ui.salesRefresh.addEventListener("click", () => loadSales());

@@ -5,15 +5,23 @@
 // with its redrive, the refunds owed, and the live numbers with the
 // funnel.
 //
-// One module per concern: ops-state.js (what the console knows),
-// ops-widgets.js, ops-signin.js, ops-sales.js, ops-live.js,
-// ops-settings.js, ops-reports.js, ops-commands.js, ops-editor.js,
-// ops-lookup.js, ops-dlq.js, ops-chart.js; the shared ones are api.js,
-// auth.js, dom.js, store.js and format.js. This one starts the console.
+// One module per concern, in layers (a module imports only those below
+// it, never one above):
+//   ops.js            this one: wires the hooks, starts the console
+//   ops-signin.js ops-commands.js ops-editor.js ops-lookup.js
+//   ops-live.js       (the live view and the change of sale)
+//   ops-sales.js ops-settings.js ops-reports.js ops-dlq.js ops-chart.js
+//   ops-widgets.js
+//   ops-state.js ops-events.js (what the console knows; the hooks)
+// and the shared api.js, auth.js, dom.js, store.js and format.js. The
+// list of sales asks to watch a sale, and the live view to sign out,
+// through ops-events.js, wired here to watch and signOut.
 
 import { config } from "./api.js";
 import { savedSession, tokenFromFragment } from "./auth.js";
 import { drawFunnel } from "./ops-chart.js";
+import { onSignOut, onWatch } from "./ops-events.js";
+import { watch } from "./ops-live.js";
 import { render, signOut, startSession } from "./ops-signin.js";
 import { say, state, ui } from "./ops-state.js";
 // The features that only wire their own forms and buttons.
@@ -21,6 +29,8 @@ import "./ops-commands.js";
 import "./ops-editor.js";
 import "./ops-lookup.js";
 
+onWatch(watch);
+onSignOut(signOut);
 ui.saleInput.value = state.saleId;
 drawFunnel();
 // A new width (a phone turned, a window resized): draw again to fit.
