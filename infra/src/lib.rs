@@ -61,6 +61,7 @@ pub mod jwt_authorizer;
 pub mod lambda_limits;
 pub mod loadgen;
 pub mod local;
+pub mod openapi;
 pub mod pages;
 pub mod peak;
 pub mod plan;

@@ -13,6 +13,7 @@
 //! seckill-local forward LISTEN=TARGET...  # e.g. 172.17.0.1:6379=127.0.0.1:6379, for sam local
 //! seckill-local jwt-authorizer   # as a Lambda function's bootstrap, for sam local start-api
 //! seckill-local plan [--example NAME | --units N --buyers N ...]  # a sale's capacity plan on AWS
+//! seckill-local openapi   # the API's OpenAPI 3.1 description (JSON)
 //! ```
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Command {
     /// Serve the API, the pages and the order-writer's event source on
     /// loopback, with a demo sale (what `make run` starts).
     Up,
+    /// Print the HTTP API's OpenAPI 3.1 description (JSON), generated from
+    /// the body types (the local stack serves it at `GET /openapi.json`).
+    Openapi,
     /// Mint a local token the gateway accepts and print it.
     Token {
         /// The buyer's user id (the token's `sub`).
@@ -165,6 +169,10 @@ async fn main() -> ExitCode {
         Command::Up => local::up(LocalSettings::from_env())
             .await
             .map_err(|e| e.to_string()),
+        Command::Openapi => {
+            println!("{}", seckill_infra::openapi::document_json());
+            Ok(())
+        }
         Command::Token { user, admin, ttl } => token(&user, admin, ttl),
         Command::Invoke { function, event } => invoke(function, &event).await,
         Command::Run { job } => run(job).await,

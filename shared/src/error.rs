@@ -5,6 +5,7 @@
 //! place picks a status code, and no internal detail reaches the body.
 
 use crate::domain::{OrderId, Outcome};
+use crate::http::bodies::ErrorBody;
 
 /// An error as the caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -151,44 +152,39 @@ impl ApiError {
         }
     }
 
-    /// The JSON body: `{"code","message"}` plus the fields a code carries.
-    pub fn body(&self) -> serde_json::Value {
-        let mut body = serde_json::json!({
-            "code": self.code(),
-            "message": self.to_string(),
-        });
+    /// The JSON body: `{"code","message"}` plus the fields a code carries
+    /// ([`ErrorBody`]).
+    pub fn error_body(&self) -> ErrorBody<'_> {
+        let mut body = ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+            order_ids: None,
+            order_id: None,
+            status: None,
+        };
         if let Self::LimitExceeded { order_ids } = self {
-            body["orderIds"] = serde_json::json!(order_ids);
+            body.order_ids = Some(order_ids.as_slice());
         }
         if let Self::OrderEnded { order_id, status } = self {
-            body["orderId"] = serde_json::json!(order_id);
-            body["status"] = status.as_str().into();
+            body.order_id = Some(order_id);
+            body.status = Some(status.as_str());
         }
         body
     }
 
-    /// [`body`](Self::body) as text, written straight from the fields
-    /// (no JSON tree in between: most purchases end here, as `SOLD_OUT`).
+    /// [`error_body`](Self::error_body) as a JSON tree.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::to_value(self.error_body()).unwrap_or_else(
+            |_| serde_json::json!({"code": self.code(), "message": self.to_string()}),
+        )
+    }
+
+    /// [`error_body`](Self::error_body) as text, written straight from the
+    /// fields (no JSON tree in between: most purchases end here, as
+    /// `SOLD_OUT`). Its fields are declared in sorted order, so the text is
+    /// the tree's.
     pub fn body_text(&self) -> String {
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Body<'a> {
-            code: &'a str,
-            message: String,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            order_ids: Option<&'a [crate::domain::OrderId]>,
-        }
-        let order_ids = match self {
-            Self::LimitExceeded { order_ids } => Some(order_ids.as_slice()),
-            Self::OrderEnded { .. } => return self.body().to_string(),
-            _ => None,
-        };
-        serde_json::to_string(&Body {
-            code: self.code(),
-            message: self.to_string(),
-            order_ids,
-        })
-        .unwrap_or_else(|_| self.body().to_string())
+        serde_json::to_string(&self.error_body()).unwrap_or_else(|_| self.body().to_string())
     }
 
     pub fn paused(message: impl Into<String>) -> Self {

@@ -1,6 +1,8 @@
 //! HTTP helpers shared by the `lambda_http` functions: the caller's identity
 //! from the API Gateway JWT authorizer, the request body, and JSON responses.
 
+pub mod bodies;
+
 use crate::domain::UserId;
 use crate::error::ApiError;
 use lambda_http::request::RequestContext;
@@ -203,6 +205,19 @@ pub fn path_param(req: &Request, name: &str) -> String {
         .and_then(|params| params.first(name))
         .map(str::to_owned)
         .unwrap_or_default()
+}
+
+/// A JSON response with the given status, from one of [`bodies`]' types.
+/// The body goes through a JSON tree, so its keys come out in the same
+/// (sorted) order as [`json`]'s.
+pub fn body<T: serde::Serialize>(status: u16, body: &T) -> Response<Body> {
+    match serde_json::to_value(body) {
+        Ok(value) => json(status, &value),
+        Err(err) => {
+            tracing::error!(%err, "a response body does not serialise");
+            error(&ApiError::Internal)
+        }
+    }
 }
 
 /// A JSON response with the given status.

@@ -5,9 +5,11 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::order_queries::OrderQueries;
 use seckill_shared::app::payments::PaymentError;
+use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
+use seckill_shared::http::bodies::{Health, OrderView};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
 use std::convert::Infallible;
@@ -62,7 +64,7 @@ where
         _ => String::new(),
     };
     match route_key.as_str() {
-        "GET /health" => Ok(http::json(200, &serde_json::json!({"status": "ok"}))),
+        "GET /health" => Ok(http::body(200, &Health::OK)),
         "GET /sales/{saleId}" => {
             let sale_id = SaleId::parse(&http::path_param(req, "saleId"))
                 .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
@@ -157,7 +159,7 @@ where
                 .order(&order_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(false))?;
-            Ok(http::json(200, &order.body()))
+            Ok(http::body(200, &OrderView::of(&order, clock::now_ms())))
         }
         "POST /orders/{orderId}/pay" => {
             let caller = http::caller(req)?;
@@ -174,7 +176,7 @@ where
                 sale_id = %order.sale_id,
                 "order paid"
             );
-            Ok(http::json(200, &order.body()))
+            Ok(http::body(200, &OrderView::of(&order, clock::now_ms())))
         }
         // The payment provider: no JWT; the signature over the raw body is
         // the authentication, checked before anything is parsed.

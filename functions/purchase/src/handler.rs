@@ -4,9 +4,11 @@
 
 use lambda_http::{Body, Request, Response};
 use seckill_shared::app::purchase::{Admitted, PurchaseRequest, PurchaseService};
+use seckill_shared::clock;
 use seckill_shared::domain::{IdempotencyKey, OrderId, Outcome, Quantity, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
+use seckill_shared::http::bodies::{PurchaseAccepted, PurchaseTicket};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{DrawStore, OrderQueue, SaleCatalog, StockStore};
 use serde::Deserialize;
@@ -98,7 +100,15 @@ where
                 "lottery ticket"
             );
             Answer {
-                response: http::json(202, &ticket.body()),
+                response: http::body(
+                    202,
+                    &PurchaseTicket {
+                        sale_id: ticket.sale_id.as_str(),
+                        quantity: ticket.quantity.get(),
+                        status: "TICKET",
+                        draw_at: clock::rfc3339_ms(ticket.draw_at_ms),
+                    },
+                ),
                 outcome: Outcome::Ticket.as_str(),
                 sale_id: Some(parsed.sale_id),
                 order_id: None,
@@ -106,7 +116,15 @@ where
         }
         Ok(Admitted::Order(accepted)) => {
             span.record("order_id", accepted.order_id.as_str());
-            let mut response = http::json(202, &accepted.body());
+            let mut response = http::body(
+                202,
+                &PurchaseAccepted {
+                    order_id: accepted.order_id.as_str(),
+                    sale_id: accepted.sale_id.as_str(),
+                    quantity: accepted.quantity.get(),
+                    status: "QUEUED",
+                },
+            );
             let location = format!("/orders/{}", accepted.order_id);
             if let Ok(value) = lambda_http::http::HeaderValue::from_str(&location) {
                 response

@@ -30,6 +30,9 @@ pub const LOCAL_ONLY_ROUTES: &[&str] = &[
     "GET /config.js",
     // Mints a local JWT for a user name: a convenience of the local stack.
     "POST /local/token",
+    // The API's OpenAPI description (`seckill-local openapi` prints the
+    // same): for a client team and the schemathesis run of `make test`.
+    "GET /openapi.json",
 ];
 
 /// Whether `method path` (a route of the local gateway's table) is one of
@@ -84,8 +87,9 @@ pub const LOCAL_SERVER: &str = "seckill-local";
 
 impl LocalRoute {
     /// The local gateway's tables: the functions' routes
-    /// ([`crate::gateway::ROUTES`]) and its own ([`crate::gateway::LOCAL_ROUTES`],
-    /// served by [`LOCAL_SERVER`]; each must be one of [`LOCAL_ONLY_ROUTES`]).
+    /// ([`crate::gateway::ROUTES`]) and its own ([`crate::gateway::LOCAL_ROUTES`]
+    /// and [`crate::gateway::OPENAPI_ROUTE`], served by [`LOCAL_SERVER`];
+    /// each must be one of [`LOCAL_ONLY_ROUTES`]).
     pub fn gateway() -> Vec<LocalRoute> {
         let functions = crate::gateway::ROUTES.iter().map(|r| LocalRoute {
             method: r.method.to_owned(),
@@ -99,7 +103,14 @@ impl LocalRoute {
             function: LOCAL_SERVER.to_owned(),
             public: true,
         });
-        functions.chain(own).collect()
+        let (method, path) = crate::gateway::OPENAPI_ROUTE;
+        let description = LocalRoute {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            function: LOCAL_SERVER.to_owned(),
+            public: true,
+        };
+        functions.chain(own).chain([description]).collect()
     }
 }
 

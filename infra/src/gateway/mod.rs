@@ -4,7 +4,8 @@
 //! string claims, base64 for binary bodies) and hands it to the same handler
 //! code Lambda runs. It also serves the local stack's own routes
 //! ([`LOCAL_ROUTES`]: the pages and the local sign-in, see
-//! [`crate::pages`]), which no function serves and `template.yaml` lacks.
+//! [`crate::pages`]), which no function serves and `template.yaml` lacks,
+//! and the API's OpenAPI description ([`OPENAPI_ROUTE`]).
 //!
 //! # Layout
 //!
@@ -196,6 +197,22 @@ pub async fn serve<S, Q, C>(
 
 type HyperResponse = hyper::Response<Full<Bytes>>;
 
+/// The API's OpenAPI 3.1 description ([`crate::openapi::document`]),
+/// served by the gateway itself and public, like `GET /health`.
+pub const OPENAPI_ROUTE: (&str, &str) = ("GET", "/openapi.json");
+
+/// [`OPENAPI_ROUTE`]'s answer, written once.
+fn openapi_response() -> HyperResponse {
+    static DOCUMENT: std::sync::LazyLock<Bytes> =
+        std::sync::LazyLock::new(|| Bytes::from(crate::openapi::document_json()));
+    let mut response = hyper::Response::new(Full::new(DOCUMENT.clone()));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 async fn handle<S, Q, C>(
     gateway: &Gateway<S, Q, C>,
     peer: SocketAddr,
@@ -216,6 +233,9 @@ where
     let path = parts.uri.path().to_owned();
     let Some((index, params)) = match_route_at(parts.method.as_str(), &path) else {
         // The API's routes first: the purchase path pays for no page lookup.
+        if (parts.method.as_str(), path.as_str()) == OPENAPI_ROUTE {
+            return openapi_response();
+        }
         return match match_local_only(parts.method.as_str(), &path) {
             Some((local, params)) => to_hyper(pages::serve(
                 local.serves,

@@ -1,0 +1,339 @@
+//! The HTTP API's bodies as types: what each route of `docs/api.md` takes
+//! and answers, field for field (names, `null` against absent, number
+//! formats). The handlers build their answers from them where the answer is
+//! assembled at the edge, and `seckill_infra::openapi` describes the API
+//! from their schemas (`seckill-local openapi`, `GET /openapi.json` on the
+//! local stack).
+//!
+//! Times are RFC 3339 strings in UTC; ids match `[A-Za-z0-9_-]{1,64}`.
+
+use crate::clock;
+use crate::domain::OrderId;
+use crate::domain::money::Money;
+use crate::domain::orders::Order;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Every error: a machine-readable `code` and a `message` for people, with
+/// no internal detail; a few codes carry more.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody<'a> {
+    /// `SOLD_OUT`, `SALE_NOT_FOUND`, `INVALID_REQUEST`, ...
+    pub code: &'a str,
+    pub message: String,
+    /// `LIMIT_EXCEEDED`: the caller's existing orders of the sale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub order_ids: Option<&'a [OrderId]>,
+    /// `ORDER_ENDED`: the order a replayed purchase had made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub order_id: Option<&'a OrderId>,
+    /// `ORDER_ENDED`: how that order ended (`EXPIRED`, `REJECTED`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'a str>,
+}
+
+/// `GET /health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: &'static str,
+}
+
+impl Health {
+    pub const OK: Health = Health { status: "ok" };
+}
+
+/// `POST /sales/{saleId}/purchase`'s body; an empty body is one unit.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PurchaseRequest {
+    /// Units to buy (default 1), at most the sale's `perUserLimit`.
+    #[schema(minimum = 1, maximum = 1000, default = 1)]
+    pub quantity: Option<u32>,
+}
+
+/// `202` to a purchase: the order is queued (`Location: /orders/{orderId}`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PurchaseAccepted<'a> {
+    pub order_id: &'a str,
+    pub sale_id: &'a str,
+    pub quantity: u32,
+    /// Always `QUEUED`.
+    pub status: &'static str,
+}
+
+/// `202` to a purchase while a sale's lottery window is open: a ticket in
+/// the draw, no order yet.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PurchaseTicket<'a> {
+    pub sale_id: &'a str,
+    pub quantity: u32,
+    /// Always `TICKET`.
+    pub status: &'static str,
+    pub draw_at: String,
+}
+
+/// A price: integer minor units and an ISO 4217 currency.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MoneyBody {
+    pub amount: u64,
+    pub currency: String,
+}
+
+/// A lottery window as the public sale view shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionView {
+    /// Seconds from `startAt` during which purchases are tickets.
+    pub window: u32,
+    pub window_end_at: Option<String>,
+}
+
+/// `GET /sales/{saleId}` (public; `Cache-Control: public, max-age=1`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SaleView {
+    pub sale_id: String,
+    pub name: String,
+    pub start_at: String,
+    pub end_at: String,
+    pub total_stock: u64,
+    /// May lag by a second.
+    pub remaining: i64,
+    pub per_user_limit: u32,
+    /// `UPCOMING`, `ACTIVE`, `PAUSED`, `SOLD_OUT`, `ENDED`, ...
+    pub status: String,
+    pub price: Option<MoneyBody>,
+    /// Whether a purchase needs the gate's pass (`X-Sale-Token`).
+    pub gate: bool,
+    /// The proof of work's leading zero bits; `null`: the arithmetic question.
+    pub pow_bits: Option<u8>,
+    pub admission: Option<AdmissionView>,
+}
+
+/// `GET /orders/{orderId}`, `POST /orders/{orderId}/pay`, and each order of
+/// `GET /sales/{saleId}/orders`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderView<'a> {
+    #[schema(value_type = String)]
+    pub order_id: &'a OrderId,
+    pub sale_id: &'a str,
+    pub user_id: &'a str,
+    pub quantity: u32,
+    /// `QUEUED`, `PENDING_PAYMENT`, `PAID`, `EXPIRED`, `REJECTED`.
+    pub status: &'static str,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    /// The price times the quantity; `null` without a price.
+    #[schema(value_type = Option<MoneyBody>)]
+    pub amount: serde_json::Value,
+    pub paid_at: Option<String>,
+    pub payment_id: Option<&'a str>,
+    /// `NEEDED` when a payment came for it after it expired.
+    pub refund: Option<&'static str>,
+}
+
+impl<'a> OrderView<'a> {
+    /// The order as its owner sees it at `now_ms`.
+    pub fn of(order: &'a Order, now_ms: i64) -> Self {
+        Self {
+            order_id: &order.order_id,
+            sale_id: order.sale_id.as_str(),
+            user_id: order.user_id.as_str(),
+            quantity: order.quantity.get(),
+            status: order.status_at(now_ms).as_str(),
+            created_at: clock::rfc3339_ms(order.created_at_ms),
+            expires_at: order.expires_at_ms.map(clock::rfc3339_ms),
+            amount: Money::body_of(order.amount.as_ref()),
+            paid_at: order.paid_at_ms.map(clock::rfc3339_ms),
+            payment_id: order.payment_id.as_ref().map(|p| p.as_str()),
+            refund: if order.refunds.is_empty() {
+                None
+            } else {
+                Some("NEEDED")
+            },
+        }
+    }
+}
+
+/// A lottery ticket as its holder sees it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TicketView {
+    /// `TICKET`, `WON`, `LOST`, `ENDED`.
+    pub status: String,
+    pub quantity: u32,
+    /// The order a won ticket made.
+    pub order_id: Option<String>,
+    pub draw_at: String,
+}
+
+/// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
+/// `QUEUED` ones included, and their lottery ticket.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MyOrders<'a> {
+    pub orders: Vec<OrderView<'a>>,
+    pub ticket: Option<TicketView>,
+}
+
+/// `GET /sales/{saleId}/challenge`: the gate's question (`kind`
+/// `arithmetic`) or a proof of work (`kind` `pow`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Challenge {
+    /// `arithmetic` or `pow`.
+    pub kind: String,
+    /// `arithmetic`: the question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// `pow`: the prefix to extend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
+    /// `pow`: the leading zero bits the hash needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u8>,
+    pub challenge_id: String,
+    pub expires_at: String,
+}
+
+/// `POST /sales/{saleId}/challenge`'s body: `{"answer"}` (with the
+/// question's `challengeId` if kept) or a proof of work's
+/// `{"challengeId","nonce"}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChallengeAnswer {
+    pub answer: Option<i64>,
+    pub challenge_id: Option<String>,
+    pub nonce: Option<String>,
+}
+
+/// `200` to a right answer: the pass for `X-Sale-Token`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SalePass {
+    pub token: String,
+    pub expires_at: String,
+}
+
+/// `POST /payments/callback`'s body (signed with `Payment-Signature`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentCallback {
+    pub payment_id: String,
+    pub order_id: String,
+    /// Minor units.
+    pub amount: u64,
+    pub currency: String,
+    /// `SUCCEEDED`.
+    pub status: String,
+}
+
+/// `200` to a payment callback.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentAnswerBody<'a> {
+    pub payment_id: String,
+    pub order_id: String,
+    /// `PAID`, `ALREADY_PAID`, `REFUND_NEEDED`, ...
+    pub outcome: String,
+    pub order: OrderView<'a>,
+}
+
+/// `PUT /admin/sales/{saleId}`'s body: a sale's definition. Unknown
+/// fields are refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SaleDefinition {
+    /// 1 to 200 characters.
+    pub name: String,
+    #[schema(minimum = 1, maximum = 10_000_000)]
+    pub total_stock: u64,
+    pub start_at: String,
+    pub end_at: String,
+    #[schema(minimum = 1)]
+    pub per_user_limit: u32,
+    /// Default 900.
+    #[schema(minimum = 60, maximum = 86_400)]
+    pub payment_window_seconds: Option<u32>,
+    /// Default 1.
+    #[schema(minimum = 1, maximum = 64)]
+    pub shards: Option<u32>,
+    pub gate: Option<bool>,
+    pub price: Option<MoneyBody>,
+    /// The proof of work's leading zero bits (turns the gate on).
+    pub pow_bits: Option<u8>,
+    /// A lottery window: `{"window": seconds}`.
+    #[schema(value_type = Option<Object>)]
+    pub admission: Option<serde_json::Value>,
+}
+
+/// An operator's answer (a sale with its figures, a report, the audit
+/// trail, the live view, ...): a JSON object, described in `docs/api.md`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct AdminAnswer(pub serde_json::Value);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::money::Currency;
+    use crate::domain::orders::OrderStatus;
+    use crate::domain::{PaymentId, Quantity, SaleId, UserId};
+
+    #[test]
+    fn an_order_view_is_the_orders_body_byte_for_byte() {
+        let far = clock::now_ms() + 3_600_000;
+        let bare = Order {
+            order_id: OrderId::parse("o1").unwrap(),
+            sale_id: SaleId::parse("s1").unwrap(),
+            user_id: UserId::parse("auth0|u1").unwrap(),
+            quantity: Quantity::new(2).unwrap(),
+            status: OrderStatus::PendingPayment,
+            created_at_ms: 1_700_000_000_123,
+            expires_at_ms: Some(far),
+            reject_reason: None,
+            return_seq: None,
+            amount: None,
+            paid_at_ms: None,
+            payment_id: None,
+            refunds: Vec::new(),
+        };
+        let mut paid = bare.clone();
+        paid.status = OrderStatus::Paid;
+        paid.expires_at_ms = None;
+        paid.amount = Some(Money {
+            amount: 1999,
+            currency: Currency::parse("EUR").unwrap(),
+        });
+        paid.paid_at_ms = Some(1_700_000_001_000);
+        paid.payment_id = Some(PaymentId::parse("pay_1").unwrap());
+        paid.refunds = vec![PaymentId::parse("pay_2").unwrap()];
+        let mut expired = bare.clone();
+        expired.expires_at_ms = Some(1);
+        for order in [bare, paid, expired] {
+            let now = clock::now_ms();
+            let view = serde_json::to_value(OrderView::of(&order, now)).unwrap();
+            assert_eq!(view.to_string(), order.body().to_string());
+        }
+    }
+
+    #[test]
+    fn the_error_body_leaves_out_what_a_code_does_not_carry() {
+        let body = ErrorBody {
+            code: "SOLD_OUT",
+            message: "gone".into(),
+            order_ids: None,
+            order_id: None,
+            status: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"code":"SOLD_OUT","message":"gone"}"#
+        );
+    }
+}
