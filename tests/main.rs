@@ -88,6 +88,7 @@ mod live;
 mod lottery;
 mod metrics;
 mod nemesis;
+mod openapi;
 mod operators;
 mod order_index;
 mod orders;
