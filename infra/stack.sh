@@ -21,6 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/.venv"
 CHECKOV_VENV="$ROOT/.venv-checkov"
+SCHEMATHESIS_VENV="$ROOT/.venv-schemathesis"
 STATE="$ROOT/.stack/$$"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/seckill/target}"
 # The caller's own AWS settings, before the emulator's defaults below replace
@@ -85,6 +86,18 @@ ensure_checkov() {
     python3 -m venv "$CHECKOV_VENV"
     "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
     cp "$pins" "$CHECKOV_VENV/requirements-checkov.txt"
+  fi
+}
+
+# schemathesis (tests/openapi.rs drives the API's OpenAPI description
+# against the local stack with it), in a venv of its own like checkov's.
+ensure_schemathesis() {
+  local pins="$ROOT/infra/schemathesis/requirements.txt"
+  if [ ! -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] || ! cmp -s "$pins" "$SCHEMATHESIS_VENV/requirements-schemathesis.txt"; then
+    say "installing schemathesis into $SCHEMATHESIS_VENV (PyPI)"
+    python3 -m venv "$SCHEMATHESIS_VENV"
+    "$SCHEMATHESIS_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
+    cp "$pins" "$SCHEMATHESIS_VENV/requirements-schemathesis.txt"
   fi
 }
 
@@ -330,6 +343,7 @@ cmd_test() {
   phase install
   ensure_tools --browser
   ensure_checkov
+  ensure_schemathesis
   phase lint
   say "cargo fmt --check"; cargo fmt --all -- --check
   say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
@@ -365,6 +379,8 @@ cmd_test() {
   say "cargo test"
   export SAM_CLI="$VENV/bin/sam"  # tests/consistency.rs: events from `sam local generate-event`
   export MOTO_SERVER="$VENV/bin/moto_server"
+  # tests/openapi.rs: schemathesis against the local stack (required here).
+  export SCHEMATHESIS="$SCHEMATHESIS_VENV/bin/schemathesis" SECKILL_REQUIRE_SCHEMATHESIS=1
   # A failing test's message, not its backtrace, is what the end of a CI
   # log shows (RUST_BACKTRACE=1 there pushed it out of view); a test run
   # alone still prints one when asked.
