@@ -138,7 +138,7 @@ pub const OPERATIONS: &[Operation] = &[
     )
     .request("SaleDefinition", true)
     .success(&[(200, "AdminAnswer"), (201, "AdminAnswer")])
-    .errors(&[400, 409]),
+    .errors(&[400, 409, 410]),
     op(
         "POST",
         "/admin/sales/{saleId}/prewarm",
