@@ -19,6 +19,7 @@ use seckill_shared::app::console::{self, EndNow};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId, UserId};
 use seckill_shared::error::ApiError;
+use seckill_shared::http::bodies::OrderView;
 use seckill_shared::http::{self, Caller};
 use std::collections::BTreeMap;
 
@@ -93,7 +94,7 @@ pub async fn route(
                 .any_order(&order_id)
                 .await
                 .map_err(|e| e.into_api(false))?;
-            http::json(200, &order.body())
+            http::body(200, &OrderView::of(&order, clock::now_ms()))
         }
         "GET /admin/sales/{saleId}/orders" => {
             let sale_id = sale_id(req)?;

@@ -9,7 +9,7 @@ use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::http::bodies::{Health, OrderView};
+use seckill_shared::http::bodies::{Health, MyOrders, OrderView, PaymentAnswerBody};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
 use std::convert::Infallible;
@@ -87,10 +87,13 @@ where
                 .my_orders(&sale_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            let orders: Vec<serde_json::Value> = orders.iter().map(|o| o.body()).collect();
-            Ok(http::json(
+            let now = clock::now_ms();
+            Ok(http::body(
                 200,
-                &serde_json::json!({ "orders": orders, "ticket": ticket }),
+                &MyOrders {
+                    orders: orders.iter().map(|o| OrderView::of(o, now)).collect(),
+                    ticket,
+                },
             ))
         }
         "GET /sales/{saleId}/challenge" => {
@@ -196,7 +199,15 @@ where
                     }
                     e.into_api()
                 })?;
-            Ok(http::json(200, &answer.body()))
+            Ok(http::body(
+                200,
+                &PaymentAnswerBody {
+                    payment_id: answer.payment_id.as_str(),
+                    order_id: answer.order_id.as_str(),
+                    outcome: answer.outcome.as_str(),
+                    order: OrderView::of(&answer.order, clock::now_ms()),
+                },
+            ))
         }
         _ => Err(ApiError::RouteNotFound),
     }

@@ -178,7 +178,9 @@ pub struct TicketView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MyOrders<'a> {
     pub orders: Vec<OrderView<'a>>,
-    pub ticket: Option<TicketView>,
+    /// Built by the use case (`OrderQueries::my_ticket`) as JSON.
+    #[schema(value_type = Option<TicketView>)]
+    pub ticket: Option<serde_json::Value>,
 }
 
 /// `GET /sales/{saleId}/challenge`: the gate's question (`kind`
@@ -237,10 +239,10 @@ pub struct PaymentCallback {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentAnswerBody<'a> {
-    pub payment_id: String,
-    pub order_id: String,
-    /// `PAID`, `ALREADY_PAID`, `REFUND_NEEDED`, ...
-    pub outcome: String,
+    pub payment_id: &'a str,
+    pub order_id: &'a str,
+    /// `PAID` or `REFUND_NEEDED`.
+    pub outcome: &'static str,
     pub order: OrderView<'a>,
 }
 
