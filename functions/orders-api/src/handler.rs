@@ -9,7 +9,7 @@ use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::http::bodies::{Health, MyOrders, OrderView, PaymentAnswerBody};
+use seckill_shared::http::bodies::{Health, MyOrders, OrderView, PaymentAnswerBody, SaleView};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
 use std::convert::Infallible;
@@ -72,7 +72,11 @@ where
                 .sale_view(&sale_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            Ok(http::cacheable_json(http::SALE_VIEW_MAX_AGE_SECS, &view))
+            let body = SaleView::of(&view.sale, view.remaining, view.status);
+            Ok(http::cacheable_json(
+                http::SALE_VIEW_MAX_AGE_SECS,
+                &serde_json::to_value(&body).map_err(|_| ApiError::Internal)?,
+            ))
         }
         "GET /sales/{saleId}/orders" => {
             let caller = http::caller(req)?;

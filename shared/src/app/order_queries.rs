@@ -173,7 +173,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
     /// `GET /sales/{saleId}`. `remaining` is Redis's count (it may lag the
     /// orders by the queue's delay); `gate` says whether the sale asks its
     /// question before a purchase.
-    pub async fn sale_view(&self, sale_id: &SaleId) -> Result<serde_json::Value, QueryError> {
+    pub async fn sale_view(&self, sale_id: &SaleId) -> Result<PublicSale, QueryError> {
         let sale = self
             .catalog
             .get_sale(sale_id)
@@ -182,31 +182,23 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         // Redis down must not hide the sale's page: show what the table knows.
         let live = self.stock.view(sale_id, None).await.ok().flatten();
         let (remaining, status) = public_status(&sale, clock::now_ms(), live.as_ref());
-        Ok(serde_json::json!({
-            "saleId": sale.sale_id,
-            "name": sale.name,
-            "startAt": clock::rfc3339_ms(sale.start_ms),
-            "endAt": clock::rfc3339_ms(sale.end_ms),
-            "totalStock": sale.total_stock,
-            "remaining": remaining.max(0),
-            "perUserLimit": sale.per_user_limit,
-            "status": status,
-            "price": Money::body_of(sale.price.as_ref()),
-            // Whether a purchase needs the gate's pass: the buyer page asks
-            // for a question only then (no wasted request per buyer at the
-            // busiest moment).
-            "gate": sale.gate,
-            // The gate's kind: `null` for the arithmetic question, else
-            // the proof of work's leading zero bits.
-            "powBits": sale.pow_bits,
-            // A lottery window: the buyer page says "you are in the draw"
-            // for a ticket, and when the draw starts. Never the seed.
-            "admission": sale.admission.as_ref().map(|a| serde_json::json!({
-                "window": a.window_secs,
-                "windowEndAt": sale.window_end_ms().map(clock::rfc3339_ms),
-            })),
-        }))
+        Ok(PublicSale {
+            sale,
+            remaining: remaining.max(0),
+            status,
+        })
     }
+}
+
+/// What `GET /sales/{saleId}` shows: the sale as the catalog has it, with
+/// what is left and its status from [`public_status`] (the edge writes the
+/// body, `http::bodies::SaleView`).
+#[derive(Debug, Clone)]
+pub struct PublicSale {
+    pub sale: Sale,
+    /// Never below zero.
+    pub remaining: i64,
+    pub status: &'static str,
 }
 
 /// A sale's `remaining` and `status` as `GET /sales/{saleId}` shows them,

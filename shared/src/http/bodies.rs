@@ -8,9 +8,9 @@
 //! Times are RFC 3339 strings in UTC; ids match `[A-Za-z0-9_-]{1,64}`.
 
 use crate::clock;
-use crate::domain::OrderId;
 use crate::domain::money::Money;
 use crate::domain::orders::Order;
+use crate::domain::{OrderId, Sale};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -108,11 +108,43 @@ pub struct SaleView {
     /// `UPCOMING`, `ACTIVE`, `PAUSED`, `SOLD_OUT`, `ENDED`, ...
     pub status: String,
     pub price: Option<MoneyBody>,
-    /// Whether a purchase needs the gate's pass (`X-Sale-Token`).
+    /// Whether a purchase needs the gate's pass (`X-Sale-Token`): the
+    /// buyer page asks for a question only then (no wasted request per
+    /// buyer at the busiest moment).
     pub gate: bool,
-    /// The proof of work's leading zero bits; `null`: the arithmetic question.
+    /// The gate's kind: `null` for the arithmetic question, else the proof
+    /// of work's leading zero bits.
     pub pow_bits: Option<u8>,
+    /// A lottery window: the buyer page says "you are in the draw" for a
+    /// ticket, and when the draw starts. Never the seed.
     pub admission: Option<AdmissionView>,
+}
+
+impl SaleView {
+    /// `sale` with what is left of it and its public status
+    /// (`app::order_queries::public_status`).
+    pub fn of(sale: &Sale, remaining: i64, status: &str) -> Self {
+        Self {
+            sale_id: sale.sale_id.as_str().to_owned(),
+            name: sale.name.clone(),
+            start_at: clock::rfc3339_ms(sale.start_ms),
+            end_at: clock::rfc3339_ms(sale.end_ms),
+            total_stock: u64::from(sale.total_stock),
+            remaining,
+            per_user_limit: sale.per_user_limit,
+            status: status.to_owned(),
+            price: sale.price.as_ref().map(|p| MoneyBody {
+                amount: p.amount,
+                currency: p.currency.as_str().to_owned(),
+            }),
+            gate: sale.gate,
+            pow_bits: sale.pow_bits,
+            admission: sale.admission.as_ref().map(|a| AdmissionView {
+                window: a.window_secs,
+                window_end_at: sale.window_end_ms().map(clock::rfc3339_ms),
+            }),
+        }
+    }
 }
 
 /// `GET /orders/{orderId}`, `POST /orders/{orderId}/pay`, and each order of
@@ -286,6 +318,59 @@ mod tests {
     use crate::domain::money::Currency;
     use crate::domain::orders::OrderStatus;
     use crate::domain::{PaymentId, Quantity, SaleId, UserId};
+
+    #[test]
+    fn a_sale_view_is_the_sale_views_json_as_it_was_written() {
+        let mut sale = Sale {
+            sale_id: SaleId::parse("s1").unwrap(),
+            name: "Drop".into(),
+            total_stock: 100,
+            start_ms: 1_700_000_000_000,
+            end_ms: 1_700_000_600_000,
+            per_user_limit: 2,
+            payment_window_seconds: 900,
+            shards: 1,
+            gate: true,
+            paused: false,
+            price: Some(Money {
+                amount: 1999,
+                currency: Currency::parse("EUR").unwrap(),
+            }),
+            pow_bits: Some(18),
+            admission: Some(crate::domain::Admission {
+                window_secs: 10,
+                seed: crate::domain::draw::DrawSeed::from_bytes([7; 32]),
+            }),
+        };
+        // The literal GET /sales/{saleId} wrote before it had a type.
+        let before = |sale: &Sale, remaining: i64, status: &str| {
+            serde_json::json!({
+                "saleId": sale.sale_id,
+                "name": sale.name,
+                "startAt": clock::rfc3339_ms(sale.start_ms),
+                "endAt": clock::rfc3339_ms(sale.end_ms),
+                "totalStock": sale.total_stock,
+                "remaining": remaining,
+                "perUserLimit": sale.per_user_limit,
+                "status": status,
+                "price": Money::body_of(sale.price.as_ref()),
+                "gate": sale.gate,
+                "powBits": sale.pow_bits,
+                "admission": sale.admission.as_ref().map(|a| serde_json::json!({
+                    "window": a.window_secs,
+                    "windowEndAt": sale.window_end_ms().map(clock::rfc3339_ms),
+                })),
+            })
+        };
+        for _ in 0..2 {
+            let view = serde_json::to_value(SaleView::of(&sale, 7, "LIVE")).unwrap();
+            assert_eq!(view.to_string(), before(&sale, 7, "LIVE").to_string());
+            sale.price = None;
+            sale.pow_bits = None;
+            sale.admission = None;
+            sale.gate = false;
+        }
+    }
 
     #[test]
     fn an_order_view_is_the_orders_body_byte_for_byte() {
