@@ -4,12 +4,15 @@
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::order_queries::OrderQueries;
+use seckill_shared::app::order_queries::Question;
 use seckill_shared::app::payments::PaymentError;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
-use seckill_shared::http::bodies::{Health, MyOrders, OrderView, PaymentAnswerBody, SaleView};
+use seckill_shared::http::bodies::{
+    Challenge, Health, MyOrders, OrderView, PaymentAnswerBody, SalePass, SaleView,
+};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
 use std::convert::Infallible;
@@ -107,7 +110,13 @@ where
                 .challenge(&sale_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            Ok(http::json(200, &question))
+            Ok(http::body(
+                200,
+                &match &question {
+                    Question::Arithmetic(c) => Challenge::arithmetic(c),
+                    Question::Pow(c) => Challenge::pow(c),
+                },
+            ))
         }
         "POST /sales/{saleId}/challenge" => {
             let caller = http::caller(req)?;
@@ -136,7 +145,7 @@ where
                     .solve(&sale_id, &caller.user_id, challenge_id, nonce)
                     .await
                     .map_err(|e| e.into_api(true))?;
-                return Ok(http::json(200, &pass));
+                return Ok(http::body(200, &SalePass::of(&pass)));
             }
             let answer = body
                 .get("answer")
@@ -157,7 +166,7 @@ where
                 .answer(&sale_id, &caller.user_id, answer, challenge_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            Ok(http::json(200, &pass))
+            Ok(http::body(200, &SalePass::of(&pass)))
         }
         "GET /orders/{orderId}" => {
             let caller = http::caller(req)?;

@@ -220,6 +220,7 @@ pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64
 }
 
 mod gate;
+pub use gate::Question;
 mod orders;
 mod payment;
 

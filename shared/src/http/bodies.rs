@@ -235,6 +235,32 @@ pub struct Challenge {
     pub expires_at: String,
 }
 
+impl Challenge {
+    /// The arithmetic question.
+    pub fn arithmetic(c: &crate::domain::gate::Challenge) -> Self {
+        Self {
+            kind: "arithmetic".into(),
+            question: Some(c.question.clone()),
+            challenge: None,
+            bits: None,
+            challenge_id: c.challenge_id.clone(),
+            expires_at: clock::rfc3339_ms(c.expires_at_ms),
+        }
+    }
+
+    /// The proof of work.
+    pub fn pow(c: &crate::domain::pow::PowChallenge) -> Self {
+        Self {
+            kind: "pow".into(),
+            question: None,
+            challenge: Some(c.challenge.clone()),
+            bits: Some(c.bits),
+            challenge_id: c.challenge_id.clone(),
+            expires_at: clock::rfc3339_ms(c.expires_at_ms),
+        }
+    }
+}
+
 /// `POST /sales/{saleId}/challenge`'s body: `{"answer"}` (with the
 /// question's `challengeId` if kept) or a proof of work's
 /// `{"challengeId","nonce"}`.
@@ -252,6 +278,15 @@ pub struct ChallengeAnswer {
 pub struct SalePass {
     pub token: String,
     pub expires_at: String,
+}
+
+impl SalePass {
+    pub fn of(pass: &crate::domain::gate::Pass) -> Self {
+        Self {
+            token: pass.token.clone(),
+            expires_at: clock::rfc3339_ms(pass.expires_at_ms),
+        }
+    }
 }
 
 /// `POST /payments/callback`'s body (signed with `Payment-Signature`).
@@ -370,6 +405,60 @@ mod tests {
             sale.admission = None;
             sale.gate = false;
         }
+    }
+
+    #[test]
+    fn the_gates_bodies_are_the_literals_they_replace() {
+        let question = crate::domain::gate::Challenge {
+            question: "3 + 4".into(),
+            challenge_id: "c1".into(),
+            expires_at_ms: 1_700_000_000_000,
+        };
+        assert_eq!(
+            serde_json::to_value(Challenge::arithmetic(&question))
+                .unwrap()
+                .to_string(),
+            serde_json::json!({
+                "kind": "arithmetic",
+                "question": question.question,
+                "challengeId": question.challenge_id,
+                "expiresAt": clock::rfc3339_ms(question.expires_at_ms),
+            })
+            .to_string()
+        );
+        let pow = crate::domain::pow::PowChallenge {
+            challenge: "abc".into(),
+            bits: 18,
+            challenge_id: "c2".into(),
+            expires_at_ms: 1_700_000_000_500,
+        };
+        assert_eq!(
+            serde_json::to_value(Challenge::pow(&pow))
+                .unwrap()
+                .to_string(),
+            serde_json::json!({
+                "kind": "pow",
+                "challenge": pow.challenge,
+                "bits": pow.bits,
+                "challengeId": pow.challenge_id,
+                "expiresAt": clock::rfc3339_ms(pow.expires_at_ms),
+            })
+            .to_string()
+        );
+        let pass = crate::domain::gate::Pass {
+            token: "t".into(),
+            expires_at_ms: 1_700_000_060_000,
+        };
+        assert_eq!(
+            serde_json::to_value(SalePass::of(&pass))
+                .unwrap()
+                .to_string(),
+            serde_json::json!({
+                "token": pass.token,
+                "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
+            })
+            .to_string()
+        );
     }
 
     #[test]

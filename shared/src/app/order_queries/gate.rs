@@ -2,6 +2,8 @@
 //! its answer and the proof of work's solution, each a pass to buy with.
 
 use super::*;
+use crate::domain::gate::{Challenge, Pass};
+use crate::domain::pow::PowChallenge;
 
 impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
     OrderQueries<O, S, C>
@@ -49,26 +51,15 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         &self,
         sale_id: &SaleId,
         caller: &UserId,
-    ) -> Result<serde_json::Value, QueryError> {
+    ) -> Result<Question, QueryError> {
         let now = clock::now_ms();
         let (gate, sale) = self.gated(sale_id, now).await?;
         if let Some(bits) = sale.pow_bits {
-            let c = gate.pow_challenge(sale_id, caller, bits, now);
-            return Ok(serde_json::json!({
-                "kind": "pow",
-                "challenge": c.challenge,
-                "bits": c.bits,
-                "challengeId": c.challenge_id,
-                "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
-            }));
+            return Ok(Question::Pow(
+                gate.pow_challenge(sale_id, caller, bits, now),
+            ));
         }
-        let c = gate.challenge(sale_id, caller, now);
-        Ok(serde_json::json!({
-            "kind": "arithmetic",
-            "question": c.question,
-            "challengeId": c.challenge_id,
-            "expiresAt": clock::rfc3339_ms(c.expires_at_ms),
-        }))
+        Ok(Question::Arithmetic(gate.challenge(sale_id, caller, now)))
     }
 
     /// `POST /sales/{saleId}/challenge` with `{"answer": n}` and, when the
@@ -79,7 +70,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         caller: &UserId,
         answer: i64,
         challenge_id: Option<&str>,
-    ) -> Result<serde_json::Value, QueryError> {
+    ) -> Result<Pass, QueryError> {
         let now = clock::now_ms();
         let (gate, sale) = self.gated(sale_id, now).await?;
         if sale.pow_bits.is_some() {
@@ -88,10 +79,8 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
             ));
         }
         let nonce = nonce_from(now, caller);
-        let pass = gate
-            .answer(sale_id, caller, answer, challenge_id, now, nonce)
-            .map_err(QueryError::WrongAnswer)?;
-        Ok(pass_body(&pass))
+        gate.answer(sale_id, caller, answer, challenge_id, now, nonce)
+            .map_err(QueryError::WrongAnswer)
     }
 
     /// `POST /sales/{saleId}/challenge` with `{"challengeId", "nonce"}`: a
@@ -103,7 +92,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         caller: &UserId,
         challenge_id: &str,
         nonce: &str,
-    ) -> Result<serde_json::Value, QueryError> {
+    ) -> Result<Pass, QueryError> {
         let now = clock::now_ms();
         let (gate, sale) = self.gated(sale_id, now).await?;
         let Some(bits) = sale.pow_bits else {
@@ -111,19 +100,18 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
                 "this sale's gate asks a question: send {\"answer\": n}",
             ));
         };
-        let pass = gate
-            .pow_answer(sale_id, caller, bits, challenge_id, nonce, now)
-            .map_err(QueryError::PowRefused)?;
-        Ok(pass_body(&pass))
+        gate.pow_answer(sale_id, caller, bits, challenge_id, nonce, now)
+            .map_err(QueryError::PowRefused)
     }
 }
 
-/// A pass as `POST /sales/{saleId}/challenge` answers it.
-fn pass_body(pass: &crate::domain::gate::Pass) -> serde_json::Value {
-    serde_json::json!({
-        "token": pass.token,
-        "expiresAt": clock::rfc3339_ms(pass.expires_at_ms),
-    })
+/// What `GET /sales/{saleId}/challenge` hands out: the arithmetic
+/// question, or for a sale with `powBits` the proof of work (the edge writes
+/// the body, `http::bodies::Challenge`).
+#[derive(Debug, Clone)]
+pub enum Question {
+    Arithmetic(Challenge),
+    Pow(PowChallenge),
 }
 
 /// A pass nonce: unique per issue (time, caller, a process counter).
