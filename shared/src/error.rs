@@ -5,7 +5,6 @@
 //! place picks a status code, and no internal detail reaches the body.
 
 use crate::domain::{OrderId, Outcome};
-use crate::http::bodies::ErrorBody;
 
 /// An error as the caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -152,41 +151,6 @@ impl ApiError {
         }
     }
 
-    /// The JSON body: `{"code","message"}` plus the fields a code carries
-    /// ([`ErrorBody`]).
-    pub fn error_body(&self) -> ErrorBody<'_> {
-        let mut body = ErrorBody {
-            code: self.code(),
-            message: self.to_string(),
-            order_ids: None,
-            order_id: None,
-            status: None,
-        };
-        if let Self::LimitExceeded { order_ids } = self {
-            body.order_ids = Some(order_ids.as_slice());
-        }
-        if let Self::OrderEnded { order_id, status } = self {
-            body.order_id = Some(order_id);
-            body.status = Some(status.as_str());
-        }
-        body
-    }
-
-    /// [`error_body`](Self::error_body) as a JSON tree.
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::to_value(self.error_body()).unwrap_or_else(
-            |_| serde_json::json!({"code": self.code(), "message": self.to_string()}),
-        )
-    }
-
-    /// [`error_body`](Self::error_body) as text, written straight from the
-    /// fields (no JSON tree in between: most purchases end here, as
-    /// `SOLD_OUT`). Its fields are declared in sorted order, so the text is
-    /// the tree's.
-    pub fn body_text(&self) -> String {
-        serde_json::to_string(&self.error_body()).unwrap_or_else(|_| self.body().to_string())
-    }
-
     pub fn paused(message: impl Into<String>) -> Self {
         Self::SalePaused {
             message: message.into(),
@@ -209,24 +173,6 @@ fn ended_message(status: crate::domain::orders::OrderStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_written_body_is_the_json_body() {
-        for err in [
-            ApiError::SoldOut {
-                message: "not enough stock left: 0 remaining".into(),
-            },
-            ApiError::LimitExceeded {
-                order_ids: vec![crate::domain::OrderId::parse("o1").unwrap()],
-            },
-            ApiError::paused("retry \"soon\""),
-            ApiError::Unauthenticated,
-            ApiError::UnusableIdentity("userId must be ...".into()),
-        ] {
-            let written: serde_json::Value = serde_json::from_str(&err.body_text()).unwrap();
-            assert_eq!(written, err.body(), "{err:?}");
-        }
-    }
 
     /// Every refusal outcome is the code of an error, with the status the
     /// contract gives it; no error outside the purchase route's answers is
@@ -283,13 +229,11 @@ mod tests {
     }
 
     #[test]
-    fn limit_exceeded_carries_the_callers_orders() {
+    fn limit_exceeded_is_a_conflict() {
         let err = ApiError::LimitExceeded {
             order_ids: vec![OrderId::parse("o1").unwrap()],
         };
         assert_eq!(err.status(), 409);
-        assert_eq!(err.body()["orderIds"][0], "o1");
-        assert_eq!(err.body()["code"], "LIMIT_EXCEEDED");
     }
 
     #[test]

@@ -256,7 +256,7 @@ fn text(status: u16, body: String) -> Response<Body> {
 
 /// The one place an [`ApiError`] becomes a response.
 pub fn error(err: &ApiError) -> Response<Body> {
-    let mut response = text(err.status(), err.body_text());
+    let mut response = text(err.status(), bodies::ErrorBody::text(err));
     if let Some(secs) = err.retry_after_secs()
         && let Ok(value) = lambda_http::http::HeaderValue::from_str(&secs.to_string())
     {

@@ -11,6 +11,7 @@ use crate::clock;
 use crate::domain::money::Money;
 use crate::domain::orders::Order;
 use crate::domain::{OrderId, Sale};
+use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -33,6 +34,41 @@ pub struct ErrorBody<'a> {
     /// `ORDER_ENDED`: how that order ended (`EXPIRED`, `REJECTED`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<&'a str>,
+}
+
+impl<'a> ErrorBody<'a> {
+    /// The body of `err`: `{"code","message"}` plus the fields its code
+    /// carries.
+    pub fn of(err: &'a ApiError) -> Self {
+        let mut body = ErrorBody {
+            code: err.code(),
+            message: err.to_string(),
+            order_ids: None,
+            order_id: None,
+            status: None,
+        };
+        if let ApiError::LimitExceeded { order_ids } = err {
+            body.order_ids = Some(order_ids.as_slice());
+        }
+        if let ApiError::OrderEnded { order_id, status } = err {
+            body.order_id = Some(order_id);
+            body.status = Some(status.as_str());
+        }
+        body
+    }
+
+    /// [`ErrorBody::of`] as a JSON tree.
+    pub fn json(err: &'a ApiError) -> serde_json::Value {
+        serde_json::to_value(Self::of(err))
+            .unwrap_or_else(|_| serde_json::json!({"code": err.code(), "message": err.to_string()}))
+    }
+
+    /// [`ErrorBody::of`] as text, written straight from the fields (no JSON
+    /// tree in between: most purchases end here, as `SOLD_OUT`). Its fields
+    /// are declared in sorted order, so the text is the tree's.
+    pub fn text(err: &'a ApiError) -> String {
+        serde_json::to_string(&Self::of(err)).unwrap_or_else(|_| Self::json(err).to_string())
+    }
 }
 
 /// `GET /health`.
@@ -351,6 +387,34 @@ pub struct AdminAnswer(pub serde_json::Value);
 mod tests {
     use super::*;
     use crate::domain::money::Currency;
+
+    #[test]
+    fn the_written_body_is_the_json_body() {
+        for err in [
+            ApiError::SoldOut {
+                message: "not enough stock left: 0 remaining".into(),
+            },
+            ApiError::LimitExceeded {
+                order_ids: vec![crate::domain::OrderId::parse("o1").unwrap()],
+            },
+            ApiError::paused("retry \"soon\""),
+            ApiError::Unauthenticated,
+            ApiError::UnusableIdentity("userId must be ...".into()),
+        ] {
+            let written: serde_json::Value = serde_json::from_str(&ErrorBody::text(&err)).unwrap();
+            assert_eq!(written, ErrorBody::json(&err), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn limit_exceeded_carries_the_callers_orders() {
+        let err = ApiError::LimitExceeded {
+            order_ids: vec![OrderId::parse("o1").unwrap()],
+        };
+        assert_eq!(ErrorBody::json(&err)["orderIds"][0], "o1");
+        assert_eq!(ErrorBody::json(&err)["code"], "LIMIT_EXCEEDED");
+    }
+
     use crate::domain::orders::OrderStatus;
     use crate::domain::{PaymentId, Quantity, SaleId, UserId};
 
