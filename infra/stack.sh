@@ -76,28 +76,18 @@ ensure_redis() {
   fi
 }
 
-# checkov in a virtual environment of its own (its pinned dependencies
-# conflict with SAM CLI's), reinstalled when infra/checkov/requirements.txt
-# changes. Only make test uses it.
-ensure_checkov() {
-  local pins="$ROOT/infra/checkov/requirements.txt"
-  if [ ! -x "$CHECKOV_VENV/bin/checkov" ] || ! cmp -s "$pins" "$CHECKOV_VENV/requirements-checkov.txt"; then
-    say "installing checkov into $CHECKOV_VENV (PyPI)"
-    python3 -m venv "$CHECKOV_VENV"
-    "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
-    cp "$pins" "$CHECKOV_VENV/requirements-checkov.txt"
-  fi
-}
-
-# schemathesis (tests/openapi.rs drives the API's OpenAPI description
-# against the local stack with it), in a venv of its own like checkov's.
-ensure_schemathesis() {
-  local pins="$ROOT/infra/schemathesis/requirements.txt"
-  if [ ! -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] || ! cmp -s "$pins" "$SCHEMATHESIS_VENV/requirements-schemathesis.txt"; then
-    say "installing schemathesis into $SCHEMATHESIS_VENV (PyPI)"
-    python3 -m venv "$SCHEMATHESIS_VENV"
-    "$SCHEMATHESIS_VENV/bin/pip" install -q --disable-pip-version-check -r "$pins"
-    cp "$pins" "$SCHEMATHESIS_VENV/requirements-schemathesis.txt"
+# ensure_tool_venv TOOL VENV: TOOL in a virtual environment of its own,
+# from infra/TOOL/requirements.txt, reinstalled when those pins change.
+# checkov's pinned dependencies conflict with SAM CLI's; schemathesis
+# (tests/openapi.rs drives the API's OpenAPI description against the local
+# stack with it) is kept apart the same way. Only make test uses them.
+ensure_tool_venv() {
+  local tool="$1" venv="$2" pins="$ROOT/infra/$1/requirements.txt"
+  if [ ! -x "$venv/bin/$tool" ] || ! cmp -s "$pins" "$venv/requirements-$tool.txt"; then
+    say "installing $tool into $venv (PyPI)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$pins"
+    cp "$pins" "$venv/requirements-$tool.txt"
   fi
 }
 
@@ -342,8 +332,8 @@ cmd_test() {
   trap on_exit EXIT
   phase install
   ensure_tools --browser
-  ensure_checkov
-  ensure_schemathesis
+  ensure_tool_venv checkov "$CHECKOV_VENV"
+  ensure_tool_venv schemathesis "$SCHEMATHESIS_VENV"
   phase lint
   say "cargo fmt --check"; cargo fmt --all -- --check
   say "cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
