@@ -111,6 +111,24 @@ fn the_use_cases_name_no_adapter_only_ports() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+/// The use cases and the domain answer values; the edge (`http/bodies`,
+/// the functions) writes them as JSON. So no answer is assembled by hand
+/// below the edge, and none reaches a client without a type that
+/// `seckill-local openapi` describes.
+#[test]
+fn only_the_edge_writes_json_answers() {
+    let found = naming(
+        &[
+            "shared/src/app",
+            "shared/src/domain",
+            "shared/src/ports.rs",
+            "shared/src/ports",
+        ],
+        &["json!", "crate::http"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 #[test]
 fn the_adapters_name_no_use_case() {
     let found = naming(&["shared/src/adapters"], &["crate::app", "crate::wire"]);
@@ -123,14 +141,17 @@ fn only_the_wiring_room_names_an_adapter_outside_the_adapters() {
         &[
             "shared/src/config.rs",
             "shared/src/observe",
-            "shared/src/http.rs",
-            // The API's bodies: built from domain values, never from a
-            // use case's or an adapter's types.
-            "shared/src/http",
             "shared/src/error.rs",
             "shared/src/clock.rs",
         ],
         &["crate::adapters", "crate::app", "crate::wire"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+    // The edge: the API's bodies are written from the use cases' answers,
+    // never from an adapter's types.
+    let found = naming(
+        &["shared/src/http.rs", "shared/src/http"],
+        &["crate::adapters", "crate::wire"],
     );
     assert!(found.is_empty(), "{found:#?}");
     // The functions translate events; what they run on is wired for them.

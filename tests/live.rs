@@ -9,6 +9,7 @@ use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::Outcome;
+use seckill_shared::http::bodies::admin::LiveView;
 use seckill_shared::ports::LiveFigures;
 use seckill_tests::{App, LocalStack, eventually, free_port, live_sale, unique};
 use serde_json::{Value, json};
@@ -391,9 +392,11 @@ async fn a_store_that_cannot_be_read_leaves_only_its_parts_blank() {
             .await
             .unwrap();
             let started = Instant::now();
-            let body = seckill_shared::app::live::live(reconciler.checker(), &sale_id)
+            let state = seckill_shared::app::live::live(reconciler.checker(), &sale_id)
                 .await
                 .unwrap()
+                .unwrap();
+            let body = serde_json::to_value(LiveView::of(&state, seckill_shared::clock::now_ms()))
                 .unwrap();
             (body, started.elapsed())
         }
@@ -441,10 +444,11 @@ async fn consoles_share_one_count_of_the_orders_for_as_long_as_it_holds() {
             .await
             .unwrap();
     let view = || async {
-        seckill_shared::app::live::live(reconciler.checker(), &sale.sale_id)
+        let state = seckill_shared::app::live::live(reconciler.checker(), &sale.sale_id)
             .await
             .unwrap()
-            .unwrap()
+            .unwrap();
+        serde_json::to_value(LiveView::of(&state, seckill_shared::clock::now_ms())).unwrap()
     };
     let stock = reconciler.checker().stock();
     // A count of a million orders made just now holds for minutes: the

@@ -490,11 +490,8 @@ pub async fn run_job(admin: &admin_api::Admin, job: Job) -> serde_json::Value {
     let jobs = &admin.jobs;
     let result = match job {
         Job::Prewarm => jobs.prewarm_all(now).await.map(|done| {
-            serde_json::json!({"sales": done.iter().map(|(id, o)| {
-                let mut body = o.body();
-                body["saleId"] = serde_json::json!(id);
-                body
-            }).collect::<Vec<_>>()})
+            serde_json::to_value(seckill_shared::http::bodies::admin::PrewarmRun::of(&done))
+                .unwrap_or_default()
         }),
         Job::ReleaseUnpaid => jobs
             .release_unpaid(now, std::time::Instant::now() + Duration::from_secs(55))

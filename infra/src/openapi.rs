@@ -8,10 +8,15 @@
 //! (`tests/openapi.rs`) and drives schemathesis with it (`make test`).
 
 use seckill_shared::http::ADMIN_SCOPE;
+use seckill_shared::http::bodies::admin::{
+    AuditPageBody, DlqMessage, DlqView, DrawBody, FunnelBucket, LiveQueue, LiveStock, LiveView,
+    OrderList, PrewarmBody, Redrive, RefundBody, Refunds, SaleChanged, SaleDefinitionView,
+    SaleDetail, SaleList, SaleRecord, SellOutBody, WindowBody,
+};
 use seckill_shared::http::bodies::{
-    AdminAnswer, AdmissionView, Challenge, ChallengeAnswer, ErrorBody, Health, MoneyBody, MyOrders,
-    OrderView, PaymentAnswerBody, PaymentCallback, PurchaseAccepted, PurchaseRequest,
-    PurchaseTicket, SaleDefinition, SalePass, SaleView, TicketView,
+    AdmissionView, Challenge, ChallengeAnswer, ErrorBody, Health, MoneyBody, MyOrders, OrderView,
+    PaymentAnswerBody, PaymentCallback, PurchaseAccepted, PurchaseRequest, PurchaseTicket,
+    ReconcileReportBody, SaleDefinition, SalePass, SaleView, TicketView,
 };
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
@@ -137,7 +142,7 @@ pub const OPERATIONS: &[Operation] = &[
         Access::Admin,
     )
     .request("SaleDefinition", true)
-    .success(&[(200, "AdminAnswer"), (201, "AdminAnswer")])
+    .success(&[(200, "SaleChanged"), (201, "SaleChanged")])
     .errors(&[400, 409, 410]),
     op(
         "POST",
@@ -145,7 +150,7 @@ pub const OPERATIONS: &[Operation] = &[
         "Load a sale into Redis now",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "PrewarmBody")])
     .errors(&[400, 404]),
     op(
         "POST",
@@ -153,7 +158,7 @@ pub const OPERATIONS: &[Operation] = &[
         "Reconcile a sale now and report",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "ReconcileReportBody")])
     .errors(&[400, 404]),
     op(
         "POST",
@@ -161,7 +166,7 @@ pub const OPERATIONS: &[Operation] = &[
         "Pause a sale (durable)",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "SaleChanged")])
     .errors(&[400, 404, 410]),
     op(
         "POST",
@@ -169,7 +174,7 @@ pub const OPERATIONS: &[Operation] = &[
         "Resume a paused sale",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "SaleChanged")])
     .errors(&[400, 404, 410]),
     op(
         "GET",
@@ -177,7 +182,7 @@ pub const OPERATIONS: &[Operation] = &[
         "A sale's audit trail",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "AuditPageBody")])
     .errors(&[400, 404]),
     op(
         "GET",
@@ -185,7 +190,7 @@ pub const OPERATIONS: &[Operation] = &[
         "Payments that need a refund",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "Refunds")])
     .errors(&[400, 404]),
     op(
         "GET",
@@ -193,7 +198,7 @@ pub const OPERATIONS: &[Operation] = &[
         "A sale's report",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "ReconcileReportBody")])
     .errors(&[400, 404]),
     op(
         "GET",
@@ -201,16 +206,16 @@ pub const OPERATIONS: &[Operation] = &[
         "A sale's live figures",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "LiveView")])
     .errors(&[400, 404]),
-    op("GET", "/admin/sales", "Every sale", Access::Admin).success(&[(200, "AdminAnswer")]),
+    op("GET", "/admin/sales", "Every sale", Access::Admin).success(&[(200, "SaleList")]),
     op(
         "GET",
         "/admin/sales/{saleId}",
         "A sale with its figures",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "SaleDetail")])
     .errors(&[400, 404]),
     op(
         "POST",
@@ -218,7 +223,7 @@ pub const OPERATIONS: &[Operation] = &[
         "End a sale now",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "SaleChanged")])
     .errors(&[400, 404, 410]),
     op("GET", "/admin/orders/{orderId}", "Any order", Access::Admin)
         .success(&[(200, "OrderView")])
@@ -229,7 +234,7 @@ pub const OPERATIONS: &[Operation] = &[
         "A sale's orders",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "OrderList")])
     .errors(&[400, 404]),
     op(
         "GET",
@@ -237,14 +242,14 @@ pub const OPERATIONS: &[Operation] = &[
         "The orders queue's dead letters",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")]),
+    .success(&[(200, "DlqView")]),
     op(
         "POST",
         "/admin/dlq/redrive",
         "Move dead letters back to the queue",
         Access::Admin,
     )
-    .success(&[(200, "AdminAnswer")])
+    .success(&[(200, "Redrive")])
     .errors(&[400]),
 ];
 
@@ -343,7 +348,27 @@ pub fn document() -> OpenApi {
         .schema_from::<PaymentCallback>()
         .schema_from::<PaymentAnswerBody>()
         .schema_from::<SaleDefinition>()
-        .schema_from::<AdminAnswer>()
+        .schema_from::<ReconcileReportBody>()
+        .schema_from::<WindowBody>()
+        .schema_from::<SaleDefinitionView>()
+        .schema_from::<SaleRecord>()
+        .schema_from::<PrewarmBody>()
+        .schema_from::<SaleChanged>()
+        .schema_from::<DrawBody>()
+        .schema_from::<SellOutBody>()
+        .schema_from::<SaleDetail>()
+        .schema_from::<SaleList>()
+        .schema_from::<AuditPageBody>()
+        .schema_from::<RefundBody>()
+        .schema_from::<Refunds>()
+        .schema_from::<OrderList>()
+        .schema_from::<DlqMessage>()
+        .schema_from::<DlqView>()
+        .schema_from::<Redrive>()
+        .schema_from::<LiveStock>()
+        .schema_from::<LiveQueue>()
+        .schema_from::<FunnelBucket>()
+        .schema_from::<LiveView>()
         .security_scheme(
             BEARER,
             SecurityScheme::Http(

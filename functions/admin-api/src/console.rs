@@ -13,13 +13,17 @@
 //! [`route`] answers `None` for every other route key, which the sale
 //! routes of [`crate::handler`] then serve.
 
-use crate::answers::{audit, definition, record_body, sale_body, unavailable};
+use crate::answers::{audit, kept, sale_record, unavailable};
 use lambda_http::{Body, Request, Response};
 use seckill_shared::app::console::{self, EndNow};
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId, UserId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http::bodies::OrderView;
+use seckill_shared::http::bodies::admin::{
+    DlqMessage, DlqView, DrawBody, OrderList, PrewarmBody, Redrive, SaleChanged,
+    SaleDefinitionView, SaleDetail, SaleList, SaleRecord, SellOutBody,
+};
 use seckill_shared::http::{self, Caller};
 use std::collections::BTreeMap;
 
@@ -34,13 +38,13 @@ pub async fn route(
     let now = clock::now_ms();
     let response = match route_key {
         "GET /admin/sales" => {
-            let sales: Vec<serde_json::Value> = console::sales_newest_first(jobs)
+            let sales = console::sales_newest_first(jobs)
                 .await
                 .map_err(unavailable)?
                 .iter()
-                .map(|(sale, counters)| record_body(sale, counters, now))
+                .map(|(sale, counters)| SaleRecord::of(sale, counters, now))
                 .collect();
-            http::json(200, &serde_json::json!({ "sales": sales }))
+            http::body(200, &SaleList { sales })
         }
         "GET /admin/sales/{saleId}" => {
             let sale_id = sale_id(req)?;
@@ -48,16 +52,16 @@ pub async fn route(
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            let mut body = record_body(&sale, &counters, now);
             let sold_out = console::sell_out(admin.queries.stock(), &sale).await;
-            if let (Some(body), serde_json::Value::Object(fields)) = (
-                body.as_object_mut(),
-                console::sell_out_fields(&sale, sold_out),
-            ) {
-                body.extend(fields);
-            }
-            body["draw"] = console::draw_fields(admin.queries.stock(), &sale).await;
-            http::json(200, &body)
+            let draw = console::draw_progress(admin.queries.stock(), &sale).await;
+            http::body(
+                200,
+                &SaleDetail {
+                    record: SaleRecord::of(&sale, &counters, now),
+                    sell_out: SellOutBody::of(&sale, sold_out),
+                    draw: draw.map(|progress| DrawBody::of(progress.as_ref())),
+                },
+            )
         }
         "POST /admin/sales/{saleId}/end" => {
             let sale_id = sale_id(req)?;
@@ -72,19 +76,25 @@ pub async fn route(
                 EndNow::AlreadyEnded => return Err(ApiError::SaleEnded),
                 EndNow::Conflict => return Err(ApiError::Conflict),
             };
-            let mut body = sale_body(jobs, &sale_id).await?;
+            let record = sale_record(jobs, &sale_id).await?;
             audit(
                 jobs,
                 &caller.user_id,
                 &sale_id,
                 "end",
-                Some(definition(&before)),
-                Some(body.clone()),
+                kept(&SaleDefinitionView::of(&before)),
+                kept(&record),
                 now,
             )
             .await;
-            body["prewarm"] = prewarm.body();
-            http::json(200, &body)
+            http::body(
+                200,
+                &SaleChanged {
+                    record,
+                    prewarm: Some(PrewarmBody::of(&prewarm)),
+                    redis_groups: None,
+                },
+            )
         }
         "GET /admin/orders/{orderId}" => {
             let order_id = OrderId::parse(&http::path_param(req, "orderId"))
@@ -104,22 +114,25 @@ pub async fn route(
                 .my_orders(&sale_id, &buyer)
                 .await
                 .map_err(|e| e.into_api(true))?;
-            let orders: Vec<serde_json::Value> = orders.iter().map(|o| o.body()).collect();
-            http::json(200, &serde_json::json!({ "orders": orders }))
+            let orders = orders.iter().map(|o| OrderView::of(o, now)).collect();
+            http::body(200, &OrderList { orders })
         }
         "GET /admin/dlq" => {
-            let messages: Vec<serde_json::Value> = match &admin.dlq {
+            let messages = match &admin.dlq {
                 Some(dlq) => console::dead_letters(dlq, admin.queries.stock())
                     .await
                     .map_err(unavailable)?
                     .iter()
-                    .map(console::DlqEntry::body)
+                    .map(DlqMessage::of)
                     .collect(),
                 None => Vec::new(),
             };
-            http::json(
+            http::body(
                 200,
-                &serde_json::json!({ "messages": messages, "limit": console::DLQ_VIEW_LIMIT }),
+                &DlqView {
+                    messages,
+                    limit: console::DLQ_VIEW_LIMIT,
+                },
             )
         }
         "POST /admin/dlq/redrive" => {
@@ -135,13 +148,13 @@ pub async fn route(
                 .map_err(unavailable)?;
             audit_redrive(admin, &caller.user_id, &done.moved, now).await;
             let moved: Vec<&str> = done.moved.iter().map(|m| m.message_id.as_str()).collect();
-            http::json(
+            http::body(
                 200,
-                &serde_json::json!({
-                    "redriven": moved.len(),
-                    "messageIds": moved,
-                    "missing": done.missing,
-                }),
+                &Redrive {
+                    redriven: moved.len(),
+                    message_ids: moved,
+                    missing: &done.missing,
+                },
             )
         }
         _ => return Ok(None),
@@ -199,16 +212,28 @@ async fn audit_redrive(
     }
     for (sale_id, moved) in by_sale {
         let (messages, orders): (Vec<String>, Vec<OrderId>) = moved.into_iter().unzip();
-        let after = serde_json::json!({ "messageIds": messages, "orderIds": orders });
+        let after = RedrivenOrders {
+            message_ids: messages,
+            order_ids: orders,
+        };
         audit(
             &admin.jobs,
             actor,
             &sale_id,
             "redrive",
             None,
-            Some(after),
+            kept(&after),
             now,
         )
         .await;
     }
+}
+
+/// What a redrive's audit entry keeps on each sale: the messages moved and
+/// the orders they carry.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RedrivenOrders {
+    message_ids: Vec<String>,
+    order_ids: Vec<OrderId>,
 }

@@ -2,7 +2,7 @@
 //! by API Gateway: a route configured without its scope, or the local stack,
 //! must not let a buyer create sales.
 
-use crate::answers::{audit, definition, sale_body, unavailable};
+use crate::answers::{audit, kept, sale_record, unavailable};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::jobs::PrewarmOutcome;
@@ -12,6 +12,11 @@ use seckill_shared::domain::SaleId;
 use seckill_shared::domain::sale_spec;
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
+use seckill_shared::http::bodies::ReconcileReportBody;
+use seckill_shared::http::bodies::admin::{
+    AuditPageBody, LiveView, PrewarmBody, ReconcileSummary, Refunds, SaleChanged,
+    SaleDefinitionView,
+};
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{AUDIT_PAGE_MAX, AuditRange, Upsert};
 use std::convert::Infallible;
@@ -88,20 +93,28 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .prewarm_sale(&sale_id, now)
                 .await
                 .map_err(unavailable)?;
-            let mut body = sale_body(jobs, &sale_id).await?;
+            let record = sale_record(jobs, &sale_id).await?;
             let action = if status == 201 { "create" } else { "update" };
             audit(
                 jobs,
                 &caller.user_id,
                 &sale_id,
                 action,
-                before.as_ref().map(definition),
-                Some(body.clone()),
+                before
+                    .as_ref()
+                    .and_then(|b| kept(&SaleDefinitionView::of(b))),
+                kept(&record),
                 now,
             )
             .await;
-            body["prewarm"] = prewarm.body();
-            Ok(http::json(status, &body))
+            Ok(http::body(
+                status,
+                &SaleChanged {
+                    record,
+                    prewarm: Some(PrewarmBody::of(&prewarm)),
+                    redis_groups: None,
+                },
+            ))
         }
         "POST /admin/sales/{saleId}/prewarm" => {
             match jobs
@@ -111,17 +124,18 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
             {
                 PrewarmOutcome::NotFound => Err(ApiError::SaleNotFound),
                 outcome => {
+                    let body = PrewarmBody::of(&outcome);
                     audit(
                         jobs,
                         &caller.user_id,
                         &sale_id,
                         "prewarm",
                         None,
-                        Some(outcome.body()),
+                        kept(&body),
                         now,
                     )
                     .await;
-                    Ok(http::json(200, &outcome.body()))
+                    Ok(http::body(200, &body))
                 }
             }
         }
@@ -132,24 +146,21 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            let summary = serde_json::json!({
-                "violations": report.violations.len(),
-                "repairs": report.repairs.len(),
-            });
+            let summary = ReconcileSummary {
+                violations: report.violations.len(),
+                repairs: report.repairs.len(),
+            };
             audit(
                 jobs,
                 &caller.user_id,
                 &sale_id,
                 "reconcile",
                 None,
-                Some(summary),
+                kept(&summary),
                 now,
             )
             .await;
-            Ok(http::json(
-                200,
-                &serde_json::to_value(&report).unwrap_or_default(),
-            ))
+            Ok(http::body(200, &report))
         }
         route @ ("POST /admin/sales/{saleId}/pause" | "POST /admin/sales/{saleId}/resume") => {
             let pause = route.ends_with("/pause");
@@ -165,20 +176,23 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 PauseOutcome::NotFound => return Err(ApiError::SaleNotFound),
                 PauseOutcome::Ended => return Err(ApiError::SaleEnded),
             };
-            let mut body = sale_body(jobs, &sale_id).await?;
-            body["redisGroups"] = serde_json::json!(redis_groups);
+            let body = SaleChanged {
+                record: sale_record(jobs, &sale_id).await?,
+                prewarm: None,
+                redis_groups: Some(redis_groups),
+            };
             let action = if pause { "pause" } else { "resume" };
             audit(
                 jobs,
                 &caller.user_id,
                 &sale_id,
                 action,
-                Some(definition(&before)),
-                Some(body.clone()),
+                kept(&SaleDefinitionView::of(&before)),
+                kept(&body),
                 now,
             )
             .await;
-            Ok(http::json(200, &body))
+            Ok(http::body(200, &body))
         }
         "GET /admin/sales/{saleId}/audit" => {
             let range = audit_range(req.uri().query().unwrap_or_default())?;
@@ -186,13 +200,13 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            Ok(http::json(
+            Ok(http::body(
                 200,
-                &serde_json::json!({
-                    "entries": page.entries,
-                    "total": page.total,
-                    "next": page.next,
-                }),
+                &AuditPageBody {
+                    entries: &page.entries,
+                    total: page.total,
+                    next: page.next,
+                },
             ))
         }
         // Payments owed back to buyers (seckill_shared::app::payments).
@@ -201,27 +215,27 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            let body = seckill_shared::app::payments::refunds(&admin.payments, &sale_id)
+            let refunds = seckill_shared::app::payments::refunds(&admin.payments, &sale_id)
                 .await
                 .map_err(unavailable)?;
-            Ok(http::json(200, &body))
+            Ok(http::body(200, &Refunds::of(&refunds)))
         }
         "GET /admin/sales/{saleId}/report" => {
             let raw = operators::last_report(jobs, &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            let report: serde_json::Value =
-                serde_json::from_str(&raw).map_err(|_| ApiError::Internal)?;
-            Ok(http::json(200, &report))
+            let report =
+                ReconcileReportBody(serde_json::from_str(&raw).map_err(|_| ApiError::Internal)?);
+            Ok(http::body(200, &report))
         }
         // The operator dashboard's poll: read only (seckill_shared::app::live).
         "GET /admin/sales/{saleId}/live" => {
-            let body = seckill_shared::app::live::live(admin.reconciler.checker(), &sale_id)
+            let state = seckill_shared::app::live::live(admin.reconciler.checker(), &sale_id)
                 .await
                 .map_err(unavailable)?
                 .ok_or(ApiError::SaleNotFound)?;
-            Ok(http::json(200, &body))
+            Ok(http::body(200, &LiveView::of(&state, clock::now_ms())))
         }
         _ => Err(ApiError::RouteNotFound),
     }

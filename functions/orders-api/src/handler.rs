@@ -11,7 +11,7 @@ use seckill_shared::domain::{OrderId, SaleId};
 use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::http::bodies::{
-    Challenge, Health, MyOrders, OrderView, PaymentAnswerBody, SalePass, SaleView,
+    Challenge, Health, MyOrders, OrderView, PaymentAnswerBody, SalePass, SaleView, TicketView,
 };
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
@@ -99,7 +99,7 @@ where
                 200,
                 &MyOrders {
                     orders: orders.iter().map(|o| OrderView::of(o, now)).collect(),
-                    ticket,
+                    ticket: ticket.as_ref().map(TicketView::of),
                 },
             ))
         }

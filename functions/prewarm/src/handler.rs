@@ -4,12 +4,17 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use seckill_shared::app::jobs::JobError;
 use seckill_shared::clock;
+use seckill_shared::http::bodies::admin::PrewarmRun;
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::wire::LiveJobs;
 
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct PrewarmError(#[from] JobError);
+pub enum PrewarmError {
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error("the result does not serialise: {0}")]
+    Result(#[from] serde_json::Error),
+}
 
 /// The one place a job error becomes what Lambda records.
 impl From<PrewarmError> for Diagnostic {
@@ -29,14 +34,5 @@ pub async fn handle(
     jobs.metrics()
         .invocation_done(&Invocation::request(&event.context.request_id));
     let done = done?;
-    Ok(serde_json::json!({
-        "sales": done
-            .iter()
-            .map(|(id, outcome)| {
-                let mut body = outcome.body();
-                body["saleId"] = serde_json::json!(id);
-                body
-            })
-            .collect::<Vec<_>>()
-    }))
+    Ok(serde_json::to_value(PrewarmRun::of(&done))?)
 }

@@ -13,7 +13,7 @@
 //!
 //! - [`sell_out`]: when a sale first sold out, and how long that took from
 //!   its start (`GET /admin/sales/{saleId}` and `/live`).
-//! - [`draw_fields`]: a lottery sale's tickets and draw progress
+//! - [`draw_progress`]: a lottery sale's tickets and draw progress
 //!   (`GET /admin/sales/{saleId}`'s `draw`).
 //!
 //! The order lookups are [`crate::app::order_queries::OrderQueries`]'
@@ -25,8 +25,8 @@ use crate::app::order_writer;
 use crate::domain::ledger::SaleCounters;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
 use crate::ports::{
-    DeadLetter, DeadLetters, DrawStore, OrderLedger, QueueInspector, Redriven, SaleEditor,
-    StockAdmin, Upsert, WriteFailure,
+    DeadLetter, DeadLetters, DrawProgress, DrawStore, OrderLedger, QueueInspector, Redriven,
+    SaleEditor, StockAdmin, Upsert, WriteFailure,
 };
 use std::collections::BTreeMap;
 
@@ -128,15 +128,6 @@ pub async fn ended_at<S: crate::ports::StockAdmin>(
     })
 }
 
-/// `soldOutAt` (RFC 3339) and `timeToSellOutMs` (from the start) of a sale
-/// that sold out at `sold_out_at_ms`; both `null` before (or when unknown).
-pub fn sell_out_fields(sale: &Sale, sold_out_at_ms: Option<i64>) -> serde_json::Value {
-    serde_json::json!({
-        "soldOutAt": sold_out_at_ms.map(crate::clock::rfc3339_ms),
-        "timeToSellOutMs": sold_out_at_ms.map(|at| (at - sale.start_ms).max(0)),
-    })
-}
-
 /// When the sale first sold out, as the stock store recorded it ([`crate::ports::LiveFigures::sold_out_at`]);
 /// `None` before, and when Redis cannot be read (logged: the rest of a
 /// view goes on without it).
@@ -151,27 +142,15 @@ pub async fn sell_out(stock: &impl StockAdmin, sale: &Sale) -> Option<i64> {
         .flatten()
 }
 
-/// `draw` of `GET /admin/sales/{saleId}`: `null` for a sale without a
-/// lottery window, else `{"tickets","decided","total","done"}` as Redis
-/// holds them (`total` `null` until the order is recorded; all `null` when
-/// Redis cannot say or does not hold the sale yet: logged, the view goes
-/// on without it).
-pub async fn draw_fields(stock: &impl DrawStore, sale: &Sale) -> serde_json::Value {
-    if sale.admission.is_none() {
-        return serde_json::Value::Null;
-    }
+/// A lottery sale's draw as Redis holds it: `None` for a sale without a
+/// lottery window; `Some(None)` when Redis cannot say or does not hold the
+/// sale yet (logged: the view goes on without it).
+pub async fn draw_progress(stock: &impl DrawStore, sale: &Sale) -> Option<Option<DrawProgress>> {
+    sale.admission.as_ref()?;
     let progress = stock.draw_progress(&sale.sale_id).await.map_err(
         |err| tracing::warn!(sale_id = %sale.sale_id, %err, "cannot read the draw's progress"),
     );
-    match progress {
-        Ok(Some(p)) => serde_json::json!({
-            "tickets": p.tickets,
-            "decided": p.decided,
-            "total": p.total,
-            "done": p.done,
-        }),
-        _ => serde_json::json!({"tickets": null, "decided": null, "total": null, "done": null}),
-    }
+    Some(progress.ok().flatten())
 }
 
 /// One message of the DLQ as the operator sees it.
@@ -183,25 +162,6 @@ pub struct DlqEntry {
     pub order: Result<OrderMessage, String>,
     /// What the order-writer last failed with for that order.
     pub last_failure: Option<WriteFailure>,
-}
-
-impl DlqEntry {
-    pub fn body(&self) -> serde_json::Value {
-        let order = self.order.as_ref().ok();
-        let last_error = match &self.order {
-            Err(why) => Some(format!("not an order message: {why}")),
-            Ok(_) => self.last_failure.as_ref().map(|f| f.error.clone()),
-        };
-        serde_json::json!({
-            "messageId": self.letter.message_id,
-            "orderId": order.map(|o| &o.order_id),
-            "saleId": order.map(|o| &o.sale_id),
-            "userId": order.map(|o| &o.user_id),
-            "quantity": order.map(|o| o.quantity),
-            "receiveCount": self.letter.receive_count,
-            "lastError": last_error,
-        })
-    }
 }
 
 /// The DLQ's messages (at most [`DLQ_VIEW_LIMIT`]), left where they are,
@@ -318,6 +278,18 @@ pub async fn redrive(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::bodies::admin::{DlqMessage, SellOutBody};
+
+    impl DlqEntry {
+        /// The entry as `GET /admin/dlq` writes it.
+        fn body(&self) -> serde_json::Value {
+            serde_json::to_value(DlqMessage::of(self)).unwrap()
+        }
+    }
+
+    fn sell_out_fields(sale: &Sale, at: Option<i64>) -> serde_json::Value {
+        serde_json::to_value(SellOutBody::of(sale, at)).unwrap()
+    }
 
     fn letter(body: &str) -> DeadLetter {
         DeadLetter {

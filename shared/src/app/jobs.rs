@@ -99,29 +99,6 @@ pub enum PrewarmOutcome {
     Busy,
 }
 
-impl PrewarmOutcome {
-    pub fn body(&self) -> serde_json::Value {
-        match self {
-            Self::Loaded { stock, buyers } => {
-                serde_json::json!({"outcome": "LOADED", "stock": stock, "buyers": buyers})
-            }
-            Self::WaitingForQueue { in_flight, dlq } => {
-                serde_json::json!({"outcome": "WAITING_FOR_QUEUE", "inFlight": in_flight, "dlq": dlq})
-            }
-            Self::Settling { until_ms } => {
-                serde_json::json!({"outcome": "SETTLING", "until": crate::clock::rfc3339_ms(*until_ms)})
-            }
-            other => serde_json::json!({"outcome": match other {
-                Self::NotFound => "NOT_FOUND",
-                Self::NotDue => "NOT_DUE",
-                Self::Ended => "ENDED",
-                Self::Refreshed => "REFRESHED",
-                _ => "BUSY",
-            }}),
-        }
-    }
-}
-
 /// What one unpaid-release run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -20,7 +20,7 @@
 //!   is `null`: the page's rows come from here, not from a copy of its own.
 //! - `lastReport`: the last reconcile report, as `GET .../report` returns it.
 //! - `soldOutAt`, `timeToSellOutMs`: when the sale first sold out and how
-//!   long from its start ([`crate::app::console::sell_out_fields`]).
+//!   long from its start ([`crate::app::console::sell_out`]).
 //! - `funnel`: the outcomes per 10-second bucket since the start, oldest
 //!   first, from `sale:{S}:funnel` (the same flush as `outcomes`, so the
 //!   same lag; the last hour at most): the history a reload keeps.
@@ -89,50 +89,25 @@ impl LiveState {
         out
     }
 
-    /// The response body at `now_ms`.
-    pub fn body(&self, now_ms: i64) -> serde_json::Value {
-        let view = self.stock.as_ref().and_then(Option::as_ref);
-        let (_, status) = crate::app::order_queries::public_status(&self.sale, now_ms, view);
-        let outcomes = self.outcomes.as_ref().map(listed_at_zero);
-        let funnel = self.funnel.as_ref().map(|buckets| {
+    /// Orders by stored status, every status present (0 when none);
+    /// `None` when the table could not be read.
+    pub fn order_counts(&self) -> Option<BTreeMap<&'static str, u64>> {
+        self.orders.as_ref().map(|o| listed_statuses(&o.counts))
+    }
+
+    /// Purchase answers by outcome, every listed one present (0 until it
+    /// happens); `None` when Redis could not be read.
+    pub fn outcome_counts(&self) -> Option<BTreeMap<String, u64>> {
+        self.outcomes.as_ref().map(listed_at_zero)
+    }
+
+    /// The funnel's buckets, oldest first, each with every listed outcome.
+    pub fn funnel_counts(&self) -> Option<Vec<(i64, BTreeMap<String, u64>)>> {
+        self.funnel.as_ref().map(|buckets| {
             buckets
                 .iter()
-                .map(|(at, counted)| {
-                    serde_json::json!({"atMs": at, "outcomes": listed_at_zero(counted)})
-                })
-                .collect::<Vec<_>>()
-        });
-        let sell_out =
-            crate::app::console::sell_out_fields(&self.sale, self.sold_out_at_ms.flatten());
-        let last_report = self.last_report.as_deref().and_then(|raw| {
-            serde_json::from_str::<serde_json::Value>(raw)
-                .map_err(|err| tracing::warn!(sale_id = %self.sale.sale_id, %err, "stored reconcile report is not JSON"))
-                .ok()
-        });
-        serde_json::json!({
-            "saleId": self.sale.sale_id,
-            "atMs": now_ms,
-            "stock": {
-                "total": self.sale.total_stock,
-                "remaining": view.map(|s| s.remaining.max(0)),
-                "status": status,
-            },
-            "orders": self.orders.as_ref().map(|o| listed_statuses(&o.counts)),
-            "ordersAt": self.orders.as_ref().map(|o| clock::rfc3339_ms(o.at_ms)),
-            "queue": {
-                // Waiting to be received: visible plus delayed, as the
-                // reconcile report counts them.
-                "visible": self.queue.map(|q| q.visible + q.delayed),
-                "inFlight": self.queue.map(|q| q.in_flight),
-                "dlq": self.dlq.map(|q| q.visible + q.delayed),
-            },
-            "outcomes": outcomes,
-            "outcomeCodes": Outcome::listed().map(Outcome::as_str).collect::<Vec<_>>(),
-            "lastReport": last_report,
-            "soldOutAt": sell_out["soldOutAt"],
-            "timeToSellOutMs": sell_out["timeToSellOutMs"],
-            "funnel": funnel,
-            "unavailable": self.unavailable(),
+                .map(|(at, counted)| (*at, listed_at_zero(counted)))
+                .collect()
         })
     }
 }
@@ -172,10 +147,12 @@ pub fn count_holds(counted: &BTreeMap<String, u64>) -> std::time::Duration {
 }
 
 /// Counts by outcome with every listed outcome present, 0 until it happens.
-fn listed_at_zero(counted: &BTreeMap<String, u64>) -> BTreeMap<&str, u64> {
-    let mut outcomes: BTreeMap<&str, u64> = Outcome::listed().map(|o| (o.as_str(), 0)).collect();
+fn listed_at_zero(counted: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut outcomes: BTreeMap<String, u64> = Outcome::listed()
+        .map(|o| (o.as_str().to_owned(), 0))
+        .collect();
     for (outcome, n) in counted {
-        outcomes.insert(outcome.as_str(), *n);
+        outcomes.insert(outcome.clone(), *n);
     }
     outcomes
 }
@@ -291,25 +268,30 @@ where
     Ok(fresh)
 }
 
-/// The body of `GET /admin/sales/{saleId}/live`; `None` for an unknown sale.
+/// What `GET /admin/sales/{saleId}/live` shows; `None` for an unknown sale.
 pub async fn live<Q, S, C, O>(
     checker: &InvariantChecker<Q, S, C, O>,
     sale_id: &SaleId,
-) -> Result<Option<serde_json::Value>, JobError>
+) -> Result<Option<LiveState>, JobError>
 where
     Q: QueueInspector,
     S: StockAdmin,
     C: CatalogAdmin,
     O: OrderLedger,
 {
-    Ok(observe(checker, sale_id)
-        .await?
-        .map(|state| state.body(clock::now_ms())))
+    observe(checker, sale_id).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl LiveState {
+        /// The view as the route writes it.
+        fn body(&self, now_ms: i64) -> serde_json::Value {
+            serde_json::to_value(crate::http::bodies::admin::LiveView::of(self, now_ms)).unwrap()
+        }
+    }
 
     fn state() -> LiveState {
         LiveState {

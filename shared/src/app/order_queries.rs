@@ -219,6 +219,19 @@ pub fn public_status(sale: &Sale, now_ms: i64, live: Option<&StockView>) -> (i64
     }
 }
 
+/// A buyer's lottery ticket as `GET /sales/{saleId}/orders` shows it (the
+/// edge writes it, `http::bodies::TicketView`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketAnswer {
+    /// `TICKET`, `WON`, `LOST`, `ENDED`.
+    pub status: &'static str,
+    pub quantity: Quantity,
+    /// The order a won ticket made.
+    pub order_id: Option<OrderId>,
+    /// When the window closes and the draw decides (epoch ms).
+    pub draw_at_ms: i64,
+}
+
 mod gate;
 pub use gate::Question;
 mod orders;

@@ -64,17 +64,6 @@ pub struct PaymentAnswer {
     pub order: Order,
 }
 
-impl PaymentAnswer {
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "paymentId": self.payment_id,
-            "orderId": self.order_id,
-            "outcome": self.outcome.as_str(),
-            "order": self.order.body(),
-        })
-    }
-}
-
 /// `POST /payments/callback` with its `Payment-Signature` header and raw
 /// body, at `now_ms`.
 pub async fn callback<O: OrderStore + PaymentStore>(
@@ -165,27 +154,12 @@ pub fn paid_metrics(metrics: &Metrics, order: &Order) {
 }
 
 /// `GET /admin/sales/{saleId}/refunds`: the sale's payments owed back to
-/// buyers, oldest first: `{"refunds":[{"paymentId","orderId","userId",
-/// "amount","at"}]}`.
+/// buyers, oldest first.
 pub async fn refunds<P: PaymentStore>(
     payments: &P,
     sale_id: &crate::domain::SaleId,
-) -> Result<serde_json::Value, OrderStoreError> {
-    let refunds: Vec<serde_json::Value> = payments
-        .refunds_of_sale(sale_id)
-        .await?
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "paymentId": r.payment_id,
-                "orderId": r.order_id,
-                "userId": r.user_id,
-                "amount": crate::domain::money::Money::body_of(r.amount.as_ref()),
-                "at": crate::clock::rfc3339_ms(r.at_ms),
-            })
-        })
-        .collect();
-    Ok(serde_json::json!({ "refunds": refunds }))
+) -> Result<Vec<crate::domain::payment::PaymentRecord>, OrderStoreError> {
+    payments.refunds_of_sale(sale_id).await
 }
 
 #[cfg(test)]

@@ -56,17 +56,6 @@ pub struct Accepted {
     pub replayed: bool,
 }
 
-impl Accepted {
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "orderId": self.order_id,
-            "saleId": self.sale_id,
-            "quantity": self.quantity,
-            "status": "QUEUED",
-        })
-    }
-}
-
 /// A lottery window's ticket: what the buyer is told on 202 while the
 /// window is open (no order yet: the draw decides).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,17 +64,6 @@ pub struct Ticket {
     pub quantity: Quantity,
     /// When the window closes and the draw decides the ticket (epoch ms).
     pub draw_at_ms: i64,
-}
-
-impl Ticket {
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "saleId": self.sale_id,
-            "quantity": self.quantity,
-            "status": "TICKET",
-            "drawAt": clock::rfc3339_ms(self.draw_at_ms),
-        })
-    }
 }
 
 /// What a purchase that is not refused gets: an order, or during a lottery

@@ -96,19 +96,6 @@ pub struct DecidedOrder {
     pub state: &'static str,
 }
 
-impl DecidedOrder {
-    /// The reservation as the purchase script stores it in `resv`.
-    pub fn reservation_json(&self) -> String {
-        serde_json::json!({
-            "userId": self.user_id,
-            "quantity": self.quantity,
-            "atMs": self.at_ms.to_string(),
-            "state": self.state,
-        })
-        .to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

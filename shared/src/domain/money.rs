@@ -57,16 +57,6 @@ impl Money {
             currency: self.currency,
         })
     }
-
-    /// As the API shows it: `{"amount": <minor units>, "currency": "EUR"}`.
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"amount": self.amount, "currency": self.currency.as_str()})
-    }
-
-    /// The API's `null` for no money.
-    pub fn body_of(money: Option<&Money>) -> serde_json::Value {
-        money.map_or(serde_json::Value::Null, Money::body)
-    }
 }
 
 /// The `price` of a sale definition: absent or `null` is no price (a sale
@@ -130,7 +120,6 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((p.amount, p.currency.as_str()), (1999, "EUR"));
-        assert_eq!(p.body(), json!({"amount": 1999, "currency": "EUR"}));
         assert!(
             parse_price(Some(&json!({"amount": 0, "currency": "JPY"})))
                 .unwrap()

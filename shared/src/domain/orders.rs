@@ -8,12 +8,11 @@
 //! stock, or the buyer's limit: the ledger enforces both) or reconcile gave
 //! the reservation up.
 //!
-//! What the API shows is [`Order::body`]: an order `PENDING_PAYMENT` past
+//! What the API shows (`http::bodies::OrderView`): an order `PENDING_PAYMENT` past
 //! its `expiresAt` is shown `EXPIRED` at once ([`Order::status_at`]); the
 //! orders API releases it first (`app::release`), whoever reads it, so the
 //! row, the unit and the buyer's count agree with what it says.
 
-use crate::clock;
 use crate::domain::money::Money;
 use crate::domain::{OrderId, OrderMessage, PaymentId, Quantity, SaleId, UserId};
 
@@ -117,22 +116,6 @@ impl Order {
             (OrderStatus::PendingPayment, Some(at)) if at <= now_ms => OrderStatus::Expired,
             (status, _) => status,
         }
-    }
-
-    pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "orderId": self.order_id,
-            "saleId": self.sale_id,
-            "userId": self.user_id,
-            "quantity": self.quantity,
-            "status": self.status_at(clock::now_ms()).as_str(),
-            "createdAt": clock::rfc3339_ms(self.created_at_ms),
-            "expiresAt": self.expires_at_ms.map(clock::rfc3339_ms),
-            "amount": Money::body_of(self.amount.as_ref()),
-            "paidAt": self.paid_at_ms.map(clock::rfc3339_ms),
-            "paymentId": self.payment_id,
-            "refund": if self.refunds.is_empty() { None } else { Some("NEEDED") },
-        })
     }
 }
 

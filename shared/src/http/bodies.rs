@@ -120,6 +120,15 @@ pub struct MoneyBody {
     pub currency: String,
 }
 
+impl MoneyBody {
+    pub fn of(money: &Money) -> Self {
+        Self {
+            amount: money.amount,
+            currency: money.currency.as_str().to_owned(),
+        }
+    }
+}
+
 /// A lottery window as the public sale view shows it.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -169,10 +178,7 @@ impl SaleView {
             remaining,
             per_user_limit: sale.per_user_limit,
             status: status.to_owned(),
-            price: sale.price.as_ref().map(|p| MoneyBody {
-                amount: p.amount,
-                currency: p.currency.as_str().to_owned(),
-            }),
+            price: sale.price.as_ref().map(MoneyBody::of),
             gate: sale.gate,
             pow_bits: sale.pow_bits,
             admission: sale.admission.as_ref().map(|a| AdmissionView {
@@ -198,8 +204,7 @@ pub struct OrderView<'a> {
     pub created_at: String,
     pub expires_at: Option<String>,
     /// The price times the quantity; `null` without a price.
-    #[schema(value_type = Option<MoneyBody>)]
-    pub amount: serde_json::Value,
+    pub amount: Option<MoneyBody>,
     pub paid_at: Option<String>,
     pub payment_id: Option<&'a str>,
     /// `NEEDED` when a payment came for it after it expired.
@@ -217,7 +222,7 @@ impl<'a> OrderView<'a> {
             status: order.status_at(now_ms).as_str(),
             created_at: clock::rfc3339_ms(order.created_at_ms),
             expires_at: order.expires_at_ms.map(clock::rfc3339_ms),
-            amount: Money::body_of(order.amount.as_ref()),
+            amount: order.amount.as_ref().map(MoneyBody::of),
             paid_at: order.paid_at_ms.map(clock::rfc3339_ms),
             payment_id: order.payment_id.as_ref().map(|p| p.as_str()),
             refund: if order.refunds.is_empty() {
@@ -234,11 +239,22 @@ impl<'a> OrderView<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct TicketView {
     /// `TICKET`, `WON`, `LOST`, `ENDED`.
-    pub status: String,
+    pub status: &'static str,
     pub quantity: u32,
     /// The order a won ticket made.
     pub order_id: Option<String>,
     pub draw_at: String,
+}
+
+impl TicketView {
+    pub fn of(ticket: &crate::app::order_queries::TicketAnswer) -> Self {
+        Self {
+            status: ticket.status,
+            quantity: ticket.quantity.get(),
+            order_id: ticket.order_id.as_ref().map(|o| o.as_str().to_owned()),
+            draw_at: clock::rfc3339_ms(ticket.draw_at_ms),
+        }
+    }
 }
 
 /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
@@ -246,9 +262,8 @@ pub struct TicketView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MyOrders<'a> {
     pub orders: Vec<OrderView<'a>>,
-    /// Built by the use case (`OrderQueries::my_ticket`) as JSON.
-    #[schema(value_type = Option<TicketView>)]
-    pub ticket: Option<serde_json::Value>,
+    /// The caller's ticket, on a sale with a lottery window.
+    pub ticket: Option<TicketView>,
 }
 
 /// `GET /sales/{saleId}/challenge`: the gate's question (`kind`
@@ -377,11 +392,14 @@ pub struct SaleDefinition {
     pub admission: Option<serde_json::Value>,
 }
 
-/// An operator's answer (a sale with its figures, a report, the audit
-/// trail, the live view, ...): a JSON object, described in `docs/api.md`.
+pub mod admin;
+
+/// A reconcile report (`GET /admin/sales/{saleId}/report` and the answer of
+/// `POST .../reconcile`): the checks, violations and repairs, described in
+/// `docs/api.md`.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(value_type = Object)]
-pub struct AdminAnswer(pub serde_json::Value);
+pub struct ReconcileReportBody(pub serde_json::Value);
 
 #[cfg(test)]
 mod tests {
@@ -452,7 +470,7 @@ mod tests {
                 "remaining": remaining,
                 "perUserLimit": sale.per_user_limit,
                 "status": status,
-                "price": Money::body_of(sale.price.as_ref()),
+                "price": sale.price.as_ref().map(|p| serde_json::json!({"amount": p.amount, "currency": p.currency.as_str()})),
                 "gate": sale.gate,
                 "powBits": sale.pow_bits,
                 "admission": sale.admission.as_ref().map(|a| serde_json::json!({
@@ -558,7 +576,20 @@ mod tests {
         for order in [bare, paid, expired] {
             let now = clock::now_ms();
             let view = serde_json::to_value(OrderView::of(&order, now)).unwrap();
-            assert_eq!(view.to_string(), order.body().to_string());
+            let old = serde_json::json!({
+                "orderId": order.order_id,
+                "saleId": order.sale_id,
+                "userId": order.user_id,
+                "quantity": order.quantity,
+                "status": order.status_at(now).as_str(),
+                "createdAt": clock::rfc3339_ms(order.created_at_ms),
+                "expiresAt": order.expires_at_ms.map(clock::rfc3339_ms),
+                "amount": order.amount.as_ref().map(|m| serde_json::json!({"amount": m.amount, "currency": m.currency.as_str()})),
+                "paidAt": order.paid_at_ms.map(clock::rfc3339_ms),
+                "paymentId": order.payment_id,
+                "refund": if order.refunds.is_empty() { None } else { Some("NEEDED") },
+            });
+            assert_eq!(view.to_string(), old.to_string());
         }
     }
 

@@ -221,10 +221,13 @@ impl World {
                         w.log().prewarms.push((started, now()));
                     }
                     let what = match outcome {
-                        Ok(o) => o.body()["outcome"]
-                            .as_str()
-                            .unwrap_or("answered")
-                            .to_owned(),
+                        Ok(o) => {
+                            serde_json::to_value(crate::http::bodies::admin::PrewarmBody::of(&o))
+                                .unwrap_or_default()["outcome"]
+                                .as_str()
+                                .unwrap_or("answered")
+                                .to_owned()
+                        }
                         Err(_) => "error".to_owned(),
                     };
                     w.answer(format!("prewarm: {what}"));

@@ -59,7 +59,7 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         &self,
         sale_id: &SaleId,
         caller: &UserId,
-    ) -> Result<Option<serde_json::Value>, QueryError> {
+    ) -> Result<Option<TicketAnswer>, QueryError> {
         use crate::ports::TicketStatus;
         let Some(lottery) = &self.lottery else {
             return Ok(None);
@@ -80,18 +80,18 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
             ticket = lottery.ticket(sale_id, caller).await?;
         }
         Ok(ticket.map(|t| {
-            let (status, order_id) = match &t.status {
+            let (status, order_id) = match t.status {
                 TicketStatus::Held if ended => ("ENDED", None),
                 TicketStatus::Held => ("TICKET", None),
-                TicketStatus::Won(order_id) => ("WON", Some(order_id.to_string())),
+                TicketStatus::Won(order_id) => ("WON", Some(order_id)),
                 TicketStatus::Lost => ("LOST", None),
             };
-            serde_json::json!({
-                "status": status,
-                "quantity": t.quantity,
-                "orderId": order_id,
-                "drawAt": clock::rfc3339_ms(draw_at),
-            })
+            TicketAnswer {
+                status,
+                quantity: t.quantity,
+                order_id,
+                draw_at_ms: draw_at,
+            }
         }))
     }
 

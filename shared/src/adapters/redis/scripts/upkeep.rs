@@ -240,7 +240,7 @@ impl ScriptCall for RebuildStageArgs<'_> {
             argv.extend([
                 o.order_id.clone(),
                 if staged.reservation {
-                    o.reservation_json()
+                    reservation_json(o)
                 } else {
                     String::new()
                 },
@@ -486,4 +486,16 @@ impl ScriptCall for UnlockArgs<'_> {
     fn argv(&self) -> impl ToRedisArgs {
         self.token
     }
+}
+
+/// A decided order's reservation as the purchase script stores it in
+/// `resv`.
+pub(crate) fn reservation_json(order: &crate::domain::ledger::DecidedOrder) -> String {
+    serde_json::json!({
+        "userId": order.user_id,
+        "quantity": order.quantity,
+        "atMs": order.at_ms.to_string(),
+        "state": order.state,
+    })
+    .to_string()
 }
