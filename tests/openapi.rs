@@ -313,7 +313,10 @@ fn schemathesis_run(
         .arg(spec)
         .args(["--url", base])
         .args(["--header", &format!("Authorization: {bearer}")])
-        .args(["--checks", "not_a_server_error,response_schema_conformance"])
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance,status_code_conformance",
+        ])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args(["--max-examples", "40"])
         .args(["--workers", "2"])
@@ -337,8 +340,9 @@ fn schemathesis_run(
 }
 
 /// schemathesis drives the description against the stack: no request it
-/// makes, from the schemas and beside them, gets a 5xx, and every answer's
-/// body fits the schema the description gives it. A buyer first
+/// makes, from the schemas and beside them, gets a 5xx, every answer's
+/// body fits the schema the description gives it, and every status is one
+/// the description lists for the route. A buyer first
 /// (every route; `/admin` answers it 403), then an operator on `/admin`
 /// (after the buyer's run: an operator's pause would make purchases the
 /// contract's `503 SALE_PAUSED`).
