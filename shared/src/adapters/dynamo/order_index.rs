@@ -245,23 +245,17 @@ impl DynamoOrders {
             .map(|bucket| {
                 let query = query(bucket);
                 async move {
-                    let mut out = Vec::new();
-                    let mut start = None;
-                    loop {
-                        let page = query
-                            .clone()
-                            .set_exclusive_start_key(start)
-                            .send()
-                            .await
-                            .map_err(transient)?;
-                        for item in page.items() {
-                            out.push(order_from_item(item)?);
-                        }
-                        match page.last_evaluated_key {
-                            Some(key) if !key.is_empty() => start = Some(key),
-                            _ => return Ok(out),
-                        }
-                    }
+                    let items: Vec<HashMap<String, AttributeValue>> = query
+                        .into_paginator()
+                        .items()
+                        .send()
+                        .collect::<Result<_, _>>()
+                        .await
+                        .map_err(transient)?;
+                    items
+                        .iter()
+                        .map(order_from_item)
+                        .collect::<Result<Vec<Order>, _>>()
                 }
             })
             .collect();
@@ -312,29 +306,21 @@ impl OrderLedger for DynamoOrders {
                 .limit(STREAM_PAGE);
                 let pages = pages.clone();
                 async move {
-                    let mut start = None;
-                    loop {
-                        let page = query
-                            .clone()
-                            .set_exclusive_start_key(start)
-                            .send()
-                            .await
-                            .map_err(transient)?;
-                        let orders = page.items().iter().map(order_from_item).collect::<Result<
-                            Vec<Order>,
-                            _,
-                        >>(
-                        )?;
+                    let mut stream = query.into_paginator().send();
+                    while let Some(page) = stream.next().await {
+                        let page = page.map_err(transient)?;
+                        let orders: Vec<Order> = page
+                            .items()
+                            .iter()
+                            .map(order_from_item)
+                            .collect::<Result<_, _>>()?;
                         if !orders.is_empty() && pages.send(orders).await.is_err() {
                             return Err(OrderStoreError::Transient(
                                 "the reader of the orders stopped".into(),
                             ));
                         }
-                        match page.last_evaluated_key {
-                            Some(key) if !key.is_empty() => start = Some(key),
-                            _ => return Ok(()),
-                        }
                     }
+                    Ok(())
                 }
             })
             .collect();
@@ -361,20 +347,11 @@ impl OrderLedger for DynamoOrders {
                     .select(Select::Count);
                 async move {
                     let mut count = 0u64;
-                    let mut start = None;
-                    loop {
-                        let page = query
-                            .clone()
-                            .set_exclusive_start_key(start)
-                            .send()
-                            .await
-                            .map_err(transient)?;
-                        count += u64::try_from(page.count).unwrap_or(0);
-                        match page.last_evaluated_key {
-                            Some(key) if !key.is_empty() => start = Some(key),
-                            _ => return Ok(count),
-                        }
+                    let mut stream = query.into_paginator().send();
+                    while let Some(page) = stream.next().await {
+                        count += u64::try_from(page.map_err(transient)?.count).unwrap_or(0);
                     }
+                    Ok(count)
                 }
             })
             .collect();
@@ -489,16 +466,14 @@ pub async fn backfill_buckets(
     orders_table: &str,
 ) -> Result<BackfillReport, OrderStoreError> {
     let mut report = BackfillReport::default();
-    let mut start = None;
-    loop {
-        let page = client
-            .scan()
-            .table_name(orders_table)
-            .projection_expression("orderId, saleId, saleBucket, pendingSaleId, pendingBucket")
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(transient)?;
+    let mut pages = client
+        .scan()
+        .table_name(orders_table)
+        .projection_expression("orderId, saleId, saleBucket, pendingSaleId, pendingBucket")
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(transient)?;
         let mut work = Vec::new();
         for item in page.items().iter().filter(|i| is_order_item(i)) {
             report.orders += 1;
@@ -535,11 +510,8 @@ pub async fn backfill_buckets(
                 report.left_pending_index += 1;
             }
         }
-        match page.last_evaluated_key {
-            Some(key) if !key.is_empty() => start = Some(key),
-            _ => return Ok(report),
-        }
     }
+    Ok(report)
 }
 
 #[derive(Debug, PartialEq, Eq)]
