@@ -20,6 +20,8 @@
 //! - [`payment`]: the payment provider's callback: its signature and body.
 //! - [`outcome`]: [`Outcome`], the one list of purchase outcome codes
 //!   (metrics, tally, live view and error codes derive from it).
+//! - [`waitlist`]: a sale's waitlist, its rules alone: an entry resolves
+//!   once, the line's order, the odds of an offer.
 
 pub mod borrowing;
 pub mod draw;
@@ -35,6 +37,7 @@ pub mod sale_spec;
 pub mod shard_layout;
 pub mod stock_state;
 pub mod values;
+pub mod waitlist;
 
 pub use outcome::Outcome;
 pub use values::*;
