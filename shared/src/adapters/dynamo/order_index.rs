@@ -16,7 +16,9 @@
 //! bucket attributes (`seckill-local backfill-order-buckets`).
 
 use crate::adapters::dynamo::catalog::{money_from_attr, money_to_attr};
-use crate::adapters::dynamo::orders::{DynamoOrders, buyer_key, is_order_item, transient};
+use crate::adapters::dynamo::orders::{
+    DynamoOrders, buyer_key, is_order_item, query_items, transient,
+};
 use crate::clock;
 use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::{OrderId, PaymentId, Quantity, SaleId, UserId};
@@ -245,14 +247,8 @@ impl DynamoOrders {
             .map(|bucket| {
                 let query = query(bucket);
                 async move {
-                    let items: Vec<HashMap<String, AttributeValue>> = query
-                        .into_paginator()
-                        .items()
-                        .send()
-                        .collect::<Result<_, _>>()
-                        .await
-                        .map_err(transient)?;
-                    items
+                    query_items(query)
+                        .await?
                         .iter()
                         .map(order_from_item)
                         .collect::<Result<Vec<Order>, _>>()

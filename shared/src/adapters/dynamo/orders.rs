@@ -443,20 +443,16 @@ impl OrderStore for DynamoOrders {
         sale_id: &SaleId,
         user_id: &UserId,
     ) -> Result<Vec<Order>, OrderStoreError> {
-        let items: Vec<HashMap<String, AttributeValue>> = self
-            .client
-            .query()
-            .table_name(&self.orders_table)
-            .index_name("byBuyer")
-            .key_condition_expression("userId = :user AND saleId = :sale")
-            .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
-            .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string()))
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<_, _>>()
-            .await
-            .map_err(transient)?;
+        let items = query_items(
+            self.client
+                .query()
+                .table_name(&self.orders_table)
+                .index_name("byBuyer")
+                .key_condition_expression("userId = :user AND saleId = :sale")
+                .expression_attribute_values(":user", AttributeValue::S(user_id.to_string()))
+                .expression_attribute_values(":sale", AttributeValue::S(sale_id.to_string())),
+        )
+        .await?;
         items.iter().map(order_from_item).collect()
     }
 
@@ -616,4 +612,17 @@ impl DynamoOrders {
 
 pub(crate) fn transient(err: impl std::error::Error + Send + Sync + 'static) -> OrderStoreError {
     OrderStoreError::Transient(DisplayErrorContext(err).to_string())
+}
+
+/// Every item `query` finds, all its pages (the SDK's paginator).
+pub(crate) async fn query_items(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<Vec<HashMap<String, AttributeValue>>, OrderStoreError> {
+    query
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<_, _>>()
+        .await
+        .map_err(transient)
 }

@@ -27,7 +27,7 @@
 
 use crate::adapters::dynamo::catalog::{money_from_attr, money_to_attr};
 use crate::adapters::dynamo::order_index::order_from_item;
-use crate::adapters::dynamo::orders::{DynamoOrders, transient};
+use crate::adapters::dynamo::orders::{DynamoOrders, query_items, transient};
 use crate::clock;
 use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::{OrderId, PaymentId, SaleId, UserId};
@@ -378,24 +378,20 @@ impl PaymentStore for DynamoOrders {
         &self,
         sale_id: &SaleId,
     ) -> Result<Vec<PaymentRecord>, OrderStoreError> {
-        let items: Vec<HashMap<String, AttributeValue>> = self
-            .client
-            .query()
-            .table_name(&self.orders_table)
-            .index_name(crate::adapters::dynamo::order_index::BY_SALE_BUCKET_STATUS)
-            .key_condition_expression("saleBucket = :bucket AND #s = :status")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":bucket", AttributeValue::S(refunds_bucket(sale_id)))
-            .expression_attribute_values(
-                ":status",
-                AttributeValue::S(PaymentOutcome::RefundNeeded.as_str().into()),
-            )
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<_, _>>()
-            .await
-            .map_err(transient)?;
+        let items = query_items(
+            self.client
+                .query()
+                .table_name(&self.orders_table)
+                .index_name(crate::adapters::dynamo::order_index::BY_SALE_BUCKET_STATUS)
+                .key_condition_expression("saleBucket = :bucket AND #s = :status")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_values(":bucket", AttributeValue::S(refunds_bucket(sale_id)))
+                .expression_attribute_values(
+                    ":status",
+                    AttributeValue::S(PaymentOutcome::RefundNeeded.as_str().into()),
+                ),
+        )
+        .await?;
         let mut out = items
             .iter()
             .map(payment_from_item)
