@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use seckill_infra::token::TokenSettings;
 use seckill_shared::clock;
 use seckill_shared::domain::Outcome;
-use seckill_shared::http::bodies::admin::LiveView;
+use seckill_shared::http::bodies::live::LiveView;
 use seckill_shared::ports::LiveFigures;
 use seckill_tests::{App, LocalStack, eventually, free_port, live_sale, unique};
 use serde_json::{Value, json};

@@ -9,10 +9,11 @@
 
 use seckill_shared::http::ADMIN_SCOPE;
 use seckill_shared::http::bodies::admin::{
-    AuditPageBody, DlqMessage, DlqView, DrawBody, FunnelBucket, LiveQueue, LiveStock, LiveView,
-    OrderList, PrewarmBody, Redrive, RefundBody, Refunds, SaleChanged, SaleDefinitionView,
-    SaleDetail, SaleList, SaleRecord, SellOutBody, WindowBody,
+    AuditPageBody, DlqMessage, DlqView, DrawBody, OrderList, PrewarmBody, Redrive, RefundBody,
+    Refunds, SaleChanged, SaleDefinitionView, SaleDetail, SaleList, SaleRecord, SellOutBody,
+    WindowBody,
 };
+use seckill_shared::http::bodies::live::{FunnelBucket, LiveQueue, LiveStock, LiveView};
 use seckill_shared::http::bodies::{
     AdmissionView, Challenge, ChallengeAnswer, ErrorBody, Health, MoneyBody, MyOrders, OrderView,
     PaymentAnswerBody, PaymentCallback, PurchaseAccepted, PurchaseRequest, PurchaseTicket,

@@ -14,9 +14,9 @@ use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::http::bodies::ReconcileReportBody;
 use seckill_shared::http::bodies::admin::{
-    AuditPageBody, LiveView, PrewarmBody, ReconcileSummary, Refunds, SaleChanged,
-    SaleDefinitionView,
+    AuditPageBody, PrewarmBody, ReconcileSummary, Refunds, SaleChanged, SaleDefinitionView,
 };
+use seckill_shared::http::bodies::live::LiveView;
 use seckill_shared::observe::metrics::Invocation;
 use seckill_shared::ports::{AUDIT_PAGE_MAX, AuditRange, Upsert};
 use std::convert::Infallible;

@@ -289,7 +289,7 @@ mod tests {
     impl LiveState {
         /// The view as the route writes it.
         fn body(&self, now_ms: i64) -> serde_json::Value {
-            serde_json::to_value(crate::http::bodies::admin::LiveView::of(self, now_ms)).unwrap()
+            serde_json::to_value(crate::http::bodies::live::LiveView::of(self, now_ms)).unwrap()
         }
     }
 

@@ -393,6 +393,7 @@ pub struct SaleDefinition {
 }
 
 pub mod admin;
+pub mod live;
 
 /// A reconcile report (`GET /admin/sales/{saleId}/report` and the answer of
 /// `POST .../reconcile`): the checks, violations and repairs, described in
