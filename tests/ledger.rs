@@ -797,7 +797,7 @@ async fn a_lost_shard_is_rebuilt_from_the_survivors_sums_not_a_copy_of_them() {
     let now = clock::now_ms();
     for o in &written[..2] {
         let released =
-            seckill_shared::app::release::release(orders, stock, &OrderId::parse(o).unwrap(), now)
+            seckill_shared::app::release::release(orders, stock, None, &OrderId::parse(o).unwrap(), now)
                 .await
                 .unwrap();
         assert!(

@@ -154,6 +154,8 @@ pub async fn ensure_tables(
             .attribute_definitions(attr("pendingBucket")?)
             .attribute_definitions(attr("expiresAt")?)
             .attribute_definitions(attr("userId")?)
+            .attribute_definitions(attr("waitSale")?)
+            .attribute_definitions(attr("waitKey")?)
             .key_schema(key("orderId", KeyType::Hash)?)
             .global_secondary_indexes(index(BY_SALE_BUCKET_STATUS, "saleBucket", "status")?)
             .global_secondary_indexes(index(
@@ -162,6 +164,11 @@ pub async fn ensure_tables(
                 "expiresAt",
             )?)
             .global_secondary_indexes(index("byBuyer", "userId", "saleId")?)
+            .global_secondary_indexes(index(
+                seckill_shared::adapters::dynamo::waitlist::BY_WAITLIST,
+                "waitSale",
+                "waitKey",
+            )?)
             .send()
             .await
             .map_err(fail)?;

@@ -5,6 +5,8 @@
 -- ARGV[1] orderId  ARGV[2] userId  ARGV[3] quantity  ARGV[4] nowMs
 -- ARGV[5] the expiry's position in the ledger (the sale item's `returnSeq`
 --         the expiry set), or "" when unknown
+-- ARGV[6] how many of the units go back to the stock (absent: all): the
+--         rest were offered to the waitlist, as orders of other buyers
 --
 -- A return is applied once, whatever the order of expiry, rebuild,
 -- redelivery and reconcile:
@@ -26,6 +28,7 @@ local meta_key, stock_key, buyers_key, resv_key, uorders_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local order_id, user, qty, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local seq = tonumber(ARGV[5] or '')
+local to_stock = tonumber(ARGV[6] or '') or qty
 
 local total = tonumber(redis.call('HGET', meta_key, 'total'))
 local stock = tonumber(redis.call('GET', stock_key))
@@ -61,6 +64,9 @@ local reset = tonumber(redis.call('HGET', meta_key, 'stockSeq'))
 if seq and reset and seq <= reset then
   return {'SAME'}
 end
-local back = math.min(stock + qty, total)
+if to_stock <= 0 then
+  return {'RETURNED', tostring(stock)}
+end
+local back = math.min(stock + to_stock, total)
 redis.call('SET', stock_key, back, 'KEEPTTL')
 return {'RETURNED', tostring(back)}

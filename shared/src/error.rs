@@ -72,6 +72,12 @@ pub enum ApiError {
     /// A payment whose amount or currency is not the order's.
     #[error("{0}")]
     AmountMismatch(String),
+    /// A join of the waitlist while units are on sale.
+    #[error("units are still on sale ({remaining} left): buy one instead of joining the waitlist")]
+    NotSoldOut { remaining: u32 },
+    /// A leave of the waitlist by a buyer who never joined it.
+    #[error("you are not on this sale's waitlist")]
+    NotInWaitlist,
     #[error("internal error")]
     Internal,
 }
@@ -82,13 +88,17 @@ impl ApiError {
             Self::InvalidRequest(_) | Self::AmountMismatch(_) => 400,
             Self::Unauthenticated | Self::UnusableIdentity(_) | Self::InvalidSignature => 401,
             Self::Forbidden | Self::GateRequired => 403,
-            Self::SaleNotFound | Self::RouteNotFound | Self::OrderNotFound => 404,
+            Self::SaleNotFound
+            | Self::RouteNotFound
+            | Self::OrderNotFound
+            | Self::NotInWaitlist => 404,
             Self::LimitExceeded { .. }
             | Self::OrderExpired
             | Self::OrderNotPayable(_)
             | Self::OrderEnded { .. }
             | Self::SaleStarted
             | Self::SaleLoaded(_)
+            | Self::NotSoldOut { .. }
             | Self::Conflict => 409,
             Self::SaleEnded | Self::SoldOut { .. } => 410,
             Self::SaleNotStarted { .. } => 425,
@@ -129,6 +139,8 @@ impl ApiError {
             Self::GateRequired => Outcome::GateRequired.as_str(),
             Self::InvalidSignature => "INVALID_SIGNATURE",
             Self::AmountMismatch(_) => "AMOUNT_MISMATCH",
+            Self::NotSoldOut { .. } => "NOT_SOLD_OUT",
+            Self::NotInWaitlist => "NOT_IN_WAITLIST",
         }
     }
 

@@ -24,8 +24,10 @@ use std::future::Future;
 
 mod draw;
 mod operations;
+mod waitlist;
 pub use draw::*;
 pub use operations::*;
+pub use waitlist::*;
 
 /// One purchase attempt, already parsed.
 #[derive(Debug, Clone, Copy)]

@@ -2,8 +2,9 @@
 // sale's one status (saleState) that the pill, the countdown and the buy
 // button's reason are all drawn from; the status an order is shown with;
 // how many units the buyer holds and may still buy; why the button is
-// off; the ticket's status as shown; and the keys the page keeps its
-// order and ticket under. Every feature reads these; they call nothing.
+// off; the ticket's status as shown; the keys the page keeps its order
+// and ticket under; and whether the buyer may join the waitlist. Every
+// feature reads these; they call nothing.
 
 import { now, saleId, state, timers, ui } from "./buyer-state.js";
 import { time, wait } from "./format.js";
@@ -75,7 +76,9 @@ export const SALE_STATES = {
     tone: "danger",
     label: "Sold out: closes in",
     to: "end",
-    why: "Sold out. Units not paid for in time come back: the button turns on by itself if one does.",
+    why:
+      "Sold out. A unit not paid for in time goes to the first in the waitlist, or back on sale when no one waits: " +
+      "the button turns on by itself if one does.",
   },
   ENDED: { pill: "ENDED", tone: "danger", label: "Closed", why: "The sale has ended." },
 };
@@ -209,4 +212,43 @@ export function ticketShown(ticket, t) {
   if (ticket.status !== "TICKET") return ticket.status;
   if (resultLate(ticket, t)) return "LATE";
   return t < Date.parse(ticket.drawAt) ? "TICKET" : "DRAWING";
+}
+
+// ---------------------------------------------------------- the waitlist
+
+// The buyer's entry as shown (null: none): the API's status, and ENDED
+// from the sale's end on (the API says so too from that instant).
+export function waitlistShown(t) {
+  const entry = state.waitlist;
+  if (!entry) return null;
+  if (entry.status === "WAITING" && saleState(t) === "ENDED") return "ENDED";
+  return entry.status;
+}
+
+// Whether the page offers to join: after the sale sold out (a purchase's
+// 410 SOLD_OUT or the sale's own status), or after a LOST ticket unless a
+// join was told units are still on sale; never to a buyer already in it
+// or at their limit (the API would refuse both).
+export function mayJoin(t) {
+  if (!state.session || state.waitlist || !state.sale || allowance() <= 0) return false;
+  const sale = saleState(t);
+  if (sale === "SOLD_OUT") return true;
+  const lost = !!(state.ticket && state.ticket.status === "LOST");
+  return lost && (sale === "LIVE" || sale === "DRAWING") && state.joinRefused !== "NOT_SOLD_OUT";
+}
+
+// Why the join button is off right now, or null when it is on.
+export function whyNotJoin(t) {
+  if (state.joining) return "Joining the waitlist…";
+  if (state.gate === "needed") return "Answer the question above first.";
+  if (state.gate === "solving") return "Checking your browser… (a few seconds)";
+  if (t < state.joinRetryAtMs) return "You can try again in " + wait((state.joinRetryAtMs - t) / 1000) + ".";
+  return null;
+}
+
+// The offered order as the page knows it best: its own copy (the order
+// card's polls are fresher than the list's), else the API's.
+export function offerOf(entry) {
+  if (!entry || !entry.offer) return null;
+  return state.orders.find((o) => o.orderId === entry.offer.orderId) || entry.offer;
 }

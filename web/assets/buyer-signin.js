@@ -36,9 +36,17 @@ export function signOut(message) {
     drawOver: false,
     drawingUntilMs: 0,
     drawingRetries: 0,
+    waitlist: null,
+    waitlistTold: "",
+    joining: false,
+    leaving: false,
+    joinRetryAtMs: 0,
+    joinRefused: null,
   });
+  ui.waitlistConfirm.hidden = true;
   clearTimeout(timers.order);
   clearTimeout(timers.ticket);
+  clearTimeout(timers.waitlist);
   clearTimeout(timers.retry);
   timers.retry = 0;
   changed();

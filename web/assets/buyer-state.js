@@ -79,6 +79,16 @@ export const ui = {
   ticketNote: $("ticket-note"),
   drawAt: $("draw-at"),
   ticketQuantity: $("ticket-quantity"),
+  waitlist: $("waitlist"),
+  waitlistState: $("waitlist-state"),
+  waitlistNote: $("waitlist-note"),
+  waitlistOdds: $("waitlist-odds"),
+  waitlistJoin: $("waitlist-join"),
+  waitlistLeave: $("waitlist-leave"),
+  waitlistHint: $("waitlist-hint"),
+  waitlistConfirm: $("waitlist-confirm"),
+  waitlistConfirmYes: $("waitlist-confirm-yes"),
+  waitlistConfirmNo: $("waitlist-confirm-no"),
 };
 
 export const state = {
@@ -120,11 +130,23 @@ export const state = {
   drawOver: false,
   drawingUntilMs: 0,
   drawingRetries: 0,
+  // The sale's waitlist (a sold-out sale, or after a LOST ticket): the
+  // buyer's entry as GET /sales/{id}/orders' `waitlist` gives it
+  // {status WAITING|OFFERED|LEFT|ENDED, position, ahead, odds, offer,
+  // joinedAt}, or null; a join or leave request out; no join before
+  // joinRetryAtMs (Retry-After); joinRefused: NOT_SOLD_OUT once a join
+  // was told units are still on sale.
+  waitlist: null,
+  waitlistTold: "", // "<status> <offer's orderId>": what the status region last said about it
+  joining: false,
+  leaving: false,
+  joinRetryAtMs: 0,
+  joinRefused: null,
 };
 
 // The page's timers (setTimeout ids): the sale's poll, the order's, the
-// ticket's, and a purchase sent again after the draw.
-export const timers = { sale: 0, order: 0, ticket: 0, retry: 0 };
+// ticket's, a purchase sent again after the draw, and the waitlist's.
+export const timers = { sale: 0, order: 0, ticket: 0, retry: 0, waitlist: 0 };
 
 // The server's time, as the page has learnt its clock (state.skewMs).
 export function now() {

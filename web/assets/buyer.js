@@ -2,9 +2,11 @@
 // imports, no build step): one sale, its status and stock, sign-in, the
 // gate's question, a purchase of as many units as the buyer may still
 // hold (or, in a sale's lottery window, a ticket for the draw, then its
-// result), its confirmation, its payment and receipt, and the buyer's
-// other orders of the sale. Everything goes through the public HTTP API,
-// so the page works the same on the local stack and on a deployed one.
+// result), its confirmation, its payment and receipt, the buyer's other
+// orders of the sale, and on a sold-out sale its waitlist (a place in
+// line, the odds, an offer of a unit that came back, as an order).
+// Everything goes through the public HTTP API, so the page works the
+// same on the local stack and on a deployed one.
 //
 // One module per concern, in layers (a module imports only those below
 // it, never one above):

@@ -1,15 +1,16 @@
 // The console's live view of the watched sale: GET
 // /admin/sales/{id}/live every 1.5 s (stock in Redis, queue, orders by
 // status, purchases per second by outcome from two polls' counts, the
-// funnel, the reconcile report), and a change of sale that clears every
-// figure of the last one.
+// funnel, the reconcile report) and beside it GET
+// /admin/sales/{id}/waitlist (the Waitlist card), and a change of sale
+// that clears every figure of the last one.
 
 import { $ } from "./dom.js";
 import { number, time, wait } from "./format.js";
 import { drawFunnel } from "./ops-chart.js";
 import { loadDlq } from "./ops-dlq.js";
 import { requestSignOut } from "./ops-events.js";
-import { loadAudit, loadRefunds, showReport } from "./ops-reports.js";
+import { loadAudit, loadRefunds, loadWaitlist, showReport, showWaitlist } from "./ops-reports.js";
 import { loadSales, markWatched } from "./ops-sales.js";
 import { drawing, loadSale, setControls, showDraw, showSellOut } from "./ops-settings.js";
 import { call, LABEL, salePath, say, state, STATUS_ORDER, STATUS_TONE, STORE_NAME, ui } from "./ops-state.js";
@@ -76,6 +77,7 @@ export function clearFigures(heading) {
   ui.refundsSummary.textContent = "–";
   ui.refundsRows.replaceChildren();
   ui.refundsTable.hidden = true;
+  showWaitlist(null, null);
   ui.actionResult.textContent = "";
   ui.control.hidden = true;
   drawFunnel();
@@ -95,6 +97,8 @@ export async function poll() {
   if (!state.session) return;
   const watching = state.watch;
   const startedAt = Date.now();
+  // The Waitlist card's figures, read beside the live view's.
+  loadWaitlist();
   const reply = await call(salePath("/live"));
   if (watching !== state.watch) return;
   let next = Math.max(500, POLL_MS - (Date.now() - startedAt));

@@ -77,7 +77,11 @@ export const ui = {
   drawAt: $("draw-at"),
   drawHash: $("draw-hash"),
   drawSeed: $("draw-seed"),
+  waitlistNote: $("wl-note"),
 };
+// The Waitlist card's figures, by the API's field names.
+export const WAITLIST_FIGURES = ["waiting", "offered", "taken", "expired", "left", "returned"];
+export const WAITLIST_CELL = Object.fromEntries(WAITLIST_FIGURES.map((k) => [k, $("wl-" + k)]));
 export const BUTTON = {
   pause: $("pause-button"),
   resume: $("resume-button"),
@@ -103,6 +107,7 @@ export const state = {
   sales: [], // the list as last read
   editing: null, // null: creating; else the sale as the form was filled from
   dlqDepth: null, // /live's queue.dlq when the DLQ was last read
+  waitlistBusy: false, // a read of the waitlist's figures is out
 };
 
 // Stable row order; statuses the API adds later follow, sorted. Outcome

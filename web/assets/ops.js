@@ -2,8 +2,8 @@
 // its imports, no build step): every sale to pick from, the watched
 // sale's settings, its draw, create and edit forms, pause / resume / end
 // now / prewarm / reconcile after a confirmation, order lookups, the DLQ
-// with its redrive, the refunds owed, and the live numbers with the
-// funnel.
+// with its redrive, the refunds owed, the live numbers with the funnel,
+// and the waitlist's figures.
 //
 // One module per concern, in layers (a module imports only those below
 // it, never one above):

@@ -15,6 +15,7 @@ use seckill_shared::http;
 use seckill_shared::http::bodies::ReconcileReportBody;
 use seckill_shared::http::bodies::admin::{
     AuditPageBody, PrewarmBody, ReconcileSummary, Refunds, SaleChanged, SaleDefinitionView,
+    WaitlistStats,
 };
 use seckill_shared::http::bodies::live::LiveView;
 use seckill_shared::observe::metrics::Invocation;
@@ -23,7 +24,7 @@ use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them (the
 /// last seven are [`crate::console`]'s).
-pub const ROUTES: [&str; 16] = [
+pub const ROUTES: [&str; 17] = [
     "PUT /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/prewarm",
     "POST /admin/sales/{saleId}/reconcile",
@@ -33,6 +34,7 @@ pub const ROUTES: [&str; 16] = [
     "GET /admin/sales/{saleId}/live",
     "GET /admin/sales/{saleId}/audit",
     "GET /admin/sales/{saleId}/refunds",
+    "GET /admin/sales/{saleId}/waitlist",
     "GET /admin/sales",
     "GET /admin/sales/{saleId}",
     "POST /admin/sales/{saleId}/end",
@@ -219,6 +221,16 @@ async fn route(admin: &crate::Admin, req: &Request) -> Result<Response<Body>, Ap
                 .await
                 .map_err(unavailable)?;
             Ok(http::body(200, &Refunds::of(&refunds)))
+        }
+        "GET /admin/sales/{saleId}/waitlist" => {
+            operators::record(jobs, &sale_id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(ApiError::SaleNotFound)?;
+            let stats = seckill_shared::app::payments::waitlist(&admin.payments, &sale_id)
+                .await
+                .map_err(unavailable)?;
+            Ok(http::body(200, &WaitlistStats::of(&sale_id, &stats)))
         }
         "GET /admin/sales/{saleId}/report" => {
             let raw = operators::last_report(jobs, &sale_id)

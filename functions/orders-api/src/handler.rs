@@ -4,7 +4,7 @@
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use seckill_shared::app::order_queries::OrderQueries;
-use seckill_shared::app::order_queries::Question;
+use seckill_shared::app::order_queries::{JoinAnswer, JoinRequest, Question};
 use seckill_shared::app::payments::PaymentError;
 use seckill_shared::clock;
 use seckill_shared::domain::{OrderId, SaleId};
@@ -12,16 +12,21 @@ use seckill_shared::error::ApiError;
 use seckill_shared::http;
 use seckill_shared::http::bodies::{
     Challenge, Health, MyOrders, OrderView, PaymentAnswerBody, SalePass, SaleView, TicketView,
+    WaitlistBody,
 };
 use seckill_shared::observe::metrics::Invocation;
-use seckill_shared::ports::{OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore};
+use seckill_shared::ports::{
+    OrderStore, PaymentStore, SaleCatalog, StockAdmin, StockStore, WaitlistStore,
+};
 use std::convert::Infallible;
 
 /// The routes this function serves, as `template.yaml` declares them.
-pub const ROUTES: [&str; 8] = [
+pub const ROUTES: [&str; 10] = [
     "GET /health",
     "GET /sales/{saleId}",
     "GET /sales/{saleId}/orders",
+    "POST /sales/{saleId}/waitlist",
+    "DELETE /sales/{saleId}/waitlist",
     "GET /sales/{saleId}/challenge",
     "POST /sales/{saleId}/challenge",
     "GET /orders/{orderId}",
@@ -34,7 +39,7 @@ pub async fn handle<O, S, C>(
     req: Request,
 ) -> Result<Response<Body>, Infallible>
 where
-    O: OrderStore + PaymentStore,
+    O: OrderStore + PaymentStore + WaitlistStore,
     S: StockStore + StockAdmin,
     C: SaleCatalog,
 {
@@ -58,7 +63,7 @@ async fn route<O, S, C>(
     req: &Request,
 ) -> Result<Response<Body>, ApiError>
 where
-    O: OrderStore + PaymentStore,
+    O: OrderStore + PaymentStore + WaitlistStore,
     S: StockStore + StockAdmin,
     C: SaleCatalog,
 {
@@ -94,14 +99,40 @@ where
                 .my_orders(&sale_id, &caller.user_id)
                 .await
                 .map_err(|e| e.into_api(true))?;
+            let waitlist = queries
+                .my_waitlist(&sale_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
             let now = clock::now_ms();
             Ok(http::body(
                 200,
                 &MyOrders {
                     orders: orders.iter().map(|o| OrderView::of(o, now)).collect(),
                     ticket: ticket.as_ref().map(TicketView::of),
+                    waitlist: waitlist.as_ref().map(|w| WaitlistBody::of(w, now)),
                 },
             ))
+        }
+        "POST /sales/{saleId}/waitlist" => {
+            let request = parse_join(req)?;
+            let joined = queries
+                .join_waitlist(&request)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            let now = clock::now_ms();
+            Ok(match &joined {
+                JoinAnswer::New(entry) => http::body(201, &WaitlistBody::of(entry, now)),
+                JoinAnswer::Existing(entry) => http::body(200, &WaitlistBody::of(entry, now)),
+            })
+        }
+        "DELETE /sales/{saleId}/waitlist" => {
+            let caller = http::caller(req)?;
+            let sale_id = sale_id(req)?;
+            let entry = queries
+                .leave_waitlist(&sale_id, &caller.user_id)
+                .await
+                .map_err(|e| e.into_api(true))?;
+            Ok(http::body(200, &WaitlistBody::of(&entry, clock::now_ms())))
         }
         "GET /sales/{saleId}/challenge" => {
             let caller = http::caller(req)?;
@@ -224,6 +255,40 @@ where
         }
         _ => Err(ApiError::RouteNotFound),
     }
+}
+
+/// A join of the waitlist: no body, or an empty JSON object (a join has
+/// nothing to choose: one unit, the caller's own place).
+fn parse_join(req: &Request) -> Result<JoinRequest, ApiError> {
+    let user_id = http::caller_id(req)?;
+    let sale_id = sale_id(req)?;
+    let sale_token = http::header(req, "x-sale-token")?
+        .map(|t| {
+            if t.len() <= 1024 {
+                Ok(t.to_owned())
+            } else {
+                Err(ApiError::InvalidRequest("X-Sale-Token is too long".into()))
+            }
+        })
+        .transpose()?;
+    let body = http::body_bytes(req)?;
+    if body.iter().any(|b| !b.is_ascii_whitespace()) {
+        match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(serde_json::Value::Object(fields)) if fields.is_empty() => {}
+            _ => {
+                return Err(ApiError::InvalidRequest(
+                    "a join takes no body, or {}: it is one unit, at the caller's own place"
+                        .into(),
+                ));
+            }
+        }
+    }
+    Ok(JoinRequest {
+        sale_id,
+        user_id,
+        sale_token,
+        source_ip: http::source_ip(req, None),
+    })
 }
 
 fn sale_id(req: &Request) -> Result<SaleId, ApiError> {

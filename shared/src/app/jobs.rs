@@ -105,6 +105,9 @@ pub enum PrewarmOutcome {
 pub struct ReleaseReport {
     pub expired: usize,
     pub units_returned: u64,
+    /// Of those units, the ones offered to buyers on the sale's waitlist
+    /// (as new orders) instead of going back to the stock.
+    pub units_offered: u64,
     /// Expired in DynamoDB while the sale had no Redis keys: the rebuild
     /// reads the units from the sale item.
     pub redis_missing: usize,
@@ -118,6 +121,7 @@ impl ReleaseReport {
     fn absorb(&mut self, other: ReleaseReport) {
         self.expired += other.expired;
         self.units_returned += other.units_returned;
+        self.units_offered += other.units_offered;
         self.redis_missing += other.redis_missing;
         self.errors.extend(other.errors);
         self.stopped_early |= other.stopped_early;
@@ -533,7 +537,13 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
             }
             let mut progressed = false;
             let outcomes =
-                match crate::app::release::release_many(&self.orders, &self.stock, &due, now_ms)
+                match crate::app::release::release_many(
+                    &self.orders,
+                    &self.stock,
+                    Some(sale),
+                    &due,
+                    now_ms,
+                )
                     .await
                 {
                     Ok(outcomes) => outcomes,
@@ -546,10 +556,15 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
                 };
             for (order_id, outcome) in due.iter().zip(outcomes) {
                 match outcome {
-                    Ok(Released::Now { order, returned }) => {
+                    Ok(Released::Now {
+                        order,
+                        returned,
+                        offers,
+                    }) => {
                         progressed = true;
                         report.expired += 1;
                         report.units_returned += u64::from(order.quantity.get());
+                        report.units_offered += offers.len() as u64;
                         self.metrics.count(Counter::Releases, 1);
                         self.metrics
                             .count(Counter::ReleasedUnits, u64::from(order.quantity.get()));

@@ -10,7 +10,7 @@
 //! By route family: the sale's view here (`GET /sales/{saleId}`); `orders`
 //! (an order, a buyer's orders and ticket); `gate` (the question, its
 //! answer, the proof of work); `payment` (the stand-in pay and the
-//! provider's callback).
+//! provider's callback); `waitlist` (join, leave, the buyer's entry).
 
 use crate::app::release::{Released, release};
 use crate::clock;
@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::observe::metrics::Metrics;
 use crate::ports::{
     CatalogError, OrderStore, OrderStoreError, PayOutcome, PaymentStore, SaleCatalog, StockAdmin,
-    StockStore, StockView, StoreError,
+    StockStore, StockView, StoreError, WaitlistStore,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -56,6 +56,10 @@ pub enum QueryError {
     PowRefused(crate::domain::gate::GateError),
     #[error("{0}")]
     WrongKind(&'static str),
+    #[error(transparent)]
+    JoinRefused(#[from] waitlist::JoinRefused),
+    #[error("not on the waitlist")]
+    NotInWaitlist,
 }
 
 impl QueryError {
@@ -96,6 +100,8 @@ impl QueryError {
                 crate::domain::pow::MAX_NONCE_LEN
             )),
             Self::WrongKind(why) => ApiError::InvalidRequest(why.into()),
+            Self::JoinRefused(refused) => refused.into(),
+            Self::NotInWaitlist => ApiError::NotInWaitlist,
             Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
                 ApiError::paused("temporarily unavailable; retry shortly")
             }
@@ -123,7 +129,7 @@ pub struct OrderQueries<O, S, C> {
     stand_in: crate::config::StandInPayments,
 }
 
-impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
+impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C: SaleCatalog>
     OrderQueries<O, S, C>
 {
     pub fn new(orders: O, stock: S, catalog: C, sale_list_ttl: Duration) -> Self {
@@ -236,6 +242,8 @@ mod gate;
 pub use gate::Question;
 mod orders;
 mod payment;
+mod waitlist;
+pub use waitlist::{JoinAnswer, JoinRefused, JoinRequest, WaitlistAnswer};
 
 #[cfg(test)]
 mod tests;

@@ -155,6 +155,15 @@ pub fn paid_metrics(metrics: &Metrics, order: &Order) {
 
 /// `GET /admin/sales/{saleId}/refunds`: the sale's payments owed back to
 /// buyers, oldest first.
+/// `GET /admin/sales/{saleId}/waitlist`: the sale's waitlist in figures,
+/// read from the ledger's entries and the orders they were offered.
+pub async fn waitlist<O: crate::ports::WaitlistStore>(
+    orders: &O,
+    sale_id: &crate::domain::SaleId,
+) -> Result<crate::ports::LineStats, crate::ports::OrderStoreError> {
+    orders.stats(sale_id).await
+}
+
 pub async fn refunds<P: PaymentStore>(
     payments: &P,
     sale_id: &crate::domain::SaleId,

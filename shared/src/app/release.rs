@@ -4,55 +4,100 @@
 //! position), then its units and its buyer's count back in Redis
 //! (`return_units`, once per order whatever runs it again).
 //!
+//! A sale with buyers waiting on its waitlist does not get the units back:
+//! the same transaction hands each unit to the next buyer in line as a new
+//! order ([`crate::ports::WaitlistStore::expire_to_line`]), and Redis then
+//! counts that order for its buyer (`hold_offer`) instead of raising the
+//! stock. A unit comes back once, so it is offered once or put back once,
+//! never both (invariant 10). Units beyond the line, and every unit after
+//! the sale's end, go back to the stock as before.
+//!
 //! Whoever gets there first releases it: the release job, or the orders API
 //! the moment it would answer `EXPIRED` (a read, a payment), so that
-//! `EXPIRED` always means the unit is back on sale and the buyer may buy
-//! again. The conditions make every other attempt a no-op.
+//! `EXPIRED` always means the unit is back on sale (or offered) and the
+//! buyer may buy again. The conditions make every other attempt a no-op.
 //!
-//! The job releases many at once ([`release_many`]): the ledger expires
-//! them in batches, one write of the sale item each, then Redis takes each
-//! order's units back, those calls sent together.
+//! The job releases many at once ([`release_many`]): with nobody waiting,
+//! the ledger expires them in batches, one write of the sale item each,
+//! then Redis takes each order's units back, those calls sent together;
+//! with a line, one handover after another (each takes the line's head).
 
-use crate::domain::OrderId;
 use crate::domain::orders::Order;
 use crate::domain::stock_state::Returned;
-use crate::ports::{ExpireOutcome, OrderStore, OrderStoreError, StockAdmin, StoreError};
+use crate::domain::waitlist::offer_order_id;
+use crate::domain::{OrderId, Sale};
+use crate::ports::{
+    Candidate, ExpireOutcome, Handover, OfferTerms, OrderStore, OrderStoreError, StockAdmin,
+    StoreError, WaitlistEntry, WaitlistStore,
+};
 
 /// What one release did.
 #[derive(Debug)]
 pub enum Released {
     /// The ledger expired it now; `returned` is how Redis took its units
     /// back (a failure there is repaired by reconcile, which finds the
-    /// `EXPIRED` row without its marker).
+    /// `EXPIRED` row without its marker). `offers`: the orders its units
+    /// became for buyers on the waitlist (`order.offered` of them).
     Now {
         order: Order,
         returned: Result<Returned, StoreError>,
+        offers: Vec<Order>,
     },
     /// Paid, expired by someone else, not due, or absent: nothing changed.
     Not(ExpireOutcome),
 }
 
+/// How many heads of the line one read brings: enough for a chunk of
+/// single-unit orders without a read each.
+const HEADS_READ: usize = 32;
+
 /// Expires `order_id` if it is due at `now_ms`, then gives its units back
-/// to Redis.
-pub async fn release<O: OrderStore, S: StockAdmin>(
+/// to Redis, or to the sale's waitlist when `sale` (its terms) is given
+/// and buyers wait.
+pub async fn release<O: OrderStore + WaitlistStore, S: StockAdmin>(
     orders: &O,
     stock: &S,
+    sale: Option<&Sale>,
     order_id: &OrderId,
     now_ms: i64,
 ) -> Result<Released, OrderStoreError> {
-    Ok(give_back(stock, orders.expire(order_id, now_ms).await?).await)
+    let mut results = release_many(orders, stock, sale, std::slice::from_ref(order_id), now_ms).await?;
+    results
+        .pop()
+        .unwrap_or_else(|| Ok(Released::Not(ExpireOutcome::NotFound)))
 }
 
-/// [`release`] of many orders (the job's chunk): the ledger's batches
-/// first ([`OrderStore::expire_many`]), then the units of each order it
-/// expired back to Redis, those calls together. Each order's outcome, in
-/// the order given; `Err` only when the ledger could read none of them.
-pub async fn release_many<O: OrderStore, S: StockAdmin>(
+/// [`release`] of many orders of one sale (the job's chunk): without a
+/// line, the ledger's batches first ([`OrderStore::expire_many`]), then the
+/// units of each order it expired back to Redis, those calls together;
+/// with one, each order handed over in turn. Each order's outcome, in the
+/// order given; `Err` only when the ledger could read none of them.
+pub async fn release_many<O: OrderStore + WaitlistStore, S: StockAdmin>(
     orders: &O,
     stock: &S,
+    sale: Option<&Sale>,
     order_ids: &[OrderId],
     now_ms: i64,
 ) -> Result<Vec<Result<Released, OrderStoreError>>, OrderStoreError> {
+    if let Some(sale) = sale.filter(|s| now_ms < s.end_ms) {
+        let heads = orders.heads(&sale.sale_id, HEADS_READ).await?;
+        if !heads.is_empty() {
+            let mut line = Line {
+                sale,
+                heads,
+                terms: OfferTerms {
+                    per_user_limit: sale.per_user_limit,
+                    payment_window_secs: sale.payment_window_seconds,
+                    price: sale.price.clone(),
+                },
+            };
+            let mut out = Vec::with_capacity(order_ids.len());
+            for order_id in order_ids {
+                out.push(line.hand_over(orders, stock, order_id, now_ms).await);
+            }
+            return Ok(out);
+        }
+    }
     let outcomes = orders.expire_many(order_ids, now_ms).await?;
     Ok(crate::app::draw::join_all(
         outcomes
@@ -60,6 +105,110 @@ pub async fn release_many<O: OrderStore, S: StockAdmin>(
             .map(|outcome| async move { Ok(give_back(stock, outcome?).await) }),
     )
     .await)
+}
+
+/// A sale's waitlist as one release run sees it: the heads it read, used
+/// up as units are offered.
+struct Line<'a> {
+    sale: &'a Sale,
+    heads: Vec<WaitlistEntry>,
+    terms: OfferTerms,
+}
+
+impl Line<'_> {
+    async fn hand_over<O: OrderStore + WaitlistStore, S: StockAdmin>(
+        &mut self,
+        orders: &O,
+        stock: &S,
+        order_id: &OrderId,
+        now_ms: i64,
+    ) -> Result<Released, OrderStoreError> {
+        let Some(order) = orders.get(order_id).await? else {
+            return Ok(Released::Not(ExpireOutcome::NotFound));
+        };
+        let units = order.quantity.get() as usize;
+        if self.heads.len() < units + 1 {
+            // Read again: the ones used are offered now, others may have
+            // joined since.
+            self.heads = orders.heads(&self.sale.sale_id, HEADS_READ).await?;
+        }
+        let mut candidates = Vec::with_capacity(self.heads.len());
+        for entry in &self.heads {
+            let suffix = stock
+                .offer_suffix(&self.sale.sale_id, &entry.user_id)
+                .await
+                .map_err(|e| OrderStoreError::Transient(e.to_string()))?;
+            let offer_id = offer_order_id(
+                self.sale.sale_id.as_str(),
+                entry.user_id.as_str(),
+                &suffix,
+            )
+            .map_err(|e| OrderStoreError::Malformed(e.0))?;
+            candidates.push(Candidate {
+                entry: entry.clone(),
+                offer_id,
+            });
+        }
+        let handover = orders
+            .expire_to_line(&order, &candidates, &self.terms, now_ms)
+            .await?;
+        let (expired, offers, to_stock) = match handover {
+            Handover::Done {
+                expired,
+                offers,
+                to_stock,
+            } => (expired, offers, to_stock),
+            Handover::Not(outcome) => return Ok(Released::Not(outcome)),
+        };
+        self.heads
+            .retain(|h| !offers.iter().any(|o| o.user_id == h.user_id));
+        Ok(offered(stock, expired, offers, to_stock).await)
+    }
+}
+
+/// Redis's step of a handover: the expired order's marker and its buyer's
+/// count (its units to the stock only beyond the line), then each offered
+/// order counted for its buyer. Each once, whoever runs it again.
+async fn offered<S: StockAdmin>(
+    stock: &S,
+    order: Order,
+    offers: Vec<Order>,
+    to_stock: u32,
+) -> Released {
+    let seq = order.return_seq.unwrap_or(0);
+    let returned = stock
+        .return_units(
+            &order.sale_id,
+            &order.order_id,
+            order.user_id.as_str(),
+            order.quantity.get(),
+            order.return_seq,
+            to_stock,
+        )
+        .await;
+    if let Err(err) = &returned {
+        tracing::warn!(order_id = %order.order_id, %err, "order handed to the waitlist in the ledger; Redis takes note when reconcile next runs");
+    }
+    for offer in &offers {
+        if let Err(err) = stock
+            .hold_offer(
+                &offer.sale_id,
+                &offer.order_id,
+                &offer.user_id,
+                offer.created_at_ms,
+                seq,
+            )
+            .await
+        {
+            tracing::warn!(order_id = %offer.order_id, %err, "waitlist offer written in the ledger; its buyer's count in Redis waits for reconcile");
+        }
+        tracing::info!(order_id = %offer.order_id, offer_of = %order.order_id, "a returned unit offered to the waitlist");
+    }
+    Released::Now {
+        order,
+        returned,
+        offers,
+    }
 }
 
 /// Redis's step of a release: the units of an order the ledger just
@@ -75,10 +224,15 @@ async fn give_back<S: StockAdmin>(stock: &S, outcome: ExpireOutcome) -> Released
             order.user_id.as_str(),
             order.quantity.get(),
             order.return_seq,
+            order.quantity.get(),
         )
         .await;
     if let Err(err) = &returned {
         tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
     }
-    Released::Now { order, returned }
+    Released::Now {
+        order,
+        returned,
+        offers: Vec::new(),
+    }
 }

@@ -116,6 +116,8 @@ mod tests {
             paid_at_ms: None,
             payment_id: None,
             refunds: Vec::new(),
+            offer_of: None,
+            offered: 0,
         }
     }
 

@@ -104,6 +104,12 @@ pub struct Order {
     /// Payments for it that came when it could no longer be paid (expired,
     /// paid by another payment, rejected): each is owed back to the buyer.
     pub refunds: Vec<PaymentId>,
+    /// An order the waitlist was offered: the expired order whose unit it
+    /// is (`offerOf`).
+    pub offer_of: Option<OrderId>,
+    /// For an `EXPIRED` order: how many of its units went to the waitlist
+    /// as offers (`offeredUnits`); the rest went back to the stock.
+    pub offered: u32,
 }
 
 impl Order {
@@ -181,6 +187,8 @@ mod tests {
             paid_at_ms: None,
             payment_id: None,
             refunds: Vec::new(),
+            offer_of: None,
+            offered: 0,
         }
     }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// suffix (shard 0). A relay or a rebuild finds an order's shard here.
 pub fn shard_of_order(order_id: &str) -> Option<u32> {
     let (head, tail) = order_id.split_at_checked(32)?;
-    if !(head.starts_with('n') || head.starts_with('k')) {
+    if !(head.starts_with('n') || head.starts_with('k') || head.starts_with('w')) {
         return None;
     }
     tail.strip_prefix("-s")?.parse().ok()

@@ -1,6 +1,5 @@
-//! A sale's waitlist, the rules alone (no store holds a line yet; the
-//! routes, the re-offer of a returned unit and the ledger's record come
-//! next):
+//! A sale's waitlist, the rules alone (the ledger's entries are in
+//! `adapters::dynamo::waitlist`, the use cases in `app::waitlist`):
 //!
 //! - [`Entry`]: one buyer's place and what became of it. It resolves at
 //!   most once: offered a unit, left, or ended with the sale; a second
@@ -79,9 +78,10 @@ impl Entry {
 /// An entry's place in the line: the smaller key is offered first.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LineKey {
-    /// First come first served: the sale's join counter when the buyer
-    /// joined (a buyer joining again keeps the first).
-    Joined(u64),
+    /// First come first served: when the buyer joined (Redis's clock, one
+    /// clock for every environment; a buyer joining again keeps the
+    /// first), ties broken by the user id.
+    Joined(u64, String),
     /// A lottery sale: the holder's draw rank, HMAC-SHA256(seed, userId),
     /// then the id (as the draw breaks a tie).
     Drawn([u8; 32], String),
@@ -93,6 +93,39 @@ impl LineKey {
     pub fn drawn(seed: &DrawSeed, user_id: &str) -> Self {
         Self::Drawn(seed.rank(user_id), user_id.to_owned())
     }
+
+    /// The key as the ledger stores it: strings that sort as the keys do
+    /// (a sale's line holds one kind only). The user id is hashed so the
+    /// key stays short whatever the identity provider's `sub` holds.
+    pub fn sort_key(&self) -> String {
+        match self {
+            Self::Joined(at_ms, user) => format!("j{at_ms:016}#{}", user_digest(user)),
+            Self::Drawn(rank, user) => {
+                format!("d{}#{}", crate::domain::draw::hex(rank), user_digest(user))
+            }
+        }
+    }
+}
+
+/// SHA-256 of the user id, first 16 hex digits.
+fn user_digest(user_id: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, user_id.as_bytes());
+    crate::domain::draw::hex(&digest.as_ref()[..8])
+}
+
+/// The order a waitlist entry is offered: one per (sale, buyer), since an
+/// entry is offered once, so every retry of the offer writes the same row.
+/// `w` and 31 hex digits (as a purchase's `n`/`k` ids), then the shard
+/// suffix of the buyer's home shard (`-s3`) on a sharded sale.
+pub fn offer_order_id(
+    sale_id: &str,
+    user_id: &str,
+    shard_suffix: &str,
+) -> Result<OrderId, crate::domain::InvalidValue> {
+    let input = format!("{sale_id}|{user_id}|waitlist");
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, input.as_bytes());
+    let hex = crate::domain::draw::hex(digest.as_ref());
+    OrderId::parse(&format!("w{}{shard_suffix}", &hex[..31]))
 }
 
 /// Below this chance the page says plainly that an offer is unlikely.
@@ -174,7 +207,7 @@ mod tests {
 
     #[test]
     fn an_entry_resolves_once_whoever_asks_again() {
-        let mut entry = Entry::waiting(LineKey::Joined(1));
+        let mut entry = Entry::waiting(LineKey::Joined(1, "u1".into()));
         entry.resolve(EntryStatus::Offered(order("o1"))).unwrap();
         for again in [
             EntryStatus::Offered(order("o2")),
@@ -188,14 +221,14 @@ mod tests {
             );
         }
         assert_eq!(entry.status, EntryStatus::Offered(order("o1")));
-        let mut left = Entry::waiting(LineKey::Joined(2));
+        let mut left = Entry::waiting(LineKey::Joined(2, "u2".into()));
         left.resolve(EntryStatus::Left).unwrap();
         assert!(left.resolve(EntryStatus::Offered(order("o3"))).is_err());
     }
 
     #[test]
     fn still_waiting_at_the_end_is_told_it_ended() {
-        let entry = Entry::waiting(LineKey::Joined(1));
+        let entry = Entry::waiting(LineKey::Joined(1, "u1".into()));
         assert_eq!(entry.status_at(1_000, 999), EntryStatus::Waiting);
         assert_eq!(entry.status_at(1_000, 1_000), EntryStatus::Ended);
         let mut offered = entry.clone();
@@ -210,11 +243,20 @@ mod tests {
 
     #[test]
     fn first_come_first_served_is_join_order_and_a_lottery_replays_its_seed() {
-        let mut line = vec![LineKey::Joined(7), LineKey::Joined(2), LineKey::Joined(5)];
+        let joined = |at: u64, user: &str| LineKey::Joined(at, user.into());
+        let mut line = vec![joined(7, "a"), joined(2, "b"), joined(5, "c"), joined(5, "b")];
         line.sort();
         assert_eq!(
             line,
-            [LineKey::Joined(2), LineKey::Joined(5), LineKey::Joined(7)]
+            [joined(2, "b"), joined(5, "b"), joined(5, "c"), joined(7, "a")]
+        );
+        // The ledger's strings sort the same way.
+        let mut stored: Vec<String> = line.iter().map(LineKey::sort_key).collect();
+        stored.sort();
+        let by_time: Vec<&str> = stored.iter().map(|k| &k[..17]).collect();
+        assert_eq!(
+            by_time,
+            ["j0000000000000002", "j0000000000000005", "j0000000000000005", "j0000000000000007"]
         );
         let seed = DrawSeed::from_bytes([9; 32]);
         let users = ["u-a", "u-b", "u-c", "u-d", "u-e"];
@@ -224,14 +266,36 @@ mod tests {
             .into_iter()
             .map(|k| match k {
                 LineKey::Drawn(_, id) => id,
-                LineKey::Joined(_) => unreachable!(),
+                LineKey::Joined(..) => unreachable!(),
             })
             .collect();
+        let mut stored: Vec<(String, &str)> = users
+            .iter()
+            .map(|u| (LineKey::drawn(&seed, u).sort_key(), *u))
+            .collect();
+        stored.sort();
+        assert_eq!(
+            stored.iter().map(|(_, u)| *u).collect::<Vec<_>>(),
+            replayed,
+            "the ledger's keys sort in the draw's order"
+        );
         assert_eq!(
             replayed,
             crate::domain::draw::draw_order(&seed, &users),
             "the line continues the draw's order"
         );
+    }
+
+    #[test]
+    fn an_offer_id_is_one_per_buyer_and_sale_and_names_its_shard() {
+        let id = |sale: &str, user: &str, suffix: &str| offer_order_id(sale, user, suffix).unwrap();
+        let a = id("s1", "auth0|u-1", "");
+        assert_eq!(a, id("s1", "auth0|u-1", ""));
+        assert_ne!(a, id("s1", "auth0|u-2", ""));
+        assert_ne!(a, id("s2", "auth0|u-1", ""));
+        assert!(a.as_str().starts_with('w') && a.as_str().len() == 32);
+        let sharded = id("s1", "auth0|u-1", "-s3");
+        assert_eq!(crate::domain::shard_layout::shard_of_order(sharded.as_str()), Some(3));
     }
 
     #[test]

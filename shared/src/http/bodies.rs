@@ -258,12 +258,60 @@ impl TicketView {
 }
 
 /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
-/// `QUEUED` ones included, and their lottery ticket.
+/// `QUEUED` ones included, their lottery ticket and their waitlist entry.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MyOrders<'a> {
     pub orders: Vec<OrderView<'a>>,
     /// The caller's ticket, on a sale with a lottery window.
     pub ticket: Option<TicketView>,
+    /// The caller's waitlist entry, if they joined.
+    pub waitlist: Option<WaitlistBody<'a>>,
+}
+
+/// The chance of a waitlist offer before the sale ends (`docs/api.md`
+/// says how it is reckoned).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OddsBody {
+    /// From 0 to 1.
+    pub chance: f64,
+    /// Below one in ten: the page says plainly an offer is unlikely.
+    pub poor: bool,
+}
+
+/// A buyer's waitlist entry: `POST`/`DELETE /sales/{saleId}/waitlist`, and
+/// `waitlist` in `GET /sales/{saleId}/orders`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitlistBody<'a> {
+    pub sale_id: &'a str,
+    /// `WAITING`, `OFFERED`, `LEFT`, `ENDED`.
+    pub status: &'static str,
+    /// Place in the line, 1 for the head; only while `WAITING`.
+    pub position: Option<u64>,
+    /// Entries still waiting ahead; only while `WAITING`.
+    pub ahead: Option<u64>,
+    /// The order a returned unit became for this buyer; only when `OFFERED`.
+    pub offer: Option<OrderView<'a>>,
+    /// Only while `WAITING`, once the sale has been live a moment.
+    pub odds: Option<OddsBody>,
+    pub joined_at: String,
+}
+
+impl<'a> WaitlistBody<'a> {
+    pub fn of(entry: &'a crate::app::order_queries::WaitlistAnswer, now_ms: i64) -> Self {
+        Self {
+            sale_id: entry.sale_id.as_str(),
+            status: entry.status,
+            position: entry.ahead.map(|a| a + 1),
+            ahead: entry.ahead,
+            offer: entry.offer.as_ref().map(|o| OrderView::of(o, now_ms)),
+            odds: entry.odds.map(|o| OddsBody {
+                chance: o.chance,
+                poor: o.poor,
+            }),
+            joined_at: clock::rfc3339_ms(entry.joined_at_ms),
+        }
+    }
 }
 
 /// `GET /sales/{saleId}/challenge`: the gate's question (`kind`
@@ -561,6 +609,8 @@ mod tests {
             paid_at_ms: None,
             payment_id: None,
             refunds: Vec::new(),
+            offer_of: None,
+            offered: 0,
         };
         let mut paid = bare.clone();
         paid.status = OrderStatus::Paid;

@@ -55,12 +55,18 @@ pub trait QueueInspector: Send + Sync {
 /// trait, each implemented by an adapter in the file that does it; this is
 /// their sum, which every store that has them all has.
 pub trait StockAdmin:
-    StockStore + StockLoading + StockRepair + StockReading + LiveFigures + WriteErrorLog
+    StockStore + StockLoading + StockRepair + StockReading + LiveFigures + WriteErrorLog + WaitlistStock
 {
 }
 
 impl<T> StockAdmin for T where
-    T: StockStore + StockLoading + StockRepair + StockReading + LiveFigures + WriteErrorLog
+    T: StockStore
+        + StockLoading
+        + StockRepair
+        + StockReading
+        + LiveFigures
+        + WriteErrorLog
+        + WaitlistStock
 {
 }
 
@@ -135,7 +141,9 @@ pub trait StockLoading: Send + Sync {
 
     /// Gives an expired order's units back, once: `return_seq` is the
     /// ledger position of the expiry; a sale loaded from the ledger at or
-    /// after it has the units already.
+    /// after it has the units already. The buyer's count goes down by
+    /// `quantity`; the stock goes up by `to_stock` of them (the rest were
+    /// offered to the waitlist: they are other buyers' orders now).
     fn return_units(
         &self,
         sale_id: &SaleId,
@@ -143,6 +151,7 @@ pub trait StockLoading: Send + Sync {
         user_id: &str,
         quantity: u32,
         return_seq: Option<u64>,
+        to_stock: u32,
     ) -> impl Future<Output = Result<Returned, StoreError>> + Send;
 }
 
@@ -337,6 +346,75 @@ pub trait WriteErrorLog: Send + Sync {
     }
 }
 
+/// Whether a buyer may join a sale's waitlist, as the stock store decides
+/// it: the purchase's checks but for the stock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitlistAdmission {
+    /// May join; the store's clock (ms), the join time every environment
+    /// shares.
+    Admitted { now_ms: i64 },
+    SaleMissing,
+    Paused,
+    NotStarted { start_ms: i64 },
+    Ended,
+    /// A lottery window's tickets are not drawn yet.
+    Drawing,
+    /// Units are on sale: buy instead.
+    Available { remaining: u32 },
+    GateRequired,
+    LimitExceeded { order_ids: Vec<OrderId> },
+    RateLimited { retry_after_ms: u64 },
+}
+
+/// The stock store's part of the waitlist: admission to it, and the
+/// buyers of the orders it was offered. A store that keeps no waitlist
+/// (the in-memory one) admits nobody and is never handed an offer.
+pub trait WaitlistStock: Send + Sync {
+    /// Whether `user_id` may join the sale's waitlist (a verified gate
+    /// pass, if any, is used up by an admission).
+    fn admit_waitlist(
+        &self,
+        _req: WaitlistJoin<'_>,
+    ) -> impl Future<Output = Result<WaitlistAdmission, StoreError>> + Send {
+        std::future::ready(Err(StoreError::Unavailable(
+            "this stock store keeps no waitlist".into(),
+        )))
+    }
+
+    /// The suffix an offered order's id carries to name the buyer's home
+    /// shard (`""` for a sale of one shard).
+    fn offer_suffix(
+        &self,
+        _sale_id: &SaleId,
+        _user_id: &UserId,
+    ) -> impl Future<Output = Result<String, StoreError>> + Send {
+        std::future::ready(Ok(String::new()))
+    }
+
+    /// The buyer of `order_id`, an order the waitlist was offered at ledger
+    /// position `return_seq`, holds it: counted once for their limit.
+    fn hold_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+        _at_ms: i64,
+        _return_seq: u64,
+    ) -> impl Future<Output = Result<Returned, StoreError>> + Send {
+        std::future::ready(Ok(Returned::SaleMissing))
+    }
+}
+
+/// One join's request, as the edge parsed it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitlistJoin<'a> {
+    pub sale_id: &'a SaleId,
+    pub user_id: &'a UserId,
+    pub gate_nonce: Option<&'a str>,
+    pub gate_issued_ms: Option<i64>,
+    pub source_ip: Option<&'a str>,
+}
+
 /// A sale's orders by status, counted on the orders index at `at_ms`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -477,7 +555,7 @@ pub trait AuditTrail: Send + Sync {
 /// What the operations path reads of the `orders` table beyond
 /// [`OrderStore`]: a sale's orders, the ones due for expiry, buyers'
 /// records and counts by status.
-pub trait OrderLedger: OrderStore {
+pub trait OrderLedger: OrderStore + WaitlistStore {
     /// Every order of a sale, whatever its status, oldest first (an index:
     /// it may lag the table by a moment).
     fn all_orders_of_sale(

@@ -247,13 +247,14 @@ impl StockLoading for SimStock {
         user_id: &str,
         quantity: u32,
         return_seq: Option<u64>,
+        to_stock: u32,
     ) -> Result<Returned, StoreError> {
         redis!(
             self,
             "redis.return_units",
             true,
             self.inner
-                .return_units(sale_id, order_id, user_id, quantity, return_seq)
+                .return_units(sale_id, order_id, user_id, quantity, return_seq, to_stock)
         )
     }
 }
@@ -384,6 +385,8 @@ impl LiveFigures for SimStock {
 }
 
 impl WriteErrorLog for SimStock {}
+
+impl crate::ports::WaitlistStock for SimStock {}
 
 #[derive(Clone)]
 pub(crate) struct SimCatalog {

@@ -11,6 +11,9 @@
 //!   ([`crate::ports::OrderLedger`]), and their backfill.
 //! - [`payments`]: payments, applied once per payment id by a conditional
 //!   write of their order, and their records; the refunds of a sale.
+//! - [`waitlist`]: a sale's waitlist entries and the handover of an
+//!   expired order's units to the head of its line
+//!   ([`crate::ports::WaitlistStore`]).
 
 pub mod catalog;
 mod contention;
@@ -18,3 +21,4 @@ pub mod expiry;
 pub mod order_index;
 pub mod orders;
 pub mod payments;
+pub mod waitlist;

@@ -159,6 +159,11 @@ pub fn order_from_item(item: &Item) -> Result<Order, OrderStoreError> {
             }
             _ => Vec::new(),
         },
+        offer_of: s("offerOf").ok().and_then(|o| OrderId::parse(o).ok()),
+        offered: match item.get("offeredUnits") {
+            Some(AttributeValue::N(n)) => n.parse().map_err(|_| bad("offeredUnits"))?,
+            _ => 0,
+        },
     })
 }
 

@@ -113,7 +113,7 @@ impl DynamoOrders {
 
     /// Adds `units` to a buyer's record, on condition that it stays within
     /// `limit`; `None` when `units` alone exceed it.
-    fn add_to_buyer(
+    pub(super) fn add_to_buyer(
         &self,
         sale_id: &SaleId,
         user_id: &UserId,

@@ -230,6 +230,8 @@ fn row(order: &NewOrder, status: OrderStatus, reason: Option<RejectReason>) -> O
         paid_at_ms: None,
         payment_id: None,
         refunds: Vec::new(),
+        offer_of: None,
+        offered: 0,
     }
 }
 
@@ -507,6 +509,9 @@ impl OrderStore for MemoryOrders {
         Ok(out)
     }
 }
+
+/// No waitlist here: every return goes back to the stock.
+impl crate::ports::WaitlistStore for MemoryOrders {}
 
 impl OrderLedger for MemoryOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {

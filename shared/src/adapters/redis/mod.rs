@@ -58,6 +58,8 @@
 //! - `write_errors.rs`: [`WriteErrorLog`]: why the order-writer last failed
 //!   each order (the DLQ view's `lastError`).
 //! - `draw.rs`: a lottery window's tickets and draw ([`DrawStore`]).
+//! - `waitlist.rs`: [`crate::ports::WaitlistStock`]: admission to a sale's
+//!   waitlist, and the buyer of an offered order counted once.
 //!
 //! [`StockStore`]: crate::ports::StockStore
 //! [`StockAdmin`]: crate::ports::StockAdmin
@@ -80,6 +82,7 @@ mod scripts;
 mod shards;
 mod snapshot;
 mod stock_store;
+mod waitlist;
 mod write_errors;
 
 pub use crate::config::RateLimits;

@@ -499,6 +499,7 @@ impl StockLoading for RedisStock {
         user_id: &str,
         quantity: u32,
         return_seq: Option<u64>,
+        to_stock: u32,
     ) -> Result<Returned, StoreError> {
         let keys = SaleKeys::of_order(sale_id, order_id);
         let reply: Vec<String> = self
@@ -509,6 +510,7 @@ impl StockLoading for RedisStock {
                 quantity,
                 now_ms: crate::clock::now_ms(),
                 return_seq,
+                to_stock,
             })
             .await?;
         match reply

@@ -24,7 +24,7 @@ mod upkeep;
 
 pub(super) use stock::{
     BuyerOrdersArgs, DrawChunkArgs, DrawOrderArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs,
-    PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs,
+    HoldOfferArgs, PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs, WaitlistAdmitArgs,
 };
 pub(super) use upkeep::{
     HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, RebuildStageArgs,
@@ -104,6 +104,14 @@ static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/holdings.lua"),
         include_str!("../../../lua/return_units.lua")
+    ))
+});
+static HOLD_OFFER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/hold_offer.lua")));
+static WAITLIST_ADMIT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/ratelimit.lua"),
+        include_str!("../../../lua/waitlist_admit.lua")
     ))
 });
 static SURVIVOR: LazyLock<Script> =

@@ -342,6 +342,14 @@ struct RowLine {
     paid: Option<i64>,
     payment: Option<String>,
     refunds: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offer_of: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    offered: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Line {
@@ -361,6 +369,8 @@ impl Line {
                 paid: o.paid_at_ms,
                 payment: o.payment_id.as_ref().map(|p| p.as_str().into()),
                 refunds: o.refunds.iter().map(|p| p.as_str().into()).collect(),
+                offer_of: o.offer_of.as_ref().map(|p| p.as_str().into()),
+                offered: o.offered,
             }),
             Entry::Buyer { group, user, count } => Line::Buyer {
                 g: *group,
@@ -417,6 +427,11 @@ impl Line {
                         .iter()
                         .map(|p| PaymentId::parse(p).map_err(|_| bad("refund")))
                         .collect::<Result<_, _>>()?,
+                    offer_of: match &r.offer_of {
+                        Some(o) => Some(OrderId::parse(o).map_err(|_| bad("offer"))?),
+                        None => None,
+                    },
+                    offered: r.offered,
                 })
             }
             Line::Buyer { g, u, n } => Entry::Buyer {

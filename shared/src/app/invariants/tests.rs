@@ -27,6 +27,8 @@ fn row(id: &str, user: &str, qty: u32, status: OrderStatus) -> (String, Order) {
             paid_at_ms: None,
             payment_id: None,
             refunds: Vec::new(),
+            offer_of: None,
+            offered: 0,
         },
     )
 }

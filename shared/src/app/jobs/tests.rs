@@ -268,7 +268,7 @@ async fn release_unpaid_returns_a_due_orders_units_exactly_once() {
     // Nor does a late retry of the Redis step.
     let retried = w
         .stock
-        .return_units(w.sale_id(), &due.order_id, "u1", 2, Some(1))
+        .return_units(w.sale_id(), &due.order_id, "u1", 2, Some(1), 2)
         .await
         .unwrap();
     assert_eq!(retried, Returned::Already);
@@ -299,7 +299,7 @@ async fn an_expiry_the_rebuild_already_counted_is_not_returned_again() {
     );
     let late = w
         .stock
-        .return_units(w.sale_id(), &r.order_id, "u1", 2, Some(1))
+        .return_units(w.sale_id(), &r.order_id, "u1", 2, Some(1), 2)
         .await
         .unwrap();
     assert_eq!(late, Returned::Already);

@@ -5,7 +5,7 @@ use super::*;
 use crate::domain::gate::{Challenge, Pass};
 use crate::domain::pow::PowChallenge;
 
-impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
+impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C: SaleCatalog>
     OrderQueries<O, S, C>
 {
     /// The same service with the sale gate's key.

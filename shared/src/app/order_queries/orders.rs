@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
+impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C: SaleCatalog>
     OrderQueries<O, S, C>
 {
     /// `GET /sales/{saleId}/orders`: the caller's own orders of the sale,
@@ -124,7 +124,10 @@ impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
         {
             return order;
         }
-        match release(&self.orders, &self.stock, &order.order_id, now).await {
+        // The sale's terms, for an offer to its waitlist; without them (a
+        // catalog fault) the units go back to the stock as before.
+        let sale = self.catalog.get_sale(&order.sale_id).await.ok().flatten();
+        match release(&self.orders, &self.stock, sale.as_ref(), &order.order_id, now).await {
             Ok(Released::Now { order, .. }) => order,
             // Paid or released by someone else meanwhile: the row says which.
             Ok(Released::Not(_)) => match self.orders.get(&order.order_id).await {
@@ -260,5 +263,7 @@ fn queued_order(
         paid_at_ms: None,
         payment_id: None,
         refunds: Vec::new(),
+        offer_of: None,
+        offered: 0,
     })
 }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<O: OrderStore + PaymentStore, S: StockStore + StockAdmin, C: SaleCatalog>
+impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C: SaleCatalog>
     OrderQueries<O, S, C>
 {
     /// The same service, its pay route paying the orders `stand_in` says.

@@ -88,6 +88,9 @@ where
                         order.user_id.as_str(),
                         order.quantity.get(),
                         order.return_seq,
+                        // Units offered to the waitlist are other buyers'
+                        // orders now.
+                        order.quantity.get().saturating_sub(order.offered),
                     )
                     .await
                 {

@@ -229,6 +229,8 @@ fn row(w: &Stores, id: &str, user: &str, status: OrderStatus) -> Order {
         paid_at_ms: None,
         payment_id: None,
         refunds: Vec::new(),
+        offer_of: None,
+        offered: 0,
     }
 }
 

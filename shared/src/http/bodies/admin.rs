@@ -333,6 +333,39 @@ impl Refunds {
     }
 }
 
+/// `GET /admin/sales/{saleId}/waitlist`: the sale's waitlist in figures.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitlistStats<'a> {
+    pub sale_id: &'a str,
+    /// Entries waiting now.
+    pub waiting: u64,
+    /// Entries offered a returned unit (each offer is an order).
+    pub offered: u64,
+    /// Offers paid.
+    pub taken: u64,
+    /// Offers that lapsed unpaid (their unit went on down the line).
+    pub expired: u64,
+    /// Entries whose buyer left.
+    pub left: u64,
+    /// Orders the sale has had back so far (expiries).
+    pub returned: u64,
+}
+
+impl<'a> WaitlistStats<'a> {
+    pub fn of(sale_id: &'a crate::domain::SaleId, stats: &crate::ports::LineStats) -> Self {
+        Self {
+            sale_id: sale_id.as_str(),
+            waiting: stats.waiting,
+            offered: stats.offered,
+            taken: stats.taken,
+            expired: stats.expired,
+            left: stats.left,
+            returned: stats.returned,
+        }
+    }
+}
+
 /// `GET /admin/sales/{saleId}/orders?buyer=`: that buyer's orders.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OrderList<'a> {

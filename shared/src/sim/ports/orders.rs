@@ -253,6 +253,9 @@ impl PaymentStore for SimOrders {
     }
 }
 
+/// The simulation's ledger keeps no waitlist (yet): returns go back to the stock.
+impl crate::ports::WaitlistStore for SimOrders {}
+
 impl OrderLedger for SimOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {
         let rows = dynamo!(

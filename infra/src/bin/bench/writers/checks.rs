@@ -113,7 +113,7 @@ pub(super) async fn expiry_check(
     let due = orders.due_unpaid(&sale.sale_id, now, EXPIRY_CHUNK).await?;
     let query_ms = began.elapsed().as_secs_f64() * 1_000.0;
     let began = Instant::now();
-    release_many(&orders, &stock, &due, now).await?;
+    release_many(&orders, &stock, None, &due, now).await?;
     let chunk_ms = began.elapsed().as_secs_f64() * 1_000.0;
     let jobs = Jobs::<seckill_shared::adapters::sqs::SqsInspector, _, _, _>::new(
         stock,

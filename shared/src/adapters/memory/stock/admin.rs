@@ -136,6 +136,7 @@ impl StockLoading for MemoryStock {
         user_id: &str,
         quantity: u32,
         return_seq: Option<u64>,
+        to_stock: u32,
     ) -> Result<Returned, StoreError> {
         let mut sales = self.lock()?;
         let Some(s) = sales.get_mut(sale_id) else {
@@ -179,7 +180,7 @@ impl StockLoading for MemoryStock {
             return Ok(Returned::Already);
         }
         Ok(Returned::Returned {
-            stock: s.give_back(q),
+            stock: s.give_back(i64::from(to_stock.min(quantity))),
         })
     }
 }
@@ -395,3 +396,6 @@ impl LiveFigures for MemoryStock {
 }
 
 impl WriteErrorLog for MemoryStock {}
+
+/// No waitlist here: nobody is admitted, no offer is handed over.
+impl crate::ports::WaitlistStock for MemoryStock {}

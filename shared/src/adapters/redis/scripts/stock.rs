@@ -5,7 +5,7 @@
 use super::super::keys::SaleKeys;
 use super::{
     BUYER_ORDERS, DRAW_CHUNK, DRAW_ORDER, KEYED_FILTER, NO_ARGV, OUTCOMES, PEEK, PURCHASE, RELEASE,
-    RESOLVE, RETURN_UNITS, ScriptCall,
+    HOLD_OFFER, RESOLVE, RETURN_UNITS, ScriptCall, WAITLIST_ADMIT,
 };
 use redis::{Script, ToRedisArgs};
 
@@ -154,6 +154,9 @@ pub(in super::super) struct ReturnUnitsArgs<'a> {
     /// `ARGV[5]` the expiry's position in the ledger (`returnSeq`); "" when
     /// unknown.
     pub return_seq: Option<u64>,
+    /// `ARGV[6]` the units that go back to the stock (the rest were
+    /// offered to the waitlist).
+    pub to_stock: u32,
 }
 
 impl ScriptCall for ReturnUnitsArgs<'_> {
@@ -169,7 +172,103 @@ impl ScriptCall for ReturnUnitsArgs<'_> {
         // An absent argument would also read as unknown, but the script
         // has always been sent five: "" keeps the call as it was.
         let seq = self.return_seq.map(|s| s.to_string()).unwrap_or_default();
-        (self.order_id, self.user_id, self.quantity, self.now_ms, seq)
+        (
+            self.order_id,
+            self.user_id,
+            self.quantity,
+            self.now_ms,
+            seq,
+            self.to_stock,
+        )
+    }
+}
+
+/// `hold_offer.lua`: the buyer of an order the waitlist was offered holds
+/// it, once.
+pub(in super::super) struct HoldOfferArgs<'a> {
+    /// The order's key group: KEYS[1..5] meta, stock, buyers, resv, userorders.
+    pub keys: &'a SaleKeys,
+    /// `ARGV[1]` orderId.
+    pub order_id: &'a str,
+    /// `ARGV[2]` userId.
+    pub user_id: &'a str,
+    /// `ARGV[3]` quantity.
+    pub quantity: u32,
+    /// `ARGV[4]` when it was written (ms).
+    pub at_ms: i64,
+    /// `ARGV[5]` the handover's position in the ledger (`returnSeq`).
+    pub return_seq: u64,
+}
+
+impl ScriptCall for HoldOfferArgs<'_> {
+    fn script() -> &'static Script {
+        &HOLD_OFFER
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        holding_keys(self.keys)
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        (
+            self.order_id,
+            self.user_id,
+            self.quantity,
+            self.at_ms,
+            self.return_seq,
+        )
+    }
+}
+
+/// `waitlist_admit.lua` (with `ratelimit.lua` before it): whether a buyer
+/// may join the waitlist.
+pub(in super::super) struct WaitlistAdmitArgs<'a> {
+    /// The buyer's key group: `KEYS[1]` meta, `KEYS[2]` stock, `KEYS[3]`
+    /// buyers, `KEYS[4]` userorders, `KEYS[5]` gateused, `KEYS[6]`
+    /// ratelimit, `KEYS[7]` tickets.
+    pub keys: &'a SaleKeys,
+    /// `ARGV[1]` userId.
+    pub user_id: &'a str,
+    /// `ARGV[2]` the nonce of a verified gate pass, or "".
+    pub gate_nonce: &'a str,
+    /// `ARGV[3]` when that pass was issued (ms), or "".
+    pub gate_issued_ms: &'a str,
+    /// `ARGV[4]` the source address, or "".
+    pub source_ip: &'a str,
+    /// `ARGV[5..8]` the limiter's defaults ([`super::limit_args`]).
+    pub limits: &'a [String; 4],
+}
+
+impl ScriptCall for WaitlistAdmitArgs<'_> {
+    fn script() -> &'static Script {
+        &WAITLIST_ADMIT
+    }
+
+    fn keys(&self) -> impl AsRef<[&str]> {
+        let k = self.keys;
+        [
+            k.meta.as_str(),
+            &k.stock,
+            &k.buyers,
+            &k.user_orders,
+            &k.gate_used,
+            &k.rate_limit,
+            &k.tickets,
+        ]
+    }
+
+    fn argv(&self) -> impl ToRedisArgs {
+        let [user_rate, user_burst, ip_rate, ip_burst] = self.limits;
+        (
+            self.user_id,
+            self.gate_nonce,
+            self.gate_issued_ms,
+            self.source_ip,
+            user_rate.as_str(),
+            user_burst.as_str(),
+            ip_rate.as_str(),
+            ip_burst.as_str(),
+        )
     }
 }
 

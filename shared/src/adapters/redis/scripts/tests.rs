@@ -213,20 +213,69 @@ fn release_resolve_and_return_units() {
         quantity: 3,
         now_ms: 1_000,
         return_seq: Some(7),
+        to_stock: 3,
     };
     check(
         &call,
         lua,
         &HOLDING_KEYS,
-        &["o", "u", "3", "1000", "7"],
+        &["o", "u", "3", "1000", "7", "3"],
         true,
     );
     call.return_seq = None;
+    call.to_stock = 1;
     check(
         &call,
         lua,
         &HOLDING_KEYS,
-        &["o", "u", "3", "1000", ""],
+        &["o", "u", "3", "1000", "", "1"],
+        true,
+    );
+    check(
+        &HoldOfferArgs {
+            keys: &keys,
+            order_id: "w",
+            user_id: "u",
+            quantity: 1,
+            at_ms: 1_000,
+            return_seq: 4,
+        },
+        include_str!("../../../../lua/hold_offer.lua"),
+        &HOLDING_KEYS,
+        &["w", "u", "1", "1000", "4"],
+        true,
+    );
+}
+
+#[test]
+fn the_waitlist_admission() {
+    let keys = SaleKeys::new(&sale_id());
+    let limits = [
+        "1".to_owned(),
+        "2".to_owned(),
+        "3".to_owned(),
+        "4".to_owned(),
+    ];
+    check(
+        &WaitlistAdmitArgs {
+            keys: &keys,
+            user_id: "u",
+            gate_nonce: "n",
+            gate_issued_ms: "9",
+            source_ip: "1.2.3.4",
+            limits: &limits,
+        },
+        include_str!("../../../../lua/waitlist_admit.lua"),
+        &[
+            "meta",
+            "stock",
+            "buyers",
+            "userorders",
+            "gateused",
+            "ratelimit",
+            "tickets",
+        ],
+        &["u", "n", "9", "1.2.3.4", "1", "2", "3", "4"],
         true,
     );
 }

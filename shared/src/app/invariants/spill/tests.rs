@@ -21,6 +21,8 @@ fn order(id: &str, user: &str) -> Order {
         paid_at_ms: Some(33),
         payment_id: Some(PaymentId::parse("pay-1").unwrap()),
         refunds: vec![PaymentId::parse("pay-2").unwrap()],
+        offer_of: None,
+        offered: 0,
     }
 }
 
