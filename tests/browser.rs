@@ -38,6 +38,10 @@
 //!    keeps the window); three buyers' tickets, the page's "in the draw",
 //!    its result by itself after the window, exactly one winner, who pays;
 //!    a loser told so (see `lottery.rs`);
+//! w) a waitlist: a sold-out sale's buyer joins, is 1st in line without
+//!    an estimate, is offered the unit an unpaid order gives back and pays
+//!    it; another leaves after a question and is told it is final; the
+//!    console's Waitlist card counts them (see `waitlist.rs`);
 //! d) the dashboard shows a sale's numbers (needs GET /admin/sales/{id}/live),
 //!    and the funnel's history after a reload.
 //!
@@ -45,7 +49,7 @@
 //! session, `Ui`: the page as a buyer or an operator uses it) and the
 //! scenarios: `buying.rs` (a, b, c, f, u), `refusals.rs` (g), `sign_in.rs` (h),
 //! `layout.rs` (e), `buyer_states.rs` (i to o), `console.rs` (p to t),
-//! `lottery.rs` (v), `dashboard.rs` (d).
+//! `lottery.rs` (v), `waitlist.rs` (w), `dashboard.rs` (d).
 //!
 //! Screenshots go to `target/screenshots/` under the workspace root.
 //! `SECKILL_BROWSER_SCENARIOS=a,d` runs only those scenarios.
@@ -61,6 +65,7 @@ mod layout;
 mod lottery;
 mod refusals;
 mod sign_in;
+mod waitlist;
 
 use buyer_states::{
     a_bad_sale_link_sells_nothing, a_buyer_buys_up_to_the_limit, a_paused_sale_says_why,
@@ -82,6 +87,7 @@ use layout::pages_fit_and_work_by_keyboard;
 use lottery::a_lottery_sale_draws_its_tickets;
 use refusals::every_refusal_is_said_in_words;
 use sign_in::a_hosted_ui_sign_in_buys;
+use waitlist::a_sold_out_sale_has_a_waitlist;
 
 use seckill_tests::LocalStack;
 use std::path::Path;
@@ -216,6 +222,7 @@ async fn the_pages_in_a_real_browser() {
             )
             .await;
             timed("v) lottery window", a_lottery_sale_draws_its_tickets(&ui)).await;
+            timed("w) waitlist", a_sold_out_sale_has_a_waitlist(&ui)).await;
             timed("d) dashboard", dashboard_shows_the_sale(&ui)).await;
         }
     });

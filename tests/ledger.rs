@@ -796,10 +796,15 @@ async fn a_lost_shard_is_rebuilt_from_the_survivors_sums_not_a_copy_of_them() {
     assert!(eventually(Duration::from_secs(5), || async { clock::now_ms() > due }).await);
     let now = clock::now_ms();
     for o in &written[..2] {
-        let released =
-            seckill_shared::app::release::release(orders, stock, None, &OrderId::parse(o).unwrap(), now)
-                .await
-                .unwrap();
+        let released = seckill_shared::app::release::release(
+            orders,
+            stock,
+            None,
+            &OrderId::parse(o).unwrap(),
+            now,
+        )
+        .await
+        .unwrap();
         assert!(
             matches!(
                 released,

@@ -599,14 +599,21 @@ async fn a_batch_of_expiries_whose_answer_was_lost_is_settled_from_the_ledger() 
         &app.config.sales_table,
     );
     let stock = app.jobs().await;
-    let outcomes =
-        seckill_shared::app::release::release_many(&ledger, stock.stock(), None, &ids, past_every_window)
-            .await
-            .unwrap();
+    let outcomes = seckill_shared::app::release::release_many(
+        &ledger,
+        stock.stock(),
+        None,
+        &ids,
+        past_every_window,
+    )
+    .await
+    .unwrap();
     let mut seqs = Vec::new();
     for (order_id, outcome) in ids.iter().zip(&outcomes) {
         match outcome {
-            Ok(seckill_shared::app::release::Released::Now { order, returned, .. }) => {
+            Ok(seckill_shared::app::release::Released::Now {
+                order, returned, ..
+            }) => {
                 assert!(returned.is_ok(), "{order_id}: {returned:?}");
                 seqs.push(order.return_seq.unwrap());
             }

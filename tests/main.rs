@@ -105,3 +105,4 @@ mod sold_out;
 mod strict;
 mod subs;
 mod template;
+mod waitlist;

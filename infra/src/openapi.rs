@@ -11,13 +11,14 @@ use seckill_shared::http::ADMIN_SCOPE;
 use seckill_shared::http::bodies::admin::{
     AuditPageBody, DlqMessage, DlqView, DrawBody, OrderList, PrewarmBody, Redrive, RefundBody,
     Refunds, SaleChanged, SaleDefinitionView, SaleDetail, SaleList, SaleRecord, SellOutBody,
-    WindowBody,
+    WaitlistStats, WindowBody,
 };
 use seckill_shared::http::bodies::live::{FunnelBucket, LiveQueue, LiveStock, LiveView};
 use seckill_shared::http::bodies::{
-    AdmissionView, Challenge, ChallengeAnswer, ErrorBody, Health, MoneyBody, MyOrders, OrderView,
-    PaymentAnswerBody, PaymentCallback, PurchaseAccepted, PurchaseRequest, PurchaseTicket,
-    ReconcileReportBody, SaleDefinition, SalePass, SaleView, TicketView,
+    AdmissionView, Challenge, ChallengeAnswer, ErrorBody, Health, MoneyBody, MyOrders, OddsBody,
+    OrderView, PaymentAnswerBody, PaymentCallback, PurchaseAccepted, PurchaseRequest,
+    PurchaseTicket, ReconcileReportBody, SaleDefinition, SalePass, SaleView, TicketView,
+    WaitlistBody,
 };
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
@@ -84,6 +85,23 @@ pub const OPERATIONS: &[Operation] = &[
     )
     .success(&[(200, "MyOrders")])
     .errors(&[400, 404]),
+    op(
+        "POST",
+        "/sales/{saleId}/waitlist",
+        "Join a sold-out sale's waitlist (201 new, 200 the caller's entry as it is)",
+        Access::Buyer,
+    )
+    .success(&[(201, "WaitlistBody"), (200, "WaitlistBody")])
+    .errors(&[400, 403, 404, 409, 410, 425, 429, 503])
+    .headers(&["X-Sale-Token"]),
+    op(
+        "DELETE",
+        "/sales/{saleId}/waitlist",
+        "Leave the waitlist (an offer already made stays the caller's)",
+        Access::Buyer,
+    )
+    .success(&[(200, "WaitlistBody")])
+    .errors(&[400, 404, 503]),
     op(
         "GET",
         "/sales/{saleId}/challenge",
@@ -209,6 +227,14 @@ pub const OPERATIONS: &[Operation] = &[
     )
     .success(&[(200, "LiveView")])
     .errors(&[400, 404]),
+    op(
+        "GET",
+        "/admin/sales/{saleId}/waitlist",
+        "A sale's waitlist in figures",
+        Access::Admin,
+    )
+    .success(&[(200, "WaitlistStats")])
+    .errors(&[400, 404, 503]),
     op("GET", "/admin/sales", "Every sale", Access::Admin).success(&[(200, "SaleList")]),
     op(
         "GET",
@@ -343,6 +369,8 @@ pub fn document() -> OpenApi {
         .schema_from::<TicketView>()
         .schema_from::<OrderView>()
         .schema_from::<MyOrders>()
+        .schema_from::<OddsBody>()
+        .schema_from::<WaitlistBody>()
         .schema_from::<Challenge>()
         .schema_from::<ChallengeAnswer>()
         .schema_from::<SalePass>()
@@ -370,6 +398,7 @@ pub fn document() -> OpenApi {
         .schema_from::<LiveQueue>()
         .schema_from::<FunnelBucket>()
         .schema_from::<LiveView>()
+        .schema_from::<WaitlistStats>()
         .security_scheme(
             BEARER,
             SecurityScheme::Http(

@@ -122,11 +122,12 @@ export function ordinal(n) {
 // "a 42%", "an 8%", "an 11%", "an 80%": the article as the number is said.
 const aPercent = (p) => (p === 11 || p === 18 || String(p).charAt(0) === "8" ? "an " : "a ") + p + "%";
 
-// The card's headline for an entry shown as `shown` (JOIN: none yet).
-export function waitlistLine(shown, entry, offer) {
+// The card's headline for an entry shown as `shown` (JOIN: none yet;
+// `soldOut`: the sale says so, not only a lost ticket).
+export function waitlistLine(shown, entry, soldOut) {
   switch (shown) {
     case "JOIN":
-      return "Sold out: join the waitlist";
+      return soldOut ? "Sold out: join the waitlist" : "Join the waitlist";
     case "WAITING":
       if (typeof entry.position !== "number") return "You are in line";
       return (

@@ -204,7 +204,7 @@ function renderWaitlist(t) {
   const entry = state.waitlist;
   const offer = offerOf(entry);
   ui.waitlist.dataset.state = shown;
-  ui.waitlistState.textContent = waitlistLine(shown, entry, offer);
+  ui.waitlistState.textContent = waitlistLine(shown, entry, saleState(t) === "SOLD_OUT");
   ui.waitlistNote.textContent = waitlistNote(shown, offer ? statusOf(offer) : null);
   const waiting = shown === "WAITING";
   ui.waitlistOdds.hidden = !waiting;

@@ -277,8 +277,7 @@ fn parse_join(req: &Request) -> Result<JoinRequest, ApiError> {
             Ok(serde_json::Value::Object(fields)) if fields.is_empty() => {}
             _ => {
                 return Err(ApiError::InvalidRequest(
-                    "a join takes no body, or {}: it is one unit, at the caller's own place"
-                        .into(),
+                    "a join takes no body, or {}: it is one unit, at the caller's own place".into(),
                 ));
             }
         }

@@ -72,6 +72,18 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "POST",
+        path: "/sales/{saleId}/waitlist",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "DELETE",
+        path: "/sales/{saleId}/waitlist",
+        target: Target::OrdersApi,
+        authorized: true,
+    },
+    Route {
+        method: "POST",
         path: "/sales/{saleId}/challenge",
         target: Target::OrdersApi,
         authorized: true,
@@ -146,6 +158,12 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/admin/sales/{saleId}/live",
+        target: Target::AdminApi,
+        authorized: true,
+    },
+    Route {
+        method: "GET",
+        path: "/admin/sales/{saleId}/waitlist",
         target: Target::AdminApi,
         authorized: true,
     }, // The operator console.

@@ -230,7 +230,7 @@ async fn send_winners<Q: OrderQueue>(
 
 /// Every future's output, the futures polled together (a few batch calls,
 /// so a scan of them on each wake costs nothing).
-pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     let mut running: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = running.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

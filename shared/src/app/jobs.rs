@@ -536,24 +536,23 @@ impl<Q: QueueInspector, S: StockAdmin, C: CatalogAdmin, O: OrderLedger> Jobs<Q, 
                 return Ok(report);
             }
             let mut progressed = false;
-            let outcomes =
-                match crate::app::release::release_many(
-                    &self.orders,
-                    &self.stock,
-                    Some(sale),
-                    &due,
-                    now_ms,
-                )
-                    .await
-                {
-                    Ok(outcomes) => outcomes,
-                    Err(err) => {
-                        // Nothing of the chunk could be read: the next run
-                        // tries again.
-                        report.errors.push(format!("{}: {err}", sale.sale_id));
-                        return Ok(report);
-                    }
-                };
+            let outcomes = match crate::app::release::release_many(
+                &self.orders,
+                &self.stock,
+                Some(sale),
+                &due,
+                now_ms,
+            )
+            .await
+            {
+                Ok(outcomes) => outcomes,
+                Err(err) => {
+                    // Nothing of the chunk could be read: the next run
+                    // tries again.
+                    report.errors.push(format!("{}: {err}", sale.sale_id));
+                    return Ok(report);
+                }
+            };
             for (order_id, outcome) in due.iter().zip(outcomes) {
                 match outcome {
                     Ok(Released::Now {

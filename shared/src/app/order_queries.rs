@@ -103,6 +103,7 @@ impl QueryError {
             Self::JoinRefused(refused) => refused.into(),
             Self::NotInWaitlist => ApiError::NotInWaitlist,
             Self::Orders(_) | Self::Stock(_) | Self::Catalog(_) | Self::GateUnavailable => {
+                tracing::warn!(err = %self, "a store failed: answered 503");
                 ApiError::paused("temporarily unavailable; retry shortly")
             }
         }

@@ -61,10 +61,11 @@ pub async fn release<O: OrderStore + WaitlistStore, S: StockAdmin>(
     order_id: &OrderId,
     now_ms: i64,
 ) -> Result<Released, OrderStoreError> {
-    let mut results = release_many(orders, stock, sale, std::slice::from_ref(order_id), now_ms).await?;
+    let mut results =
+        release_many(orders, stock, sale, std::slice::from_ref(order_id), now_ms).await?;
     results
         .pop()
-        .unwrap_or_else(|| Ok(Released::Not(ExpireOutcome::NotFound)))
+        .unwrap_or(Ok(Released::Not(ExpireOutcome::NotFound)))
 }
 
 /// [`release`] of many orders of one sale (the job's chunk): without a
@@ -88,7 +89,7 @@ pub async fn release_many<O: OrderStore + WaitlistStore, S: StockAdmin>(
                 terms: OfferTerms {
                     per_user_limit: sale.per_user_limit,
                     payment_window_secs: sale.payment_window_seconds,
-                    price: sale.price.clone(),
+                    price: sale.price,
                 },
             };
             let mut out = Vec::with_capacity(order_ids.len());
@@ -138,12 +139,9 @@ impl Line<'_> {
                 .offer_suffix(&self.sale.sale_id, &entry.user_id)
                 .await
                 .map_err(|e| OrderStoreError::Transient(e.to_string()))?;
-            let offer_id = offer_order_id(
-                self.sale.sale_id.as_str(),
-                entry.user_id.as_str(),
-                &suffix,
-            )
-            .map_err(|e| OrderStoreError::Malformed(e.0))?;
+            let offer_id =
+                offer_order_id(self.sale.sale_id.as_str(), entry.user_id.as_str(), &suffix)
+                    .map_err(|e| OrderStoreError::Malformed(e.0))?;
             candidates.push(Candidate {
                 entry: entry.clone(),
                 offer_id,

@@ -244,11 +244,21 @@ mod tests {
     #[test]
     fn first_come_first_served_is_join_order_and_a_lottery_replays_its_seed() {
         let joined = |at: u64, user: &str| LineKey::Joined(at, user.into());
-        let mut line = vec![joined(7, "a"), joined(2, "b"), joined(5, "c"), joined(5, "b")];
+        let mut line = vec![
+            joined(7, "a"),
+            joined(2, "b"),
+            joined(5, "c"),
+            joined(5, "b"),
+        ];
         line.sort();
         assert_eq!(
             line,
-            [joined(2, "b"), joined(5, "b"), joined(5, "c"), joined(7, "a")]
+            [
+                joined(2, "b"),
+                joined(5, "b"),
+                joined(5, "c"),
+                joined(7, "a")
+            ]
         );
         // The ledger's strings sort the same way.
         let mut stored: Vec<String> = line.iter().map(LineKey::sort_key).collect();
@@ -256,7 +266,12 @@ mod tests {
         let by_time: Vec<&str> = stored.iter().map(|k| &k[..17]).collect();
         assert_eq!(
             by_time,
-            ["j0000000000000002", "j0000000000000005", "j0000000000000005", "j0000000000000007"]
+            [
+                "j0000000000000002",
+                "j0000000000000005",
+                "j0000000000000005",
+                "j0000000000000007"
+            ]
         );
         let seed = DrawSeed::from_bytes([9; 32]);
         let users = ["u-a", "u-b", "u-c", "u-d", "u-e"];
@@ -295,7 +310,10 @@ mod tests {
         assert_ne!(a, id("s2", "auth0|u-1", ""));
         assert!(a.as_str().starts_with('w') && a.as_str().len() == 32);
         let sharded = id("s1", "auth0|u-1", "-s3");
-        assert_eq!(crate::domain::shard_layout::shard_of_order(sharded.as_str()), Some(3));
+        assert_eq!(
+            crate::domain::shard_layout::shard_of_order(sharded.as_str()),
+            Some(3)
+        );
     }
 
     #[test]

@@ -292,7 +292,8 @@ pub struct WaitlistBody<'a> {
     pub ahead: Option<u64>,
     /// The order a returned unit became for this buyer; only when `OFFERED`.
     pub offer: Option<OrderView<'a>>,
-    /// Only while `WAITING`, once the sale has been live a moment.
+    /// Only while `WAITING`, once the sale has had a unit back (before
+    /// that there is no pace of returns to go by).
     pub odds: Option<OddsBody>,
     pub joined_at: String,
 }

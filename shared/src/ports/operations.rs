@@ -352,18 +352,28 @@ pub trait WriteErrorLog: Send + Sync {
 pub enum WaitlistAdmission {
     /// May join; the store's clock (ms), the join time every environment
     /// shares.
-    Admitted { now_ms: i64 },
+    Admitted {
+        now_ms: i64,
+    },
     SaleMissing,
     Paused,
-    NotStarted { start_ms: i64 },
+    NotStarted {
+        start_ms: i64,
+    },
     Ended,
     /// A lottery window's tickets are not drawn yet.
     Drawing,
     /// Units are on sale: buy instead.
-    Available { remaining: u32 },
+    Available {
+        remaining: u32,
+    },
     GateRequired,
-    LimitExceeded { order_ids: Vec<OrderId> },
-    RateLimited { retry_after_ms: u64 },
+    LimitExceeded {
+        order_ids: Vec<OrderId>,
+    },
+    RateLimited {
+        retry_after_ms: u64,
+    },
 }
 
 /// The stock store's part of the waitlist: admission to it, and the

@@ -25,8 +25,8 @@ use crate::domain::orders::{NewOrder, Order, OrderStatus};
 use crate::domain::waitlist::EntryStatus;
 use crate::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
 use crate::ports::{
-    Candidate, ExpireOutcome, Handover, Joined, LineStats, OfferTerms, OrderStore,
-    OrderStoreError, WaitlistEntry, WaitlistStore,
+    Candidate, ExpireOutcome, Handover, Joined, LineStats, OfferTerms, OrderStore, OrderStoreError,
+    WaitlistEntry, WaitlistStore,
 };
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Select, TransactWriteItem, Update};
 use std::collections::HashMap;
@@ -96,14 +96,20 @@ impl DynamoOrders {
             .table_name(&self.orders_table)
             .key(
                 "orderId",
-                AttributeValue::S(entry_key(&candidate.entry.sale_id, &candidate.entry.user_id)),
+                AttributeValue::S(entry_key(
+                    &candidate.entry.sale_id,
+                    &candidate.entry.user_id,
+                )),
             )
             .update_expression("SET #st = :offered, offer = :order, resolvedAt = :now")
             .condition_expression("#st = :waiting")
             .expression_attribute_names("#st", "state")
             .expression_attribute_values(":offered", AttributeValue::S("OFFERED".into()))
             .expression_attribute_values(":waiting", AttributeValue::S("WAITING".into()))
-            .expression_attribute_values(":order", AttributeValue::S(candidate.offer_id.to_string()))
+            .expression_attribute_values(
+                ":order",
+                AttributeValue::S(candidate.offer_id.to_string()),
+            )
             .expression_attribute_values(":now", AttributeValue::S(now.to_owned()))
             .build()
             .map_err(transient)
@@ -148,8 +154,12 @@ impl DynamoOrders {
         let mut sale = Update::builder()
             .table_name(&self.sales_table)
             .key("saleId", AttributeValue::S(order.sale_id.to_string()))
-            .update_expression("SET available = available + :q, sold = sold - :q, returnSeq = :next")
-            .condition_expression(format!("attribute_exists(saleId) AND sold >= :q AND {position}"))
+            .update_expression(
+                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
+            )
+            .condition_expression(format!(
+                "attribute_exists(saleId) AND sold >= :q AND {position}"
+            ))
             .expression_attribute_values(":q", AttributeValue::N(to_stock.to_string()))
             .expression_attribute_values(":next", AttributeValue::N((seq + 1).to_string()));
         if seq > 0 {
@@ -179,14 +189,17 @@ impl DynamoOrders {
                 now_ms,
                 terms.payment_window_secs,
             )
-            .priced(terms.price.clone());
+            .priced(terms.price);
             let Some(buyer) =
                 self.add_to_buyer(&order.sale_id, &head.entry.user_id, 1, terms.per_user_limit)?
             else {
                 return Ok(Err(offers.len()));
             };
             let mut item = order_item(&new, OrderStatus::PendingPayment, None);
-            item.insert("offerOf".into(), AttributeValue::S(order.order_id.to_string()));
+            item.insert(
+                "offerOf".into(),
+                AttributeValue::S(order.order_id.to_string()),
+            );
             let put = Put::builder()
                 .table_name(&self.orders_table)
                 .set_item(Some(item))
@@ -210,7 +223,7 @@ impl DynamoOrders {
                 expires_at_ms: Some(new.expires_at_ms),
                 reject_reason: None,
                 return_seq: None,
-                amount: new.amount.clone(),
+                amount: new.amount,
                 paid_at_ms: None,
                 payment_id: None,
                 refunds: Vec::new(),
@@ -241,7 +254,11 @@ impl DynamoOrders {
             }
             Err(err) => cancellation(err)?,
         };
-        let failed = |i: usize| reasons.get(i).is_some_and(|c| c == "ConditionalCheckFailed");
+        let failed = |i: usize| {
+            reasons
+                .get(i)
+                .is_some_and(|c| c == "ConditionalCheckFailed")
+        };
         if failed(0) {
             return Ok(Ok(Some(Handover::Not(ExpireOutcome::NotExpirable))));
         }
@@ -282,12 +299,18 @@ impl WaitlistStore for DynamoOrders {
             joined_at_ms: now_ms,
         };
         let item: Item = HashMap::from([
-            ("orderId".into(), AttributeValue::S(entry_key(sale_id, user_id))),
+            (
+                "orderId".into(),
+                AttributeValue::S(entry_key(sale_id, user_id)),
+            ),
             ("waitSale".into(), AttributeValue::S(sale_id.to_string())),
             ("waitKey".into(), AttributeValue::S(line_key.to_owned())),
             ("entryUserId".into(), AttributeValue::S(user_id.to_string())),
             ("state".into(), AttributeValue::S("WAITING".into())),
-            ("joinedAt".into(), AttributeValue::S(clock::rfc3339_ms(now_ms))),
+            (
+                "joinedAt".into(),
+                AttributeValue::S(clock::rfc3339_ms(now_ms)),
+            ),
         ]);
         self.count(0, 1);
         let put = self
@@ -305,12 +328,21 @@ impl WaitlistStore for DynamoOrders {
                     .as_service_error()
                     .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
             {
-                self.entry_item(sale_id, user_id)
-                    .await?
-                    .map(Joined::Existing)
-                    .ok_or_else(|| {
-                        OrderStoreError::Transient("the entry's condition failed, yet it is not there".into())
-                    })
+                // The entry there may be this very put's: a try whose
+                // answer was lost (a timeout) and that the SDK sent again.
+                // Same key, same time: ours, and new.
+                let found = self.entry_item(sale_id, user_id).await?.ok_or_else(|| {
+                    OrderStoreError::Transient(
+                        "the entry's condition failed, yet it is not there".into(),
+                    )
+                })?;
+                Ok(
+                    if found.line_key == entry.line_key && found.joined_at_ms == now_ms {
+                        Joined::New(found)
+                    } else {
+                        Joined::Existing(found)
+                    },
+                )
             }
             Err(err) => Err(transient(err)),
         }
@@ -380,7 +412,11 @@ impl WaitlistStore for DynamoOrders {
             .sum())
     }
 
-    async fn heads(&self, sale_id: &SaleId, n: usize) -> Result<Vec<WaitlistEntry>, OrderStoreError> {
+    async fn heads(
+        &self,
+        sale_id: &SaleId,
+        n: usize,
+    ) -> Result<Vec<WaitlistEntry>, OrderStoreError> {
         let mut heads = Vec::new();
         let mut start: Option<Item> = None;
         // Page by page until `n` waiting entries: resolved ones ahead of

@@ -23,8 +23,8 @@ mod tests;
 mod upkeep;
 
 pub(super) use stock::{
-    BuyerOrdersArgs, DrawChunkArgs, DrawOrderArgs, KeyedFilterArgs, OutcomesArgs, PeekArgs,
-    HoldOfferArgs, PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs, WaitlistAdmitArgs,
+    BuyerOrdersArgs, DrawChunkArgs, DrawOrderArgs, HoldOfferArgs, KeyedFilterArgs, OutcomesArgs,
+    PeekArgs, PurchaseArgs, ReleaseArgs, ResolveArgs, ReturnUnitsArgs, WaitlistAdmitArgs,
 };
 pub(super) use upkeep::{
     HoldingArgs, LendArgs, LoadPart, LoadSaleArgs, RebuildArgs, RebuildPart, RebuildStageArgs,

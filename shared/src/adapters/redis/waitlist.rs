@@ -62,10 +62,7 @@ impl RedisStock {
 }
 
 impl WaitlistStock for RedisStock {
-    async fn admit_waitlist(
-        &self,
-        req: WaitlistJoin<'_>,
-    ) -> Result<WaitlistAdmission, StoreError> {
+    async fn admit_waitlist(&self, req: WaitlistJoin<'_>) -> Result<WaitlistAdmission, StoreError> {
         let known = self.known(req.sale_id);
         let home = known.layout.home(req.user_id.as_str());
         match self.admit_on(&known.groups[home as usize], &req).await? {
@@ -77,7 +74,9 @@ impl WaitlistStock for RedisStock {
                 let home = known.layout.home(req.user_id.as_str());
                 self.admit_on(&known.groups[home as usize], &req)
                     .await?
-                    .map_err(|_| StoreError::Protocol("a shard's keys answered as a directory".into()))
+                    .map_err(|_| {
+                        StoreError::Protocol("a shard's keys answered as a directory".into())
+                    })
             }
         }
     }

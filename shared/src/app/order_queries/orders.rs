@@ -127,7 +127,15 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         // The sale's terms, for an offer to its waitlist; without them (a
         // catalog fault) the units go back to the stock as before.
         let sale = self.catalog.get_sale(&order.sale_id).await.ok().flatten();
-        match release(&self.orders, &self.stock, sale.as_ref(), &order.order_id, now).await {
+        match release(
+            &self.orders,
+            &self.stock,
+            sale.as_ref(),
+            &order.order_id,
+            now,
+        )
+        .await
+        {
             Ok(Released::Now { order, .. }) => order,
             // Paid or released by someone else meanwhile: the row says which.
             Ok(Released::Not(_)) => match self.orders.get(&order.order_id).await {

@@ -27,7 +27,7 @@ pub struct WaitlistAnswer {
     pub ahead: Option<u64>,
     /// The offered order; only when `OFFERED` (and its row readable).
     pub offer: Option<Order>,
-    /// Only while `WAITING` and once the sale has been live a moment.
+    /// Only while `WAITING`, once the sale has had a unit back.
     pub odds: Option<Odds>,
     pub joined_at_ms: i64,
 }
@@ -61,9 +61,7 @@ impl From<JoinRefused> for ApiError {
             WaitlistAdmission::Drawing => ApiError::Drawing,
             WaitlistAdmission::Available { remaining } => ApiError::NotSoldOut { remaining },
             WaitlistAdmission::GateRequired => ApiError::GateRequired,
-            WaitlistAdmission::LimitExceeded { order_ids } => {
-                ApiError::LimitExceeded { order_ids }
-            }
+            WaitlistAdmission::LimitExceeded { order_ids } => ApiError::LimitExceeded { order_ids },
             WaitlistAdmission::RateLimited { retry_after_ms } => ApiError::RateLimited {
                 retry_after_secs: retry_after_ms.div_ceil(1000).max(1),
             },
@@ -140,11 +138,7 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         let Some(sale) = self.catalog.get_sale(sale_id).await? else {
             return Err(QueryError::NotFound);
         };
-        let Some(entry) = self
-            .orders
-            .leave(sale_id, caller, clock::now_ms())
-            .await?
-        else {
+        let Some(entry) = self.orders.leave(sale_id, caller, clock::now_ms()).await? else {
             return Err(QueryError::NotInWaitlist);
         };
         self.entry_answer(&sale, entry).await
@@ -165,7 +159,11 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         }
     }
 
-    async fn entry_answer(&self, sale: &Sale, entry: WaitlistEntry) -> Result<WaitlistAnswer, QueryError> {
+    async fn entry_answer(
+        &self,
+        sale: &Sale,
+        entry: WaitlistEntry,
+    ) -> Result<WaitlistAnswer, QueryError> {
         let now = clock::now_ms();
         let status = crate::domain::waitlist::Entry {
             key: LineKey::Joined(0, String::new()),
@@ -185,13 +183,12 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
                 let ahead = self.orders.ahead(&entry).await?;
                 let returned = self.orders.returns(&sale.sale_id).await?;
                 answer.ahead = Some(ahead);
-                answer.odds = Odds::estimate(
-                    returned,
-                    now - sale.start_ms,
-                    sale.end_ms - now,
-                    ahead,
-                    1,
-                );
+                // Before the first return there is no pace to go by: no
+                // estimate, rather than a confident zero.
+                if returned > 0 {
+                    answer.odds =
+                        Odds::estimate(returned, now - sale.start_ms, sale.end_ms - now, ahead, 1);
+                }
             }
             EntryStatus::Offered(order_id) => {
                 if let Some(order) = self.orders.get(&order_id).await? {
