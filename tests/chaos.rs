@@ -61,6 +61,7 @@ mod processes;
 mod redis_killed;
 mod script_flush;
 mod stores;
+mod waitlist;
 mod writer_killed;
 
 use buyers::*;

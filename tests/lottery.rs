@@ -1214,3 +1214,90 @@ async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl Ite
     })
     .await;
 }
+
+/// A lottery sale's waitlist continues the draw's order: the losers who
+/// join are offered returned units in the seed's order, not the order they
+/// joined in, so anyone holding the revealed seed replays the line too.
+#[tokio::test]
+async fn the_losers_waitlist_continues_the_draws_order() {
+    use seckill_shared::app::order_queries::{JoinAnswer, JoinRequest};
+    use seckill_shared::domain::UserId;
+    use seckill_shared::ports::OrderLedger;
+    let app = App::spawn().await;
+    let sale = lottery_sale(&app, 2, 1, 300, 1).await;
+    let id = sale.sale_id.clone();
+    let tickets: Vec<(String, u32)> = (0..7).map(|i| (format!("t{i}"), 1)).collect();
+    until(sale.start_ms).await;
+    take_tickets(&app, &sale, &tickets).await;
+    until(sale.window_end_ms().unwrap()).await;
+    // This purchase draws the tickets; two win, the stock is gone.
+    let after = app.purchase(id.as_str(), "late", "").await;
+    assert_eq!(
+        (after.status, after.code()),
+        (410, "SOLD_OUT"),
+        "{:?}",
+        after.body
+    );
+    app.write_queued_orders().await;
+    let decided = decided(&app, id.as_str()).await;
+    let mut losers: Vec<String> = decided
+        .iter()
+        .filter(|(_, (r, _))| r == "LOST")
+        .map(|(u, _)| u.clone())
+        .collect();
+    assert_eq!(losers.len(), 5, "{decided:?}");
+    // They join in reverse name order: the line is the seed's, not this.
+    losers.sort();
+    losers.reverse();
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    for user in &losers {
+        let joined = queries
+            .join_waitlist(&JoinRequest {
+                sale_id: id.clone(),
+                user_id: UserId::parse(user).unwrap(),
+                sale_token: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+    // The two winners never pay.
+    let report = app
+        .jobs()
+        .await
+        .release_unpaid(
+            clock::now_ms() + 1_000_000,
+            std::time::Instant::now() + Duration::from_secs(300),
+        )
+        .await
+        .unwrap();
+    assert_eq!((report.expired, report.units_offered), (2, 2), "{report:?}");
+    let holders: Vec<&str> = tickets.iter().map(|(u, _)| u.as_str()).collect();
+    let seed = &sale.admission.as_ref().unwrap().seed;
+    let next_in_draw: Vec<String> = draw_order(seed, &holders)
+        .into_iter()
+        .filter(|u| losers.contains(u))
+        .take(2)
+        .collect();
+    let orders = seckill_shared::adapters::dynamo::orders::DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let mut offered: Vec<String> = orders
+        .all_orders_of_sale(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.offer_of.is_some())
+        .map(|o| o.user_id.to_string())
+        .collect();
+    offered.sort();
+    let mut expected = next_in_draw.clone();
+    expected.sort();
+    assert_eq!(
+        offered, expected,
+        "the draw's order continued: {next_in_draw:?}"
+    );
+}

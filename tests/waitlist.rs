@@ -630,3 +630,105 @@ async fn a_buyer_who_leaves_is_passed_over_and_stays_left() {
         "{stats}"
     );
 }
+
+/// A sharded sale: a join is decided on the buyer's home shard, and an
+/// offer's id names that shard, where Redis counts it for their limit.
+#[tokio::test]
+async fn a_sharded_sales_offers_live_on_each_buyers_home_shard() {
+    use seckill_shared::app::order_queries::{JoinAnswer, JoinRequest};
+    use seckill_shared::domain::UserId;
+    use seckill_shared::domain::shard_layout::shard_of_order;
+    let app = seckill_tests::App::spawn().await;
+    let mut sale = seckill_tests::live_sale(4, 1);
+    sale.shards = 2;
+    app.open_sale(&sale).await;
+    let sale_id = sale.sale_id.to_string();
+    // Sold out on every shard: buyers come until the store holds no unit
+    // (a shard found dry is not asked again for a moment).
+    let mut winners = 0;
+    for i in 0..400 {
+        if app.purchase(&sale_id, &format!("w{i}"), "").await.status == 202 {
+            winners += 1;
+        }
+        if winners == 4 {
+            break;
+        }
+    }
+    assert_eq!(winners, 4);
+    app.write_queued_orders().await;
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    let waiting: Vec<String> = (0..6).map(|i| format!("line-{i}")).collect();
+    for user in &waiting {
+        let joined = queries
+            .join_waitlist(&JoinRequest {
+                sale_id: sale.sale_id.clone(),
+                user_id: UserId::parse(user).unwrap(),
+                sale_token: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+    let jobs = app.jobs().await;
+    let report = jobs
+        .release_unpaid(
+            clock::now_ms() + 1_000_000,
+            std::time::Instant::now() + Duration::from_secs(300),
+        )
+        .await
+        .unwrap();
+    assert_eq!((report.expired, report.units_offered), (4, 4), "{report:?}");
+    let stock = seckill_shared::adapters::redis::RedisStock::connect_lazy(
+        &app.config.redis_url,
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    let layout = stock.layout(&sale.sale_id).await.unwrap().unwrap();
+    let orders = DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let offers: Vec<Order> = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.offer_of.is_some())
+        .collect();
+    assert_eq!(offers.len(), 4);
+    for offer in &offers {
+        let home = layout.home(offer.user_id.as_str());
+        assert_eq!(
+            shard_of_order(offer.order_id.as_str()),
+            Some(home),
+            "{offer:?}"
+        );
+        // The offer counts on the buyer's home shard: a purchase there is
+        // refused for the limit, not sold.
+        let answer = app.purchase(&sale_id, offer.user_id.as_str(), "").await;
+        assert!(answer.status == 409 || answer.status == 410, "{answer:?}");
+    }
+    let counted: i64 = {
+        let mut total = 0;
+        for k in 0..2 {
+            let keys = seckill_shared::adapters::redis::SaleKeys::shard(&sale.sale_id, k);
+            let mut conn = app.redis.clone();
+            let held: std::collections::HashMap<String, i64> =
+                redis::AsyncCommands::hgetall(&mut conn, &keys.buyers)
+                    .await
+                    .unwrap();
+            total += offers
+                .iter()
+                .filter(|o| layout.home(o.user_id.as_str()) == k)
+                .map(|o| held.get(o.user_id.as_str()).copied().unwrap_or(0))
+                .sum::<i64>();
+        }
+        total
+    };
+    assert_eq!(
+        counted, 4,
+        "each offer counted once, on its buyer's home shard"
+    );
+}

@@ -97,6 +97,8 @@ pub const ASSETS: &[Asset] = &[
     asset!("buyer-ticket.js", JS),
     asset!("buyer-orders.js", JS),
     asset!("buyer-holdings.js", JS),
+    asset!("buyer-waitlist.js", JS),
+    asset!("buyer-waitlist-messages.js", JS),
     asset!("buyer-render.js", JS),
     // The gate's proof of work, run as the buyer page's Web Worker (a
     // classic worker script).
@@ -112,6 +114,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("ops-live.js", JS),
     asset!("ops-settings.js", JS),
     asset!("ops-reports.js", JS),
+    asset!("ops-waitlist.js", JS),
     asset!("ops-commands.js", JS),
     asset!("ops-editor.js", JS),
     asset!("ops-lookup.js", JS),

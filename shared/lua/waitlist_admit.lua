@@ -6,8 +6,9 @@
 -- KEYS[5] gateused  KEYS[6] ratelimit  KEYS[7] tickets
 -- ARGV[1] userId  ARGV[2] the nonce of a verified gate pass, or ""
 -- ARGV[3] when that pass was issued (ms), or ""
--- ARGV[4] source address ("" when unknown)  ARGV[5..8] user rate/s, user
---         burst, ip rate/s, ip burst (ratelimit.lua, prepended)
+-- ARGV[4] source address ("" when unknown)
+-- ARGV[5] user rate/s  ARGV[6] user burst  ARGV[7] ip rate/s  ARGV[8] ip
+--         burst: the limiter's defaults (ratelimit.lua, prepended)
 --
 -- A pass that admits a join is used up, as a purchase uses it: a script
 -- cannot join with one pass for many accounts. The join itself (the

@@ -1,18 +1,17 @@
 // The buyer page's purchase: the buy form, the purchase itself under its
 // Idempotency-Key (a retry of the same purchase cannot buy twice), what
 // each refusal changes, and a purchase the draw holds back sent again by
-// itself; and the waitlist's join (with the gate's pass, as a purchase)
-// and leave (after a question). How many the buyer may buy and why a
-// button is off are buyer-derive.js's; the words of each refusal
-// buyer-messages.js's; the entry itself buyer-holdings.js's.
+// itself. How many the buyer may buy and why the button is off are
+// buyer-derive.js's; the words of each refusal buyer-messages.js's. The
+// waitlist's join and leave are buyer-waitlist.js's.
 
 import { api, randomKey, validId } from "./api.js";
 import { now, saleId, salePath, say, state, timers, ui } from "./buyer-state.js";
-import { chosenQuantity, drawAtOf, mayJoin, whyNotBuy, whyNotJoin, windowEndMs } from "./buyer-derive.js";
+import { chosenQuantity, drawAtOf, whyNotBuy, windowEndMs } from "./buyer-derive.js";
 import { changed, requestSignOut } from "./buyer-events.js";
 import { fetchQuestion } from "./buyer-gate.js";
-import { learnTicket, learnWaitlist, loadOrders } from "./buyer-holdings.js";
-import { DRAWING_RETRIES, messageFor, waitlistMessageFor } from "./buyer-messages.js";
+import { learnTicket, loadOrders } from "./buyer-holdings.js";
+import { DRAWING_RETRIES, messageFor } from "./buyer-messages.js";
 import { trackOrder } from "./buyer-orders.js";
 import { pollSale } from "./buyer-sale.js";
 
@@ -188,129 +187,4 @@ function afterDrawing(reply) {
     state.drawingUntilMs = 0;
     if (now() >= windowEndMs()) state.drawOver = true;
   }
-}
-
-// ---------------------------------------------------------- the waitlist
-
-ui.waitlistJoin.addEventListener("click", join);
-ui.waitlistLeave.addEventListener("click", askLeave);
-ui.waitlistConfirmYes.addEventListener("click", () => {
-  closeQuestion(null);
-  leave();
-});
-ui.waitlistConfirmNo.addEventListener("click", () => closeQuestion(ui.waitlistLeave));
-ui.waitlistConfirm.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") closeQuestion(ui.waitlistLeave);
-});
-
-// Joins the sale's waitlist, with the gate's pass as a purchase sends it
-// (X-Sale-Token). 201: joined; 200: already in (the same place kept, or
-// LEFT: leaving is final). The pass is kept: an entry is no purchase,
-// and an offer is an order that needs none.
-async function join() {
-  const t = now();
-  if (!mayJoin(t) || whyNotJoin(t) !== null) return;
-  state.joining = true;
-  changed();
-  ui.waitlist.focus();
-  const session = state.session;
-  const headers = state.pass ? { "X-Sale-Token": state.pass.token } : {};
-  say("Joining the waitlist…", "info", null, "JOINING");
-  const reply = await api(salePath + "/waitlist", { method: "POST", token: session.token, headers: headers });
-  state.joining = false;
-  if (state.session !== session) return;
-  if (reply.ok && reply.body) {
-    state.joinRefused = null;
-    learnWaitlist(reply.body);
-    if (reply.body.status === "LEFT") {
-      say("You left this sale's waitlist earlier: leaving is final, so there is no new place.", "warn", null, "LEFT");
-    }
-  } else {
-    waitlistRefused(reply, false);
-  }
-  changed();
-  ui.waitlist.focus();
-}
-
-// Leaving asks first: it is final (no new place later).
-function askLeave() {
-  if (state.leaving || !state.waitlist || state.waitlist.status !== "WAITING") return;
-  ui.waitlistConfirm.hidden = false;
-  ui.waitlistConfirmYes.focus();
-}
-
-function closeQuestion(back) {
-  ui.waitlistConfirm.hidden = true;
-  if (back && !back.hidden && !back.disabled) back.focus();
-  else ui.waitlist.focus();
-}
-
-// 200 with the entry: LEFT, or still OFFERED (an offer is an order,
-// the buyer's to pay or let lapse).
-async function leave() {
-  if (state.leaving || !state.session) return;
-  state.leaving = true;
-  changed();
-  const session = state.session;
-  const reply = await api(salePath + "/waitlist", { method: "DELETE", token: session.token });
-  state.leaving = false;
-  if (state.session !== session) return;
-  if (reply.ok && reply.body) learnWaitlist(reply.body);
-  else waitlistRefused(reply, true);
-  changed();
-  ui.waitlist.focus();
-}
-
-// What each refusal of a join or a leave changes, then its words.
-function waitlistRefused(reply, leaving) {
-  const message = waitlistMessageFor(reply, leaving);
-  const later = (seconds) => {
-    state.joinRetryAtMs = now() + (reply.retryAfter || seconds) * 1000;
-  };
-  switch (reply.code) {
-    case "NOT_SOLD_OUT":
-      // Buy instead: the sale's numbers, fresh.
-      state.joinRefused = "NOT_SOLD_OUT";
-      pollSale();
-      break;
-    case "LIMIT_EXCEEDED":
-      loadOrders();
-      break;
-    case "NOT_IN_WAITLIST":
-      state.waitlist = null;
-      break;
-    case "SALE_ENDED":
-      state.refused = reply.code;
-      break;
-    case "SALE_NOT_FOUND":
-      state.sale = null;
-      state.missing = "NOT_FOUND";
-      break;
-    case "SALE_NOT_STARTED":
-      later(1);
-      pollSale();
-      break;
-    case "RATE_LIMITED":
-    case "DRAWING":
-      later(1);
-      break;
-    case "SALE_PAUSED":
-      later(2);
-      break;
-    case "GATE_REQUIRED":
-      state.pass = null;
-      state.gate = "needed";
-      fetchQuestion();
-      break;
-    case "UNAUTHENTICATED":
-      requestSignOut(message.text);
-      return;
-    case "NETWORK":
-      // Unknown outcome: the API's word on the entry (a retry is safe).
-      loadOrders();
-      break;
-    default:
-      later(2);
-  }
-  say(message.text, message.tone, null, reply.code);
 }

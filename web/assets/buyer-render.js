@@ -1,33 +1,29 @@
 // The buyer page drawn from its state: the sale card, sign-in, gate, the
 // buy section, the order card and receipt, the other orders, the ticket,
-// and the waitlist's card (said, too, once per change of the entry).
+// and the waitlist's card (buyer-waitlist.js draws and says it).
 // Nothing below imports it: a feature that changes the state calls
 // buyer-events.js's changed(), which buyer.js wires to render.
 
 import { config } from "./api.js";
-import { now, say, state, ui } from "./buyer-state.js";
+import { now, state, ui } from "./buyer-state.js";
 import { showTime } from "./dom.js";
 import { clock, money, number, timeZone } from "./format.js";
 import {
   allowance,
   chosenQuantity,
   held,
-  mayJoin,
   maxQuantity,
-  offerOf,
   readyHint,
   SALE_STATES,
   saleState,
   statusOf,
-  waitlistShown,
   whyNotBuy,
-  whyNotJoin,
   windowEndMs,
   windowLeft,
 } from "./buyer-derive.js";
-import { oddsWords, waitlistLine, waitlistNews, waitlistNote } from "./buyer-messages.js";
 import { tellOrder } from "./buyer-orders.js";
 import { renderTicket, tellTicket } from "./buyer-ticket.js";
+import { renderWaitlist, tellWaitlist } from "./buyer-waitlist.js";
 
 const ORDER_TEXT = {
   QUEUED: "Confirming your order…",
@@ -187,62 +183,6 @@ export function render() {
   tellOrder();
   // After the order's news: an offer's words say what to do with it.
   tellWaitlist(t);
-}
-
-// The waitlist's card: the offer to join (sold out, or a lost ticket),
-// else the buyer's entry: their place and odds, an offer, or how it
-// ended. `data-state` names what it shows (JOIN, WAITING, OFFERED, LEFT,
-// ENDED) for the tests and the page's own checks.
-function renderWaitlist(t) {
-  const shown = state.missing ? null : waitlistShown(t) || (mayJoin(t) ? "JOIN" : null);
-  ui.waitlist.hidden = !shown;
-  if (!shown) {
-    delete ui.waitlist.dataset.state;
-    ui.waitlistConfirm.hidden = true;
-    return;
-  }
-  const entry = state.waitlist;
-  const offer = offerOf(entry);
-  ui.waitlist.dataset.state = shown;
-  ui.waitlistState.textContent = waitlistLine(shown, entry, saleState(t) === "SOLD_OUT");
-  ui.waitlistNote.textContent = waitlistNote(shown, offer ? statusOf(offer) : null);
-  const waiting = shown === "WAITING";
-  ui.waitlistOdds.hidden = !waiting;
-  ui.waitlistOdds.textContent = waiting ? oddsWords(entry.odds) : "";
-  ui.waitlistOdds.dataset.poor = String(!!(waiting && entry.odds && entry.odds.poor));
-  const why = shown === "JOIN" ? whyNotJoin(t) : null;
-  ui.waitlistJoin.hidden = shown !== "JOIN";
-  ui.waitlistJoin.disabled = why !== null;
-  ui.waitlistJoin.textContent = state.joining ? "Joining…" : "Join the waitlist";
-  ui.waitlistHint.hidden = !why;
-  ui.waitlistHint.textContent = why || "";
-  ui.waitlistLeave.hidden = !waiting;
-  ui.waitlistLeave.disabled = state.leaving;
-  ui.waitlistLeave.textContent = state.leaving ? "Leaving…" : "Leave the waitlist";
-  if (!waiting) ui.waitlistConfirm.hidden = true;
-}
-
-// Says what became of the entry, once per change (its place moving up is
-// shown, not said: a long line would talk all the time).
-function tellWaitlist(t) {
-  const shown = waitlistShown(t);
-  if (!shown) return;
-  const offer = offerOf(state.waitlist);
-  const told = shown + " " + (offer ? offer.orderId : "");
-  if (told === state.waitlistTold) return;
-  const first = state.waitlistTold === "";
-  state.waitlistTold = told;
-  const news = waitlistNews(shown, state.waitlist);
-  // An offer already settled (paid, lapsed) when first seen is the
-  // order card's to say.
-  if (!news || (shown === "OFFERED" && first && offer && statusOf(offer) !== "PENDING_PAYMENT" && statusOf(offer) !== "QUEUED")) {
-    return;
-  }
-  say(news.text, news.tone, null, news.code);
-  if (shown === "OFFERED" && !first) {
-    const focus = document.activeElement;
-    if (focus === document.body || focus === ui.waitlist || focus === ui.buySection) ui.order.focus();
-  }
 }
 
 // The buyer's other orders of this sale, one line each.

@@ -13,8 +13,11 @@
 //   buyer.js          this one: wires the hooks, keeps the clock ticking,
 //                     starts the page
 //   buyer-purchase.js buyer-render.js buyer-signin.js
-//   buyer-holdings.js (the buyer's orders and ticket, as the API lists them)
+//   buyer-waitlist.js (joining and leaving the waitlist; its card)
+//   buyer-holdings.js (the buyer's orders, ticket and waitlist entry, as
+//                     the API lists them)
 //   buyer-orders.js buyer-sale.js buyer-gate.js buyer-ticket.js
+//   buyer-waitlist-messages.js (the waitlist's words)
 //   buyer-derive.js buyer-messages.js (pure: read the state, call nothing)
 //   buyer-state.js buyer-events.js (the state; the hooks)
 // and the shared api.js, auth.js, dom.js, store.js and format.js. A

@@ -10,10 +10,11 @@ import { number, time, wait } from "./format.js";
 import { drawFunnel } from "./ops-chart.js";
 import { loadDlq } from "./ops-dlq.js";
 import { requestSignOut } from "./ops-events.js";
-import { loadAudit, loadRefunds, loadWaitlist, showReport, showWaitlist } from "./ops-reports.js";
+import { loadAudit, loadRefunds, showReport } from "./ops-reports.js";
 import { loadSales, markWatched } from "./ops-sales.js";
 import { drawing, loadSale, setControls, showDraw, showSellOut } from "./ops-settings.js";
 import { call, LABEL, salePath, say, state, STATUS_ORDER, STATUS_TONE, STORE_NAME, ui } from "./ops-state.js";
+import { loadWaitlist, showWaitlist } from "./ops-waitlist.js";
 import { cell } from "./ops-widgets.js";
 
 // Every second or two; one request at a time (the next is scheduled when

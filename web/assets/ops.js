@@ -11,6 +11,7 @@
 //   ops-signin.js ops-commands.js ops-editor.js ops-lookup.js
 //   ops-live.js       (the live view and the change of sale)
 //   ops-sales.js ops-settings.js ops-reports.js ops-dlq.js ops-chart.js
+//   ops-waitlist.js   (the Waitlist card)
 //   ops-widgets.js
 //   ops-state.js ops-events.js (what the console knows; the hooks)
 // and the shared api.js, auth.js, dom.js, store.js and format.js. The

@@ -25,6 +25,15 @@ pub enum EntryStatus {
 }
 
 impl EntryStatus {
+    /// The status as its buyer is told at `now_ms` of a sale ending at
+    /// `end_ms`: still waiting at the end is `ENDED`.
+    pub fn at(&self, end_ms: i64, now_ms: i64) -> EntryStatus {
+        match self {
+            Self::Waiting if now_ms >= end_ms => Self::Ended,
+            status => status.clone(),
+        }
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Waiting => "WAITING",
@@ -59,10 +68,7 @@ impl Entry {
     /// `end_ms`: still waiting at the end is `ENDED`, whether or not a job
     /// has written it yet.
     pub fn status_at(&self, end_ms: i64, now_ms: i64) -> EntryStatus {
-        match &self.status {
-            EntryStatus::Waiting if now_ms >= end_ms => EntryStatus::Ended,
-            status => status.clone(),
-        }
+        self.status.at(end_ms, now_ms)
     }
 
     /// Resolves a waiting entry to `to`; any other is left as it is.

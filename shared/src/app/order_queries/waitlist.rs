@@ -165,11 +165,7 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         entry: WaitlistEntry,
     ) -> Result<WaitlistAnswer, QueryError> {
         let now = clock::now_ms();
-        let status = crate::domain::waitlist::Entry {
-            key: LineKey::Joined(0, String::new()),
-            status: entry.status.clone(),
-        }
-        .status_at(sale.end_ms, now);
+        let status = entry.status.at(sale.end_ms, now);
         let mut answer = WaitlistAnswer {
             sale_id: entry.sale_id.clone(),
             status: status.as_str(),
