@@ -144,12 +144,19 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         self.entry_answer(&sale, entry).await
     }
 
-    /// The caller's entry, as `GET /sales/{saleId}/orders` shows it.
+    /// The caller's entry, as `GET /sales/{saleId}/orders` shows it beside
+    /// their lottery `ticket`. A ticket not drawn yet has no entry beside
+    /// it (joins are refused until the draw is done), so its holder's
+    /// polls, a whole draw's crowd at once, cost no read of the line.
     pub async fn my_waitlist(
         &self,
         sale_id: &SaleId,
         caller: &UserId,
+        ticket: Option<&super::TicketAnswer>,
     ) -> Result<Option<WaitlistAnswer>, QueryError> {
+        if ticket.is_some_and(|t| t.status == "TICKET") {
+            return Ok(None);
+        }
         let Some(sale) = self.catalog.get_sale(sale_id).await? else {
             return Err(QueryError::NotFound);
         };
