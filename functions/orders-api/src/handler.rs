@@ -100,7 +100,7 @@ where
                 .await
                 .map_err(|e| e.into_api(true))?;
             let waitlist = queries
-                .my_waitlist(&sale_id, &caller.user_id, ticket.as_ref())
+                .my_waitlist(&sale_id, &caller.user_id, ticket.as_ref(), &orders)
                 .await
                 .map_err(|e| e.into_api(true))?;
             let now = clock::now_ms();

@@ -145,14 +145,20 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
     }
 
     /// The caller's entry, as `GET /sales/{saleId}/orders` shows it beside
-    /// their lottery `ticket`. A ticket not drawn yet has no entry beside
-    /// it (joins are refused until the draw is done), so its holder's
-    /// polls, a whole draw's crowd at once, cost no read of the line.
+    /// their lottery `ticket` and their `orders` (as that route read them).
+    ///
+    /// The polls of the buyers who hold something, a sale's whole crowd of
+    /// winners at once, cost no read of the line: a ticket not drawn yet
+    /// has no entry beside it (joins are refused until the draw is done),
+    /// and a buyer whose orders fill their limit, none of them an offer,
+    /// could not have joined (a join is refused at the limit) nor be
+    /// offered a unit (an offer is refused past it).
     pub async fn my_waitlist(
         &self,
         sale_id: &SaleId,
         caller: &UserId,
         ticket: Option<&super::TicketAnswer>,
+        orders: &[Order],
     ) -> Result<Option<WaitlistAnswer>, QueryError> {
         if ticket.is_some_and(|t| t.status == "TICKET") {
             return Ok(None);
@@ -160,6 +166,17 @@ impl<O: OrderStore + PaymentStore + WaitlistStore, S: StockStore + StockAdmin, C
         let Some(sale) = self.catalog.get_sale(sale_id).await? else {
             return Err(QueryError::NotFound);
         };
+        let now = clock::now_ms();
+        let live = orders.iter().filter(|o| {
+            matches!(
+                o.status_at(now),
+                OrderStatus::Queued | OrderStatus::PendingPayment | OrderStatus::Paid
+            )
+        });
+        let held: u64 = live.clone().map(|o| u64::from(o.quantity.get())).sum();
+        if held >= u64::from(sale.per_user_limit) && live.clone().all(|o| o.offer_of.is_none()) {
+            return Ok(None);
+        }
         match self.orders.entry(sale_id, caller).await? {
             Some(entry) => Ok(Some(self.entry_answer(&sale, entry).await?)),
             None => Ok(None),
