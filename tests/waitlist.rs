@@ -157,6 +157,16 @@ where
 
 #[tokio::test]
 async fn thirty_unpaid_units_go_down_the_line_once_each_in_order() {
+    // On an emulator of its own: a thousand buyers' orders and entries in
+    // the shared one would be copied by every other test's transactions
+    // (moto copies every table in each), and theirs by this one's.
+    if !seckill_tests::in_own_strict_emulator(
+        "waitlist::thirty_unpaid_units_go_down_the_line_once_each_in_order",
+    )
+    .await
+    {
+        return;
+    }
     let stack = LocalStack::start().await;
     let client = StackClient::new(&stack);
     let sale = stack.demo_sale.clone();
