@@ -11,6 +11,15 @@ use seckill_shared::ports::{StockStore, WaitlistStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn units_offered_while_redis_is_lost_and_the_job_runs_twice_are_offered_once() {
+    // On an emulator of its own: with a line waiting, each expiry is a
+    // transaction of its own, and moto copies every table in each.
+    if !seckill_tests::in_own_strict_emulator(
+        "chaos::waitlist::units_offered_while_redis_is_lost_and_the_job_runs_twice_are_offered_once",
+    )
+    .await
+    {
+        return;
+    }
     let s = scale();
     let mut redis = OwnRedis::start().await;
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
