@@ -184,6 +184,20 @@ pub fn header<'a>(req: &'a Request, name: &str) -> Result<Option<&'a str>, ApiEr
     }
 }
 
+/// The gate pass in `X-Sale-Token` (a purchase's, a waitlist join's), if
+/// sent; a longer one than any pass is refused before it is verified.
+pub fn sale_token(req: &Request) -> Result<Option<String>, ApiError> {
+    header(req, "x-sale-token")?
+        .map(|t| {
+            if t.len() <= 1024 {
+                Ok(t.to_owned())
+            } else {
+                Err(ApiError::InvalidRequest("X-Sale-Token is too long".into()))
+            }
+        })
+        .transpose()
+}
+
 /// API Gateway's id of the request (`requestContext.requestId`, also its
 /// `apigw-requestid` response header), for logs and metrics properties;
 /// anything that does not look like one is left out.

@@ -262,15 +262,7 @@ where
 fn parse_join(req: &Request) -> Result<JoinRequest, ApiError> {
     let user_id = http::caller_id(req)?;
     let sale_id = sale_id(req)?;
-    let sale_token = http::header(req, "x-sale-token")?
-        .map(|t| {
-            if t.len() <= 1024 {
-                Ok(t.to_owned())
-            } else {
-                Err(ApiError::InvalidRequest("X-Sale-Token is too long".into()))
-            }
-        })
-        .transpose()?;
+    let sale_token = http::sale_token(req)?;
     let body = http::body_bytes(req)?;
     if body.iter().any(|b| !b.is_ascii_whitespace()) {
         match serde_json::from_slice::<serde_json::Value>(body) {

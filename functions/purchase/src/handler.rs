@@ -181,15 +181,7 @@ pub fn parse(req: &Request, edge_secret: Option<&str>) -> Result<PurchaseRequest
         .map(IdempotencyKey::parse)
         .transpose()
         .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    let sale_token = http::header(req, "x-sale-token")?
-        .map(|t| {
-            if t.len() <= 1024 {
-                Ok(t.to_owned())
-            } else {
-                Err(ApiError::InvalidRequest("X-Sale-Token is too long".into()))
-            }
-        })
-        .transpose()?;
+    let sale_token = http::sale_token(req)?;
     let body = http::body_bytes(req)?;
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     let quantity = if first.is_none() {

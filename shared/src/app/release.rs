@@ -164,9 +164,10 @@ impl Line<'_> {
     }
 }
 
-/// Redis's step of a handover: the expired order's marker and its buyer's
-/// count (its units to the stock only beyond the line), then each offered
-/// order counted for its buyer. Each once, whoever runs it again.
+/// Redis's step of a release or a handover: the expired order's marker and
+/// its buyer's count (its units to the stock, but for those offered), then
+/// each offered order counted for its buyer. Each once, whoever runs it
+/// again.
 async fn offered<S: StockAdmin>(
     stock: &S,
     order: Order,
@@ -185,7 +186,7 @@ async fn offered<S: StockAdmin>(
         )
         .await;
     if let Err(err) = &returned {
-        tracing::warn!(order_id = %order.order_id, %err, "order handed to the waitlist in the ledger; Redis takes note when reconcile next runs");
+        tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; Redis takes its units back when reconcile next runs");
     }
     for offer in &offers {
         if let Err(err) = stock
@@ -215,22 +216,6 @@ async fn give_back<S: StockAdmin>(stock: &S, outcome: ExpireOutcome) -> Released
     let ExpireOutcome::Expired(order) = outcome else {
         return Released::Not(outcome);
     };
-    let returned = stock
-        .return_units(
-            &order.sale_id,
-            &order.order_id,
-            order.user_id.as_str(),
-            order.quantity.get(),
-            order.return_seq,
-            order.quantity.get(),
-        )
-        .await;
-    if let Err(err) = &returned {
-        tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; its units go back to Redis when reconcile next runs");
-    }
-    Released::Now {
-        order,
-        returned,
-        offers: Vec::new(),
-    }
+    let units = order.quantity.get();
+    offered(stock, order, Vec::new(), units).await
 }

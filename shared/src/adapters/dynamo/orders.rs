@@ -532,6 +532,37 @@ impl DynamoOrders {
             .map_err(transient)
     }
 
+    /// The sale item's part of an expiry: from ledger position `seq` to
+    /// `seq + 1` (conditional on it being at `seq`), `units` back to
+    /// `available` and off `sold`.
+    pub(super) fn return_at(
+        &self,
+        sale_id: &SaleId,
+        seq: u64,
+        units: u64,
+    ) -> Result<Update, OrderStoreError> {
+        let position = if seq == 0 {
+            "attribute_not_exists(returnSeq)"
+        } else {
+            "returnSeq = :seq"
+        };
+        let mut update = Update::builder()
+            .table_name(&self.sales_table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .update_expression(
+                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
+            )
+            .condition_expression(format!(
+                "attribute_exists(saleId) AND sold >= :q AND {position}"
+            ))
+            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":next", AttributeValue::N((seq + 1).to_string()));
+        if seq > 0 {
+            update = update.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
+        }
+        update.build().map_err(transient)
+    }
+
     /// One attempt of [`OrderStore::expire`]: the order becomes `EXPIRED`
     /// with return position `seq + 1`, and the sale item moves from `seq` to
     /// `seq + 1` in the same transaction. `None`: the sale item was no
@@ -543,30 +574,9 @@ impl DynamoOrders {
         seq: u64,
     ) -> Result<Option<ExpireOutcome>, OrderStoreError> {
         let now = clock::rfc3339_ms(now_ms);
-        let next = AttributeValue::N((seq + 1).to_string());
         let units = u64::from(order.quantity.get());
         let mark = self.mark_expired(order, &now, seq + 1)?;
-        let position = if seq == 0 {
-            "attribute_not_exists(returnSeq)"
-        } else {
-            "returnSeq = :seq"
-        };
-        let mut give_back = Update::builder()
-            .table_name(&self.sales_table)
-            .key("saleId", AttributeValue::S(order.sale_id.to_string()))
-            .update_expression(
-                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
-            )
-            .condition_expression(format!(
-                "attribute_exists(saleId) AND sold >= :q AND {position}"
-            ))
-            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
-            .expression_attribute_values(":next", next);
-        if seq > 0 {
-            give_back =
-                give_back.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
-        }
-        let give_back = give_back.build().map_err(transient)?;
+        let give_back = self.return_at(&order.sale_id, seq, units)?;
         let buyer = self.take_from_buyer(&order.sale_id, &order.user_id, units)?;
         self.count(1, 3);
         let result = self

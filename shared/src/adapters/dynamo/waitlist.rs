@@ -146,30 +146,10 @@ impl DynamoOrders {
             .expression_attribute_values(":offered", AttributeValue::N(offered.to_string()))
             .build()
             .map_err(transient)?;
-        let position = if seq == 0 {
-            "attribute_not_exists(returnSeq)"
-        } else {
-            "returnSeq = :seq"
-        };
-        let mut sale = Update::builder()
-            .table_name(&self.sales_table)
-            .key("saleId", AttributeValue::S(order.sale_id.to_string()))
-            .update_expression(
-                "SET available = available + :q, sold = sold - :q, returnSeq = :next",
-            )
-            .condition_expression(format!(
-                "attribute_exists(saleId) AND sold >= :q AND {position}"
-            ))
-            .expression_attribute_values(":q", AttributeValue::N(to_stock.to_string()))
-            .expression_attribute_values(":next", AttributeValue::N((seq + 1).to_string()));
-        if seq > 0 {
-            sale = sale.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
-        }
+        let sale = self.return_at(&order.sale_id, seq, u64::from(to_stock))?;
         let mut items = vec![
             TransactWriteItem::builder().update(mark).build(),
-            TransactWriteItem::builder()
-                .update(sale.build().map_err(transient)?)
-                .build(),
+            TransactWriteItem::builder().update(sale).build(),
             self.take_from_buyer(&order.sale_id, &order.user_id, u64::from(units))?,
         ];
         let mut offers = Vec::with_capacity(heads.len());
