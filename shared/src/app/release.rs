@@ -61,11 +61,12 @@ pub async fn release<O: OrderStore + WaitlistStore, S: StockAdmin>(
     order_id: &OrderId,
     now_ms: i64,
 ) -> Result<Released, OrderStoreError> {
-    let mut results =
-        release_many(orders, stock, sale, std::slice::from_ref(order_id), now_ms).await?;
-    results
-        .pop()
-        .unwrap_or(Ok(Released::Not(ExpireOutcome::NotFound)))
+    match Line::waiting(orders, sale, now_ms).await? {
+        Some(mut line) => line.hand_over(orders, stock, order_id, now_ms).await,
+        // One order's expiry reads it alone: the orders API, which releases
+        // single orders, is granted no batch read.
+        None => Ok(give_back(stock, orders.expire(order_id, now_ms).await?).await),
+    }
 }
 
 /// [`release`] of many orders of one sale (the job's chunk): without a
@@ -80,24 +81,12 @@ pub async fn release_many<O: OrderStore + WaitlistStore, S: StockAdmin>(
     order_ids: &[OrderId],
     now_ms: i64,
 ) -> Result<Vec<Result<Released, OrderStoreError>>, OrderStoreError> {
-    if let Some(sale) = sale.filter(|s| now_ms < s.end_ms) {
-        let heads = orders.heads(&sale.sale_id, HEADS_READ).await?;
-        if !heads.is_empty() {
-            let mut line = Line {
-                sale,
-                heads,
-                terms: OfferTerms {
-                    per_user_limit: sale.per_user_limit,
-                    payment_window_secs: sale.payment_window_seconds,
-                    price: sale.price,
-                },
-            };
-            let mut out = Vec::with_capacity(order_ids.len());
-            for order_id in order_ids {
-                out.push(line.hand_over(orders, stock, order_id, now_ms).await);
-            }
-            return Ok(out);
+    if let Some(mut line) = Line::waiting(orders, sale, now_ms).await? {
+        let mut out = Vec::with_capacity(order_ids.len());
+        for order_id in order_ids {
+            out.push(line.hand_over(orders, stock, order_id, now_ms).await);
         }
+        return Ok(out);
     }
     let outcomes = orders.expire_many(order_ids, now_ms).await?;
     Ok(crate::app::draw::join_all(
@@ -116,7 +105,29 @@ struct Line<'a> {
     terms: OfferTerms,
 }
 
-impl Line<'_> {
+impl<'a> Line<'a> {
+    /// The line of `sale` when buyers wait in it and the sale has not
+    /// ended; `None` when its units go back to the stock.
+    async fn waiting<O: WaitlistStore>(
+        orders: &O,
+        sale: Option<&'a Sale>,
+        now_ms: i64,
+    ) -> Result<Option<Line<'a>>, OrderStoreError> {
+        let Some(sale) = sale.filter(|s| now_ms < s.end_ms) else {
+            return Ok(None);
+        };
+        let heads = orders.heads(&sale.sale_id, HEADS_READ).await?;
+        Ok((!heads.is_empty()).then_some(Line {
+            sale,
+            heads,
+            terms: OfferTerms {
+                per_user_limit: sale.per_user_limit,
+                payment_window_secs: sale.payment_window_seconds,
+                price: sale.price,
+            },
+        }))
+    }
+
     async fn hand_over<O: OrderStore + WaitlistStore, S: StockAdmin>(
         &mut self,
         orders: &O,
