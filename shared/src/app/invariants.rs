@@ -24,6 +24,11 @@
 //!   no reservation, no message (only checkable by whoever saw the `202`).
 //! - `LEDGER_DISAGREES`: a buyer's ledger record is not what their rows hold
 //!   (checked by [`InvariantChecker::check_sale`], on a settled read).
+//! - `OFFERED_TWICE`: more offer orders (rows with `offerOf`) than units
+//!   expired orders handed to the waitlist (`offeredUnits`), or a buyer
+//!   with two offers (one entry per buyer and sale).
+//! - `OFFER_LOST`: fewer offer orders than units handed to the waitlist
+//!   (on a settled read: the handover writes both in one transaction).
 //!
 //! The stock comparison is made only while nothing is in the queue, because
 //! in-flight messages move both sides; the counters are compared with the
@@ -117,8 +122,19 @@ impl SaleState {
                     .map(|r| r.state.as_str())
                     != Some("EXPIRED")
             })
-            .map(|o| i64::from(o.quantity.get()))
+            // Units handed to the waitlist are other buyers' orders, not
+            // Redis's stock.
+            .map(|o| i64::from(o.quantity.get().saturating_sub(o.offered)))
             .sum()
+    }
+
+    /// Rows that are offers to the waitlist, by buyer.
+    fn offers_by_user(&self) -> BTreeMap<&str, i64> {
+        let mut offers: BTreeMap<&str, i64> = BTreeMap::new();
+        for o in self.rows.values().filter(|o| o.offer_of.is_some()) {
+            *offers.entry(o.user_id.as_str()).or_default() += 1;
+        }
+        offers
     }
 
     /// Whether the queue is quiet enough for the stock comparison.
@@ -135,6 +151,8 @@ impl SaleState {
                 .map(|(_, r)| i64::try_from(r.quantity).unwrap_or(i64::MAX))
                 .sum(),
             owed: self.owed_to_redis(),
+            offers: self.offers_by_user().values().sum(),
+            offered: self.rows.values().map(|o| i64::from(o.offered)).sum(),
             ..SaleTotals::default()
         };
         for o in self.rows.values() {
@@ -170,6 +188,10 @@ pub struct SaleTotals {
     pub queued: i64,
     /// Units of `EXPIRED` rows Redis has not been given back yet.
     pub owed: i64,
+    /// Rows that are offers to the waitlist (`offerOf`).
+    pub offers: i64,
+    /// Units expired orders handed to the waitlist (`offeredUnits`).
+    pub offered: i64,
     /// Rows by status.
     pub orders: BTreeMap<String, usize>,
     /// Reservations by state.
@@ -181,6 +203,8 @@ impl SaleTotals {
         self.held += other.held;
         self.queued += other.queued;
         self.owed += other.owed;
+        self.offers += other.offers;
+        self.offered += other.offered;
         for (status, n) in other.orders {
             *self.orders.entry(status).or_default() += n;
         }
@@ -242,6 +266,21 @@ pub fn check_whole(whole: &Whole, totals: &SaleTotals, buyers: Vec<Violation>) -
             ),
         ));
     }
+    // Each unit handed to the line is one offer order, written in the
+    // same transaction: more orders is a unit offered twice, fewer (when
+    // nothing moved during the read) a unit lost on its way.
+    let (offers, offered) = (totals.offers, totals.offered);
+    if offers > offered {
+        out.push(violation(
+            "OFFERED_TWICE",
+            format!("{offers} offer orders for {offered} units handed to the waitlist"),
+        ));
+    } else if whole.settled && offers < offered {
+        out.push(violation(
+            "OFFER_LOST",
+            format!("{offered} units handed to the waitlist but {offers} offer orders"),
+        ));
+    }
     out.extend(buyers);
     let Some(snap) = &whole.redis else {
         return out;
@@ -290,6 +329,13 @@ pub fn check_buyers(state: &SaleState) -> Vec<Violation> {
         out.push(violation(
             "USER_OVER_LIMIT",
             format!("{user} holds {units} > {limit}"),
+        ));
+    }
+
+    for (user, offers) in state.offers_by_user().into_iter().filter(|(_, n)| *n > 1) {
+        out.push(violation(
+            "OFFERED_TWICE",
+            format!("{user} has {offers} offer orders (one entry per buyer)"),
         ));
     }
 

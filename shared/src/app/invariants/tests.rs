@@ -282,3 +282,65 @@ fn an_accepted_order_found_nowhere_is_lost() {
     assert_eq!(codes(&lost), vec!["LOST_ORDER"]);
     assert!(lost[0].detail.starts_with("o4 "));
 }
+
+/// A sale of 2: alice's order of 2 expired and handed one unit to bob on
+/// the waitlist, one back to the stock; the release crashed before Redis
+/// heard of it.
+fn handed_over() -> SaleState {
+    let mut expired = row("o1", "alice", 2, OrderStatus::Expired);
+    expired.1.offered = 1;
+    let mut offer = row("w1", "bob", 1, OrderStatus::PendingPayment);
+    offer.1.offer_of = Some(OrderId::parse("o1").unwrap());
+    let mut s = state(2, 1, 1, vec![expired, offer]);
+    s.redis = Some(RedisSnapshot {
+        stock: 0,
+        total: 2,
+        buyers: [("alice".into(), 2), ("bob".into(), 1)].into(),
+        reservations: [("o1".into(), resv("alice", 2, "WRITTEN"))].into(),
+        ..RedisSnapshot::default()
+    });
+    s
+}
+
+#[test]
+fn an_expired_order_handed_to_the_line_owes_redis_only_what_went_to_stock() {
+    assert_eq!(check(&handed_over()), vec![]);
+}
+
+#[test]
+fn a_unit_offered_twice_is_found() {
+    // Two offers of o1's one offered unit.
+    let mut s = handed_over();
+    let mut again = row("w2", "carol", 1, OrderStatus::PendingPayment);
+    again.1.offer_of = Some(OrderId::parse("o1").unwrap());
+    s.rows.insert(again.0, again.1);
+    s.counters.sold = 2;
+    s.counters.available = 0;
+    assert!(
+        codes(&check(&s)).contains(&"OFFERED_TWICE"),
+        "{:?}",
+        check(&s)
+    );
+    // One buyer offered twice (one entry per buyer and sale).
+    let mut s = handed_over();
+    let mut expired = row("o2", "dave", 1, OrderStatus::Expired);
+    expired.1.offered = 1;
+    let mut again = row("w3", "bob", 1, OrderStatus::PendingPayment);
+    again.1.offer_of = Some(OrderId::parse("o2").unwrap());
+    s.rows.extend([expired, again]);
+    s.sale.total_stock = 3;
+    s.counters.sold = 2;
+    s.redis = None;
+    assert_eq!(codes(&check(&s)), vec!["OFFERED_TWICE"]);
+}
+
+#[test]
+fn a_unit_handed_to_the_line_with_no_offer_is_lost() {
+    let mut s = handed_over();
+    s.rows.remove("w1");
+    s.redis = None;
+    assert_eq!(codes(&check(&s)), vec!["COUNTS_DISAGREE", "OFFER_LOST"]);
+    // While the sale item moved, an offer may be read before its order.
+    s.settled = false;
+    assert_eq!(check(&s), vec![]);
+}
