@@ -669,17 +669,38 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
         "a cancel moved the message"
     );
     ui.shot("ops-9-dlq").await;
+    // A look at the DLQ that began before the redrive (the live view asks
+    // on every change of its depth) and answers after it: held here until
+    // the redrive is done, it must not list the moved message again.
+    ui.js(
+        "const real = window.fetch; \
+         window.fetch = (url, opts) => { \
+           const answer = real(url, opts); \
+           if (window.staleLook || !String(url).endsWith('/admin/dlq')) return answer; \
+           window.staleLook = 'held'; \
+           return new Promise((give) => { window.releaseStaleLook = () => \
+             answer.then(async (r) => { \
+               give(new Response(await r.text(), { status: r.status, headers: r.headers })); \
+               setTimeout(() => { window.staleLook = 'given'; }, 50); \
+             }); }); \
+         };",
+    )
+    .await;
+    ui.click("#dlq-refresh").await;
+    ui.until("a look held", "return window.staleLook === 'held'")
+        .await;
     ui.click(&format!("{row} button.redrive")).await;
     ui.answer("dlq-confirm", true).await;
     ui.until_contains("#dlq-message", "Sent 1 message back to the orders queue")
         .await;
+    let gone = format!("return document.querySelector({}) === null", json!(row));
+    assert!(ui.holds(&gone).await, "the redriven message is still listed");
+    ui.js("window.releaseStaleLook()").await;
+    ui.until("the stale look answered", "return window.staleLook === 'given'")
+        .await;
     assert!(
-        ui.holds(&format!(
-            "return document.querySelector({}) === null",
-            json!(row)
-        ))
-        .await,
-        "the redriven message is still listed"
+        ui.holds(&gone).await,
+        "a look older than the redrive listed the message again"
     );
     let written = ui.written(&order).await;
     assert_eq!(

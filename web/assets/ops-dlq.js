@@ -12,10 +12,19 @@ function dlqSays(message, tone) {
   ui.dlqMessage.textContent = message;
 }
 
+// Looks at the DLQ overlap (the live view asks on every change of its
+// depth, and a redrive asks after it moved messages): an answer to a look
+// that began before the one shown last is older, and would list messages
+// the redrive has moved.
+let looksBegun = 0;
+let lookShown = 0;
+
 export async function loadDlq() {
   if (!state.session) return;
+  const look = ++looksBegun;
   const reply = await call("/admin/dlq");
-  if (!state.session) return;
+  if (!state.session || look < lookShown) return;
+  lookShown = look;
   if (!reply.ok || !reply.body) {
     ui.dlqCount.dataset.tone = "error";
     ui.dlqCount.textContent = "The DLQ could not be read (" + reply.code + "): look again.";
