@@ -2,7 +2,8 @@
 //! and the emulator): a sale of 100 units and 1,000 buyers, 30 winners who
 //! never pay (200 of the 900 turned away join the line), their units
 //! offered down the line in order, exactly once;
-//! a bot's re-joins and hammering gain nothing; bad joins change nothing.
+//! a bot's re-joins and hammering gain nothing; bad joins change nothing;
+//! a pause refuses joins but keeps offering to the line, an end stops it.
 //!
 //! The release job runs with an injected clock (`now` past every payment
 //! window) instead of waiting out the windows.
@@ -750,4 +751,139 @@ async fn a_sharded_sales_offers_live_on_each_buyers_home_shard() {
         counted, 4,
         "each offer counted once, on its buyer's home shard"
     );
+}
+
+/// A pause stops newcomers, not the line: joins are refused with
+/// `SALE_PAUSED` and write nothing, while a unit that comes back is still
+/// offered to the buyer waiting for it (a unit changing hands, not a
+/// sale). Ending the sale is what stops offers: the units go back to the
+/// stock.
+#[tokio::test]
+async fn a_paused_sale_keeps_offering_to_its_line_and_an_ended_one_stops() {
+    use seckill_shared::app::operators::{PauseOutcome, set_paused};
+    use seckill_shared::app::order_queries::{JoinAnswer, JoinRefused, JoinRequest, QueryError};
+    use seckill_shared::domain::UserId;
+    use seckill_shared::ports::WaitlistAdmission;
+    let app = seckill_tests::App::spawn().await;
+    let sale = seckill_tests::live_sale(2, 1);
+    app.open_sale(&sale).await;
+    let sale_id = sale.sale_id.to_string();
+    let mut winners = Vec::new();
+    for user in ["w0", "w1"] {
+        let reply = app.purchase(&sale_id, user, "").await;
+        assert_eq!(reply.status, 202, "{reply:?}");
+        winners.push(user);
+    }
+    app.write_queued_orders().await;
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    let join = |user: &str| JoinRequest {
+        sale_id: sale.sale_id.clone(),
+        user_id: UserId::parse(user).unwrap(),
+        sale_token: None,
+        source_ip: None,
+    };
+    let joined = queries.join_waitlist(&join("first")).await.unwrap();
+    assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    let jobs = app.jobs().await;
+    let paused = set_paused(&jobs, &sale.sale_id, true, clock::now_ms())
+        .await
+        .unwrap();
+    assert!(matches!(paused, PauseOutcome::Done { .. }), "{paused:?}");
+    let refused = queries.join_waitlist(&join("late")).await;
+    assert!(
+        matches!(
+            refused,
+            Err(QueryError::JoinRefused(JoinRefused(
+                WaitlistAdmission::Paused
+            )))
+        ),
+        "{refused:?}"
+    );
+    let ledger = Ledger {
+        db: app.db.clone(),
+        orders: DynamoOrders::new(
+            app.db.clone(),
+            &app.config.orders_table,
+            &app.config.sales_table,
+        ),
+        sales_table: app.config.sales_table.clone(),
+    };
+    let orders = &ledger.orders;
+    assert_eq!(
+        orders
+            .entry(&sale.sale_id, &UserId::parse("late").unwrap())
+            .await
+            .unwrap(),
+        None,
+        "a refused join writes nothing"
+    );
+    // w0's order is past its window while the sale is paused: its unit is
+    // offered to "first".
+    let w0_order = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|o| o.user_id.as_str() == "w0")
+        .unwrap();
+    let due = w0_order.expires_at_ms.unwrap() + 1;
+    let released = seckill_shared::app::release::release(
+        orders,
+        app.service.stock(),
+        Some(&sale),
+        &w0_order.order_id,
+        due,
+    )
+    .await
+    .unwrap();
+    let seckill_shared::app::release::Released::Now { offers, .. } = released else {
+        panic!("not released: {released:?}");
+    };
+    assert_eq!(
+        offers
+            .iter()
+            .map(|o| o.user_id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["first"]
+    );
+    // After the sale's end, w1's unit goes back to the stock, though
+    // "second" waits.
+    set_paused(&jobs, &sale.sale_id, false, clock::now_ms())
+        .await
+        .unwrap();
+    let joined = queries.join_waitlist(&join("second")).await.unwrap();
+    assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    let w1_order = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|o| o.user_id.as_str() == "w1")
+        .unwrap();
+    let after_end = sale.end_ms.max(w1_order.expires_at_ms.unwrap()) + 1;
+    let released = seckill_shared::app::release::release(
+        orders,
+        app.service.stock(),
+        Some(&sale),
+        &w1_order.order_id,
+        after_end,
+    )
+    .await
+    .unwrap();
+    let seckill_shared::app::release::Released::Now { offers, .. } = released else {
+        panic!("not released: {released:?}");
+    };
+    assert!(offers.is_empty(), "offered after the end: {offers:?}");
+    let second = orders
+        .entry(&sale.sale_id, &UserId::parse("second").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.status,
+        seckill_shared::domain::waitlist::EntryStatus::Waiting
+    );
+    let (available, sold) = ledger.counters(&sale.sale_id).await;
+    assert_eq!((available, sold), (1, 1), "one offered, one back in stock");
+    seckill_tests::assert_clean(&app.checker(), &sale_id, &[]).await;
 }

@@ -672,8 +672,7 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
     // A look at the DLQ that began before the redrive (the live view asks
     // on every change of its depth) and answers after it: held here until
     // the redrive is done, it must not list the moved message again.
-    ui.js(
-        "const real = window.fetch; \
+    ui.js("const real = window.fetch; \
          window.fetch = (url, opts) => { \
            const answer = real(url, opts); \
            if (window.staleLook || !String(url).endsWith('/admin/dlq')) return answer; \
@@ -683,9 +682,8 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
                give(new Response(await r.text(), { status: r.status, headers: r.headers })); \
                setTimeout(() => { window.staleLook = 'given'; }, 50); \
              }); }); \
-         };",
-    )
-    .await;
+         };")
+        .await;
     ui.click("#dlq-refresh").await;
     ui.until("a look held", "return window.staleLook === 'held'")
         .await;
@@ -694,10 +692,16 @@ pub(super) async fn the_dlq_is_shown_and_redriven(ui: &Ui) {
     ui.until_contains("#dlq-message", "Sent 1 message back to the orders queue")
         .await;
     let gone = format!("return document.querySelector({}) === null", json!(row));
-    assert!(ui.holds(&gone).await, "the redriven message is still listed");
+    assert!(
+        ui.holds(&gone).await,
+        "the redriven message is still listed"
+    );
     ui.js("window.releaseStaleLook()").await;
-    ui.until("the stale look answered", "return window.staleLook === 'given'")
-        .await;
+    ui.until(
+        "the stale look answered",
+        "return window.staleLook === 'given'",
+    )
+    .await;
     assert!(
         ui.holds(&gone).await,
         "a look older than the redrive listed the message again"
