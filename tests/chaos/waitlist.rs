@@ -7,7 +7,7 @@
 use super::*;
 use seckill_shared::app::order_queries::{JoinAnswer, JoinRequest};
 use seckill_shared::domain::UserId;
-use seckill_shared::ports::{StockStore, WaitlistStore};
+use seckill_shared::ports::{StockReading, StockStore, WaitlistStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn units_offered_while_redis_is_lost_and_the_job_runs_twice_are_offered_once() {
@@ -165,4 +165,179 @@ async fn units_offered_while_redis_is_lost_and_the_job_runs_twice_are_offered_on
     );
     let users: HashSet<&str> = live.iter().map(|o| o.user_id.as_str()).collect();
     assert_eq!(users.len(), live.len(), "nobody over the limit of 1");
+}
+
+/// waitlist-failover: the returned units are offered to the line while the
+/// replica Redis will fail over to lags the master, so the offers' Redis
+/// steps (each expired reservation marked, each offer counted for its
+/// buyer, no unit back in stock) die with the master. The promoted replica
+/// still counts the expired orders' buyers and not the offers'; reconcile
+/// restores it from the ledger: no unit goes back on sale, and each offer
+/// is counted for its buyer once, so none can buy past the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offers_whose_redis_steps_a_failover_lost_are_restored_from_the_ledger() {
+    if !seckill_tests::in_own_strict_emulator(
+        "chaos::waitlist::offers_whose_redis_steps_a_failover_lost_are_restored_from_the_ledger",
+    )
+    .await
+    {
+        return;
+    }
+    let stock: u32 = 10;
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+    let mut master = OwnRedis::start_with(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ])
+    .await;
+    let mut link = Proxy::start(master.port).await;
+    let link_port = link.port.to_string();
+    let replica = OwnRedis::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &link_port,
+        "--repl-diskless-load",
+        "on-empty-db",
+    ])
+    .await;
+    let mut primary = Proxy::start(master.port).await;
+    let stores = Stores::open(&endpoint, &primary.redis_url(), stock, 5).await;
+    let writer = stores.start_writer().await;
+    let buyers = Buyers::new(
+        stores.sale_id(),
+        Buyers::service(stores.purchase(&endpoint).await),
+    );
+    buyers.until_sold_out(8, stock as usize * 20).await;
+    let accepted = buyers.accepted();
+    stores.settle(&accepted).await;
+    let queries = orders_api::wire(&stores.config).await.unwrap();
+    let waiting: Vec<String> = (0..stock).map(|i| format!("waiter-{i:02}")).collect();
+    for user in &waiting {
+        let request = JoinRequest {
+            sale_id: stores.sale.sale_id.clone(),
+            user_id: UserId::parse(user).unwrap(),
+            sale_token: None,
+            source_ip: None,
+        };
+        let joined = queries.join_waitlist(&request).await.unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+
+    // The replica has caught up with the sale, then the link is cut.
+    let (to_master, mut to_replica) = (master.conn().await, replica.conn().await);
+    let caught_up = eventually(Duration::from_secs(30), || {
+        let (mut m, mut r) = (to_master.clone(), to_replica.clone());
+        async move {
+            let m = replication(&mut m).await;
+            let r = replication(&mut r).await;
+            field(&r, "master_link_status") == Some("up")
+                && field(&r, "master_repl_offset")
+                    .and_then(|o| o.parse::<u64>().ok())
+                    .zip(field(&m, "master_repl_offset").and_then(|o| o.parse().ok()))
+                    .is_some_and(|(replica, master)| replica >= master)
+        }
+    })
+    .await;
+    assert!(caught_up, "the replica did not catch up");
+    link.blackhole().await;
+
+    // Nobody paid: every unit is offered down the line, on the master.
+    let jobs =
+        seckill_shared::wire::jobs(&stores.config, seckill_shared::adapters::aws::Caller::Tool)
+            .await
+            .unwrap();
+    let later = clock::now_ms() + 1_000_000;
+    let report = jobs
+        .release_unpaid(later, Instant::now() + Duration::from_secs(300))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.expired, report.units_offered),
+        (stock as usize, u64::from(stock)),
+        "{report:?}"
+    );
+
+    // Failover: the promoted replica never heard of the offers.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut to_replica)
+        .await
+        .unwrap();
+    primary.switch_to(replica.port).await;
+    master.kill();
+    link.down().await;
+    drop(to_master);
+    let snap = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match stores.checker.stock().snapshot(&stores.sale.sale_id).await {
+                Ok(Some(snap)) => break snap,
+                other => assert!(Instant::now() < deadline, "promoted replica: {other:?}"),
+            }
+        }
+    };
+    assert!(
+        waiting.iter().all(|u| !snap.buyers.contains_key(u)),
+        "the promoted replica counts an offer: {:?}",
+        snap.buyers
+    );
+    assert_eq!(snap.stock, 0);
+
+    // Reconcile as the schedule would, until a run finds nothing to repair.
+    let mut reports = Vec::new();
+    for _ in 0..6 {
+        let report = stores.reconcile_at(Duration::from_secs(61)).await;
+        let quiet = report.repairs.is_empty();
+        reports.push(report);
+        if quiet {
+            break;
+        }
+    }
+    writer.stop().await;
+    assert!(
+        reports.last().is_some_and(|r| r.repairs.is_empty()),
+        "reconcile still repairing after {} runs: {:?}",
+        reports.len(),
+        reports.last().map(|r| &r.repairs)
+    );
+    let violations = stores.violations(&accepted).await;
+    let mut repairs: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports.iter().flat_map(|r| &r.repairs) {
+        *repairs.entry(r.kind).or_default() += 1;
+    }
+    println!(
+        "chaos waitlist-failover: stock={stock} offered={} repairs={repairs:?} violations={}",
+        report.units_offered,
+        violations.len()
+    );
+    assert_eq!(violations, vec![], "waitlist-failover: invariants");
+    let snap = stores
+        .checker
+        .stock()
+        .snapshot(&stores.sale.sale_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        snap.stock, 0,
+        "a unit offered to the line went back on sale"
+    );
+    for user in &waiting {
+        assert_eq!(
+            snap.buyers.get(user).copied(),
+            Some(1),
+            "{user}'s offer is counted once"
+        );
+    }
+    let rows = stores.rows().await;
+    let offers: Vec<_> = rows.iter().filter(|o| o.offer_of.is_some()).collect();
+    let offered_to: HashSet<&str> = offers.iter().map(|o| o.user_id.as_str()).collect();
+    assert_eq!(
+        (offers.len(), offered_to.len()),
+        (stock as usize, stock as usize),
+        "every returned unit offered once, one per buyer"
+    );
 }
