@@ -26,6 +26,9 @@
 //! - `ledger`: one test per defect of the ledger against Redis.
 //! - `reconcile`, `reconcile_scale`: reconciliation, and that it never
 //!   stalls a big sale.
+//! - `waitlist`, `waitlist_give_up`: the line sold-out buyers join, and
+//!   the returned units (expired orders, given-up reservations) offered
+//!   down it once each.
 //!
 //! Operating a sale:
 //! - `lifecycle`: the admin API, prewarm, release, the sale's states.
@@ -106,3 +109,4 @@ mod strict;
 mod subs;
 mod template;
 mod waitlist;
+mod waitlist_give_up;

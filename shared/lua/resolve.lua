@@ -15,7 +15,9 @@
 --                   and count stand in for the lost one's: both stay.
 --   ABANDONED       reconcile gave it up: DynamoDB never took its units, so
 --                   they go back (capped at the total) and the count goes
---                   down.
+--                   down. ARGV[3] (optional) is how many of them the ledger
+--                   offered to the waitlist in the give-up's transaction:
+--                   those are other buyers' orders now and stay out.
 --
 -- Only a QUEUED reservation moves: a decided one (WRITTEN, REJECTED, EXPIRED)
 -- never changes again, so a redelivery after an expiry or a give-up cannot
@@ -50,8 +52,9 @@ end
 if mode == 'ABANDONED' then
   local total = tonumber(redis.call('HGET', meta_key, 'total'))
   local stock = tonumber(redis.call('GET', stock_key))
+  local back = math.max(qty - (tonumber(ARGV[3] or '') or 0), 0)
   if total and stock then
-    redis.call('SET', stock_key, math.min(stock + qty, total), 'KEEPTTL')
+    redis.call('SET', stock_key, math.min(stock + back, total), 'KEEPTTL')
   end
 end
 

@@ -154,6 +154,10 @@ pub enum Resolution {
     /// Reconcile gave it up; no units were ever taken in DynamoDB, so Redis
     /// gives them back (once: only from `QUEUED`).
     Abandoned,
+    /// Reconcile gave it up and the ledger offered `offered` of its units
+    /// to the sale's waitlist in the same transaction: Redis gives back
+    /// only the rest (the offers are other buyers' orders).
+    AbandonedToLine { offered: u32 },
 }
 
 impl Resolution {
@@ -163,7 +167,26 @@ impl Resolution {
             Self::Written => "WRITTEN",
             Self::Rejected => "REJECTED",
             Self::RejectedOverLimit => "REJECTED_LIMIT",
-            Self::Abandoned => "ABANDONED",
+            Self::Abandoned | Self::AbandonedToLine { .. } => "ABANDONED",
+        }
+    }
+
+    /// Units of the reservation the ledger offered to the waitlist.
+    pub fn offered(self) -> u32 {
+        match self {
+            Self::AbandonedToLine { offered } => offered,
+            _ => 0,
+        }
+    }
+
+    /// What `row` says of its reservation ([`Self::of_row`]), with the
+    /// units a give-up offered to the waitlist.
+    pub fn of_order(row: &crate::domain::orders::Order) -> Option<Self> {
+        match Self::of_row(row.status, row.reject_reason)? {
+            Self::Abandoned if row.offered > 0 => Some(Self::AbandonedToLine {
+                offered: row.offered,
+            }),
+            other => Some(other),
         }
     }
 

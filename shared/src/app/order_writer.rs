@@ -459,7 +459,7 @@ impl<O: OrderStore, S: StockStore, C: SaleCatalog> OrderWriter<O, S, C> {
 
     /// Marks the reservation as the row in the ledger says.
     async fn follow(&self, entry: &Entry, row: &crate::domain::orders::Order) {
-        if let Some(resolution) = Resolution::of_row(row.status, row.reject_reason) {
+        if let Some(resolution) = Resolution::of_order(row) {
             self.mark(entry, resolution).await;
         }
     }

@@ -49,7 +49,7 @@ pub enum Released {
 
 /// How many heads of the line one read brings: enough for a chunk of
 /// single-unit orders without a read each.
-const HEADS_READ: usize = 32;
+pub(crate) const HEADS_READ: usize = 32;
 
 /// Expires `order_id` if it is due at `now_ms`, then gives its units back
 /// to Redis, or to the sale's waitlist when `sale` (its terms) is given
@@ -144,20 +144,7 @@ impl<'a> Line<'a> {
             // joined since.
             self.heads = orders.heads(&self.sale.sale_id, HEADS_READ).await?;
         }
-        let mut candidates = Vec::with_capacity(self.heads.len());
-        for entry in &self.heads {
-            let suffix = stock
-                .offer_suffix(&self.sale.sale_id, &entry.user_id)
-                .await
-                .map_err(|e| OrderStoreError::Transient(e.to_string()))?;
-            let offer_id =
-                offer_order_id(self.sale.sale_id.as_str(), entry.user_id.as_str(), &suffix)
-                    .map_err(|e| OrderStoreError::Malformed(e.0))?;
-            candidates.push(Candidate {
-                entry: entry.clone(),
-                offer_id,
-            });
-        }
+        let candidates = candidates(stock, self.sale, &self.heads).await?;
         let handover = orders
             .expire_to_line(&order, &candidates, &self.terms, now_ms)
             .await?;
@@ -172,6 +159,55 @@ impl<'a> Line<'a> {
         self.heads
             .retain(|h| !offers.iter().any(|o| o.user_id == h.user_id));
         Ok(offered(stock, expired, offers, to_stock).await)
+    }
+}
+
+/// The entries of `heads` with the order each would be offered (its id
+/// names the buyer's home shard).
+pub(crate) async fn candidates<S: StockAdmin>(
+    stock: &S,
+    sale: &Sale,
+    heads: &[WaitlistEntry],
+) -> Result<Vec<Candidate>, OrderStoreError> {
+    let mut candidates = Vec::with_capacity(heads.len());
+    for entry in heads {
+        let suffix = stock
+            .offer_suffix(&sale.sale_id, &entry.user_id)
+            .await
+            .map_err(|e| OrderStoreError::Transient(e.to_string()))?;
+        let offer_id = offer_order_id(sale.sale_id.as_str(), entry.user_id.as_str(), &suffix)
+            .map_err(|e| OrderStoreError::Malformed(e.0))?;
+        candidates.push(Candidate {
+            entry: entry.clone(),
+            offer_id,
+        });
+    }
+    Ok(candidates)
+}
+
+/// Each of `offers` (the units of `source` handed to the line at ledger
+/// position `seq`) counted for its buyer in Redis, once. A failure is
+/// left to reconcile, which raises a count below what the ledger proves.
+pub(crate) async fn hold_offers<S: StockAdmin>(
+    stock: &S,
+    source: &OrderId,
+    offers: &[Order],
+    seq: u64,
+) {
+    for offer in offers {
+        if let Err(err) = stock
+            .hold_offer(
+                &offer.sale_id,
+                &offer.order_id,
+                &offer.user_id,
+                offer.created_at_ms,
+                seq,
+            )
+            .await
+        {
+            tracing::warn!(order_id = %offer.order_id, %err, "waitlist offer written in the ledger; its buyer's count in Redis waits for reconcile");
+        }
+        tracing::info!(order_id = %offer.order_id, offer_of = %source, "a returned unit offered to the waitlist");
     }
 }
 
@@ -199,21 +235,7 @@ async fn offered<S: StockAdmin>(
     if let Err(err) = &returned {
         tracing::warn!(order_id = %order.order_id, %err, "order expired in the ledger; Redis takes its units back when reconcile next runs");
     }
-    for offer in &offers {
-        if let Err(err) = stock
-            .hold_offer(
-                &offer.sale_id,
-                &offer.order_id,
-                &offer.user_id,
-                offer.created_at_ms,
-                seq,
-            )
-            .await
-        {
-            tracing::warn!(order_id = %offer.order_id, %err, "waitlist offer written in the ledger; its buyer's count in Redis waits for reconcile");
-        }
-        tracing::info!(order_id = %offer.order_id, offer_of = %order.order_id, "a returned unit offered to the waitlist");
-    }
+    hold_offers(stock, &order.order_id, &offers, seq).await;
     Released::Now {
         order,
         returned,

@@ -159,6 +159,28 @@ impl NewOrder {
         }
     }
 
+    /// This order's row recorded `REJECTED` for `reason`: it holds no
+    /// units and has no payment window.
+    pub fn rejected(&self, reason: RejectReason) -> Order {
+        Order {
+            order_id: self.message.order_id.clone(),
+            sale_id: self.message.sale_id.clone(),
+            user_id: self.message.user_id.clone(),
+            quantity: self.message.quantity,
+            status: OrderStatus::Rejected,
+            created_at_ms: self.created_at_ms,
+            expires_at_ms: None,
+            reject_reason: Some(reason),
+            return_seq: None,
+            amount: self.amount,
+            paid_at_ms: None,
+            payment_id: None,
+            refunds: Vec::new(),
+            offer_of: None,
+            offered: 0,
+        }
+    }
+
     /// The same order at the sale's `price` (frozen from the start, so
     /// every redelivery computes the same amount, and a retried batch
     /// sends the same items).

@@ -59,6 +59,22 @@ pub enum Handover {
     Not(ExpireOutcome),
 }
 
+/// What handing a given-up reservation's units to the line did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GiveUp {
+    /// The reservation is recorded `REJECTED` (`ABANDONED`) with
+    /// `rejected.offered` of its units offered: `offers` are the new
+    /// orders, taken from the sale item's `available` at the ledger
+    /// position `rejected.return_seq`.
+    Offered { rejected: Order, offers: Vec<Order> },
+    /// A row of that order id exists (the writer wrote it meanwhile, or an
+    /// earlier give-up recorded it): it decides, as for any give-up.
+    Exists(Order),
+    /// Nobody could take a unit (or the store keeps no waitlist): nothing
+    /// was written; the give-up goes on as without a line.
+    Nobody,
+}
+
 /// A sale's line in figures, for the console.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LineStats {
@@ -156,6 +172,23 @@ pub trait WaitlistStore: Send + Sync {
         std::future::ready(Err(OrderStoreError::Transient(
             "this order store keeps no waitlist".into(),
         )))
+    }
+
+    /// In one transaction: the reservation `order` (accepted, never
+    /// written, given up by reconcile) is recorded `REJECTED`
+    /// (`ABANDONED`), and each of its units becomes a new order of one
+    /// unit for the next of `heads` that can take it, taken from the sale
+    /// item's `available` (where the unit stayed: the order was never
+    /// written) at the next ledger position. Units beyond the line stay
+    /// in `available`, and go back to Redis's stock with the give-up.
+    fn abandon_to_line(
+        &self,
+        _order: &crate::domain::orders::NewOrder,
+        _heads: &[Candidate],
+        _terms: &OfferTerms,
+        _now_ms: i64,
+    ) -> impl Future<Output = Result<GiveUp, OrderStoreError>> + Send {
+        std::future::ready(Ok(GiveUp::Nobody))
     }
 
     fn stats(

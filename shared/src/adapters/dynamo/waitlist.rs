@@ -8,27 +8,25 @@
 //! put once (`attribute_not_exists`) and leaves `WAITING` once (every
 //! change is conditional on `state = WAITING`): it resolves at most once.
 //!
-//! The handover ([`WaitlistStore::expire_to_line`]) is one transaction: the
-//! expired order (conditional on `PENDING_PAYMENT` and due, as any expiry,
-//! and recording `offeredUnits`), the sale item (the return's position,
-//! `returnSeq`, and only the units beyond the line back to `available`),
-//! the expired order's buyer record, and per unit offered the head's
-//! record (`held + 1 <= limit`), the new order (`attribute_not_exists`,
-//! `offerOf`) and the entry (`WAITING` → `OFFERED`). A unit is either
-//! offered or back on sale, never both, and an expired order is handed
-//! over once: its own condition fails a second time.
+//! A unit reaches the line in one transaction with where it came from
+//! (`handover`): an expired order ([`WaitlistStore::expire_to_line`]) or
+//! a reservation reconcile gave up ([`WaitlistStore::abandon_to_line`]).
+//! A unit is either offered or back on sale, never both, and a source is
+//! handed over once: its own condition fails a second time.
 
-use super::orders::{DynamoOrders, cancellation, query_items, transient};
-use crate::adapters::dynamo::order_index::order_item;
+mod handover;
+
+use super::orders::{DynamoOrders, query_items, transient};
 use crate::clock;
-use crate::domain::orders::{NewOrder, Order, OrderStatus};
+use crate::domain::orders::{NewOrder, Order, OrderStatus, RejectReason};
 use crate::domain::waitlist::EntryStatus;
-use crate::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
+use crate::domain::{OrderId, SaleId, UserId};
 use crate::ports::{
-    Candidate, ExpireOutcome, Handover, Joined, LineStats, OfferTerms, OrderStore, OrderStoreError,
-    WaitlistEntry, WaitlistStore,
+    Candidate, ExpireOutcome, GiveUp, Handover, Joined, LineStats, OfferTerms, OrderStore,
+    OrderStoreError, WaitlistEntry, WaitlistStore,
 };
-use aws_sdk_dynamodb::types::{AttributeValue, Put, Select, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
+use handover::{Source, Try};
 use std::collections::HashMap;
 
 type Item = HashMap<String, AttributeValue>;
@@ -90,176 +88,26 @@ impl DynamoOrders {
         out.item.as_ref().map(entry_from_item).transpose()
     }
 
-    /// The entry of `candidate` becomes `OFFERED` with its order.
-    fn offer_entry(&self, candidate: &Candidate, now: &str) -> Result<Update, OrderStoreError> {
-        Update::builder()
-            .table_name(&self.orders_table)
-            .key(
-                "orderId",
-                AttributeValue::S(entry_key(
-                    &candidate.entry.sale_id,
-                    &candidate.entry.user_id,
-                )),
-            )
-            .update_expression("SET #st = :offered, offer = :order, resolvedAt = :now")
-            .condition_expression("#st = :waiting")
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":offered", AttributeValue::S("OFFERED".into()))
-            .expression_attribute_values(":waiting", AttributeValue::S("WAITING".into()))
-            .expression_attribute_values(
-                ":order",
-                AttributeValue::S(candidate.offer_id.to_string()),
-            )
-            .expression_attribute_values(":now", AttributeValue::S(now.to_owned()))
-            .build()
-            .map_err(transient)
-    }
-
-    /// One try of the handover at the sale's position `seq` to `heads`.
-    /// `Ok(Err(i))`: head `i` could not take its unit (pass it over);
-    /// `Ok(Ok(None))`: the position moved or a conflict, try again.
-    async fn handover_at(
-        &self,
-        order: &Order,
-        heads: &[&Candidate],
-        terms: &OfferTerms,
-        now_ms: i64,
-        seq: u64,
-    ) -> Result<Result<Option<Handover>, usize>, OrderStoreError> {
-        let now = clock::rfc3339_ms(now_ms);
-        let units = order.quantity.get();
-        let offered = u32::try_from(heads.len()).unwrap_or(units).min(units);
-        let heads = &heads[..offered as usize];
-        let to_stock = units - offered;
-        let mark = Update::builder()
-            .table_name(&self.orders_table)
-            .key("orderId", AttributeValue::S(order.order_id.to_string()))
-            .update_expression(
-                "SET #s = :expired, expiredAt = :now, returnSeq = :position, offeredUnits = :offered REMOVE pendingSaleId, pendingBucket",
-            )
-            .condition_expression("#s = :pending AND expiresAt <= :now")
-            .expression_attribute_names("#s", "status")
-            .expression_attribute_values(":expired", AttributeValue::S("EXPIRED".into()))
-            .expression_attribute_values(":pending", AttributeValue::S("PENDING_PAYMENT".into()))
-            .expression_attribute_values(":now", AttributeValue::S(now.clone()))
-            .expression_attribute_values(":position", AttributeValue::N((seq + 1).to_string()))
-            .expression_attribute_values(":offered", AttributeValue::N(offered.to_string()))
-            .build()
-            .map_err(transient)?;
-        let sale = self.return_at(&order.sale_id, seq, u64::from(to_stock))?;
-        let mut items = vec![
-            TransactWriteItem::builder().update(mark).build(),
-            TransactWriteItem::builder().update(sale).build(),
-            self.take_from_buyer(&order.sale_id, &order.user_id, u64::from(units))?,
-        ];
-        let mut offers = Vec::with_capacity(heads.len());
-        for head in heads {
-            let new = NewOrder::new(
-                OrderMessage {
-                    v: OrderMessage::VERSION,
-                    order_id: head.offer_id.clone(),
-                    sale_id: order.sale_id.clone(),
-                    user_id: head.entry.user_id.clone(),
-                    quantity: Quantity::ONE,
-                    shard: crate::domain::shard_layout::shard_of_order(head.offer_id.as_str())
-                        .unwrap_or(0),
-                    reserved_at: now.clone(),
-                },
-                now_ms,
-                now_ms,
-                terms.payment_window_secs,
-            )
-            .priced(terms.price);
-            let Some(buyer) =
-                self.add_to_buyer(&order.sale_id, &head.entry.user_id, 1, terms.per_user_limit)?
-            else {
-                return Ok(Err(offers.len()));
-            };
-            let mut item = order_item(&new, OrderStatus::PendingPayment, None);
-            item.insert(
-                "offerOf".into(),
-                AttributeValue::S(order.order_id.to_string()),
-            );
-            let put = Put::builder()
-                .table_name(&self.orders_table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(orderId)")
-                .build()
-                .map_err(transient)?;
-            items.push(buyer);
-            items.push(TransactWriteItem::builder().put(put).build());
-            items.push(
-                TransactWriteItem::builder()
-                    .update(self.offer_entry(head, &now)?)
-                    .build(),
-            );
-            offers.push(Order {
-                order_id: head.offer_id.clone(),
-                sale_id: order.sale_id.clone(),
-                user_id: head.entry.user_id.clone(),
-                quantity: Quantity::ONE,
-                status: OrderStatus::PendingPayment,
-                created_at_ms: new.created_at_ms,
-                expires_at_ms: Some(new.expires_at_ms),
-                reject_reason: None,
-                return_seq: None,
-                amount: new.amount,
-                paid_at_ms: None,
-                payment_id: None,
-                refunds: Vec::new(),
-                offer_of: Some(order.order_id.clone()),
-                offered: 0,
-            });
-        }
-        let count = items.len();
-        self.count(1, count);
-        let result = self
+    /// The sale item's position (`returnSeq`) and `available`, read
+    /// consistently; `None` without the sale.
+    async fn position(&self, sale_id: &SaleId) -> Result<Option<(u64, i64)>, OrderStoreError> {
+        let out = self
             .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
+            .get_item()
+            .table_name(&self.sales_table)
+            .key("saleId", AttributeValue::S(sale_id.to_string()))
+            .projection_expression("saleId, returnSeq, available")
+            .consistent_read(true)
             .send()
-            .await;
-        let reasons = match result {
-            Ok(_) => {
-                return Ok(Ok(Some(Handover::Done {
-                    expired: Order {
-                        status: OrderStatus::Expired,
-                        return_seq: Some(seq + 1),
-                        offered,
-                        ..order.clone()
-                    },
-                    offers,
-                    to_stock,
-                })));
-            }
-            Err(err) => cancellation(err)?,
-        };
-        let failed = |i: usize| {
-            reasons
-                .get(i)
-                .is_some_and(|c| c == "ConditionalCheckFailed")
-        };
-        if failed(0) {
-            return Ok(Ok(Some(Handover::Not(ExpireOutcome::NotExpirable))));
-        }
-        if failed(1) {
-            if self.return_seq(&order.sale_id).await?.is_none() {
-                return Err(OrderStoreError::SaleMissing(order.sale_id.clone()));
-            }
-            return Ok(Ok(None));
-        }
-        // Per head: its record, its order, its entry.
-        for (i, _) in heads.iter().enumerate() {
-            if (0..3).any(|k| failed(3 + 3 * i + k)) {
-                return Ok(Err(i));
-            }
-        }
-        if reasons.iter().any(|c| c == "TransactionConflict") {
-            return Ok(Ok(None));
-        }
-        Err(OrderStoreError::Transient(format!(
-            "handover cancelled: {reasons:?}"
-        )))
+            .await
+            .map_err(transient)?;
+        Ok(out.item.map(|item| {
+            let n = |k: &str| match item.get(k) {
+                Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
+                _ => 0,
+            };
+            (u64::try_from(n("returnSeq")).unwrap_or(0), n("available"))
+        }))
     }
 }
 
@@ -444,12 +292,8 @@ impl WaitlistStore for DynamoOrders {
         if order.status != OrderStatus::PendingPayment || !due {
             return Ok(Handover::Not(ExpireOutcome::NotExpirable));
         }
-        // A buyer's own unit is not offered back to them, and a transaction
-        // touches their record once.
-        let mut left: Vec<&Candidate> = heads
-            .iter()
-            .filter(|c| c.entry.user_id != order.user_id)
-            .collect();
+        let source = Source::Expired(order);
+        let mut left = others(source, heads);
         for attempt in 0..HANDOVER_ATTEMPTS {
             if attempt > 0 {
                 super::contention::jittered_wait(attempt).await;
@@ -457,19 +301,90 @@ impl WaitlistStore for DynamoOrders {
             let Some(seq) = self.return_seq(&order.sale_id).await? else {
                 return Err(OrderStoreError::SaleMissing(order.sale_id.clone()));
             };
-            match self.handover_at(order, &left, terms, now_ms, seq).await? {
-                Ok(Some(done)) => return Ok(done),
-                Ok(None) => {}
-                Err(passed) => {
-                    tracing::info!(sale_id = %order.sale_id, user_id = %left[passed].entry.user_id, "waitlist head passed over: left, offered already, or at their limit");
-                    left.remove(passed);
+            match self
+                .handover_at(source, &left, terms, now_ms, seq, u32::MAX)
+                .await?
+            {
+                Try::Moved {
+                    offers,
+                    offered,
+                    to_stock,
+                    seq,
+                } => {
+                    return Ok(Handover::Done {
+                        expired: Order {
+                            status: OrderStatus::Expired,
+                            return_seq: Some(seq),
+                            offered,
+                            ..order.clone()
+                        },
+                        offers,
+                        to_stock,
+                    });
                 }
+                Try::SourceGone => return Ok(Handover::Not(ExpireOutcome::NotExpirable)),
+                Try::Again => {}
+                Try::PassOver(i) => pass_over(source, &mut left, i),
             }
         }
-        Err(OrderStoreError::Transient(format!(
-            "{}: {HANDOVER_ATTEMPTS} tries of its handover to the waitlist raced",
-            order.order_id
-        )))
+        Err(raced(source))
+    }
+
+    async fn abandon_to_line(
+        &self,
+        order: &NewOrder,
+        heads: &[Candidate],
+        terms: &OfferTerms,
+        now_ms: i64,
+    ) -> Result<GiveUp, OrderStoreError> {
+        let source = Source::Abandoned(order);
+        let sale_id = source.sale_id();
+        let mut left = others(source, heads);
+        for attempt in 0..HANDOVER_ATTEMPTS {
+            if left.is_empty() {
+                return Ok(GiveUp::Nobody);
+            }
+            if attempt > 0 {
+                super::contention::jittered_wait(attempt).await;
+            }
+            let Some((seq, available)) = self.position(sale_id).await? else {
+                return Err(OrderStoreError::SaleMissing(sale_id.clone()));
+            };
+            // The units stayed in `available`; one short of them (Redis
+            // sold a unit the ledger did not have) offers what is there.
+            let cap = u32::try_from(available.max(0)).unwrap_or(u32::MAX);
+            if cap == 0 {
+                return Ok(GiveUp::Nobody);
+            }
+            match self
+                .handover_at(source, &left, terms, now_ms, seq, cap)
+                .await?
+            {
+                Try::Moved {
+                    offers,
+                    offered,
+                    seq,
+                    ..
+                } => {
+                    let mut rejected = order.rejected(RejectReason::Abandoned);
+                    rejected.offered = offered;
+                    rejected.return_seq = Some(seq);
+                    return Ok(GiveUp::Offered { rejected, offers });
+                }
+                Try::SourceGone => {
+                    let row = self.get(source.order_id()).await?.ok_or_else(|| {
+                        OrderStoreError::Transient(format!(
+                            "{}: the condition failed on a row that is not there",
+                            source.order_id()
+                        ))
+                    })?;
+                    return Ok(GiveUp::Exists(row));
+                }
+                Try::Again => {}
+                Try::PassOver(i) => pass_over(source, &mut left, i),
+            }
+        }
+        Err(raced(source))
     }
 
     async fn stats(&self, sale_id: &SaleId) -> Result<LineStats, OrderStoreError> {
@@ -507,6 +422,27 @@ impl WaitlistStore for DynamoOrders {
         }
         Ok(stats)
     }
+}
+
+/// The heads that may be offered `source`'s units: a buyer's own unit is
+/// not offered back to them, and a transaction touches their record once.
+fn others<'a>(source: Source<'_>, heads: &'a [Candidate]) -> Vec<&'a Candidate> {
+    heads
+        .iter()
+        .filter(|c| &c.entry.user_id != source.user_id())
+        .collect()
+}
+
+fn pass_over(source: Source<'_>, left: &mut Vec<&Candidate>, i: usize) {
+    tracing::info!(sale_id = %source.sale_id(), user_id = %left[i].entry.user_id, "waitlist head passed over: left, offered already, or at their limit");
+    left.remove(i);
+}
+
+fn raced(source: Source<'_>) -> OrderStoreError {
+    OrderStoreError::Transient(format!(
+        "{}: {HANDOVER_ATTEMPTS} tries of its handover to the waitlist raced",
+        source.order_id()
+    ))
 }
 
 #[cfg(test)]

@@ -274,6 +274,7 @@ impl StockStore for RedisStock {
                 keys: &keys,
                 order_id: order_id.as_str(),
                 mode: resolution.as_str(),
+                offered: resolution.offered(),
             })
             .await?;
         match reply.first().map(String::as_str) {

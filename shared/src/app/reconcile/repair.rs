@@ -11,7 +11,8 @@ use crate::domain::stock_state::{
 };
 use crate::domain::{OrderId, OrderMessage, Quantity, Sale, UserId};
 use crate::ports::{
-    CatalogAdmin, OrderLedger, OrderQueue, QueueInspector, RejectWrite, Resolution, StockAdmin,
+    CatalogAdmin, GiveUp, OfferTerms, OrderLedger, OrderQueue, QueueInspector, RejectWrite,
+    Resolution, StockAdmin,
 };
 use std::time::Duration;
 
@@ -43,15 +44,14 @@ where
                 ("QUEUED", None) => {
                     let age = now_ms - at_ms;
                     if age > max_age {
-                        self.give_up(sale, order_id, resv, report).await;
+                        self.give_up(sale, order_id, resv, now_ms, report).await;
                     } else if age > grace {
                         self.relay(sale, order_id, resv, report).await;
                     }
                 }
                 ("QUEUED", Some(order)) => {
                     // Expired rows are the release's (below).
-                    let Some(resolution) = Resolution::of_row(order.status, order.reject_reason)
-                    else {
+                    let Some(resolution) = Resolution::of_order(order) else {
                         continue;
                     };
                     if let Ok(id) = OrderId::parse(order_id)
@@ -300,11 +300,16 @@ where
         }
     }
 
+    /// A reservation past the maximum age, never an order: recorded
+    /// `REJECTED` (`ABANDONED`) in the ledger, its units offered to the
+    /// head of the sale's waitlist in that same transaction while buyers
+    /// wait (invariant 10), the rest back to Redis's stock.
     async fn give_up(
         &self,
         sale: &Sale,
         order_id: &str,
         resv: &StoredReservation,
+        now_ms: i64,
         report: &mut ReconcileReport,
     ) {
         let Some(message) = message_of(sale, order_id, resv) else {
@@ -316,19 +321,27 @@ where
         // message is a duplicate and cannot take the units back. If a row
         // got there first (the writer wrote the order after this run read
         // the table), that row decides, never this run's plan.
-        let resolution = match self
-            .checker
-            .orders()
-            .write_rejected(&order, RejectReason::Abandoned)
-            .await
-        {
-            Ok(RejectWrite::Recorded) => Resolution::Abandoned,
-            Ok(RejectWrite::Exists(row)) => {
-                match Resolution::of_row(row.status, row.reject_reason) {
-                    Some(resolution) => resolution,
-                    None => return,
-                }
-            }
+        let given = match self.abandon_to_line(sale, &order, now_ms).await {
+            Ok(GiveUp::Offered { rejected, offers }) => Ok((
+                Resolution::of_order(&rejected),
+                offers,
+                rejected.return_seq.unwrap_or(0),
+            )),
+            Ok(GiveUp::Exists(row)) => Ok((Resolution::of_order(&row), Vec::new(), 0)),
+            Ok(GiveUp::Nobody) => self
+                .checker
+                .orders()
+                .write_rejected(&order, RejectReason::Abandoned)
+                .await
+                .map(|written| match written {
+                    RejectWrite::Recorded => (Some(Resolution::Abandoned), Vec::new(), 0),
+                    RejectWrite::Exists(row) => (Resolution::of_order(&row), Vec::new(), 0),
+                }),
+            Err(err) => Err(err),
+        };
+        let (resolution, offers, seq) = match given {
+            Ok((Some(resolution), offers, seq)) => (resolution, offers, seq),
+            Ok((None, ..)) => return,
             Err(err) => {
                 report.violations.push(Violation {
                     code: "REPAIR_FAILED",
@@ -338,13 +351,27 @@ where
             }
         };
         let id = order.message.order_id.clone();
-        match self
-            .checker
-            .stock()
-            .resolve(&sale.sale_id, &id, resolution)
-            .await
-        {
-            Ok(_) if resolution == Resolution::Abandoned => {
+        let stock = self.checker.stock();
+        let resolved = stock.resolve(&sale.sale_id, &id, resolution).await;
+        crate::app::release::hold_offers(stock, &id, &offers, seq).await;
+        match resolved {
+            Ok(_) if !offers.is_empty() => {
+                tracing::warn!(%order_id, offered = offers.len(), "reservation older than the maximum age recorded as failed; its units offered to the waitlist");
+                report.repairs.push(Repair {
+                    kind: "OFFERED_TO_LINE",
+                    order_id: Some(order_id.into()),
+                    detail: format!(
+                        "never became an order within the maximum age; {} of its units offered to the waitlist ({}), the rest released",
+                        offers.len(),
+                        offers
+                            .iter()
+                            .map(|o| o.order_id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+            Ok(_) if matches!(resolution, Resolution::Abandoned) => {
                 tracing::warn!(%order_id, "reservation older than the maximum age released and recorded as failed");
                 report.repairs.push(Repair {
                     kind: "RELEASED_FAILED",
@@ -365,6 +392,36 @@ where
                 detail: format!("release {order_id}: {err}"),
             }),
         }
+    }
+
+    /// The ledger's half of a give-up while buyers wait on the sale's line
+    /// and it has not ended; [`GiveUp::Nobody`] otherwise.
+    async fn abandon_to_line(
+        &self,
+        sale: &Sale,
+        order: &NewOrder,
+        now_ms: i64,
+    ) -> Result<GiveUp, crate::ports::OrderStoreError> {
+        if now_ms >= sale.end_ms {
+            return Ok(GiveUp::Nobody);
+        }
+        let orders = self.checker.orders();
+        let heads = orders
+            .heads(&sale.sale_id, crate::app::release::HEADS_READ)
+            .await?;
+        if heads.is_empty() {
+            return Ok(GiveUp::Nobody);
+        }
+        let candidates =
+            crate::app::release::candidates(self.checker.stock(), sale, &heads).await?;
+        let terms = OfferTerms {
+            per_user_limit: sale.per_user_limit,
+            payment_window_secs: sale.payment_window_seconds,
+            price: sale.price,
+        };
+        orders
+            .abandon_to_line(order, &candidates, &terms, now_ms)
+            .await
     }
 }
 

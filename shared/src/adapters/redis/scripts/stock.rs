@@ -123,6 +123,9 @@ pub(in super::super) struct ResolveArgs<'a> {
     pub order_id: &'a str,
     /// `ARGV[2]` mode: WRITTEN, REJECTED, REJECTED_LIMIT or ABANDONED.
     pub mode: &'a str,
+    /// `ARGV[3]` (ABANDONED) units the ledger offered to the waitlist,
+    /// which do not go back to the stock.
+    pub offered: u32,
 }
 
 impl ScriptCall for ResolveArgs<'_> {
@@ -135,7 +138,7 @@ impl ScriptCall for ResolveArgs<'_> {
     }
 
     fn argv(&self) -> impl ToRedisArgs {
-        (self.order_id, self.mode)
+        (self.order_id, self.mode, self.offered)
     }
 }
 

@@ -199,10 +199,11 @@ fn release_resolve_and_return_units() {
             keys: &keys,
             order_id: "o",
             mode: "WRITTEN",
+            offered: 0,
         },
         include_str!("../../../../lua/resolve.lua"),
         &HOLDING_KEYS,
-        &["o", "WRITTEN"],
+        &["o", "WRITTEN", "0"],
         true,
     );
     let lua = include_str!("../../../../lua/return_units.lua");

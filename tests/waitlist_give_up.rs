@@ -1,0 +1,181 @@
+//! A reservation reconcile gives up (accepted, its message lost, never an
+//! order) is a returned unit too: while buyers wait on the sale's line, the
+//! give-up's own ledger write offers its units to the head of the line
+//! instead of putting them back for whoever buys next (invariant 10). On
+//! the real Redis and emulator.
+
+use seckill_shared::adapters::dynamo::orders::DynamoOrders;
+use seckill_shared::adapters::sqs::SqsQueue;
+use seckill_shared::app::order_queries::{JoinAnswer, JoinRequest};
+use seckill_shared::app::reconcile::{ReconcileReport, ReconcileSettings};
+use seckill_shared::clock;
+use seckill_shared::domain::orders::{NewOrder, OrderStatus, RejectReason};
+use seckill_shared::domain::{OrderMessage, UserId};
+use seckill_shared::ports::{
+    Candidate, GiveUp, OfferTerms, OrderLedger, OrderQueue, StockReading, WaitlistStore,
+};
+use seckill_shared::wire::LiveReconciler;
+use seckill_tests::{App, live_sale};
+use std::time::Duration;
+
+const MAX_AGE: Duration = Duration::from_secs(3_600);
+
+async fn reconciler(app: &App) -> LiveReconciler {
+    seckill_shared::wire::reconciler(&app.config, seckill_shared::adapters::aws::Caller::Tool)
+        .await
+        .unwrap()
+        .with_settings(ReconcileSettings {
+            grace: Duration::from_secs(60),
+            max_age: MAX_AGE,
+            ..ReconcileSettings::default()
+        })
+}
+
+/// Reconcile as it would run once every reservation is past the maximum age.
+async fn reconcile_late(reconciler: &LiveReconciler, app: &App, sale: &str) -> ReconcileReport {
+    let later = clock::now_ms() + i64::try_from(MAX_AGE.as_millis()).unwrap() + 60_000;
+    reconciler
+        .reconcile_sale(&seckill_shared::domain::SaleId::parse(sale).unwrap(), later)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{sale} of {} not found", app.config.sales_table))
+}
+
+#[tokio::test]
+async fn a_given_up_reservations_unit_goes_to_the_line_once_not_back_on_sale() {
+    let app = App::spawn().await;
+    let mut sale = live_sale(3, 1);
+    // Open past the reconcile run below (past the maximum age): a give-up
+    // after the end goes back to the stock.
+    sale.end_ms = clock::now_ms() + 3 * i64::try_from(MAX_AGE.as_millis()).unwrap();
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    // w0's order is written; w1's and w2's purchases are accepted, and
+    // their messages lost.
+    assert_eq!(app.purchase(&id, "w0", "").await.status, 202);
+    app.write_queued_orders().await;
+    for user in ["w1", "w2"] {
+        assert_eq!(app.purchase(&id, user, "").await.status, 202);
+    }
+    let lost: Vec<OrderMessage> = app.drain_queue().await;
+    assert_eq!(lost.len(), 2);
+    // Sold out: two buyers wait.
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    for user in ["first", "second"] {
+        let joined = queries
+            .join_waitlist(&JoinRequest {
+                sale_id: sale.sale_id.clone(),
+                user_id: UserId::parse(user).unwrap(),
+                sale_token: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+    let orders = DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let stock = app.service.stock();
+
+    // A give-up whose Redis step never ran (reconcile died after the
+    // ledger's transaction): w2's unit is offered to "first" in the ledger.
+    let w2 = lost.iter().find(|m| m.user_id.as_str() == "w2").unwrap();
+    let heads = orders.heads(&sale.sale_id, 10).await.unwrap();
+    let candidates: Vec<Candidate> = heads
+        .iter()
+        .map(|entry| Candidate {
+            entry: entry.clone(),
+            offer_id: seckill_shared::domain::waitlist::offer_order_id(
+                &id,
+                entry.user_id.as_str(),
+                "",
+            )
+            .unwrap(),
+        })
+        .collect();
+    let terms = OfferTerms {
+        per_user_limit: sale.per_user_limit,
+        payment_window_secs: sale.payment_window_seconds,
+        price: sale.price,
+    };
+    let new = NewOrder::new(w2.clone(), clock::now_ms(), clock::now_ms(), 60);
+    let given = orders
+        .abandon_to_line(&new, &candidates[..1], &terms, clock::now_ms())
+        .await
+        .unwrap();
+    let GiveUp::Offered { rejected, offers } = given else {
+        panic!("not offered: {given:?}");
+    };
+    assert_eq!(
+        (rejected.offered, offers.len(), offers[0].user_id.as_str()),
+        (1, 1, "first")
+    );
+
+    // Reconcile: w1's reservation is given up with "second" waiting, and
+    // w2's (recorded already) is marked without its unit back in stock.
+    let reconciler = reconciler(&app).await;
+    let report = reconcile_late(&reconciler, &app, &id).await;
+    let kinds: Vec<&str> = report.repairs.iter().map(|r| r.kind).collect();
+    assert!(kinds.contains(&"OFFERED_TO_LINE"), "{:?}", report.repairs);
+    let rows = orders.all_orders_of_sale(&sale.sale_id).await.unwrap();
+    let w1_row = rows
+        .iter()
+        .find(|o| {
+            o.order_id
+                == lost
+                    .iter()
+                    .find(|m| m.user_id.as_str() == "w1")
+                    .unwrap()
+                    .order_id
+        })
+        .unwrap();
+    assert_eq!(
+        (w1_row.status, w1_row.reject_reason, w1_row.offered),
+        (OrderStatus::Rejected, Some(RejectReason::Abandoned), 1)
+    );
+    let offered_to: Vec<&str> = rows
+        .iter()
+        .filter(|o| o.offer_of.is_some())
+        .map(|o| o.user_id.as_str())
+        .collect();
+    assert_eq!(offered_to.len(), 2, "{offered_to:?}");
+    assert!(offered_to.contains(&"first") && offered_to.contains(&"second"));
+    // Redis: nothing back on sale, each offer counted for its buyer.
+    let snap = stock.snapshot(&sale.sale_id).await.unwrap().unwrap();
+    assert_eq!(
+        snap.stock, 0,
+        "a unit offered to the line went back on sale"
+    );
+    for user in ["first", "second"] {
+        assert_eq!(snap.buyers.get(user).copied(), Some(1), "{user}");
+    }
+    for user in ["w1", "w2"] {
+        assert_eq!(snap.buyers.get(user).copied().unwrap_or(0), 0, "{user}");
+    }
+    // Run again: nothing left to repair, nothing offered twice.
+    let again = reconcile_late(&reconciler, &app, &id).await;
+    assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+    assert_eq!(again.violations, vec![], "{again:?}");
+
+    // The lost messages delivered late: the rows decide, nothing changes.
+    let queue = SqsQueue::new(app.sqs.clone(), &app.queue_url);
+    for message in &lost {
+        queue.send(message).await.unwrap();
+    }
+    app.write_queued_orders().await;
+    let snap = stock.snapshot(&sale.sale_id).await.unwrap().unwrap();
+    assert_eq!(snap.stock, 0, "a late delivery put a unit back on sale");
+    let after = orders.all_orders_of_sale(&sale.sale_id).await.unwrap();
+    assert_eq!(after.len(), rows.len(), "a late delivery wrote an order");
+    // The whole stock held once: w0's order and the two offers.
+    let held: Vec<&str> = after
+        .iter()
+        .filter(|o| o.status == OrderStatus::PendingPayment)
+        .map(|o| o.user_id.as_str())
+        .collect();
+    assert_eq!(held.len(), 3, "{held:?}");
+    seckill_tests::assert_clean(&app.checker(), &id, &[]).await;
+}
