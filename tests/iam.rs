@@ -308,6 +308,57 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     lose_key_group(&mut conn, &SaleKeys::shard(&sale_id, 0)).await;
     stack.scheduled.invoke(Job::Prewarm).await;
 
+    // reconcile gives up a reservation (accepted, its message never sent)
+    // while a buyer waits: its unit goes to the line in the give-up's
+    // transaction. The sale stays open past the maximum age.
+    let mut line_sale = seckill_tests::live_sale(2, 1);
+    line_sale.end_ms = clock::now_ms() + 3 * 3_600_000;
+    let line_id = line_sale.sale_id.to_string();
+    assert!(catalog.create_sale(&line_sale).await.unwrap());
+    let prewarmed = stack.scheduled.invoke(Job::Prewarm).await;
+    assert!(prewarmed.to_string().contains(line_id.as_str()), "{prewarmed}");
+    assert_eq!(client.buy(&line_id, "g1").await.0, 202);
+    let redis_stock = seckill_shared::adapters::redis::RedisStock::connect_lazy(
+        &stack.config.redis_url,
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    let reserved = seckill_shared::ports::StockStore::reserve(
+        &redis_stock,
+        seckill_shared::ports::ReserveRequest {
+            sale_id: &line_sale.sale_id,
+            user_id: &seckill_shared::domain::UserId::parse("g2").unwrap(),
+            quantity: seckill_shared::domain::Quantity::ONE,
+            idempotency_key: None,
+            gate_nonce: None,
+            gate_issued_ms: None,
+            source_ip: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(reserved, seckill_shared::ports::ReserveOutcome::Reserved(_)),
+        "{reserved:?}"
+    );
+    let (status, reply) = client
+        .as_buyer("POST", &format!("/sales/{line_id}/waitlist"), "g3", "")
+        .await;
+    assert_eq!(status, 201, "g3 joins: {reply}");
+    let report = stack
+        .scheduled
+        .reconcile
+        .reconcile_sale(&line_sale.sale_id, clock::now_ms() + 2 * 3_600_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        report.repairs.iter().any(|r| r.kind == "OFFERED_TO_LINE"),
+        "{:?} {:?}",
+        report.repairs,
+        report.violations
+    );
+
     let recording = moto_api("GET", "/moto-api/recorder/download-recording").await;
     let prefix = stack
         .config
