@@ -1,8 +1,9 @@
 //! A reservation reconcile gives up (accepted, its message lost, never an
 //! order) is a returned unit too: while buyers wait on the sale's line, the
 //! give-up's own ledger write offers its units to the head of the line
-//! instead of putting them back for whoever buys next (invariant 10). On
-//! the real Redis and emulator.
+//! instead of putting them back for whoever buys next (invariant 10); and
+//! a head that cannot take its unit is passed over (one transaction serves
+//! both sources of returned units). On the real Redis and emulator.
 
 use seckill_shared::adapters::dynamo::orders::DynamoOrders;
 use seckill_shared::adapters::sqs::SqsQueue;
@@ -178,4 +179,100 @@ async fn a_given_up_reservations_unit_goes_to_the_line_once_not_back_on_sale() {
         .collect();
     assert_eq!(held.len(), 3, "{held:?}");
     seckill_tests::assert_clean(&app.checker(), &id, &[]).await;
+}
+
+/// A head of the line that cannot take its unit when the transaction runs
+/// (it left since the line was read, or it holds the limit) is passed
+/// over, and the unit goes to the next: the handover's own conditions
+/// decide, not the read of the line.
+#[tokio::test]
+async fn a_head_that_left_or_holds_the_limit_is_passed_over() {
+    use seckill_shared::domain::waitlist::{EntryStatus, LineKey, offer_order_id};
+    let app = App::spawn().await;
+    let sale = live_sale(2, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    assert_eq!(app.purchase(&id, "w0", "").await.status, 202);
+    app.write_queued_orders().await;
+    assert_eq!(app.purchase(&id, "w1", "").await.status, 202);
+    let lost = app.drain_queue().await;
+    assert_eq!(lost.len(), 1);
+    let orders = DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    let join = |user: &str| JoinRequest {
+        sale_id: sale.sale_id.clone(),
+        user_id: UserId::parse(user).unwrap(),
+        sale_token: None,
+        source_ip: None,
+    };
+    queries.join_waitlist(&join("gone")).await.unwrap();
+    // The line as read before "gone" left, with w0 in it (the ledger's
+    // entry alone: w0 holds the limit, which the join's admission in
+    // Redis would have refused).
+    let now = clock::now_ms();
+    let w0 = UserId::parse("w0").unwrap();
+    let key = LineKey::Joined(u64::try_from(now).unwrap(), "w0".into()).sort_key();
+    orders.join(&sale.sale_id, &w0, &key, now).await.unwrap();
+    queries.join_waitlist(&join("next")).await.unwrap();
+    let read = orders.heads(&sale.sale_id, 10).await.unwrap();
+    assert_eq!(read.len(), 3, "{read:?}");
+    queries
+        .leave_waitlist(&sale.sale_id, &UserId::parse("gone").unwrap())
+        .await
+        .unwrap();
+    // In this order, whatever the clocks made of joins a millisecond apart.
+    let candidates: Vec<Candidate> = ["gone", "w0", "next"]
+        .iter()
+        .map(|user| {
+            let entry = read.iter().find(|e| e.user_id.as_str() == *user).unwrap();
+            Candidate {
+                entry: entry.clone(),
+                offer_id: offer_order_id(&id, user, "").unwrap(),
+            }
+        })
+        .collect();
+    let terms = OfferTerms {
+        per_user_limit: sale.per_user_limit,
+        payment_window_secs: sale.payment_window_seconds,
+        price: sale.price,
+    };
+    let new = NewOrder::new(lost[0].clone(), now, now, 60);
+    let given = orders
+        .abandon_to_line(&new, &candidates, &terms, now)
+        .await
+        .unwrap();
+    let GiveUp::Offered { offers, .. } = given else {
+        panic!("not offered: {given:?}");
+    };
+    let offered: Vec<&str> = offers.iter().map(|o| o.user_id.as_str()).collect();
+    assert_eq!(offered, vec!["next"]);
+    let status = |user: &'static str| {
+        let orders = &orders;
+        let sale_id = &sale.sale_id;
+        async move {
+            orders
+                .entry(sale_id, &UserId::parse(user).unwrap())
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+        }
+    };
+    assert_eq!(status("gone").await, EntryStatus::Left);
+    assert_eq!(status("w0").await, EntryStatus::Waiting);
+    assert!(matches!(status("next").await, EntryStatus::Offered(_)));
+    let held: Vec<String> = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.status == OrderStatus::PendingPayment)
+        .map(|o| o.user_id.to_string())
+        .collect();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(held.contains(&"w0".to_owned()) && held.contains(&"next".to_owned()));
 }
