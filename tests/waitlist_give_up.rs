@@ -276,3 +276,77 @@ async fn a_head_that_left_or_holds_the_limit_is_passed_over() {
     assert_eq!(held.len(), 2, "{held:?}");
     assert!(held.contains(&"w0".to_owned()) && held.contains(&"next".to_owned()));
 }
+
+/// An expired order of more units than one transaction can offer (each
+/// offer is three of DynamoDB's hundred actions) hands the most it can to
+/// the line and the rest to the stock, in one transaction that DynamoDB
+/// takes.
+#[tokio::test]
+async fn an_order_of_more_units_than_a_transaction_offers_hands_over_the_most_it_can() {
+    use seckill_shared::adapters::dynamo::waitlist::MAX_OFFERS;
+    use seckill_shared::domain::waitlist::{LineKey, offer_order_id};
+    use seckill_shared::ports::Handover;
+    let app = App::spawn().await;
+    let units = MAX_OFFERS + 8;
+    let sale = live_sale(units, units);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    let reply = app
+        .purchase(&id, "bulk", &format!(r#"{{"quantity": {units}}}"#))
+        .await;
+    assert_eq!(reply.status, 202, "{reply:?}");
+    app.write_queued_orders().await;
+    let orders = DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let order = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let now = clock::now_ms();
+    let mut candidates = Vec::new();
+    for i in 0..units {
+        let user = UserId::parse(&format!("waiter-{i:02}")).unwrap();
+        let key = LineKey::Joined(u64::try_from(now).unwrap() + u64::from(i), user.to_string())
+            .sort_key();
+        let joined = orders.join(&sale.sale_id, &user, &key, now).await.unwrap();
+        let seckill_shared::ports::Joined::New(entry) = joined else {
+            panic!("{joined:?}");
+        };
+        candidates.push(Candidate {
+            offer_id: offer_order_id(&id, user.as_str(), "").unwrap(),
+            entry,
+        });
+    }
+    let terms = OfferTerms {
+        per_user_limit: sale.per_user_limit,
+        payment_window_secs: sale.payment_window_seconds,
+        price: sale.price,
+    };
+    let due = order.expires_at_ms.unwrap() + 1;
+    let handover = orders
+        .expire_to_line(&order, &candidates, &terms, due)
+        .await
+        .unwrap();
+    let Handover::Done {
+        expired,
+        offers,
+        to_stock,
+    } = handover
+    else {
+        panic!("not handed over: {handover:?}");
+    };
+    assert_eq!(
+        (expired.offered, offers.len(), to_stock),
+        (MAX_OFFERS, MAX_OFFERS as usize, 8)
+    );
+    let rows = orders.all_orders_of_sale(&sale.sale_id).await.unwrap();
+    assert_eq!(
+        rows.iter().filter(|o| o.offer_of.is_some()).count(),
+        MAX_OFFERS as usize
+    );
+}

@@ -15,6 +15,7 @@
 //! handed over once: its own condition fails a second time.
 
 mod handover;
+pub use handover::MAX_OFFERS;
 
 use super::orders::{DynamoOrders, query_items, transient};
 use crate::clock;

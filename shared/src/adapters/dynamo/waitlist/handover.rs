@@ -27,6 +27,11 @@ use crate::domain::{OrderId, OrderMessage, Quantity, SaleId, UserId};
 use crate::ports::{Candidate, OfferTerms, OrderStoreError};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 
+/// Offers one transaction makes: DynamoDB takes 100 actions a transaction,
+/// a source takes up to three and each offer three (the head's record, the
+/// order, the entry). Units beyond go back to the stock.
+pub const MAX_OFFERS: u32 = 32;
+
 /// Where the units handed to the line come from.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Source<'a> {
@@ -220,7 +225,8 @@ impl DynamoOrders {
         let offered = u32::try_from(heads.len())
             .unwrap_or(units)
             .min(units)
-            .min(cap);
+            .min(cap)
+            .min(MAX_OFFERS);
         let heads = &heads[..offered as usize];
         let mut items = self.source_items(source, offered, &now, seq)?;
         let lead = items.len();
