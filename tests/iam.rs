@@ -316,7 +316,10 @@ async fn every_call_a_function_makes_is_granted_to_it() {
     let line_id = line_sale.sale_id.to_string();
     assert!(catalog.create_sale(&line_sale).await.unwrap());
     let prewarmed = stack.scheduled.invoke(Job::Prewarm).await;
-    assert!(prewarmed.to_string().contains(line_id.as_str()), "{prewarmed}");
+    assert!(
+        prewarmed.to_string().contains(line_id.as_str()),
+        "{prewarmed}"
+    );
     assert_eq!(client.buy(&line_id, "g1").await.0, 202);
     let redis_stock = seckill_shared::adapters::redis::RedisStock::connect_lazy(
         &stack.config.redis_url,

@@ -350,3 +350,89 @@ async fn an_order_of_more_units_than_a_transaction_offers_hands_over_the_most_it
         MAX_OFFERS as usize
     );
 }
+
+/// Redis's claim of an offer (`hold_offer.lua`): within the limit as Redis
+/// counts it (a purchase still queued included), counted once however many
+/// overlapping runs claim it, given back only when the last of them gives
+/// it up, and kept once the ledger wrote the offer.
+#[tokio::test]
+async fn an_offer_is_claimed_within_the_limit_once_whoever_claims_it() {
+    use seckill_shared::domain::waitlist::offer_order_id;
+    use seckill_shared::ports::{OfferClaim, WaitlistStock};
+    let app = App::spawn().await;
+    let sale = live_sale(3, 1);
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    let stock = app.service.stock();
+    let sale_id = &sale.sale_id;
+    let count = |user: &'static str| async move {
+        stock
+            .snapshot(sale_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .buyers
+            .get(user)
+            .copied()
+            .unwrap_or(0)
+    };
+    // "queued" bought; its order is still on the queue (the ledger does
+    // not know it): no offer for them.
+    assert_eq!(app.purchase(&id, "queued", "").await.status, 202);
+    let user = UserId::parse("queued").unwrap();
+    let offer = offer_order_id(&id, "queued", "").unwrap();
+    let now = clock::now_ms();
+    assert_eq!(
+        stock
+            .claim_offer(&sale.sale_id, &offer, &user, now)
+            .await
+            .unwrap(),
+        OfferClaim::AtLimit
+    );
+    assert_eq!(count("queued").await, 1);
+    // Two overlapping runs claim "a"'s offer: counted once.
+    let a = UserId::parse("a").unwrap();
+    let offer = offer_order_id(&id, "a", "").unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            stock
+                .claim_offer(&sale.sale_id, &offer, &a, now)
+                .await
+                .unwrap(),
+            OfferClaim::Claimed
+        );
+    }
+    assert_eq!(count("a").await, 1);
+    // While claimed, "a" cannot buy past the limit.
+    assert_eq!(app.purchase(&id, "a", "").await.status, 409);
+    // One run gives up: the other's claim stands; the last one gives it back.
+    stock
+        .unclaim_offer(&sale.sale_id, &offer, &a)
+        .await
+        .unwrap();
+    assert_eq!(count("a").await, 1);
+    stock
+        .unclaim_offer(&sale.sale_id, &offer, &a)
+        .await
+        .unwrap();
+    assert_eq!(count("a").await, 0);
+    // Claimed, then written by the ledger (HOLD): a late give-up of another
+    // run takes nothing back.
+    stock
+        .claim_offer(&sale.sale_id, &offer, &a, now)
+        .await
+        .unwrap();
+    stock
+        .claim_offer(&sale.sale_id, &offer, &a, now)
+        .await
+        .unwrap();
+    stock
+        .hold_offer(&sale.sale_id, &offer, &a, now, 1)
+        .await
+        .unwrap();
+    stock
+        .unclaim_offer(&sale.sale_id, &offer, &a)
+        .await
+        .unwrap();
+    assert_eq!(count("a").await, 1);
+}

@@ -22,13 +22,13 @@
 //! then Redis takes each order's units back, those calls sent together;
 //! with a line, one handover after another (each takes the line's head).
 
-use crate::domain::orders::Order;
+use crate::domain::orders::{Order, OrderStatus};
 use crate::domain::stock_state::Returned;
 use crate::domain::waitlist::offer_order_id;
 use crate::domain::{OrderId, Sale};
 use crate::ports::{
-    Candidate, ExpireOutcome, Handover, OfferTerms, OrderStore, OrderStoreError, StockAdmin,
-    StoreError, WaitlistEntry, WaitlistStore,
+    Candidate, ExpireOutcome, Handover, OfferClaim, OfferTerms, OrderStore, OrderStoreError,
+    StockAdmin, StoreError, WaitlistEntry, WaitlistStore,
 };
 
 /// What one release did.
@@ -144,9 +144,14 @@ impl<'a> Line<'a> {
             // joined since.
             self.heads = orders.heads(&self.sale.sale_id, HEADS_READ).await?;
         }
+        let due = order.expires_at_ms.is_some_and(|at| at <= now_ms);
+        if order.status != OrderStatus::PendingPayment || !due {
+            return Ok(Released::Not(ExpireOutcome::NotExpirable));
+        }
         let candidates = candidates(stock, self.sale, &self.heads).await?;
+        let claimed = claim(stock, candidates, units + CLAIM_SPARE, now_ms).await?;
         let handover = orders
-            .expire_to_line(&order, &candidates, &self.terms, now_ms)
+            .expire_to_line(&order, &claimed, &self.terms, now_ms)
             .await?;
         let (expired, offers, to_stock) = match handover {
             Handover::Done {
@@ -154,8 +159,12 @@ impl<'a> Line<'a> {
                 offers,
                 to_stock,
             } => (expired, offers, to_stock),
-            Handover::Not(outcome) => return Ok(Released::Not(outcome)),
+            Handover::Not(outcome) => {
+                unclaim_rest(stock, &claimed, &[]).await;
+                return Ok(Released::Not(outcome));
+            }
         };
+        unclaim_rest(stock, &claimed, &offers).await;
         self.heads
             .retain(|h| !offers.iter().any(|o| o.user_id == h.user_id));
         Ok(offered(stock, expired, offers, to_stock).await)
@@ -183,6 +192,73 @@ pub(crate) async fn candidates<S: StockAdmin>(
         });
     }
     Ok(candidates)
+}
+
+/// Heads claimed beyond the units to offer, so that a head the ledger
+/// passes over (it left, or its record is at the limit) leaves another
+/// claimed behind it.
+pub(crate) const CLAIM_SPARE: usize = 2;
+
+/// The first `want` of `candidates` whose offer fits their limit as Redis
+/// counts it (purchases still queued included), each claimed there before
+/// the ledger offers it: a buyer is never offered past their limit, nor
+/// able to buy past it while the offer is made. A Redis without the sale
+/// claims nothing: its load counts the offers from the ledger. On a
+/// failure nothing is offered this time (the claims made stand until
+/// [`unclaim_rest`], or reconcile lowers them past the maximum age).
+pub(crate) async fn claim<S: StockAdmin>(
+    stock: &S,
+    candidates: Vec<Candidate>,
+    want: usize,
+    now_ms: i64,
+) -> Result<Vec<Candidate>, OrderStoreError> {
+    let mut claimed = Vec::with_capacity(want.min(candidates.len()));
+    for candidate in candidates {
+        if claimed.len() >= want {
+            break;
+        }
+        let claim = stock
+            .claim_offer(
+                &candidate.entry.sale_id,
+                &candidate.offer_id,
+                &candidate.entry.user_id,
+                now_ms,
+            )
+            .await
+            .map_err(|e| OrderStoreError::Transient(e.to_string()))?;
+        match claim {
+            OfferClaim::Claimed | OfferClaim::SaleMissing => claimed.push(candidate),
+            OfferClaim::AtLimit => {
+                tracing::info!(user_id = %candidate.entry.user_id, "waitlist head at their limit in Redis (an order still queued): not offered now");
+            }
+        }
+    }
+    Ok(claimed)
+}
+
+/// The claims of `claimed` the ledger did not turn into `offers`, taken
+/// back. Best effort: a claim left behind only keeps its buyer from buying
+/// past a limit they are not at, until reconcile lowers it.
+pub(crate) async fn unclaim_rest<S: StockAdmin>(
+    stock: &S,
+    claimed: &[Candidate],
+    offers: &[Order],
+) {
+    for candidate in claimed {
+        if offers.iter().any(|o| o.order_id == candidate.offer_id) {
+            continue;
+        }
+        if let Err(err) = stock
+            .unclaim_offer(
+                &candidate.entry.sale_id,
+                &candidate.offer_id,
+                &candidate.entry.user_id,
+            )
+            .await
+        {
+            tracing::warn!(user_id = %candidate.entry.user_id, %err, "a claim of a waitlist offer not made stays until reconcile lowers it");
+        }
+    }
 }
 
 /// Each of `offers` (the units of `source` handed to the line at ledger

@@ -377,8 +377,9 @@ pub enum WaitlistAdmission {
 }
 
 /// The stock store's part of the waitlist: admission to it, and the
-/// buyers of the orders it was offered. A store that keeps no waitlist
-/// (the in-memory one) admits nobody and is never handed an offer.
+/// buyers of the orders it is offered (claimed before the ledger writes
+/// them, held after). The default methods are a store that keeps no
+/// waitlist: it admits nobody and is never handed an offer.
 pub trait WaitlistStock: Send + Sync {
     /// Whether `user_id` may join the sale's waitlist (a verified gate
     /// pass, if any, is used up by an admission).
@@ -401,8 +402,35 @@ pub trait WaitlistStock: Send + Sync {
         std::future::ready(Ok(String::new()))
     }
 
+    /// Before the ledger offers `order_id` (one unit) to `user_id`: their
+    /// count goes up by it if it stays within the sale's limit as the
+    /// stock store counts it (purchases still on the queue included), so
+    /// the offer is never past the limit and the buyer cannot buy past it
+    /// while it is made. A store that keeps no count admits every claim.
+    fn claim_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+        _at_ms: i64,
+    ) -> impl Future<Output = Result<OfferClaim, StoreError>> + Send {
+        std::future::ready(Ok(OfferClaim::Claimed))
+    }
+
+    /// The ledger did not offer `order_id` after all: its claim, if still
+    /// only a claim, is taken back.
+    fn unclaim_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
     /// The buyer of `order_id`, an order the waitlist was offered at ledger
-    /// position `return_seq`, holds it: counted once for their limit.
+    /// position `return_seq`, holds it: counted once for their limit (its
+    /// claim stands; without one, counted now).
     fn hold_offer(
         &self,
         _sale_id: &SaleId,
@@ -413,6 +441,18 @@ pub trait WaitlistStock: Send + Sync {
     ) -> impl Future<Output = Result<Returned, StoreError>> + Send {
         std::future::ready(Ok(Returned::SaleMissing))
     }
+}
+
+/// What a claim of an offer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferClaim {
+    /// Counted (or counted already, by an earlier claim of the same order).
+    Claimed,
+    /// The buyer's count is at the limit: not to be offered now.
+    AtLimit,
+    /// The stock store does not hold the sale: its load counts the offer
+    /// from the ledger.
+    SaleMissing,
 }
 
 /// One join's request, as the edge parsed it.

@@ -91,9 +91,9 @@ pub struct LineStats {
     pub returned: u64,
 }
 
-/// The waitlist's entries and the offer of returned units. A store that
-/// keeps no waitlist (the in-memory one) has no entries: every return goes
-/// back to the stock, as before the waitlist.
+/// The waitlist's entries and the offer of returned units. The default
+/// methods are a store that keeps no waitlist: it has no entries, and every
+/// return goes back to the stock, as before the waitlist.
 pub trait WaitlistStore: Send + Sync {
     /// The buyer's entry: a new one keyed `line_key` at `now_ms`, or the
     /// one they had (whatever became of it).

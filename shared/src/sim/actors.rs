@@ -28,7 +28,7 @@ impl World {
         }
     }
 
-    fn start(
+    pub(super) fn start(
         self: &Arc<Self>,
         name: &'static str,
         run: impl FnOnce(Arc<Self>, Actor) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -70,14 +70,25 @@ impl World {
             }
         };
         self.start("purchase", move |w, actor| {
-            Box::pin(async move { w.purchase_as(actor, user, units, key).await })
+            Box::pin(async move {
+                if w.purchase_as(actor, user.clone(), units, key).await {
+                    w.after_sold_out(user);
+                }
+            })
         });
     }
 
-    async fn purchase_as(&self, actor: Actor, user: String, units: u32, key: Option<String>) {
+    /// One purchase; true when its buyer was told `SOLD_OUT`.
+    async fn purchase_as(
+        &self,
+        actor: Actor,
+        user: String,
+        units: u32,
+        key: Option<String>,
+    ) -> bool {
         let (Ok(user_id), Ok(quantity)) = (UserId::parse(&user), Quantity::new(u64::from(units)))
         else {
-            return;
+            return false;
         };
         let idempotency_key = key.as_deref().and_then(|k| IdempotencyKey::parse(k).ok());
         let request = PurchaseRequest {
@@ -93,7 +104,7 @@ impl World {
         if actor.died() {
             self.trace(&format!("{user} key {key:?}: no answer"));
             self.answer("purchase: no answer (function killed)");
-            return;
+            return false;
         }
         match answer {
             Ok(accepted) => {
@@ -115,6 +126,7 @@ impl World {
                         units,
                         sent_ms,
                     });
+                false
             }
             Err(err) => {
                 self.trace(&format!(
@@ -122,6 +134,7 @@ impl World {
                     sent_ms - EPOCH_MS
                 ));
                 self.answer(format!("purchase: {}", refusal(&err)));
+                matches!(err, crate::app::purchase::PurchaseError::SoldOut { .. })
             }
         }
     }
@@ -358,7 +371,7 @@ fn refusal(err: &crate::app::purchase::PurchaseError) -> String {
     }
 }
 
-fn query_refusal(err: &crate::app::order_queries::QueryError) -> String {
+pub(super) fn query_refusal(err: &crate::app::order_queries::QueryError) -> String {
     use crate::app::order_queries::QueryError;
     match err {
         QueryError::Expired => "EXPIRED".into(),

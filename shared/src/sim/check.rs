@@ -1,12 +1,15 @@
 //! The checks after a run, over what the stores hold and what every client
 //! was told: the invariant checker reconcile runs (stock, limits, counters,
-//! Redis against the ledger, lost orders), and the promises only the
-//! clients' side can judge.
+//! Redis against the ledger, lost orders), the promises only the
+//! clients' side can judge, and the waitlist's (`check/waitlist.rs`).
 
 use super::world::{Command, World};
 use crate::domain::OrderId;
 use crate::domain::orders::OrderStatus;
 use std::collections::BTreeMap;
+
+mod waitlist;
+pub(crate) use waitlist::offer_counts;
 
 /// Every broken promise of the run, one line each.
 pub(crate) async fn violations(w: &World) -> Vec<String> {
@@ -43,6 +46,8 @@ pub(crate) async fn violations(w: &World) -> Vec<String> {
         Ok(None) => found.push("CHECKER: the sale is gone".into()),
         Err(err) => found.push(format!("CHECKER: could not read the sale: {err}")),
     }
+
+    found.extend(waitlist::violations(w, &rows));
 
     let sale = &w.sale;
     // No unit sold twice or made up, no buyer over the limit: from the rows

@@ -152,6 +152,10 @@ impl World {
         let rows = self.rows();
         let mut in_flight = 0_i64;
         let mut held: BTreeMap<String, i64> = BTreeMap::new();
+        // Units the waitlist handed a buyer that Redis has not counted for
+        // them yet (no `hold_offer` marker): the ledger's transaction
+        // comes first, Redis's count after.
+        let mut uncounted: BTreeMap<String, i64> = BTreeMap::new();
         for row in rows.values() {
             if matches!(
                 row.status,
@@ -159,6 +163,12 @@ impl World {
                     | crate::domain::orders::OrderStatus::Paid
             ) {
                 *held.entry(row.user_id.to_string()).or_default() += i64::from(row.quantity.get());
+                if row.offer_of.is_some()
+                    && !snapshot.reservations.contains_key(row.order_id.as_str())
+                {
+                    *uncounted.entry(row.user_id.to_string()).or_default() +=
+                        i64::from(row.quantity.get());
+                }
             }
         }
         for (id, r) in &snapshot.reservations {
@@ -179,9 +189,15 @@ impl World {
         }
         for (user, units) in &held {
             let counted = snapshot.buyers.get(user).copied().unwrap_or(0);
+            let offers = uncounted.get(user).copied().unwrap_or(0);
             if counted < *units {
+                let code = if counted + offers >= *units {
+                    "OFFER_UNCOUNTED"
+                } else {
+                    "REDIS_UNDERCOUNT"
+                };
                 found.push(format!(
-                    "REDIS_UNDERCOUNT at +{} ms: Redis counts {user} at {counted}, who holds {units}",
+                    "{code} at +{} ms: Redis counts {user} at {counted}, who holds {units} ({offers} by offers Redis has not counted)",
                     now() - EPOCH_MS
                 ));
             }

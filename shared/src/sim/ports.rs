@@ -43,8 +43,10 @@ fn catalog_down(effect: &str) -> CatalogError {
 
 // Declared after `gated!`, which it uses.
 mod orders;
+mod waitlist;
 
 pub(crate) use orders::SimOrders;
+pub(crate) use waitlist::EntryHistory;
 
 #[derive(Clone)]
 pub(crate) struct SimStock {
@@ -52,6 +54,8 @@ pub(crate) struct SimStock {
     pub(crate) sched: Arc<Sched>,
     /// Every reservation made, with when Redis made it (its own clock).
     pub(crate) reserved: Arc<std::sync::Mutex<Vec<(i64, OrderId)>>>,
+    /// Print the waitlist's calls (`make simulate SEED=n TRACE=1`).
+    pub(crate) tracing: bool,
 }
 
 /// A Redis call: on Redis's clock.
@@ -385,8 +389,6 @@ impl LiveFigures for SimStock {
 }
 
 impl WriteErrorLog for SimStock {}
-
-impl crate::ports::WaitlistStock for SimStock {}
 
 #[derive(Clone)]
 pub(crate) struct SimCatalog {

@@ -44,6 +44,14 @@ fn report(outcomes: &[Outcome], elapsed: std::time::Duration) -> String {
     for (k, v) in &answers {
         out.push_str(&format!("  {v:>8}  {k}\n"));
     }
+    let offering = outcomes
+        .iter()
+        .filter(|o| o.answers.contains_key("waitlist: offers made"))
+        .count();
+    out.push_str(&format!(
+        "seeds whose waitlist was offered units: {offering} of {}\n",
+        outcomes.len()
+    ));
     if let [one] = outcomes {
         out.push_str(&format!(
             "seed {}: final state fingerprint {:016x} (the same on every replay)\n",
@@ -105,6 +113,11 @@ fn a_thousand_seeds_keep_every_promise() {
         "purchase: 202",
         "pay: 200 PAID",
         "order-writer: batch (none failed)",
+        "waitlist join: 201",
+        "waitlist leave: LEFT",
+        "waitlist: offers made",
+        "waitlist: offers paid",
+        "waitlist: offers lapsed",
     ] {
         assert!(
             answers.get(answer).copied().unwrap_or(0) > 0,
@@ -172,7 +185,7 @@ fn simulate() {
             seed,
             world::Settings {
                 trace: std::env::var_os("SIM_TRACE").is_some_and(|v| !v.is_empty()),
-                ..settings()
+                ..settings_of(seed)
             },
         )],
         None => {

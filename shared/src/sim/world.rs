@@ -93,6 +93,10 @@ pub(crate) struct Log {
     pub(crate) over_offers: Vec<String>,
     /// The keys each buyer sent, for their retries.
     pub(crate) keys: BTreeMap<String, Vec<String>>,
+    /// Buyers answered an entry in the waitlist (new or theirs already).
+    pub(crate) joined: BTreeSet<String>,
+    /// Offers their buyer saw, and whether they wanted the unit.
+    pub(crate) offers: BTreeMap<OrderId, bool>,
 }
 
 pub(crate) struct World {
@@ -139,6 +143,7 @@ impl World {
             inner: memory_stock.clone(),
             sched: sched.clone(),
             reserved: Arc::default(),
+            tracing: settings.trace,
         };
         let catalog = SimCatalog {
             inner: memory_catalog.clone(),
@@ -149,6 +154,8 @@ impl World {
             sched: sched.clone(),
             history: Arc::default(),
             index_lag_ms: if settings.faults { 1_500 } else { 0 },
+            entries: Arc::default(),
+            tracing: settings.trace,
         };
         let queue = SimQueue::new(sched.clone(), MAX_RECEIVES);
         let purchase = PurchaseService::new(stock.clone(), queue.clone(), catalog.clone());
@@ -217,9 +224,7 @@ impl World {
     /// Prints what happens, on the run's clock, when `SIM_TRACE` is set
     /// (a replayed seed's story).
     pub(crate) fn trace(&self, what: &str) {
-        if self.tracing {
-            println!("{:>9} ms  {what}", now() - EPOCH_MS);
-        }
+        trace(self.tracing, what);
     }
 
     /// Every order row of the sale, read past the gates.
@@ -233,6 +238,13 @@ impl World {
                 .collect(),
             _ => BTreeMap::new(),
         }
+    }
+}
+
+/// Prints `what` on the run's clock when `on` (the stores' own story).
+pub(crate) fn trace(on: bool, what: &str) {
+    if on {
+        println!("{:>9} ms  {what}", now() - EPOCH_MS);
     }
 }
 

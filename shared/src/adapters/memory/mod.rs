@@ -9,7 +9,10 @@
 //! - `tables.rs`: [`MemoryCatalog`] and [`MemoryOrders`], the `sales` and
 //!   `orders` tables (`SaleCatalog`, `CatalogAdmin`, `OrderStore`,
 //!   `OrderLedger`, `PaymentStore`), sharing one set of tables as the two
-//!   DynamoDB adapters share the sale item's counters.
+//!   DynamoDB adapters share the sale item's counters. The waitlist's
+//!   entries and its handover (`WaitlistStore`) are in `tables/waitlist.rs`
+//!   and `tables/handover.rs`; Redis's side of it (`WaitlistStock`) in
+//!   `stock/waitlist.rs`.
 //!
 //! The rules they keep, as the code relies on them:
 //!
@@ -36,6 +39,14 @@
 //!   refunds of an order that could not be paid) and recorded; an
 //!   expiry gives the units back to `available` and off the buyer's record
 //!   and numbers the return (`returnSeq`). The index reads do not lag.
+//! - waitlist (the DynamoDB and Lua conditions): an entry is put once per
+//!   (sale, buyer) and leaves `WAITING` once; a handover is one step under
+//!   the tables' lock, conditional as the transaction is (the source still
+//!   due or never written, each head still waiting and within its limit,
+//!   else passed over), and moves a unit to the line or back to the
+//!   stock, never both; a join is admitted only with nothing on sale and
+//!   room under the limit; an offer is counted for its buyer in the stock
+//!   store once, not at all when a rebuild from the ledger counted it.
 
 mod queue;
 mod stock;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod admin;
 mod state;
+mod waitlist;
 use state::State;
 
 #[derive(Debug, Clone)]
@@ -245,7 +246,7 @@ impl StockStore for MemoryStock {
             let ended = match held.state {
                 State::Expired => Some(crate::domain::orders::OrderStatus::Expired),
                 State::Rejected => Some(crate::domain::orders::OrderStatus::Rejected),
-                State::Queued | State::Written => None,
+                State::Queued | State::Written | State::Offering(_) => None,
             };
             return Ok(match ended {
                 Some(status) => ReserveOutcome::ReplayedEnded {
@@ -374,11 +375,18 @@ impl StockStore for MemoryStock {
             return Ok(true);
         }
         let q = units(&held.reservation);
-        if matches!(resolution, Resolution::Rejected | Resolution::Abandoned) {
+        if matches!(
+            resolution,
+            Resolution::Rejected | Resolution::Abandoned | Resolution::AbandonedToLine { .. }
+        ) {
             s.drop_holding(&held.user, q);
         }
-        if resolution == Resolution::Abandoned {
-            s.give_back(q);
+        if matches!(
+            resolution,
+            Resolution::Abandoned | Resolution::AbandonedToLine { .. }
+        ) {
+            // Units the give-up offered to the line stay out.
+            s.give_back(q.saturating_sub(i64::from(resolution.offered())));
         }
         let state = match resolution {
             Resolution::Written => State::Written,

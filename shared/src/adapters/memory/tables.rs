@@ -38,9 +38,14 @@ struct Tables {
     /// cancelled for a conflict on the sale item ([`MemoryOrders::conflict_next`]).
     conflicts: u32,
     errors: u32,
+    /// The waitlist's entries, one per (sale, buyer) (`waitlist.rs`).
+    entries: BTreeMap<waitlist::EntryKey, crate::ports::WaitlistEntry>,
 }
 
 type Shared = Arc<Mutex<Tables>>;
+
+mod handover;
+mod waitlist;
 
 fn tables(shared: &Shared) -> Result<MutexGuard<'_, Tables>, OrderStoreError> {
     shared
@@ -509,9 +514,6 @@ impl OrderStore for MemoryOrders {
         Ok(out)
     }
 }
-
-/// No waitlist here: every return goes back to the stock.
-impl crate::ports::WaitlistStore for MemoryOrders {}
 
 impl OrderLedger for MemoryOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {

@@ -106,8 +106,12 @@ static RETURN_UNITS: LazyLock<Script> = LazyLock::new(|| {
         include_str!("../../../lua/return_units.lua")
     ))
 });
-static HOLD_OFFER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/hold_offer.lua")));
+static HOLD_OFFER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../../lua/holdings.lua"),
+        include_str!("../../../lua/hold_offer.lua")
+    ))
+});
 static WAITLIST_ADMIT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("../../../lua/ratelimit.lua"),

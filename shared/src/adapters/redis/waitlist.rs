@@ -9,7 +9,7 @@ use super::replies::{parse_i64, parse_layout, parse_order_id, parse_u32, protoco
 use super::scripts::{HoldOfferArgs, WaitlistAdmitArgs};
 use crate::domain::stock_state::Returned;
 use crate::domain::{OrderId, SaleId, UserId};
-use crate::ports::{StoreError, WaitlistAdmission, WaitlistJoin, WaitlistStock};
+use crate::ports::{OfferClaim, StoreError, WaitlistAdmission, WaitlistJoin, WaitlistStock};
 
 impl RedisStock {
     async fn admit_on(
@@ -90,6 +90,57 @@ impl WaitlistStock for RedisStock {
         })
     }
 
+    async fn claim_offer(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &UserId,
+        at_ms: i64,
+    ) -> Result<OfferClaim, StoreError> {
+        let keys = SaleKeys::of_order(sale_id, order_id);
+        let reply: Vec<String> = self
+            .run(&HoldOfferArgs {
+                keys: &keys,
+                order_id: order_id.as_str(),
+                user_id: user_id.as_str(),
+                quantity: 1,
+                at_ms,
+                return_seq: None,
+                mode: "CLAIM",
+            })
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("CLAIMED" | "SAME") => Ok(OfferClaim::Claimed),
+            Some("LIMIT") => Ok(OfferClaim::AtLimit),
+            Some("MISSING") => Ok(OfferClaim::SaleMissing),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
+    async fn unclaim_offer(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &UserId,
+    ) -> Result<(), StoreError> {
+        let keys = SaleKeys::of_order(sale_id, order_id);
+        let reply: Vec<String> = self
+            .run(&HoldOfferArgs {
+                keys: &keys,
+                order_id: order_id.as_str(),
+                user_id: user_id.as_str(),
+                quantity: 1,
+                at_ms: 0,
+                return_seq: None,
+                mode: "UNCLAIM",
+            })
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("UNCLAIMED" | "SAME" | "MISSING") => Ok(()),
+            _ => Err(protocol(&reply)),
+        }
+    }
+
     async fn hold_offer(
         &self,
         sale_id: &SaleId,
@@ -106,7 +157,8 @@ impl WaitlistStock for RedisStock {
                 user_id: user_id.as_str(),
                 quantity: 1,
                 at_ms,
-                return_seq,
+                return_seq: Some(return_seq),
+                mode: "HOLD",
             })
             .await?;
         match reply.first().map(String::as_str) {

@@ -4,6 +4,7 @@
 
 use super::{ReconcileReport, Reconciler, Repair, Violation};
 use crate::app::invariants::{SaleState, SaleTotals, Whole};
+use crate::app::release;
 use crate::clock;
 use crate::domain::orders::{NewOrder, OrderStatus, RejectReason};
 use crate::domain::stock_state::{
@@ -138,7 +139,13 @@ where
                 }
                 // As above: one past the maximum age was given up.
                 let young = now_ms - r.at_ms.parse::<i64>().unwrap_or(now_ms) <= max_age;
-                if r.state == "QUEUED" && young && !state.rows.contains_key(order_id) {
+                // A claim of a waitlist offer (`OFFERING`) is the ledger's
+                // transaction in progress: proof while young, as a queued
+                // purchase is.
+                if matches!(r.state.as_str(), "QUEUED" | "OFFERING")
+                    && young
+                    && !state.rows.contains_key(order_id)
+                {
                     queued += units;
                 }
             }
@@ -353,7 +360,7 @@ where
         let id = order.message.order_id.clone();
         let stock = self.checker.stock();
         let resolved = stock.resolve(&sale.sale_id, &id, resolution).await;
-        crate::app::release::hold_offers(stock, &id, &offers, seq).await;
+        release::hold_offers(stock, &id, &offers, seq).await;
         match resolved {
             Ok(_) if !offers.is_empty() => {
                 tracing::warn!(%order_id, offered = offers.len(), "reservation older than the maximum age recorded as failed; its units offered to the waitlist");
@@ -406,22 +413,33 @@ where
             return Ok(GiveUp::Nobody);
         }
         let orders = self.checker.orders();
-        let heads = orders
-            .heads(&sale.sale_id, crate::app::release::HEADS_READ)
-            .await?;
+        let heads = orders.heads(&sale.sale_id, release::HEADS_READ).await?;
         if heads.is_empty() {
             return Ok(GiveUp::Nobody);
         }
-        let candidates =
-            crate::app::release::candidates(self.checker.stock(), sale, &heads).await?;
+        let stock = self.checker.stock();
+        let candidates = release::candidates(stock, sale, &heads).await?;
+        let units = order.message.quantity.get() as usize;
+        let claimed =
+            release::claim(stock, candidates, units + release::CLAIM_SPARE, now_ms).await?;
         let terms = OfferTerms {
             per_user_limit: sale.per_user_limit,
             payment_window_secs: sale.payment_window_seconds,
             price: sale.price,
         };
-        orders
-            .abandon_to_line(order, &candidates, &terms, now_ms)
-            .await
+        let given = orders
+            .abandon_to_line(order, &claimed, &terms, now_ms)
+            .await;
+        match &given {
+            Ok(GiveUp::Offered { offers, .. }) => {
+                release::unclaim_rest(stock, &claimed, offers).await;
+            }
+            Ok(_) => release::unclaim_rest(stock, &claimed, &[]).await,
+            // The outcome is unknown: the claims stand (a claim whose offer
+            // was not written is lowered past the maximum age).
+            Err(_) => {}
+        }
+        given
     }
 }
 

@@ -29,11 +29,15 @@ pub(crate) struct SimOrders {
     /// Whether index reads lag (a global secondary index is eventually
     /// consistent: a read may miss the last writes of up to this long).
     pub(crate) index_lag_ms: u64,
+    /// Every version of every waitlist entry (`waitlist.rs`).
+    pub(crate) entries: Arc<std::sync::Mutex<super::EntryHistory>>,
+    /// Print the waitlist's calls (`make simulate SEED=n TRACE=1`).
+    pub(crate) tracing: bool,
 }
 
 impl SimOrders {
     /// Keeps the rows `ids` as they are now, for the lagging index reads.
-    async fn record(&self, ids: &[OrderId]) {
+    pub(super) async fn record(&self, ids: &[OrderId]) {
         let at = crate::sim::world::now();
         for id in ids {
             let row = self.inner.get(id).await.ok().flatten();
@@ -53,7 +57,7 @@ impl SimOrders {
     }
 
     /// How far behind this index read is (0: up to date).
-    fn lag(&self) -> i64 {
+    pub(super) fn lag(&self) -> i64 {
         if self.index_lag_ms == 0 || self.sched.is_calm() || !self.sched.chance(300) {
             return 0;
         }
@@ -252,9 +256,6 @@ impl PaymentStore for SimOrders {
         )
     }
 }
-
-/// The simulation's ledger keeps no waitlist (yet): returns go back to the stock.
-impl crate::ports::WaitlistStore for SimOrders {}
 
 impl OrderLedger for SimOrders {
     async fn all_orders_of_sale(&self, sale_id: &SaleId) -> Result<Vec<Order>, OrderStoreError> {

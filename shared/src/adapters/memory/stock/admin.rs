@@ -396,6 +396,3 @@ impl LiveFigures for MemoryStock {
 }
 
 impl WriteErrorLog for MemoryStock {}
-
-/// No waitlist here: nobody is admitted, no offer is handed over.
-impl crate::ports::WaitlistStock for MemoryStock {}

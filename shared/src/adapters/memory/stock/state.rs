@@ -9,6 +9,9 @@ pub(super) enum State {
     Written,
     Rejected,
     Expired,
+    /// A waitlist offer claimed before the ledger writes it
+    /// (`hold_offer.lua`'s CLAIM), by this many runs.
+    Offering(u32),
 }
 
 impl State {
@@ -18,6 +21,7 @@ impl State {
             Self::Written => "WRITTEN",
             Self::Rejected => "REJECTED",
             Self::Expired => "EXPIRED",
+            Self::Offering(_) => "OFFERING",
         }
     }
 
@@ -27,12 +31,13 @@ impl State {
             "WRITTEN" => Self::Written,
             "REJECTED" => Self::Rejected,
             "EXPIRED" => Self::Expired,
+            "OFFERING" => Self::Offering(1),
             other => return Err(StoreError::Protocol(format!("reservation state {other:?}"))),
         })
     }
 
     /// On the buyer's list: what `holding.lua` reads.
     pub(super) fn live(self) -> bool {
-        matches!(self, Self::Queued | Self::Written)
+        matches!(self, Self::Queued | Self::Written | Self::Offering(_))
     }
 }

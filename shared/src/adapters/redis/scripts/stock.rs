@@ -199,8 +199,11 @@ pub(in super::super) struct HoldOfferArgs<'a> {
     pub quantity: u32,
     /// `ARGV[4]` when it was written (ms).
     pub at_ms: i64,
-    /// `ARGV[5]` the handover's position in the ledger (`returnSeq`).
-    pub return_seq: u64,
+    /// `ARGV[5]` the handover's position in the ledger (`returnSeq`;
+    /// `None` before it, for a claim).
+    pub return_seq: Option<u64>,
+    /// `ARGV[6]` CLAIM, HOLD or UNCLAIM.
+    pub mode: &'a str,
 }
 
 impl ScriptCall for HoldOfferArgs<'_> {
@@ -218,7 +221,10 @@ impl ScriptCall for HoldOfferArgs<'_> {
             self.user_id,
             self.quantity,
             self.at_ms,
-            self.return_seq,
+            self.return_seq
+                .map(|seq| seq.to_string())
+                .unwrap_or_default(),
+            self.mode,
         )
     }
 }

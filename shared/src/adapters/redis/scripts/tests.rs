@@ -239,11 +239,27 @@ fn release_resolve_and_return_units() {
             user_id: "u",
             quantity: 1,
             at_ms: 1_000,
-            return_seq: 4,
+            return_seq: Some(4),
+            mode: "HOLD",
         },
         include_str!("../../../../lua/hold_offer.lua"),
         &HOLDING_KEYS,
-        &["w", "u", "1", "1000", "4"],
+        &["w", "u", "1", "1000", "4", "HOLD"],
+        true,
+    );
+    check(
+        &HoldOfferArgs {
+            keys: &keys,
+            order_id: "w",
+            user_id: "u",
+            quantity: 1,
+            at_ms: 1_000,
+            return_seq: None,
+            mode: "CLAIM",
+        },
+        include_str!("../../../../lua/hold_offer.lua"),
+        &HOLDING_KEYS,
+        &["w", "u", "1", "1000", "", "CLAIM"],
         true,
     );
 }
