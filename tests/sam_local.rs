@@ -345,6 +345,18 @@ async fn every_event_file_through_sam_local_invoke() {
         assert_eq!(body["message"], "this sale has no gate");
     }
     assert_eq!(redis.stock().await, Some(97));
+    // The waitlist: units are on sale, so a join is refused and writes
+    // nothing, and there is no entry to leave; the operator's figures.
+    let body = call("OrdersApiFunction", "waitlist-join.json", 409).await;
+    assert_eq!(body["code"], "NOT_SOLD_OUT", "{body}");
+    let body = call("OrdersApiFunction", "waitlist-leave.json", 404).await;
+    assert_eq!(body["code"], "NOT_IN_WAITLIST", "{body}");
+    let body = call("AdminApiFunction", "admin-waitlist.json", 200).await;
+    assert_eq!(
+        (&body["saleId"], &body["waiting"], &body["offered"]),
+        (&json!("demo"), &json!(0), &json!(0)),
+        "{body}"
+    );
 
     // The buyer's orders; a forged provider callback is refused and
     // changes nothing; the pay route pays (the stand-in provider).

@@ -436,3 +436,103 @@ async fn an_offer_is_claimed_within_the_limit_once_whoever_claims_it() {
         .unwrap();
     assert_eq!(count("a").await, 1);
 }
+
+/// The release killed between its steps, at each point of a handover: after
+/// Redis's claim (the ledger never wrote the offer), and after the
+/// ledger's transaction (Redis never heard of it). Reconcile finishes
+/// both from the ledger: the offered buyer counted once, the unclaimed
+/// buyer's count given back, no unit back on sale.
+#[tokio::test]
+async fn a_release_killed_between_its_steps_is_finished_by_reconcile() {
+    use seckill_shared::domain::waitlist::offer_order_id;
+    use seckill_shared::ports::{Handover, OfferClaim, WaitlistStock};
+    let app = App::spawn().await;
+    let mut sale = live_sale(1, 1);
+    sale.end_ms = clock::now_ms() + 3 * i64::try_from(MAX_AGE.as_millis()).unwrap();
+    app.open_sale(&sale).await;
+    let id = sale.sale_id.to_string();
+    assert_eq!(app.purchase(&id, "w0", "").await.status, 202);
+    app.write_queued_orders().await;
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    for user in ["first", "second"] {
+        let joined = queries
+            .join_waitlist(&JoinRequest {
+                sale_id: sale.sale_id.clone(),
+                user_id: UserId::parse(user).unwrap(),
+                sale_token: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+    let orders = DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    );
+    let stock = app.service.stock();
+    let heads = orders.heads(&sale.sale_id, 10).await.unwrap();
+    let candidate = |user: &str| Candidate {
+        entry: heads
+            .iter()
+            .find(|e| e.user_id.as_str() == user)
+            .unwrap()
+            .clone(),
+        offer_id: offer_order_id(&id, user, "").unwrap(),
+    };
+    let (first, second) = (candidate("first"), candidate("second"));
+    let w0 = orders
+        .all_orders_of_sale(&sale.sale_id)
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    let due = w0.expires_at_ms.unwrap() + 1;
+    // Both claimed; only "first" offered by the ledger; then the release dies.
+    for c in [&first, &second] {
+        assert_eq!(
+            stock
+                .claim_offer(
+                    &sale.sale_id,
+                    &c.offer_id,
+                    &c.entry.user_id,
+                    clock::now_ms()
+                )
+                .await
+                .unwrap(),
+            OfferClaim::Claimed
+        );
+    }
+    let terms = OfferTerms {
+        per_user_limit: sale.per_user_limit,
+        payment_window_secs: sale.payment_window_seconds,
+        price: sale.price,
+    };
+    let handover = orders
+        .expire_to_line(&w0, std::slice::from_ref(&first), &terms, due)
+        .await
+        .unwrap();
+    assert!(matches!(handover, Handover::Done { .. }), "{handover:?}");
+
+    // Reconcile past the maximum age: w0's reservation marked with no unit
+    // back, "first"'s claim stands (its order exists), "second"'s is
+    // given back.
+    let reconciler = reconciler(&app).await;
+    let report = reconcile_late(&reconciler, &app, &id).await;
+    let kinds: Vec<&str> = report.repairs.iter().map(|r| r.kind).collect();
+    assert!(kinds.contains(&"UNITS_RETURNED"), "{:?}", report.repairs);
+    let snap = stock.snapshot(&sale.sale_id).await.unwrap().unwrap();
+    assert_eq!(snap.stock, 0, "the offered unit went back on sale");
+    let counted = |user: &str| snap.buyers.get(user).copied().unwrap_or(0);
+    assert_eq!(
+        (counted("w0"), counted("first"), counted("second")),
+        (0, 1, 0),
+        "{:?} after {:?}",
+        snap.buyers,
+        report.repairs
+    );
+    let again = reconcile_late(&reconciler, &app, &id).await;
+    assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+    seckill_tests::assert_clean(&app.checker(), &id, &[]).await;
+}
