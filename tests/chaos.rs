@@ -65,5 +65,5 @@ mod waitlist;
 mod writer_killed;
 
 use buyers::*;
-pub(crate) use processes::{OwnMoto, OwnRedis, Proxy, field, replication};
+pub(crate) use processes::{OwnMoto, OwnRedis, Proxy, Replicated, field, replication};
 use stores::*;

@@ -32,6 +32,33 @@ async fn reconciler(app: &App) -> LiveReconciler {
         })
 }
 
+/// The app's ledger.
+fn ledger(app: &App) -> DynamoOrders {
+    DynamoOrders::new(
+        app.db.clone(),
+        &app.config.orders_table,
+        &app.config.sales_table,
+    )
+}
+
+/// `users` join the sale's line through the orders API's use case, each a
+/// new entry, in this order.
+async fn join_the_line(app: &App, sale: &seckill_shared::domain::Sale, users: &[&str]) {
+    let queries = orders_api::wire(&app.config).await.unwrap();
+    for user in users {
+        let joined = queries
+            .join_waitlist(&JoinRequest {
+                sale_id: sale.sale_id.clone(),
+                user_id: UserId::parse(user).unwrap(),
+                sale_token: None,
+                source_ip: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
+    }
+}
+
 /// Reconcile as it would run once every reservation is past the maximum age.
 async fn reconcile_late(reconciler: &LiveReconciler, app: &App, sale: &str) -> ReconcileReport {
     let later = clock::now_ms() + i64::try_from(MAX_AGE.as_millis()).unwrap() + 60_000;
@@ -61,24 +88,8 @@ async fn a_given_up_reservations_unit_goes_to_the_line_once_not_back_on_sale() {
     let lost: Vec<OrderMessage> = app.drain_queue().await;
     assert_eq!(lost.len(), 2);
     // Sold out: two buyers wait.
-    let queries = orders_api::wire(&app.config).await.unwrap();
-    for user in ["first", "second"] {
-        let joined = queries
-            .join_waitlist(&JoinRequest {
-                sale_id: sale.sale_id.clone(),
-                user_id: UserId::parse(user).unwrap(),
-                sale_token: None,
-                source_ip: None,
-            })
-            .await
-            .unwrap();
-        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
-    }
-    let orders = DynamoOrders::new(
-        app.db.clone(),
-        &app.config.orders_table,
-        &app.config.sales_table,
-    );
+    join_the_line(&app, &sale, &["first", "second"]).await;
+    let orders = ledger(&app);
     let stock = app.service.stock();
 
     // A give-up whose Redis step never ran (reconcile died after the
@@ -97,11 +108,7 @@ async fn a_given_up_reservations_unit_goes_to_the_line_once_not_back_on_sale() {
             .unwrap(),
         })
         .collect();
-    let terms = OfferTerms {
-        per_user_limit: sale.per_user_limit,
-        payment_window_secs: sale.payment_window_seconds,
-        price: sale.price,
-    };
+    let terms = OfferTerms::of(&sale);
     let new = NewOrder::new(w2.clone(), clock::now_ms(), clock::now_ms(), 60);
     let given = orders
         .abandon_to_line(&new, &candidates[..1], &terms, clock::now_ms())
@@ -197,11 +204,7 @@ async fn a_head_that_left_or_holds_the_limit_is_passed_over() {
     assert_eq!(app.purchase(&id, "w1", "").await.status, 202);
     let lost = app.drain_queue().await;
     assert_eq!(lost.len(), 1);
-    let orders = DynamoOrders::new(
-        app.db.clone(),
-        &app.config.orders_table,
-        &app.config.sales_table,
-    );
+    let orders = ledger(&app);
     let queries = orders_api::wire(&app.config).await.unwrap();
     let join = |user: &str| JoinRequest {
         sale_id: sale.sale_id.clone(),
@@ -235,11 +238,7 @@ async fn a_head_that_left_or_holds_the_limit_is_passed_over() {
             }
         })
         .collect();
-    let terms = OfferTerms {
-        per_user_limit: sale.per_user_limit,
-        payment_window_secs: sale.payment_window_seconds,
-        price: sale.price,
-    };
+    let terms = OfferTerms::of(&sale);
     let new = NewOrder::new(lost[0].clone(), now, now, 60);
     let given = orders
         .abandon_to_line(&new, &candidates, &terms, now)
@@ -296,11 +295,7 @@ async fn an_order_of_more_units_than_a_transaction_offers_hands_over_the_most_it
         .await;
     assert_eq!(reply.status, 202, "{reply:?}");
     app.write_queued_orders().await;
-    let orders = DynamoOrders::new(
-        app.db.clone(),
-        &app.config.orders_table,
-        &app.config.sales_table,
-    );
+    let orders = ledger(&app);
     let order = orders
         .all_orders_of_sale(&sale.sale_id)
         .await
@@ -322,11 +317,7 @@ async fn an_order_of_more_units_than_a_transaction_offers_hands_over_the_most_it
             entry,
         });
     }
-    let terms = OfferTerms {
-        per_user_limit: sale.per_user_limit,
-        payment_window_secs: sale.payment_window_seconds,
-        price: sale.price,
-    };
+    let terms = OfferTerms::of(&sale);
     let due = order.expires_at_ms.unwrap() + 1;
     let handover = orders
         .expire_to_line(&order, &candidates, &terms, due)
@@ -453,24 +444,8 @@ async fn a_release_killed_between_its_steps_is_finished_by_reconcile() {
     let id = sale.sale_id.to_string();
     assert_eq!(app.purchase(&id, "w0", "").await.status, 202);
     app.write_queued_orders().await;
-    let queries = orders_api::wire(&app.config).await.unwrap();
-    for user in ["first", "second"] {
-        let joined = queries
-            .join_waitlist(&JoinRequest {
-                sale_id: sale.sale_id.clone(),
-                user_id: UserId::parse(user).unwrap(),
-                sale_token: None,
-                source_ip: None,
-            })
-            .await
-            .unwrap();
-        assert!(matches!(joined, JoinAnswer::New(_)), "{joined:?}");
-    }
-    let orders = DynamoOrders::new(
-        app.db.clone(),
-        &app.config.orders_table,
-        &app.config.sales_table,
-    );
+    join_the_line(&app, &sale, &["first", "second"]).await;
+    let orders = ledger(&app);
     let stock = app.service.stock();
     let heads = orders.heads(&sale.sale_id, 10).await.unwrap();
     let candidate = |user: &str| Candidate {
@@ -504,11 +479,7 @@ async fn a_release_killed_between_its_steps_is_finished_by_reconcile() {
             OfferClaim::Claimed
         );
     }
-    let terms = OfferTerms {
-        per_user_limit: sale.per_user_limit,
-        payment_window_secs: sale.payment_window_seconds,
-        price: sale.price,
-    };
+    let terms = OfferTerms::of(&sale);
     let handover = orders
         .expire_to_line(&w0, std::slice::from_ref(&first), &terms, due)
         .await

@@ -36,28 +36,8 @@ async fn failover_loses_writes(limit: u32) {
     // coming back after the failover.
     let pool = s.stock as usize / 4;
 
-    // The master sends its first full sync at once, through no file.
-    let mut master = OwnRedis::start_with(&[
-        "--repl-diskless-sync",
-        "yes",
-        "--repl-diskless-sync-delay",
-        "0",
-    ])
-    .await;
-    // The replication link goes through a proxy so it can be cut; the
-    // application reaches Redis through another, its "primary endpoint",
-    // which the failover points at the promoted replica.
-    let mut link = Proxy::start(master.port).await;
-    let link_port = link.port.to_string();
-    let replica = OwnRedis::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &link_port,
-        "--repl-diskless-load",
-        "on-empty-db",
-    ])
-    .await;
-    let mut primary = Proxy::start(master.port).await;
+    // The application reaches Redis through the pair's primary endpoint.
+    let mut pair = Replicated::start().await;
     // Short, so unpaid orders expire while the sale runs; but about as long
     // as the emulator takes to write the sale's orders (some 5 a second
     // while releases compete for it: every read of the sale's pending orders
@@ -67,7 +47,7 @@ async fn failover_loses_writes(limit: u32) {
     // purchase expired before its buyer's next one is written puts nobody at
     // the limit.
     let window = (s.stock / 5).max(2);
-    let stores = Stores::open_with(&endpoint, &primary.redis_url(), s.stock, 5, |sale| {
+    let stores = Stores::open_with(&endpoint, &pair.primary.redis_url(), s.stock, 5, |sale| {
         sale.per_user_limit = limit;
         sale.payment_window_seconds = window;
     })
@@ -98,26 +78,13 @@ async fn failover_loses_writes(limit: u32) {
     // Before: the replica follows, and has caught up with every purchase
     // (its offset reached the master's, read after the buyers stopped).
     buyers.run(s.stock as usize / 4, s.concurrency).await;
-    let (to_master, mut to_replica) = (master.conn().await, replica.conn().await);
-    let caught_up = eventually(Duration::from_secs(30), || {
-        let (mut m, mut r) = (to_master.clone(), to_replica.clone());
-        async move {
-            let m = replication(&mut m).await;
-            let r = replication(&mut r).await;
-            field(&r, "master_link_status") == Some("up")
-                && field(&r, "master_repl_offset")
-                    .and_then(|o| o.parse::<u64>().ok())
-                    .zip(field(&m, "master_repl_offset").and_then(|o| o.parse().ok()))
-                    .is_some_and(|(replica, master)| replica >= master)
-        }
-    })
-    .await;
+    let caught_up = pair.caught_up().await;
     assert!(caught_up, "the replica did not catch up");
 
     // The writer falls behind (the lag's messages wait in the queue), and
     // the link is cut: the master's next writes never reach the replica.
     writer.stop().await;
-    link.blackhole().await;
+    pair.link.blackhole().await;
     buyers.set_phase("lag");
     let in_lag = |b: &Buyers| -> Vec<Outcome> {
         b.outcomes()
@@ -138,16 +105,7 @@ async fn failover_loses_writes(limit: u32) {
 
     // Failover: the replica is promoted, the endpoint moves to it, the
     // master dies with the lag's purchases.
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut to_replica)
-        .await
-        .unwrap();
-    primary.switch_to(replica.port).await;
-    master.kill();
-    link.down().await;
-    drop(to_master);
+    pair.fail_over().await;
 
     // The promoted replica has every purchase before the lag and none of
     // the lag's.

@@ -189,3 +189,77 @@ pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .map(str::trim)
 }
+
+/// A master and its replica, as a managed Redis with failover runs them:
+/// the replication link goes through a proxy (`link`) so it can be cut, and
+/// the application reaches Redis through another (`primary`, its "primary
+/// endpoint"), which the failover points at the promoted replica.
+pub(crate) struct Replicated {
+    pub(crate) master: OwnRedis,
+    pub(crate) link: Proxy,
+    pub(crate) replica: OwnRedis,
+    pub(crate) primary: Proxy,
+}
+
+impl Replicated {
+    pub(crate) async fn start() -> Replicated {
+        // The master sends its first full sync at once, through no file.
+        let master = OwnRedis::start_with(&[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ])
+        .await;
+        let link = Proxy::start(master.port).await;
+        let link_port = link.port.to_string();
+        let replica = OwnRedis::start_with(&[
+            "--replicaof",
+            "127.0.0.1",
+            &link_port,
+            "--repl-diskless-load",
+            "on-empty-db",
+        ])
+        .await;
+        let primary = Proxy::start(master.port).await;
+        Replicated {
+            master,
+            link,
+            replica,
+            primary,
+        }
+    }
+
+    /// Whether the replica follows and has every write the master had when
+    /// asked (its offset reached the master's), within 30 s.
+    pub(crate) async fn caught_up(&self) -> bool {
+        let (to_master, to_replica) = (self.master.conn().await, self.replica.conn().await);
+        eventually(Duration::from_secs(30), || {
+            let (mut m, mut r) = (to_master.clone(), to_replica.clone());
+            async move {
+                let m = replication(&mut m).await;
+                let r = replication(&mut r).await;
+                field(&r, "master_link_status") == Some("up")
+                    && field(&r, "master_repl_offset")
+                        .and_then(|o| o.parse::<u64>().ok())
+                        .zip(field(&m, "master_repl_offset").and_then(|o| o.parse().ok()))
+                        .is_some_and(|(replica, master)| replica >= master)
+            }
+        })
+        .await
+    }
+
+    /// The failover: the replica promoted, the primary endpoint moved to
+    /// it, the master dead with whatever the replica never received.
+    pub(crate) async fn fail_over(&mut self) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut self.replica.conn().await)
+            .await
+            .unwrap();
+        self.primary.switch_to(self.replica.port).await;
+        self.master.kill();
+        self.link.down().await;
+    }
+}

@@ -185,25 +185,8 @@ async fn offers_whose_redis_steps_a_failover_lost_are_restored_from_the_ledger()
     }
     let stock: u32 = 10;
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
-    let mut master = OwnRedis::start_with(&[
-        "--repl-diskless-sync",
-        "yes",
-        "--repl-diskless-sync-delay",
-        "0",
-    ])
-    .await;
-    let mut link = Proxy::start(master.port).await;
-    let link_port = link.port.to_string();
-    let replica = OwnRedis::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &link_port,
-        "--repl-diskless-load",
-        "on-empty-db",
-    ])
-    .await;
-    let mut primary = Proxy::start(master.port).await;
-    let stores = Stores::open(&endpoint, &primary.redis_url(), stock, 5).await;
+    let mut pair = Replicated::start().await;
+    let stores = Stores::open(&endpoint, &pair.primary.redis_url(), stock, 5).await;
     let writer = stores.start_writer().await;
     let buyers = Buyers::new(
         stores.sale_id(),
@@ -226,22 +209,8 @@ async fn offers_whose_redis_steps_a_failover_lost_are_restored_from_the_ledger()
     }
 
     // The replica has caught up with the sale, then the link is cut.
-    let (to_master, mut to_replica) = (master.conn().await, replica.conn().await);
-    let caught_up = eventually(Duration::from_secs(30), || {
-        let (mut m, mut r) = (to_master.clone(), to_replica.clone());
-        async move {
-            let m = replication(&mut m).await;
-            let r = replication(&mut r).await;
-            field(&r, "master_link_status") == Some("up")
-                && field(&r, "master_repl_offset")
-                    .and_then(|o| o.parse::<u64>().ok())
-                    .zip(field(&m, "master_repl_offset").and_then(|o| o.parse().ok()))
-                    .is_some_and(|(replica, master)| replica >= master)
-        }
-    })
-    .await;
-    assert!(caught_up, "the replica did not catch up");
-    link.blackhole().await;
+    assert!(pair.caught_up().await, "the replica did not catch up");
+    pair.link.blackhole().await;
 
     // Nobody paid: every unit is offered down the line, on the master.
     let jobs =
@@ -260,16 +229,7 @@ async fn offers_whose_redis_steps_a_failover_lost_are_restored_from_the_ledger()
     );
 
     // Failover: the promoted replica never heard of the offers.
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut to_replica)
-        .await
-        .unwrap();
-    primary.switch_to(replica.port).await;
-    master.kill();
-    link.down().await;
-    drop(to_master);
+    pair.fail_over().await;
     let snap = {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -120,11 +120,7 @@ impl<'a> Line<'a> {
         Ok((!heads.is_empty()).then_some(Line {
             sale,
             heads,
-            terms: OfferTerms {
-                per_user_limit: sale.per_user_limit,
-                payment_window_secs: sale.payment_window_seconds,
-                price: sale.price,
-            },
+            terms: OfferTerms::of(sale),
         }))
     }
 

@@ -36,6 +36,17 @@ pub struct OfferTerms {
     pub price: Option<crate::domain::money::Money>,
 }
 
+impl OfferTerms {
+    /// The terms of `sale`'s orders.
+    pub fn of(sale: &crate::domain::Sale) -> Self {
+        Self {
+            per_user_limit: sale.per_user_limit,
+            payment_window_secs: sale.payment_window_seconds,
+            price: sale.price,
+        }
+    }
+}
+
 /// A head of the line and the order it would be offered
 /// ([`crate::domain::waitlist::offer_order_id`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

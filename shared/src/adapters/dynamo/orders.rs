@@ -532,14 +532,16 @@ impl DynamoOrders {
             .map_err(transient)
     }
 
-    /// The sale item's part of an expiry: from ledger position `seq` to
+    /// The sale item's part of a return: from ledger position `seq` to
     /// `seq + 1` (conditional on it being at `seq`), `units` back to
-    /// `available` and off `sold`.
+    /// `available` and off `sold` (an expiry), or, negative, taken from
+    /// `available` into `sold` (a given-up reservation's units offered to
+    /// the waitlist). Either side stays at or above zero.
     pub(super) fn return_at(
         &self,
         sale_id: &SaleId,
         seq: u64,
-        units: u64,
+        units: i64,
     ) -> Result<Update, OrderStoreError> {
         let position = if seq == 0 {
             "attribute_not_exists(returnSeq)"
@@ -553,9 +555,10 @@ impl DynamoOrders {
                 "SET available = available + :q, sold = sold - :q, returnSeq = :next",
             )
             .condition_expression(format!(
-                "attribute_exists(saleId) AND sold >= :q AND {position}"
+                "attribute_exists(saleId) AND sold >= :q AND available >= :minus AND {position}"
             ))
             .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
+            .expression_attribute_values(":minus", AttributeValue::N((-units).to_string()))
             .expression_attribute_values(":next", AttributeValue::N((seq + 1).to_string()));
         if seq > 0 {
             update = update.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
@@ -576,7 +579,7 @@ impl DynamoOrders {
         let now = clock::rfc3339_ms(now_ms);
         let units = u64::from(order.quantity.get());
         let mark = self.mark_expired(order, &now, seq + 1)?;
-        let give_back = self.return_at(&order.sale_id, seq, units)?;
+        let give_back = self.return_at(&order.sale_id, seq, i64::from(order.quantity.get()))?;
         let buyer = self.take_from_buyer(&order.sale_id, &order.user_id, units)?;
         self.count(1, 3);
         let result = self

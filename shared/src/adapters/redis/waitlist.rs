@@ -59,6 +59,29 @@ impl RedisStock {
             _ => return Err(protocol(&reply)),
         }))
     }
+
+    /// One step of `hold_offer.lua` (`mode`) for the offer `order_id` of
+    /// one unit, on the shard its id names: its reply.
+    async fn offer_step(
+        &self,
+        sale_id: &SaleId,
+        order_id: &OrderId,
+        user_id: &UserId,
+        at_ms: i64,
+        return_seq: Option<u64>,
+        mode: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.run(&HoldOfferArgs {
+            keys: &SaleKeys::of_order(sale_id, order_id),
+            order_id: order_id.as_str(),
+            user_id: user_id.as_str(),
+            quantity: 1,
+            at_ms,
+            return_seq,
+            mode,
+        })
+        .await
+    }
 }
 
 impl WaitlistStock for RedisStock {
@@ -97,17 +120,8 @@ impl WaitlistStock for RedisStock {
         user_id: &UserId,
         at_ms: i64,
     ) -> Result<OfferClaim, StoreError> {
-        let keys = SaleKeys::of_order(sale_id, order_id);
-        let reply: Vec<String> = self
-            .run(&HoldOfferArgs {
-                keys: &keys,
-                order_id: order_id.as_str(),
-                user_id: user_id.as_str(),
-                quantity: 1,
-                at_ms,
-                return_seq: None,
-                mode: "CLAIM",
-            })
+        let reply = self
+            .offer_step(sale_id, order_id, user_id, at_ms, None, "CLAIM")
             .await?;
         match reply.first().map(String::as_str) {
             Some("CLAIMED" | "SAME") => Ok(OfferClaim::Claimed),
@@ -123,17 +137,8 @@ impl WaitlistStock for RedisStock {
         order_id: &OrderId,
         user_id: &UserId,
     ) -> Result<(), StoreError> {
-        let keys = SaleKeys::of_order(sale_id, order_id);
-        let reply: Vec<String> = self
-            .run(&HoldOfferArgs {
-                keys: &keys,
-                order_id: order_id.as_str(),
-                user_id: user_id.as_str(),
-                quantity: 1,
-                at_ms: 0,
-                return_seq: None,
-                mode: "UNCLAIM",
-            })
+        let reply = self
+            .offer_step(sale_id, order_id, user_id, 0, None, "UNCLAIM")
             .await?;
         match reply.first().map(String::as_str) {
             Some("UNCLAIMED" | "SAME" | "MISSING") => Ok(()),
@@ -149,17 +154,8 @@ impl WaitlistStock for RedisStock {
         at_ms: i64,
         return_seq: u64,
     ) -> Result<Returned, StoreError> {
-        let keys = SaleKeys::of_order(sale_id, order_id);
-        let reply: Vec<String> = self
-            .run(&HoldOfferArgs {
-                keys: &keys,
-                order_id: order_id.as_str(),
-                user_id: user_id.as_str(),
-                quantity: 1,
-                at_ms,
-                return_seq: Some(return_seq),
-                mode: "HOLD",
-            })
+        let reply = self
+            .offer_step(sale_id, order_id, user_id, at_ms, Some(return_seq), "HOLD")
             .await?;
         match reply.first().map(String::as_str) {
             Some("HELD") => Ok(Returned::Returned { stock: 0 }),

@@ -422,11 +422,7 @@ where
         let units = order.message.quantity.get() as usize;
         let claimed =
             release::claim(stock, candidates, units + release::CLAIM_SPARE, now_ms).await?;
-        let terms = OfferTerms {
-            per_user_limit: sale.per_user_limit,
-            payment_window_secs: sale.payment_window_seconds,
-            price: sale.price,
-        };
+        let terms = OfferTerms::of(sale);
         let given = orders
             .abandon_to_line(order, &claimed, &terms, now_ms)
             .await;

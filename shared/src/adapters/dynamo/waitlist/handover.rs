@@ -119,31 +119,6 @@ impl DynamoOrders {
             .map_err(transient)
     }
 
-    /// The sale item moves from `seq` to `seq + 1`, `units` taken from
-    /// `available` into `sold` (a given-up reservation's, offered).
-    fn take_at(&self, sale_id: &SaleId, seq: u64, units: u64) -> Result<Update, OrderStoreError> {
-        let position = if seq == 0 {
-            "attribute_not_exists(returnSeq)"
-        } else {
-            "returnSeq = :seq"
-        };
-        let mut update = Update::builder()
-            .table_name(&self.sales_table)
-            .key("saleId", AttributeValue::S(sale_id.to_string()))
-            .update_expression(
-                "SET available = available - :q, sold = sold + :q, returnSeq = :next",
-            )
-            .condition_expression(format!(
-                "attribute_exists(saleId) AND available >= :q AND {position}"
-            ))
-            .expression_attribute_values(":q", AttributeValue::N(units.to_string()))
-            .expression_attribute_values(":next", AttributeValue::N((seq + 1).to_string()));
-        if seq > 0 {
-            update = update.expression_attribute_values(":seq", AttributeValue::N(seq.to_string()));
-        }
-        update.build().map_err(transient)
-    }
-
     /// The source's items: its own record, the sale item at `seq`, and for
     /// an expired order its buyer's record.
     fn source_items(
@@ -177,7 +152,7 @@ impl DynamoOrders {
                     .expression_attribute_values(":offered", AttributeValue::N(offered.to_string()))
                     .build()
                     .map_err(transient)?;
-                let sale = self.return_at(&order.sale_id, seq, u64::from(units - offered))?;
+                let sale = self.return_at(&order.sale_id, seq, i64::from(units - offered))?;
                 vec![
                     TransactWriteItem::builder().update(mark).build(),
                     TransactWriteItem::builder().update(sale).build(),
@@ -200,7 +175,7 @@ impl DynamoOrders {
                     .condition_expression("attribute_not_exists(orderId)")
                     .build()
                     .map_err(transient)?;
-                let sale = self.take_at(&new.message.sale_id, seq, u64::from(offered))?;
+                let sale = self.return_at(&new.message.sale_id, seq, -i64::from(offered))?;
                 vec![
                     TransactWriteItem::builder().put(put).build(),
                     TransactWriteItem::builder().update(sale).build(),

@@ -19,11 +19,7 @@ fn user(id: &str) -> UserId {
 }
 
 fn terms(stores: &Stores) -> OfferTerms {
-    OfferTerms {
-        per_user_limit: stores.sale.per_user_limit,
-        payment_window_secs: stores.sale.payment_window_seconds,
-        price: stores.sale.price,
-    }
+    OfferTerms::of(&stores.sale)
 }
 
 fn candidate(sale: &SaleId, entry: WaitlistEntry) -> Candidate {
