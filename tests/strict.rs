@@ -727,3 +727,87 @@ async fn a_write_the_client_gave_up_on_holds_its_table_until_the_emulator_answer
         first.1 - second.0
     );
 }
+
+/// The DLQ view through a layer that delivers every message twice: a copy
+/// of a message a redrive sent back is not listed again (the operator
+/// would send it back twice, and take the redrive for one that failed),
+/// and where the original is still there (a redrive that moved a copy),
+/// the next look deletes it; the other message is listed all along.
+#[tokio::test]
+async fn a_copy_of_a_redriven_message_is_never_listed_again() {
+    use seckill_shared::adapters::dead_letters::SqsDeadLetters;
+    use seckill_shared::adapters::redis::RedisStock;
+    use seckill_shared::app::console;
+    let strict = layer(knobs(|k| {
+        k.sqs.duplicate_rate = 1.0;
+        k.sqs.native = true;
+    }))
+    .await;
+    let sqs = sqs_of(&strict.url()).await;
+    let (orders, dlq_url) = (queue(&sqs).await, queue(&sqs).await);
+    let stock = RedisStock::connect_lazy(
+        &std::env::var("REDIS_URL").expect("make test exports REDIS_URL"),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let sale = unique("dlq-copies");
+    let now = seckill_shared::clock::now_ms();
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let body = seckill_tests::order_body(&format!("{sale}-o{n}"), &sale, "auth0|b", 1, now);
+        let sent = sqs
+            .send_message()
+            .queue_url(&dlq_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+        ids.push(sent.message_id.unwrap());
+    }
+    let dlq = SqsDeadLetters::new(sqs.clone(), &orders, &dlq_url);
+    let listed = |entries: Vec<console::DlqEntry>| {
+        let mut ids: Vec<String> = entries.into_iter().map(|e| e.letter.message_id).collect();
+        ids.sort();
+        ids
+    };
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(
+        listed(console::dead_letters(&dlq, &stock).await.unwrap()),
+        all
+    );
+
+    let moved = console::redrive(&dlq, &stock, Some(&ids[..1]), now)
+        .await
+        .unwrap();
+    assert_eq!(moved.moved.len(), 1, "{moved:?}");
+    let mut rest = ids[1..].to_vec();
+    rest.sort();
+    // Every receive hands out a copy of what it received to the next one:
+    // each look below meets a copy of the moved message if any is left.
+    for look in 0..3 {
+        assert_eq!(
+            listed(console::dead_letters(&dlq, &stock).await.unwrap()),
+            rest,
+            "look {look}: the redriven message is listed again"
+        );
+    }
+    assert_eq!(strict.exact_queue_counts(&dlq_url), Some((2, 0, 0)));
+
+    // A redrive that moved a copy left the original behind (as if it had
+    // been sent back): the next look lists it no more, and deletes it.
+    use seckill_shared::ports::WriteErrorLog;
+    let sale_id = seckill_shared::domain::SaleId::parse(&sale).unwrap();
+    stock
+        .keep_redriven(&sale_id, &[ids[1].as_str()], now)
+        .await
+        .unwrap();
+    for look in 0..3 {
+        assert_eq!(
+            listed(console::dead_letters(&dlq, &stock).await.unwrap()),
+            [ids[2].clone()],
+            "look {look}: a message sent back is listed"
+        );
+    }
+    assert_eq!(strict.exact_queue_counts(&dlq_url), Some((1, 0, 0)));
+}

@@ -143,7 +143,7 @@ pub async fn route(
                     "no DLQ is configured (ORDERS_DLQ_URL)".into(),
                 ));
             };
-            let done = console::redrive(dlq, ids.as_deref())
+            let done = console::redrive(dlq, admin.queries.stock(), ids.as_deref(), now)
                 .await
                 .map_err(unavailable)?;
             audit_redrive(admin, &caller.user_id, &done.moved, now).await;

@@ -1,6 +1,6 @@
 //! The orders DLQ on SQS as operators handle it ([`DeadLetters`]): a look
-//! at its messages that leaves them there, and the redrive that moves
-//! chosen ones back to the orders queue.
+//! at its messages that leaves them there, the redrive that moves chosen
+//! ones back to the orders queue, and the discard of copies of moved ones.
 //!
 //! - Reading a message hides it for a while (its visibility timeout) and
 //!   counts a receive; every message read is made visible again at the
@@ -11,6 +11,9 @@
 //!   failure between the two leaves the order on both, which the writer's
 //!   idempotence by order id makes harmless; the other order of steps
 //!   could lose it.
+//! - A discard deletes chosen messages without sending them: copies of
+//!   messages a redrive sent back, which SQS may still deliver (it
+//!   delivers at least once).
 
 use super::sqs::{depth, describe};
 use crate::ports::{DeadLetter, DeadLetters, QueueError, Redriven};
@@ -173,6 +176,53 @@ impl DeadLetters for SqsDeadLetters {
         message_ids: Option<&[String]>,
         max: usize,
     ) -> Result<Redriven, QueueError> {
+        self.take(message_ids, max, Step::MoveBack).await
+    }
+
+    async fn discard(&self, message_ids: &[String]) -> Result<Vec<String>, QueueError> {
+        let done = self
+            .take(Some(message_ids), message_ids.len(), Step::Delete)
+            .await?;
+        Ok(done.moved.into_iter().map(|m| m.message_id).collect())
+    }
+}
+
+/// What [`SqsDeadLetters::take`] does to each message it chose.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Sent to the orders queue, then deleted from the DLQ.
+    MoveBack,
+    /// Deleted from the DLQ only.
+    Delete,
+}
+
+impl SqsDeadLetters {
+    /// Deletes a held message from the DLQ.
+    async fn delete(&self, held: &Held) -> Result<(), QueueError> {
+        let Some(receipt) = &held.receipt else {
+            return Err(QueueError(format!(
+                "message {} came without a receipt handle",
+                held.letter.message_id
+            )));
+        };
+        self.client
+            .delete_message()
+            .queue_url(&self.dlq_url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| QueueError(describe(&e)))
+    }
+
+    /// Receives the messages with these ids (`None`: every message, up to
+    /// `max`) and does `step` to each; the rest are made visible again.
+    async fn take(
+        &self,
+        message_ids: Option<&[String]>,
+        max: usize,
+        step: Step,
+    ) -> Result<Redriven, QueueError> {
         let mut wanted: Option<HashSet<&str>> =
             message_ids.map(|ids| ids.iter().map(String::as_str).collect());
         let mut done = Redriven::default();
@@ -201,7 +251,11 @@ impl DeadLetters for SqsDeadLetters {
                     others.push(held);
                     continue;
                 }
-                match self.move_back(&held).await {
+                let stepped = match step {
+                    Step::MoveBack => self.move_back(&held).await,
+                    Step::Delete => self.delete(&held).await,
+                };
+                match stepped {
                     Ok(()) => done.moved.push(held.letter),
                     Err(err) => {
                         done.stopped = Some(err.0);

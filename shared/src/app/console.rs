@@ -26,7 +26,7 @@ use crate::domain::ledger::SaleCounters;
 use crate::domain::{OrderId, OrderMessage, Sale, SaleId, SalePhase};
 use crate::ports::{
     DeadLetter, DeadLetters, DrawProgress, DrawStore, OrderLedger, QueueInspector, Redriven,
-    SaleEditor, StockAdmin, Upsert, WriteFailure,
+    SaleEditor, StockAdmin, Upsert, WriteErrorLog, WriteFailure,
 };
 use std::collections::BTreeMap;
 
@@ -167,6 +167,11 @@ pub struct DlqEntry {
 /// The DLQ's messages (at most [`DLQ_VIEW_LIMIT`]), left where they are,
 /// each with its order and the writer's last failure for it. A failure
 /// that cannot be read (Redis out of reach) shows as unknown.
+///
+/// A message a redrive sent back already ([`WriteErrorLog::keep_redriven`])
+/// that comes out of the DLQ again is a copy (SQS delivers at least once):
+/// it is not listed, and is deleted, so that nobody sends it back twice or
+/// takes the redrive for one that failed.
 pub async fn dead_letters(
     dlq: &impl DeadLetters,
     stock: &impl StockAdmin,
@@ -183,35 +188,65 @@ pub async fn dead_letters(
             last_failure: None,
         })
         .collect();
-    // One read per sale of the orders it has there.
-    let mut by_sale: BTreeMap<SaleId, Vec<OrderId>> = BTreeMap::new();
-    for entry in &entries {
+    // One read of each kind per sale, of the orders it has there.
+    let mut copies: Vec<String> = Vec::new();
+    for (sale_id, at) in by_sale(&entries) {
+        let order_ids: Vec<&OrderId> = at.iter().map(|(_, order_id)| order_id).collect();
+        match stock.write_errors(&sale_id, &order_ids).await {
+            Ok(failures) => {
+                for ((i, _), failure) in at.iter().zip(failures) {
+                    let i = *i;
+                    entries[i].last_failure = failure;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "DLQ view: cannot read the writer's failures");
+            }
+        }
+        let message_ids: Vec<&str> = at
+            .iter()
+            .map(|(i, _)| entries[*i].letter.message_id.as_str())
+            .collect();
+        match stock.redriven(&sale_id, &message_ids).await {
+            Ok(sent_back) => copies.extend(
+                message_ids
+                    .iter()
+                    .zip(sent_back)
+                    .filter(|(_, sent_back)| *sent_back)
+                    .map(|(id, _)| (*id).to_owned()),
+            ),
+            // Listed, then: a second redrive of a copy is harmless.
+            Err(err) => {
+                tracing::warn!(%sale_id, %err, "DLQ view: cannot read which messages were sent back");
+            }
+        }
+    }
+    if !copies.is_empty() {
+        entries.retain(|e| !copies.contains(&e.letter.message_id));
+        match dlq.discard(&copies).await {
+            Ok(deleted) => {
+                tracing::info!(?deleted, "DLQ view: copies of redriven messages deleted");
+            }
+            // Not listed all the same; the next look tries again.
+            Err(err) => tracing::warn!(%err, "DLQ view: cannot delete copies of redriven messages"),
+        }
+    }
+    Ok(entries)
+}
+
+/// The entries that carry an order, by sale: their places in `entries`,
+/// and their orders.
+fn by_sale(entries: &[DlqEntry]) -> BTreeMap<SaleId, Vec<(usize, OrderId)>> {
+    let mut by_sale: BTreeMap<SaleId, Vec<(usize, OrderId)>> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
         if let Ok(message) = &entry.order {
             by_sale
                 .entry(message.sale_id.clone())
                 .or_default()
-                .push(message.order_id.clone());
+                .push((i, message.order_id.clone()));
         }
     }
-    for (sale_id, order_ids) in by_sale {
-        let ids: Vec<&OrderId> = order_ids.iter().collect();
-        let failures = match stock.write_errors(&sale_id, &ids).await {
-            Ok(failures) => failures,
-            Err(err) => {
-                tracing::warn!(%sale_id, %err, "DLQ view: cannot read the writer's failures");
-                continue;
-            }
-        };
-        for (order_id, failure) in order_ids.iter().zip(failures) {
-            for entry in entries
-                .iter_mut()
-                .filter(|e| e.order.as_ref().is_ok_and(|m| &m.order_id == order_id))
-            {
-                entry.last_failure.clone_from(&failure);
-            }
-        }
-    }
-    Ok(entries)
+    by_sale
 }
 
 /// How many message ids one redrive may name.
@@ -260,10 +295,13 @@ pub fn parse_redrive(body: &[u8]) -> Result<Option<Vec<String>>, String> {
 
 /// Moves DLQ messages back to the orders queue: these ids, or every
 /// message (`None`), at most [`REDRIVE_LIMIT`] in one call. Safe to repeat:
-/// the writer is idempotent by order id.
+/// the writer is idempotent by order id. What it moved is kept by sale
+/// ([`WriteErrorLog::keep_redriven`]) for the view to know copies of it.
 pub async fn redrive(
     dlq: &impl DeadLetters,
+    stock: &impl WriteErrorLog,
     message_ids: Option<&[String]>,
+    now_ms: i64,
 ) -> Result<Redriven, JobError> {
     let done = dlq
         .redrive(message_ids, REDRIVE_LIMIT)
@@ -271,6 +309,22 @@ pub async fn redrive(
         .map_err(|e| JobError::Queue(e.0))?;
     if let Some(why) = &done.stopped {
         tracing::warn!(moved = done.moved.len(), %why, "redrive stopped early");
+    }
+    let mut by_sale: BTreeMap<SaleId, Vec<&str>> = BTreeMap::new();
+    for letter in &done.moved {
+        if let Ok((message, _)) = order_writer::parse(&letter.body) {
+            by_sale
+                .entry(message.sale_id)
+                .or_default()
+                .push(&letter.message_id);
+        }
+    }
+    for (sale_id, message_ids) in by_sale {
+        // Moved all the same: a copy that comes out of the DLQ is listed,
+        // and a second redrive of it is harmless.
+        if let Err(err) = stock.keep_redriven(&sale_id, &message_ids, now_ms).await {
+            tracing::warn!(%sale_id, %err, "cannot keep which messages were sent back");
+        }
     }
     Ok(done)
 }

@@ -331,8 +331,9 @@ pub trait LiveFigures: Send + Sync {
     }
 }
 
-/// The order-writer's last failure per order, as the console shows it
-/// beside a dead letter.
+/// What the console's DLQ view keeps beside the queue: the order-writer's
+/// last failure per order, shown beside a dead letter, and the messages a
+/// redrive sent back.
 pub trait WriteErrorLog: Send + Sync {
     /// The last failure the order-writer kept for each of these orders of
     /// one sale ([`StockStore::record_write_error`]), in the same order;
@@ -343,6 +344,30 @@ pub trait WriteErrorLog: Send + Sync {
         order_ids: &[&OrderId],
     ) -> impl Future<Output = Result<Vec<Option<WriteFailure>>, StoreError>> + Send {
         std::future::ready(Ok(vec![None; order_ids.len()]))
+    }
+
+    /// Keeps that these DLQ messages, of this sale's orders, were sent back
+    /// to the orders queue: SQS delivers at least once, so a copy of one
+    /// may still come out of the DLQ, and the view knows it for a copy by
+    /// its id ([`Self::redriven`]).
+    fn keep_redriven(
+        &self,
+        _sale_id: &SaleId,
+        _message_ids: &[&str],
+        _at_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    /// For each of these DLQ message ids of one sale's orders, whether a
+    /// redrive sent it back already ([`Self::keep_redriven`]), in the same
+    /// order. A store that keeps none knows of none.
+    fn redriven(
+        &self,
+        _sale_id: &SaleId,
+        message_ids: &[&str],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        std::future::ready(Ok(vec![false; message_ids.len()]))
     }
 }
 
@@ -686,4 +711,12 @@ pub trait DeadLetters: Send + Sync {
         message_ids: Option<&[String]>,
         max: usize,
     ) -> impl Future<Output = Result<Redriven, QueueError>> + Send;
+
+    /// Deletes the messages with these ids from the DLQ, sending them
+    /// nowhere: copies of messages a redrive sent back already. The ids
+    /// deleted (one not found is not there to delete).
+    fn discard(
+        &self,
+        message_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, QueueError>> + Send;
 }

@@ -7,6 +7,11 @@
 //! failure is worth keeping while the sale is not in Redis at all. So the
 //! hash has its own TTL, [`WRITE_ERRORS_TTL`], moved on by every write; it
 //! holds one field per order that ever failed, bounded by the orders.
+//!
+//! Beside it, `sale:{S}:redriven`: DLQ message id -> when a redrive sent it
+//! back (ms), same tag and TTL. SQS delivers at least once, so a copy of a
+//! message sent back may still come out of the DLQ; the view knows it by
+//! its id, and deletes it rather than list it again.
 
 use super::RedisStock;
 use crate::domain::{OrderId, SaleId};
@@ -21,6 +26,14 @@ fn key(sale_id: &SaleId) -> String {
     format!("sale:{{{sale_id}}}:writeerrors")
 }
 
+fn redriven_key(sale_id: &SaleId) -> String {
+    format!("sale:{{{sale_id}}}:redriven")
+}
+
+fn ttl_ms() -> u64 {
+    u64::try_from(WRITE_ERRORS_TTL.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl RedisStock {
     /// Keeps `failure` as the order's last, replacing what was kept.
     pub(super) async fn keep_write_error(
@@ -31,7 +44,6 @@ impl RedisStock {
         let key = key(sale_id);
         let value = serde_json::to_string(failure)
             .map_err(|e| StoreError::Protocol(format!("unserialisable failure: {e}")))?;
-        let ttl_ms = u64::try_from(WRITE_ERRORS_TTL.as_millis()).unwrap_or(u64::MAX);
         let call = async {
             let mut conn = self.conn.get().await?;
             redis::pipe()
@@ -42,7 +54,7 @@ impl RedisStock {
                 .ignore()
                 .cmd("PEXPIRE")
                 .arg(&key)
-                .arg(ttl_ms)
+                .arg(ttl_ms())
                 .ignore()
                 .query_async::<()>(&mut conn)
                 .await
@@ -76,6 +88,60 @@ impl WriteErrorLog for RedisStock {
         Ok(raw
             .into_iter()
             .map(|v| v.and_then(|json| serde_json::from_str(&json).ok()))
+            .collect())
+    }
+
+    async fn keep_redriven(
+        &self,
+        sale_id: &SaleId,
+        message_ids: &[&str],
+        at_ms: i64,
+    ) -> Result<(), StoreError> {
+        if message_ids.is_empty() {
+            return Ok(());
+        }
+        let key = redriven_key(sale_id);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            let mut pipe = redis::pipe();
+            let hset = pipe.cmd("HSET").arg(&key);
+            for id in message_ids {
+                hset.arg(*id).arg(at_ms);
+            }
+            hset.ignore()
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(ttl_ms())
+                .ignore()
+                .query_async::<()>(&mut conn)
+                .await
+        };
+        self.bounded(call).await
+    }
+
+    async fn redriven(
+        &self,
+        sale_id: &SaleId,
+        message_ids: &[&str],
+    ) -> Result<Vec<bool>, StoreError> {
+        if message_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = redriven_key(sale_id);
+        let call = async {
+            let mut conn = self.conn.get().await?;
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(&key);
+            for id in message_ids {
+                cmd.arg(*id);
+            }
+            cmd.query_async::<Vec<Option<String>>>(&mut conn).await
+        };
+        Ok(self
+            .bounded(call)
+            .await?
+            .into_iter()
+            .map(|v| v.is_some())
             .collect())
     }
 }
