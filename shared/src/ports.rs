@@ -22,9 +22,11 @@ use crate::domain::{IdempotencyKey, OrderId, OrderMessage, Quantity, Sale, SaleI
 use std::collections::HashMap;
 use std::future::Future;
 
+mod dead_letters;
 mod draw;
 mod operations;
 mod waitlist;
+pub use dead_letters::*;
 pub use draw::*;
 pub use operations::*;
 pub use waitlist::*;

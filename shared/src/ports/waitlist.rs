@@ -1,11 +1,14 @@
 //! The waitlist's record in the ledger: one entry per (sale, buyer), the
 //! line they form, and the one transaction that hands an expired order's
-//! units to the head of that line (`adapters::dynamo::waitlist`).
+//! units to the head of that line (`adapters::dynamo::waitlist`); and its
+//! part in the stock store ([`WaitlistStock`]): admission, and the claims
+//! that keep an offer within the buyer's limit.
 
+use crate::domain::OrderId;
 use crate::domain::orders::Order;
 use crate::domain::waitlist::EntryStatus;
 use crate::domain::{SaleId, UserId};
-use crate::ports::{ExpireOutcome, OrderStoreError};
+use crate::ports::{ExpireOutcome, OrderStoreError, Returned, StoreError};
 
 /// One buyer's entry as the ledger holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,4 +211,123 @@ pub trait WaitlistStore: Send + Sync {
     ) -> impl Future<Output = Result<LineStats, OrderStoreError>> + Send {
         std::future::ready(Ok(LineStats::default()))
     }
+}
+
+/// Whether a buyer may join a sale's waitlist, as the stock store decides
+/// it: the purchase's checks but for the stock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitlistAdmission {
+    /// May join; the store's clock (ms), the join time every environment
+    /// shares.
+    Admitted {
+        now_ms: i64,
+    },
+    SaleMissing,
+    Paused,
+    NotStarted {
+        start_ms: i64,
+    },
+    Ended,
+    /// A lottery window's tickets are not drawn yet.
+    Drawing,
+    /// Units are on sale: buy instead.
+    Available {
+        remaining: u32,
+    },
+    GateRequired,
+    LimitExceeded {
+        order_ids: Vec<OrderId>,
+    },
+    RateLimited {
+        retry_after_ms: u64,
+    },
+}
+
+/// The stock store's part of the waitlist: admission to it, and the
+/// buyers of the orders it is offered (claimed before the ledger writes
+/// them, held after). The default methods are a store that keeps no
+/// waitlist: it admits nobody and is never handed an offer.
+pub trait WaitlistStock: Send + Sync {
+    /// Whether `user_id` may join the sale's waitlist (a verified gate
+    /// pass, if any, is used up by an admission).
+    fn admit_waitlist(
+        &self,
+        _req: WaitlistJoin<'_>,
+    ) -> impl Future<Output = Result<WaitlistAdmission, StoreError>> + Send {
+        std::future::ready(Err(StoreError::Unavailable(
+            "this stock store keeps no waitlist".into(),
+        )))
+    }
+
+    /// The suffix an offered order's id carries to name the buyer's home
+    /// shard (`""` for a sale of one shard).
+    fn offer_suffix(
+        &self,
+        _sale_id: &SaleId,
+        _user_id: &UserId,
+    ) -> impl Future<Output = Result<String, StoreError>> + Send {
+        std::future::ready(Ok(String::new()))
+    }
+
+    /// Before the ledger offers `order_id` (one unit) to `user_id`: their
+    /// count goes up by it if it stays within the sale's limit as the
+    /// stock store counts it (purchases still on the queue included), so
+    /// the offer is never past the limit and the buyer cannot buy past it
+    /// while it is made. A store that keeps no count admits every claim.
+    fn claim_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+        _at_ms: i64,
+    ) -> impl Future<Output = Result<OfferClaim, StoreError>> + Send {
+        std::future::ready(Ok(OfferClaim::Claimed))
+    }
+
+    /// The ledger did not offer `order_id` after all: its claim, if still
+    /// only a claim, is taken back.
+    fn unclaim_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    /// The buyer of `order_id`, an order the waitlist was offered at ledger
+    /// position `return_seq`, holds it: counted once for their limit (its
+    /// claim stands; without one, counted now).
+    fn hold_offer(
+        &self,
+        _sale_id: &SaleId,
+        _order_id: &OrderId,
+        _user_id: &UserId,
+        _at_ms: i64,
+        _return_seq: u64,
+    ) -> impl Future<Output = Result<Returned, StoreError>> + Send {
+        std::future::ready(Ok(Returned::SaleMissing))
+    }
+}
+
+/// What a claim of an offer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferClaim {
+    /// Counted (or counted already, by an earlier claim of the same order).
+    Claimed,
+    /// The buyer's count is at the limit: not to be offered now.
+    AtLimit,
+    /// The stock store does not hold the sale: its load counts the offer
+    /// from the ledger.
+    SaleMissing,
+}
+
+/// One join's request, as the edge parsed it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitlistJoin<'a> {
+    pub sale_id: &'a SaleId,
+    pub user_id: &'a UserId,
+    pub gate_nonce: Option<&'a str>,
+    pub gate_issued_ms: Option<i64>,
+    pub source_ip: Option<&'a str>,
 }
