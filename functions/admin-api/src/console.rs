@@ -25,7 +25,6 @@ use seckill_shared::http::bodies::admin::{
     SaleDefinitionView, SaleDetail, SaleList, SaleRecord, SellOutBody,
 };
 use seckill_shared::http::{self, Caller};
-use std::collections::BTreeMap;
 
 /// Serves a console route; `None` when `route_key` is not one.
 pub async fn route(
@@ -197,20 +196,12 @@ async fn audit_redrive(
     moved: &[seckill_shared::ports::DeadLetter],
     now: i64,
 ) {
-    let mut by_sale: BTreeMap<SaleId, Vec<(String, OrderId)>> = BTreeMap::new();
-    for letter in moved {
-        match seckill_shared::app::order_writer::parse(&letter.body) {
-            Ok((message, _)) => by_sale
-                .entry(message.sale_id)
-                .or_default()
-                .push((letter.message_id.clone(), message.order_id)),
-            Err(_) => {
-                tracing::info!(target: "audit", actor = actor.as_str(), message_id = %letter.message_id,
-                    "admin action: redrive of a message that is not an order");
-            }
-        }
+    let moved = console::MovedOrders::of(moved);
+    for message_id in &moved.not_orders {
+        tracing::info!(target: "audit", actor = actor.as_str(), %message_id,
+            "admin action: redrive of a message that is not an order");
     }
-    for (sale_id, moved) in by_sale {
+    for (sale_id, moved) in moved.by_sale {
         let (messages, orders): (Vec<String>, Vec<OrderId>) = moved.into_iter().unzip();
         let after = RedrivenOrders {
             message_ids: messages,

@@ -195,8 +195,7 @@ pub async fn dead_letters(
         match stock.write_errors(&sale_id, &order_ids).await {
             Ok(failures) => {
                 for ((i, _), failure) in at.iter().zip(failures) {
-                    let i = *i;
-                    entries[i].last_failure = failure;
+                    entries[*i].last_failure = failure;
                 }
             }
             Err(err) => {
@@ -247,6 +246,31 @@ fn by_sale(entries: &[DlqEntry]) -> BTreeMap<SaleId, Vec<(usize, OrderId)>> {
         }
     }
     by_sale
+}
+
+/// What a redrive moved, by what it carried: the orders of each sale
+/// (message id, order id), and the ids of messages that are not orders.
+#[derive(Debug, Default)]
+pub struct MovedOrders {
+    pub by_sale: BTreeMap<SaleId, Vec<(String, OrderId)>>,
+    pub not_orders: Vec<String>,
+}
+
+impl MovedOrders {
+    pub fn of(moved: &[DeadLetter]) -> Self {
+        let mut out = Self::default();
+        for letter in moved {
+            match order_writer::parse(&letter.body) {
+                Ok((message, _)) => out
+                    .by_sale
+                    .entry(message.sale_id)
+                    .or_default()
+                    .push((letter.message_id.clone(), message.order_id)),
+                Err(_) => out.not_orders.push(letter.message_id.clone()),
+            }
+        }
+        out
+    }
 }
 
 /// How many message ids one redrive may name.
@@ -310,16 +334,8 @@ pub async fn redrive(
     if let Some(why) = &done.stopped {
         tracing::warn!(moved = done.moved.len(), %why, "redrive stopped early");
     }
-    let mut by_sale: BTreeMap<SaleId, Vec<&str>> = BTreeMap::new();
-    for letter in &done.moved {
-        if let Ok((message, _)) = order_writer::parse(&letter.body) {
-            by_sale
-                .entry(message.sale_id)
-                .or_default()
-                .push(&letter.message_id);
-        }
-    }
-    for (sale_id, message_ids) in by_sale {
+    for (sale_id, moved) in MovedOrders::of(&done.moved).by_sale {
+        let message_ids: Vec<&str> = moved.iter().map(|(id, _)| id.as_str()).collect();
         // Moved all the same: a copy that comes out of the DLQ is listed,
         // and a second redrive of it is harmless.
         if let Err(err) = stock.keep_redriven(&sale_id, &message_ids, now_ms).await {
